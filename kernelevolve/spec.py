@@ -1,0 +1,255 @@
+"""Operator specs: what to compute, at which shapes and dtypes, on which hardware.
+
+A spec is a YAML file in `specs/` (or, directly, a reference module in the KernelBench
+convention). Loading never raises a traceback at the user: every problem becomes a `SpecError`
+whose message names the file and the field.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from kernelevolve.paths import REPO_ROOT
+
+FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")
+
+# Elementwise |out - ref| <= atol + rtol * |ref|, ref computed in float64.
+DEFAULT_TOLERANCES: dict[str, dict[str, float]] = {
+    "float64": {"atol": 1e-7, "rtol": 1e-7},
+    "float32": {"atol": 1e-3, "rtol": 1e-3},  # tl.dot on fp32 uses tf32 by default
+    "float16": {"atol": 1e-2, "rtol": 1e-2},
+    "bfloat16": {"atol": 2e-2, "rtol": 2e-2},
+    "native": {"atol": 1e-3, "rtol": 1e-3},
+}
+
+
+class SpecError(ValueError):
+    """A spec that cannot be used; str() is one line naming the file and the field."""
+
+
+class Tolerance(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    atol: float = Field(ge=0)
+    rtol: float = Field(ge=0)
+
+
+class Budget(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    nodes: int = Field(default=20, ge=1)
+    wall_clock_s: float | None = Field(default=None, gt=0)
+    tokens: int | None = Field(default=None, ge=1)
+    cost_usd: float | None = Field(default=None, gt=0)
+    stall: int | None = Field(default=None, ge=1)
+    target_fitness: float | None = Field(default=None, gt=0)
+
+
+ShapeValue = int | float | bool | str
+
+
+class Case(BaseModel):
+    """One evaluation point: a shape (constant overrides) at one dtype."""
+
+    params: dict[str, ShapeValue]
+    dtype: str  # a torch dtype name, or "native" to keep the module's own dtypes
+
+    @property
+    def label(self) -> str:
+        shape = ",".join(f"{k}={v}" for k, v in self.params.items()) or "default"
+        return f"{shape} {self.dtype}"
+
+
+class Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    family: str = ""
+    reference: Path
+    shapes: list[dict[str, ShapeValue]] = Field(default_factory=lambda: [{}])
+    # Small shapes for the Triton interpreter on CPU, used there when no --shape is given.
+    interpret_shapes: list[dict[str, ShapeValue]] | None = None
+    dtypes: list[str] = Field(default_factory=lambda: ["native"])
+    tolerances: dict[str, Tolerance] = Field(default_factory=dict)
+    baseline: Literal["eager", "torch.compile"] = "torch.compile"
+    hardware: str = "h200"
+    tags: list[str] = Field(default_factory=list)
+    kernel: str | None = None  # knowledge_base/kernels/<kernel>.py; defaults to `name`
+    budget: Budget = Field(default_factory=Budget)
+    # Python expressions over the shape constants (and `e`, the element size in bytes) giving
+    # the fewest bytes moved and the FLOPs per call; used to report GB/s and TFLOP/s.
+    bytes: str | None = None
+    flops: str | None = None
+    path: Path | None = None  # the spec file itself (None for a bare reference module)
+
+    @field_validator("dtypes")
+    @classmethod
+    def _known_dtypes(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("needs at least one dtype")
+        for d in v:
+            if d not in FLOAT_DTYPES and d != "native":
+                raise ValueError(f"unknown dtype {d!r} (use one of {', '.join(FLOAT_DTYPES)}, native)")
+        return v
+
+    @field_validator("shapes")
+    @classmethod
+    def _some_shapes(cls, v: list[dict]) -> list[dict]:
+        if not v:
+            raise ValueError("needs at least one shape")
+        return v
+
+    @field_validator("bytes", "flops")
+    @classmethod
+    def _expression(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                ast.parse(v, mode="eval")
+            except SyntaxError as e:
+                raise ValueError(f"not a Python expression: {e.msg}") from None
+        return v
+
+    # -- derived -------------------------------------------------------------------------
+    @property
+    def kernel_name(self) -> str:
+        return self.kernel or self.name
+
+    @property
+    def reference_source(self) -> str:
+        return self.reference.read_text()
+
+    @property
+    def fingerprint(self) -> str:
+        """Identifies what the baseline computes: the reference source and the spec name."""
+        h = hashlib.sha256(self.reference_source.encode())
+        h.update(self.name.encode())
+        return h.hexdigest()[:16]
+
+    def tolerance(self, dtype: str) -> Tolerance:
+        if dtype in self.tolerances:
+            return self.tolerances[dtype]
+        return Tolerance(**DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES["native"]))
+
+    def cases(self, device: str = "cuda", shapes: list[dict[str, ShapeValue]] | None = None) -> list[Case]:
+        """Shapes x dtypes. `shapes` (from --shape) replaces the spec's own."""
+        if shapes:
+            chosen = shapes
+        elif device == "interpret" and self.interpret_shapes:
+            chosen = self.interpret_shapes
+        else:
+            chosen = self.shapes
+        return [Case(params=dict(s), dtype=d) for s in chosen for d in self.dtypes]
+
+    def roofline(self, case: Case) -> tuple[float | None, float | None]:
+        """(bytes, flops) for one case, from the spec's expressions; None where not given."""
+        scope: dict[str, Any] = {"e": _element_size(case.dtype), "math": math}
+        scope.update(self._module_constants())
+        scope.update(case.params)
+        out = []
+        for expr in (self.bytes, self.flops):
+            try:
+                out.append(float(eval(expr, {"__builtins__": {}}, scope)) if expr else None)  # noqa: S307 - spec is trusted config
+            except Exception:
+                out.append(None)
+        return out[0], out[1]
+
+    def _module_constants(self) -> dict[str, Any]:
+        """Module-level literal constants of the reference (parsed, never executed)."""
+        consts: dict[str, Any] = {}
+        for node in ast.parse(self.reference_source).body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                try:
+                    consts[node.targets[0].id] = ast.literal_eval(node.value)
+                except ValueError:
+                    pass
+        return consts
+
+
+def _element_size(dtype: str) -> int:
+    return {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}.get(dtype, 4)
+
+
+def _field_path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Load a YAML spec, or a KernelBench-style reference module used directly as a spec."""
+    path = Path(path)
+    if not path.exists():
+        raise SpecError(f"{path}: no such file")
+    if path.suffix == ".py":
+        return _spec_from_module(path)
+    if path.suffix not in (".yaml", ".yml"):
+        raise SpecError(f"{path}: a spec is a .yaml file or a reference module (.py)")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise SpecError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+    if not isinstance(raw, dict):
+        raise SpecError(f"{path}: a spec is a YAML mapping with at least `name` and `reference`")
+    raw.setdefault("name", path.stem)
+    if "reference" not in raw:
+        raise SpecError(f"{path}: field `reference`: missing (path of the reference module)")
+    ref = Path(str(raw["reference"]))
+    raw["reference"] = ref if ref.is_absolute() else (path.parent / ref).resolve()
+    raw["path"] = path.resolve()
+    try:
+        spec = Spec.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+        raise SpecError(f"{path}: field `{_field_path(err['loc'])}`: {err['msg']}{more}") from None
+    _check_reference(spec.reference, f"{path}: field `reference`")
+    for i, shape in enumerate(spec.shapes + (spec.interpret_shapes or [])):
+        unknown = set(shape) - set(spec._module_constants())
+        if unknown:
+            raise SpecError(
+                f"{path}: field `shapes[{i}]`: {', '.join(sorted(unknown))} is not a module-level "
+                f"constant of {spec.reference.name}"
+            )
+    return spec
+
+
+def _spec_from_module(path: Path) -> Spec:
+    _check_reference(path.resolve(), str(path))
+    return Spec(name=path.stem.replace(" ", "_"), reference=path.resolve(), description=f"KernelBench-style module {path.name}")
+
+
+def _check_reference(ref: Path, where: str) -> None:
+    if not ref.exists():
+        raise SpecError(f"{where}: {ref} does not exist")
+    try:
+        tree = ast.parse(ref.read_text(), filename=str(ref))
+    except SyntaxError as e:
+        raise SpecError(f"{where}: {ref.name} line {e.lineno}: {e.msg}") from None
+    names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    for needed in ("Model", "get_inputs", "get_init_inputs"):
+        if needed not in names:
+            raise SpecError(f"{where}: {ref.name} defines no `{needed}` (KernelBench convention)")
+
+
+def parse_shape_option(text: str) -> dict[str, ShapeValue]:
+    """`M=4096,N=512` -> {"M": 4096, "N": 512}; values are Python literals, else strings."""
+    out: dict[str, ShapeValue] = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise SpecError(f"--shape {text!r}: expected NAME=VALUE[,NAME=VALUE...]")
+        try:
+            out[name] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            out[name] = value.strip()
+    return out
