@@ -159,6 +159,14 @@ class Spec(BaseModel):
                 out.append(None)
         return out[0], out[1]
 
+    def check_shape(self, shape: dict[str, ShapeValue], where: str = "--shape") -> None:
+        unknown = set(shape) - set(self._module_constants())
+        if unknown:
+            raise SpecError(
+                f"{where}: {', '.join(sorted(unknown))} is not a module-level constant of "
+                f"{self.reference.name} (constants: {', '.join(sorted(self._module_constants())) or 'none'})"
+            )
+
     def _module_constants(self) -> dict[str, Any]:
         """Module-level literal constants of the reference (parsed, never executed)."""
         consts: dict[str, Any] = {}
@@ -212,13 +220,9 @@ def load_spec(path: str | Path) -> Spec:
         more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
         raise SpecError(f"{path}: field `{_field_path(err['loc'])}`: {err['msg']}{more}") from None
     _check_reference(spec.reference, f"{path}: field `reference`")
-    for i, shape in enumerate(spec.shapes + (spec.interpret_shapes or [])):
-        unknown = set(shape) - set(spec._module_constants())
-        if unknown:
-            raise SpecError(
-                f"{path}: field `shapes[{i}]`: {', '.join(sorted(unknown))} is not a module-level "
-                f"constant of {spec.reference.name}"
-            )
+    for field_name in ("shapes", "interpret_shapes"):
+        for i, shape in enumerate(getattr(spec, field_name) or []):
+            spec.check_shape(shape, where=f"{path}: field `{field_name}[{i}]`")
     return spec
 
 

@@ -32,3 +32,46 @@ def fail(message: str, code: int = EXIT_UNUSABLE) -> NoReturn:
     """One-line error on stderr, then exit: never a traceback for bad input."""
     err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     sys.exit(code)
+
+
+# -- options shared by `eval`, `run` and friends -------------------------------------------
+
+def load_spec_or_fail(path: str):
+    """A YAML spec or a KernelBench reference module; a bad one ends the command with one line."""
+    from kernelevolve.spec import SpecError, load_spec
+
+    try:
+        return load_spec(path)
+    except SpecError as e:
+        fail(str(e))
+
+
+def shapes_or_fail(spec, shape_options: list[str] | None) -> list[dict] | None:
+    """Parse repeated --shape NAME=VALUE[,...] options; names must be the reference's constants."""
+    from kernelevolve.spec import SpecError, parse_shape_option
+
+    if not shape_options:
+        return None
+    try:
+        shapes = [parse_shape_option(text) for text in shape_options]
+        for shape in shapes:
+            spec.check_shape(shape)
+    except SpecError as e:
+        fail(str(e))
+    return shapes
+
+
+def resolve_device(device: str | None) -> str:
+    """`cuda` when asked for and present; default: cuda if a GPU is visible, else interpret."""
+    import torch
+
+    if device is None:
+        if torch.cuda.is_available():
+            return "cuda"
+        err_console.print("[yellow]note:[/] no GPU visible: using --device interpret (correctness only, no timings)")
+        return "interpret"
+    if device not in ("cuda", "interpret"):
+        fail(f"--device {device!r}: use cuda or interpret")
+    if device == "cuda" and not torch.cuda.is_available():
+        fail("--device cuda: no CUDA GPU is visible to torch on this machine (use --device interpret for a correctness-only check)")
+    return device
