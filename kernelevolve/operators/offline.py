@@ -1,0 +1,168 @@
+"""The offline operator: no model, no key, no network.
+
+It drafts the knowledge base's reference kernel for the spec and improves it by moving the
+kernel's declared tunables (see tunables.py): a local search that optimises a passing parent,
+walks a failing one back toward the last configuration that passed, and crosses two parents'
+knobs. All randomness comes from `context.rng`, so a run is reproducible and resumable.
+
+Which configurations were already tried comes from the engine when it passes them
+(`context.extra["tried_sources"]` or `["tried_configs"]`); the parents and the ancestry are always
+counted, and so is what this operator proposed earlier in the same process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernelevolve.operators import config_search as search
+from kernelevolve.operators.base import OperatorContext, ParentView, Proposal
+from kernelevolve.operators.errors import OperatorError
+from kernelevolve.operators.tunables import Declared, TunablesError, config_key, describe_change, read_declared, rewrite_config
+from kernelevolve.spec import Spec
+
+PROVIDER_HINT = (
+    "use an LLM provider instead: --model anthropic:claude-opus-4-5 (ANTHROPIC_API_KEY), "
+    "--model openai:gpt-5 (OPENAI_API_KEY; OPENAI_BASE_URL for a compatible server), or --model file:DIR"
+)
+
+
+def reference_kernel_source(spec: Spec) -> str:
+    """The reference kernel for `spec` from the knowledge base, or OperatorError in one line."""
+    from kernelevolve import paths
+    from kernelevolve.knowledge import KnowledgeBase, KnowledgeError
+
+    try:
+        doc = KnowledgeBase.load().reference_kernel(spec.kernel_name)
+    except KnowledgeError as e:
+        raise OperatorError(f"offline operator: knowledge base unusable ({e}); {PROVIDER_HINT}") from None
+    if doc is None or not doc.source:
+        where = paths.KNOWLEDGE_BASE / "kernels" / f"{spec.kernel_name}.py"
+        raise OperatorError(
+            f"offline operator: spec {spec.name!r} has no reference kernel ({where} does not exist); {PROVIDER_HINT}"
+        )
+    return doc.source
+
+
+class OfflineOperator:
+    name = "offline"
+
+    def __init__(self, **_options: Any):
+        self._proposed: set[tuple] = set()
+        self._declared: dict[str, tuple[str, Declared]] = {}
+
+    # -- the reference kernel ---------------------------------------------------------------
+    def check(self, spec: Spec) -> None:
+        """Raise OperatorError now, before a run starts, if this spec cannot be served."""
+        self._reference(spec)
+
+    def _reference(self, spec: Spec) -> tuple[str, Declared]:
+        if spec.kernel_name not in self._declared:
+            source = reference_kernel_source(spec)
+            try:
+                declared = read_declared(source)
+            except TunablesError as e:
+                raise OperatorError(f"offline operator: reference kernel {spec.kernel_name!r}: {e}; {PROVIDER_HINT}") from None
+            self._declared[spec.kernel_name] = (source, declared)
+        return self._declared[spec.kernel_name]
+
+    # -- what has been tried ----------------------------------------------------------------
+    def _tried(self, context: OperatorContext, parents: list[ParentView] = ()) -> set[tuple]:
+        tried = set(self._proposed)
+        sources = [v.source for v in [*context.ancestry, *parents]]
+        sources += list(context.extra.get("tried_sources") or [])
+        for source in sources:
+            config = _config_of(source)
+            if config is not None:
+                tried.add(config_key(config))
+        for config in context.extra.get("tried_configs") or []:
+            tried.add(config_key(config))
+        return tried
+
+    def _propose(self, base_source: str, old: dict, new: dict | None, note: str, context: OperatorContext) -> Proposal:
+        if new is None:
+            return Proposal(source=None, failure="no_code",
+                            message="offline operator: every configuration in the tunable space was tried",
+                            note="tunable space exhausted")
+        self._proposed.add(config_key(new))
+        return Proposal(source=rewrite_config(base_source, new), note=f"{note}: {describe_change(old, new)}")
+
+    # -- operator ---------------------------------------------------------------------------
+    def draft(self, spec: Spec, context: OperatorContext) -> Proposal:
+        source, declared = self._reference(spec)
+        tried = self._tried(context)
+        if config_key(declared.config) not in tried:
+            self._proposed.add(config_key(declared.config))
+            return Proposal(source=source, note=f"reference kernel {spec.kernel_name} with its own CONFIG")
+        new = search.local_move(declared.config, declared.tunables, tried, context.rng)
+        return self._propose(source, declared.config, new, "reference kernel, another configuration", context)
+
+    def improve(self, parents: list[ParentView], context: OperatorContext) -> Proposal:
+        spec = context.spec
+        ref_source, declared = self._reference(spec)
+        tunables = declared.tunables
+        tried = self._tried(context, parents)
+        usable = [p for p in parents if _config_of(p.source) is not None]
+        if len(usable) >= 2:
+            return self._crossover(usable[0], usable[1], tunables, tried, context)
+        if not usable:
+            # No parseable kernel to mutate (no code, or a rewritten file): restart from the reference.
+            base = declared.config
+            new = base if config_key(base) not in tried else search.local_move(base, tunables, tried, context.rng)
+            return self._propose(ref_source, base, new, f"debug #{parents[0].node_id}: restart from the reference kernel", context)
+        parent = usable[0]
+        config = _config_of(parent.source)
+        if parent.failed:
+            passing = _last_passing(context.ancestry, exclude=parent.node_id)
+            if passing is not None:
+                new = search.toward(config, _config_of(passing.source), tunables, tried, context.rng)
+                why = f"debug #{parent.node_id} toward #{passing.node_id} (last passing)"
+            else:
+                new = search.smaller_first(config, tunables, tried, context.rng)
+                why = f"debug #{parent.node_id} ({parent.evaluation.failure if parent.evaluation else 'unevaluated'})"
+            return self._propose(parent.source, config, new, why, context)
+        new = search.local_move(config, tunables, tried, context.rng, momentum=_momentum(parent, context.ancestry, tunables))
+        return self._propose(parent.source, config, new, f"optimise #{parent.node_id}", context)
+
+    def _crossover(self, a: ParentView, b: ParentView, tunables, tried, context) -> Proposal:
+        # The fitter parent gives the body of the file (they normally share it anyway).
+        if (b.fitness or 0) > (a.fitness or 0):
+            a, b = b, a
+        ca, cb = _config_of(a.source), _config_of(b.source)
+        child, from_b = search.crossover(ca, cb, tunables, tried, context.rng)
+        if child is None:
+            child = search.local_move(ca, tunables, tried, context.rng)
+            return self._propose(a.source, ca, child, f"crossover #{a.node_id} x #{b.node_id} had nothing new; optimise #{a.node_id}", context)
+        return self._propose(a.source, ca, child, f"crossover #{a.node_id} x #{b.node_id} ({', '.join(from_b)} from #{b.node_id})", context)
+
+
+def _config_of(source: str | None) -> dict | None:
+    if not source:
+        return None
+    try:
+        return read_declared(source).config
+    except TunablesError:
+        return None
+
+
+def _last_passing(ancestry: list[ParentView], exclude: int) -> ParentView | None:
+    for view in reversed(ancestry):
+        if view.node_id != exclude and not view.failed and _config_of(view.source) is not None:
+            return view
+    return None
+
+
+def _momentum(parent: ParentView, ancestry: list[ParentView], tunables: dict) -> tuple[str, int] | None:
+    """(knob, direction) when the parent moved one knob away from a passing ancestor and got
+    faster by it: the next step tries the same direction first."""
+    before = _last_passing(ancestry, exclude=parent.node_id)
+    if before is None or parent.fitness is None or before.fitness is None or parent.fitness <= before.fitness:
+        return None
+    old, new = _config_of(before.source), _config_of(parent.source)
+    moved = [k for k in tunables if old.get(k) != new.get(k)]
+    if len(moved) != 1:
+        return None
+    key = moved[0]
+    allowed = tunables[key]
+    if old[key] not in allowed or new[key] not in allowed:
+        return None
+    return key, 1 if allowed.index(new[key]) > allowed.index(old[key]) else -1
