@@ -1,0 +1,1 @@
+"""Graph search over kernel candidates: the graph, selection policies, termination, the engine."""

@@ -1,0 +1,246 @@
+"""The search loop: select, propose (operator), write pending, evaluate, record; until a limit.
+
+All graph and database writes happen on the calling thread; worker threads only run the
+operator, the evaluator and the insight writer. Each node costs two transactions: it is written
+as pending before evaluation, and its evaluation is written with the policy and random state
+after, so a run killed at any instant resumes from the database without losing or redoing an
+evaluated node (a pending node is simply evaluated again).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from kernelevolve.evaluation.result import EvalResult, Failure
+from kernelevolve.operators.base import LLMCallRecord, OperatorContext, ParentView, Proposal
+from kernelevolve.search.graph import Node, SearchGraph
+from kernelevolve.search.policies import Expansion, Policy
+from kernelevolve.search.termination import Limits
+
+InsightWriter = Callable[[Any, ParentView, list[ParentView]], "str | None"]
+ANCESTRY_LIMIT = 8
+INSIGHT_LIMIT = 8
+MAX_OPERATOR_ERRORS = 3  # in a row: the operator is broken (no key, no network), not unlucky
+
+
+def rng_state(rng: random.Random) -> dict:
+    version, internal, gauss = rng.getstate()
+    return {"version": version, "internal": list(internal), "gauss": gauss}
+
+
+def restore_rng(state: dict) -> random.Random:
+    rng = random.Random()
+    rng.setstate((state["version"], tuple(state["internal"]), state["gauss"]))
+    return rng
+
+
+@dataclass
+class _Task:
+    stage: str  # propose | evaluate | insight
+    expansion: Expansion | None = None
+    node_id: int | None = None
+    calls: list[tuple[int, LLMCallRecord]] = field(default_factory=list)
+
+
+class SearchEngine:
+    def __init__(self, *, repo, run_id: str, spec, graph: SearchGraph, policy: Policy, operator, evaluator,
+                 limits: Limits, rng: random.Random, device: str, shapes: list[dict] | None = None,
+                 elapsed_s: float = 0.0, insight_writer: InsightWriter | None = None,
+                 on_event: Callable[[str, "SearchEngine", Node | None], None] | None = None,
+                 max_in_flight: int | None = None) -> None:
+        self.repo, self.run_id, self.spec, self.graph = repo, run_id, spec, graph
+        self.policy, self.operator, self.evaluator, self.limits = policy, operator, evaluator, limits
+        self.rng, self.device, self.shapes = rng, device, shapes
+        self.insight_writer, self.on_event = insight_writer, on_event
+        self.max_in_flight = max(1, max_in_flight or int(getattr(evaluator, "parallelism", 1) or 1))
+        self._elapsed_before, self._t0 = elapsed_s, time.monotonic()
+        self.in_flight: dict[Future, _Task] = {}
+        self.stop_reason: str | None = None
+        self.operator_errors = 0
+        self.warnings: list[str] = []
+
+    # -- state for progress displays ------------------------------------------------------
+    @property
+    def elapsed_s(self) -> float:
+        return self._elapsed_before + time.monotonic() - self._t0
+
+    def spent(self) -> tuple[int, float]:
+        nodes = self.graph.nodes()
+        return sum(n.tokens for n in nodes), sum(n.cost_usd for n in nodes)
+
+    def progress(self) -> dict:
+        done = self.graph.evaluated()
+        best = self.graph.best()
+        tokens, cost = self.spent()
+        return {
+            "nodes": len(self.graph), "evaluated": len(done), "max_nodes": self.limits.max_nodes,
+            "in_flight": len(self.in_flight_work()),
+            "failures": dict(Counter(n.failure for n in done if n.failure)),
+            "correct": sum(1 for n in done if n.correct),
+            "best": None if best is None or not best.correct else
+            {"id": best.id, "fitness": best.fitness, "score": best.score},
+            "elapsed_s": self.elapsed_s, "wall_clock_s": self.limits.wall_clock_s,
+            "tokens": tokens, "cost_usd": cost,
+        }
+
+    def in_flight_work(self) -> list[_Task]:
+        return [t for t in self.in_flight.values() if t.stage != "insight"]
+
+    # -- the loop -------------------------------------------------------------------------
+    def run(self) -> str:
+        """Search until a limit; returns the termination reason (also written on the run)."""
+        self.repo.update_run(self.run_id, status="running", termination_reason=None)
+        pool = ThreadPoolExecutor(max_workers=2 * self.max_in_flight + 1, thread_name_prefix="kernelevolve")
+        self._pool = pool
+        try:
+            for node in self.graph.pending():  # written before a crash, never evaluated: do it now
+                self._submit(_Task("evaluate", node_id=node.id), self._evaluate, node.source)
+            while True:
+                if self.stop_reason is None:
+                    self.stop_reason = self._check_limits()
+                if self.stop_reason is None:
+                    self._launch()
+                if not self.in_flight:
+                    if self.stop_reason is None:  # nothing running and nothing to start
+                        self.stop_reason = "exhausted"
+                    break
+                done, _ = wait(list(self.in_flight), timeout=1.0, return_when=FIRST_COMPLETED)
+                for future in sorted(done, key=lambda f: self.in_flight[f].node_id or -1):
+                    self._complete(future, self.in_flight.pop(future))
+                self._emit("tick", None)
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            self.repo.update_run(self.run_id, status="interrupted", elapsed_s=self.elapsed_s)
+            raise
+        pool.shutdown(wait=True)
+        self.repo.update_run(self.run_id, status="finished", termination_reason=self.stop_reason,
+                             elapsed_s=self.elapsed_s)
+        self._emit("finished", None)
+        return self.stop_reason
+
+    def _check_limits(self) -> str | None:
+        if self.operator_errors >= MAX_OPERATOR_ERRORS:
+            return "operator_error"
+        tokens, cost = self.spent()
+        return self.limits.stop_reason(self.graph, self.elapsed_s, tokens, cost)
+
+    def _launch(self) -> None:
+        proposing = [t.expansion for t in self.in_flight.values() if t.stage == "propose"]
+        free = min(self.max_in_flight - len(self.in_flight_work()),
+                   self.limits.max_nodes - len(self.graph) - len(proposing))
+        if free <= 0:
+            return
+        steps = self.policy.select(self.graph, free, self.rng, in_flight=proposing)
+        if not steps:
+            return
+        insights = [i.text for i in self.repo.insights(self.spec.family, self.spec.hardware, INSIGHT_LIMIT)]
+        for step in steps:
+            task = _Task("propose", expansion=step)
+            context = self._context(step, task, insights)
+            parents = [self.view(p) for p in step.parents]
+            self._submit(task, self._propose, parents, context)
+
+    def _context(self, step: Expansion, task: _Task, insights: list[str]) -> OperatorContext:
+        above: set[int] = set()
+        for p in step.parents:
+            above |= self.graph.ancestors(p)
+        ancestry = [self.view(i, compact=True) for i in sorted(above)[-ANCESTRY_LIMIT:]]
+
+        def record(call: LLMCallRecord) -> None:  # runs on the worker thread
+            task.calls.append((self.repo.record_llm_call(self.run_id, None, call), call))
+
+        kind = "draft" if not step.parents else ("crossover" if len(step.parents) > 1 else
+                                                 ("improve" if self.graph[step.parents[0]].correct else "debug"))
+        # The operator gets its own stream seeded from the run's, so parallel workers stay reproducible.
+        return OperatorContext(spec=self.spec, run_id=self.run_id, device=self.device,
+                               rng=random.Random(self.rng.getrandbits(64)), ancestry=ancestry, insights=insights,
+                               record_llm_call=record, extra={"kind": kind, "shapes": self.shapes})
+
+    def view(self, node_id: int, compact: bool = False) -> ParentView:
+        node = self.graph[node_id]
+        ev = node.evaluation
+        if compact and ev is not None:
+            ev = replace(ev, log="")
+        return ParentView(node_id=node.id, source=node.source, kind=self.graph.kind(node.id), evaluation=ev,
+                          note=node.note)
+
+    def _submit(self, task: _Task, fn, *args) -> None:
+        self.in_flight[self._pool.submit(fn, *args)] = task
+
+    # -- worker-side jobs -----------------------------------------------------------------
+    def _propose(self, parents: list[ParentView], context: OperatorContext) -> Proposal:
+        if not parents:
+            return self.operator.draft(self.spec, context)
+        return self.operator.improve(parents, context)
+
+    def _evaluate(self, source: str) -> EvalResult:
+        return self.evaluator.evaluate(self.spec, source, shapes=self.shapes)
+
+    # -- back on the loop thread ----------------------------------------------------------
+    def _complete(self, future: Future, task: _Task) -> None:
+        if task.stage == "insight":
+            error = future.exception()
+            if error is not None:
+                self.warnings.append(f"insight writer failed: {error}")
+            elif future.result():
+                node = self.graph[task.node_id]
+                self.repo.add_insight(self.run_id, node.id, self.spec.family, self.spec.hardware, future.result(),
+                                      source=getattr(self.insight_writer, "__name__", type(self.insight_writer).__name__))
+            return
+        if task.stage == "propose":
+            self._proposed(task, future)
+            return
+        error = future.exception()
+        if error is not None:
+            result = EvalResult.failed(Failure.CRASH, f"evaluator error: {type(error).__name__}: {error}",
+                                       device=self.device)
+        else:
+            result = future.result()
+        self._record(self.graph[task.node_id], result)
+
+    def _proposed(self, task: _Task, future: Future) -> None:
+        error = future.exception()
+        if error is not None:
+            self.operator_errors += 1
+            proposal = Proposal(source=None, failure=str(Failure.NO_CODE),
+                                message=f"operator error: {type(error).__name__}: {error}")
+        else:
+            self.operator_errors = 0
+            proposal = future.result()
+        calls = [c for _, c in task.calls]
+        node = Node(
+            id=self.graph.next_id(), parents=task.expansion.parents, source=proposal.source, note=proposal.note,
+            tokens=proposal.tokens or sum(c.input_tokens + c.output_tokens for c in calls),
+            cost_usd=proposal.cost_usd or sum(c.cost_usd for c in calls),
+        )
+        self.graph.add(node)
+        self.repo.add_node(self.run_id, node, rng_state=rng_state(self.rng), elapsed_s=self.elapsed_s,
+                           llm_call_ids=[i for i, _ in task.calls])
+        self._emit("node", node)
+        if node.source is None:
+            failure = proposal.failure or str(Failure.NO_CODE)
+            self._record(node, EvalResult.failed(Failure(failure) if failure in Failure._value2member_map_ else
+                                                 Failure.NO_CODE, proposal.message or "the reply held no kernel",
+                                                 device=self.device))
+        else:
+            self._submit(_Task("evaluate", node_id=node.id), self._evaluate, node.source)
+
+    def _record(self, node: Node, result: EvalResult) -> None:
+        self.graph.set_evaluation(node.id, result)
+        self.policy.observe(self.graph, node.id)
+        self.repo.record_evaluation(self.run_id, node.id, result, policy_state=self.policy.state_dict(),
+                                    rng_state=rng_state(self.rng), elapsed_s=self.elapsed_s)
+        self._emit("evaluated", node)
+        if self.insight_writer is not None:
+            child = self.view(node.id)
+            parents = [self.view(p) for p in node.parents]
+            self._submit(_Task("insight", node_id=node.id), self.insight_writer, self.spec, child, parents)
+
+    def _emit(self, event: str, node: Node | None) -> None:
+        if self.on_event is not None:
+            self.on_event(event, self, node)

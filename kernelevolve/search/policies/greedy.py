@@ -1,0 +1,18 @@
+"""Greedy: always improve the best node so far (ties: the earliest)."""
+
+from __future__ import annotations
+
+import random
+
+from kernelevolve.search.graph import SearchGraph
+from kernelevolve.search.policies.base import Expansion, Policy
+
+
+class Greedy(Policy):
+    name = "greedy"
+
+    def choose(self, graph: SearchGraph, rng: random.Random, planned: list[Expansion]) -> Expansion | None:
+        best = graph.best()
+        if best is None or not best.correct:
+            return None
+        return Expansion((best.id,))

@@ -1,0 +1,130 @@
+"""Starting and resuming runs: everything a search needs, rebuilt from the database row."""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+from dataclasses import asdict, dataclass, field
+
+from kernelevolve.search.engine import SearchEngine, restore_rng, rng_state
+from kernelevolve.search.policies import make_policy
+from kernelevolve.search.termination import Limits
+
+
+class SessionError(ValueError):
+    """A run that cannot be started or resumed as asked; one line."""
+
+
+@dataclass
+class RunSettings:
+    policy: str = "greedy"
+    policy_options: dict = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
+    device: str = "interpret"
+    shapes: list[dict] | None = None
+    model: str | None = None
+    timeout_s: float = 300.0
+    seed: int | None = None
+    workers: int | None = None  # expansions in flight; default: the evaluator's parallelism
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["limits"] = self.limits.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunSettings":
+        d = dict(d)
+        d["limits"] = Limits.from_dict(d.get("limits", {}))
+        return cls(**d)
+
+
+def owner_tag() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def start_run(repo, spec, settings: RunSettings) -> str:
+    """Write a new run (nothing searched yet) and return its id."""
+    policy = make_policy(settings.policy, **settings.policy_options)  # validates the options now
+    settings.policy_options = policy.options()
+    if settings.seed is None:
+        settings.seed = random.SystemRandom().randrange(2**31)
+    source = spec.path if spec.path is not None else spec.reference
+    return repo.create_run(spec=spec, policy=settings.policy, device=settings.device, settings=settings.to_dict(),
+                           rng_state=rng_state(random.Random(settings.seed)), policy_state=policy.state_dict(),
+                           snapshot=source.read_text(), owner=owner_tag())
+
+
+def check_resumable(repo, run_id: str, force: bool = False):
+    """The run row, or SessionError when it does not exist or another live process holds it."""
+    run = repo.run(run_id)
+    if run is None:
+        known = ", ".join(r.id for r in repo.runs()[:5]) or "none"
+        raise SessionError(f"no run {run_id!r} in {repo.display_url} (recent runs: {known})")
+    host, _, pid = (run.owner or "").rpartition(":")
+    if run.status == "running" and not force and host == socket.gethostname() and pid.isdigit() \
+            and int(pid) != os.getpid() and _alive(int(pid)):
+        raise SessionError(f"run {run_id} is being searched by process {pid} on this host (stop it, or pass --force)")
+    return run
+
+
+def load_run_spec(run):
+    from kernelevolve.spec import SpecError, load_spec
+
+    try:
+        spec = load_spec(run.spec_path)
+    except SpecError as e:
+        raise SessionError(f"run {run.id}: its spec cannot be loaded any more: {e}") from None
+    if spec.fingerprint != run.spec_fingerprint:
+        raise SessionError(f"run {run.id}: the reference of {run.spec_path} changed since the run started "
+                           f"(fingerprint {spec.fingerprint} != {run.spec_fingerprint})")
+    return spec
+
+
+def build_engine(repo, run_id: str, *, operator=None, evaluator=None, insight_writer=None, on_event=None,
+                 max_nodes: int | None = None) -> SearchEngine:
+    """An engine positioned where the run stands in the database (a new run: at the start).
+
+    `operator` and `evaluator` default to what the run's settings name; `max_nodes` raises the
+    node budget (resume with a bigger budget).
+    """
+    run = repo.run(run_id)
+    if run is None:
+        raise SessionError(f"no run {run_id!r} in {repo.display_url}")
+    settings = RunSettings.from_dict(run.settings)
+    if max_nodes is not None and max_nodes != settings.limits.max_nodes:
+        settings.limits.max_nodes = max_nodes
+        repo.update_run(run_id, settings=settings.to_dict())
+    spec = load_run_spec(run)
+    if operator is None:
+        from kernelevolve.operators import OperatorError, resolve_operator
+
+        try:
+            operator = resolve_operator(settings.model)
+        except OperatorError as e:
+            raise SessionError(str(e)) from None
+    if evaluator is None:
+        from kernelevolve.evaluation.evaluator import Evaluator
+
+        evaluator = Evaluator(device=settings.device, timeout_s=settings.timeout_s)
+    if insight_writer is None:
+        insight_writer = getattr(operator, "write_insight", None)
+    policy = make_policy(run.policy, **settings.policy_options)
+    policy.load_state_dict(run.policy_state or {})
+    repo.update_run(run_id, owner=owner_tag())
+    return SearchEngine(repo=repo, run_id=run_id, spec=spec, graph=repo.load_graph(run_id), policy=policy,
+                        operator=operator, evaluator=evaluator, limits=settings.limits,
+                        rng=restore_rng(run.rng_state), device=settings.device, shapes=settings.shapes,
+                        elapsed_s=run.elapsed_s, insight_writer=insight_writer, on_event=on_event,
+                        max_in_flight=settings.workers)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
