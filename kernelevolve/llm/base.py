@@ -86,17 +86,18 @@ class Provider:
     def label(self) -> str:
         return f"{self.name}:{self.model}"
 
-    def _send(self, prompt: str, system: str | None) -> LLMReply:
+    def _send(self, prompt: str, system: str | None, max_tokens: int) -> LLMReply:
         raise NotImplementedError
 
-    def complete(self, prompt: str, system: str | None = None) -> LLMReply:
+    def complete(self, prompt: str, system: str | None = None, max_tokens: int | None = None) -> LLMReply:
         """One reply, retried with exponential back-off; LLMError when none came."""
         system = system if system is not None else self.system
+        max_tokens = max_tokens or self.max_tokens
         retries: list[str] = []
         start = time.monotonic()
         for attempt in range(self.max_retries + 1):
             try:
-                reply = self._send(prompt, system)
+                reply = self._send(prompt, system, max_tokens)
             except RetryableError as e:
                 retries.append(str(e))
                 if attempt == self.max_retries:

@@ -37,7 +37,7 @@ class FileProvider(Provider):
         digest = hashlib.sha256(f"{system or ''}\n\n{prompt}\n{occurrence}".encode()).hexdigest()[:24]
         return self.folder / f"{digest}.prompt.md", self.folder / f"{digest}.reply.md"
 
-    def _send(self, prompt: str, system: str | None) -> LLMReply:
+    def _send(self, prompt: str, system: str | None, max_tokens: int) -> LLMReply:
         # The same prompt asked twice (two drafts) is two questions: number the occurrences.
         base = hashlib.sha256(f"{system or ''}\n\n{prompt}".encode()).hexdigest()
         occurrence = self.occurrences.get(base, 0)

@@ -29,9 +29,9 @@ class AnthropicProvider(Provider):
         self._sdk = anthropic
         self._client = anthropic.Anthropic(api_key=key, max_retries=0, timeout=self.timeout_s)
 
-    def _send(self, prompt: str, system: str | None) -> LLMReply:
+    def _send(self, prompt: str, system: str | None, max_tokens: int) -> LLMReply:
         sdk = self._sdk
-        kwargs = {"model": self.model, "max_tokens": self.max_tokens, "messages": [{"role": "user", "content": prompt}]}
+        kwargs = {"model": self.model, "max_tokens": max_tokens, "messages": [{"role": "user", "content": prompt}]}
         if system:
             kwargs["system"] = system
         if self.temperature is not None:
@@ -66,12 +66,12 @@ class OpenAIProvider(Provider):
         self._client = openai.OpenAI(api_key=key or "unused", max_retries=0, timeout=self.timeout_s)
         self.official = OPENAI_DEFAULT_HOST in str(self._client.base_url)
 
-    def _send(self, prompt: str, system: str | None) -> LLMReply:
+    def _send(self, prompt: str, system: str | None, max_tokens: int) -> LLMReply:
         sdk = self._sdk
         messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
         kwargs = {"model": self.model, "messages": messages}
         # OpenAI's reasoning models take only max_completion_tokens; many compatible servers only max_tokens.
-        kwargs["max_completion_tokens" if self.official else "max_tokens"] = self.max_tokens
+        kwargs["max_completion_tokens" if self.official else "max_tokens"] = max_tokens
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
         try:

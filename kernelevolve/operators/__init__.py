@@ -1,34 +1,114 @@
-"""Operators that write kernels, chosen by name with `--model PROVIDER:MODEL`."""
+"""Operators that write kernels, chosen by name with `--model`.
+
+- `anthropic:MODEL` (ANTHROPIC_API_KEY; ANTHROPIC_BASE_URL honoured), e.g. anthropic:claude-opus-4-5
+- `openai:MODEL` (OPENAI_API_KEY; OPENAI_BASE_URL for vLLM, Ollama, llama.cpp: no key needed there)
+- `file:DIR` (air-gapped: prompts written to DIR, replies read back from DIR)
+- `offline` (no model: the knowledge base's reference kernel and its declared tunables)
+- `plugin:PATH.py:CLASS` (a user-written operator class, trusted code)
+
+No `--model` means $KERNELEVOLVE_MODEL when set, else `offline`: an API key in the environment
+alone never starts paid calls. Settings come from keyword options or, failing those, from the
+environment: KERNELEVOLVE_TEMPERATURE, KERNELEVOLVE_MAX_TOKENS (reply limit, default 8192),
+KERNELEVOLVE_LLM_TIMEOUT (seconds per request, default 600), KERNELEVOLVE_LLM_RETRIES (default 6),
+KERNELEVOLVE_CONTEXT_TOKENS (prompt budget, default 24000), KERNELEVOLVE_LLM_INSIGHTS=0 (rule-based
+insights only), KERNELEVOLVE_REPLY_CACHE=0 (no reply cache), KERNELEVOLVE_FILE_WAIT (seconds the
+file provider waits for a reply, default 3600).
+"""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 from kernelevolve.operators.base import Operator, OperatorContext, ParentView, Proposal
+from kernelevolve.operators.errors import OperatorError
+
+PROVIDERS = "anthropic:MODEL, openai:MODEL, file:DIR, offline, plugin:PATH.py:CLASS"
+
+# option name -> (environment variable, type)
+_ENV_OPTIONS = {
+    "temperature": ("KERNELEVOLVE_TEMPERATURE", float),
+    "max_tokens": ("KERNELEVOLVE_MAX_TOKENS", int),
+    "timeout_s": ("KERNELEVOLVE_LLM_TIMEOUT", float),
+    "max_retries": ("KERNELEVOLVE_LLM_RETRIES", int),
+    "token_budget": ("KERNELEVOLVE_CONTEXT_TOKENS", int),
+    "llm_insights": ("KERNELEVOLVE_LLM_INSIGHTS", lambda v: v.strip().lower() not in ("0", "false", "no", "off")),
+    "use_cache": ("KERNELEVOLVE_REPLY_CACHE", lambda v: v.strip().lower() not in ("0", "false", "no", "off")),
+    "wait_s": ("KERNELEVOLVE_FILE_WAIT", float),
+}
+_PROVIDER_OPTIONS = {"temperature", "max_tokens", "timeout_s", "max_retries", "backoff_s", "max_backoff_s"}
+_OPERATOR_OPTIONS = {"token_budget", "llm_insights", "use_cache", "cache", "knowledge"}
 
 
-class OperatorError(ValueError):
-    """The chosen operator cannot be used (unknown provider, missing key, no reference kernel)."""
+def _options(given: dict) -> dict:
+    out = {}
+    for name, (var, cast) in _ENV_OPTIONS.items():
+        raw = os.environ.get(var)
+        if raw not in (None, ""):
+            try:
+                out[name] = cast(raw)
+            except ValueError:
+                raise OperatorError(f"{var}={raw!r}: not a valid {name}") from None
+    out.update({k: v for k, v in given.items() if v is not None})
+    return out
 
 
 def resolve_operator(model: str | None, **options) -> Operator:
-    """`plugin:PATH.py:NAME` loads a user-written operator class from a file (trusted code).
+    """The operator named by `model` (see the module docstring); OperatorError in one line."""
+    if model is None or not model.strip():
+        model = os.environ.get("KERNELEVOLVE_MODEL") or "offline"
+    model = model.strip()
+    if model.startswith("plugin:"):
+        return _plugin(model, options)
+    if model == "offline":
+        from kernelevolve.operators.offline import OfflineOperator
 
-    The LLM providers and the offline operator are added by kernelevolve.llm (issue 5).
-    """
-    if model and model.startswith("plugin:"):
-        path, _, name = model[len("plugin:"):].rpartition(":")
-        if not path or not name or not Path(path).exists():
-            raise OperatorError(f"--model {model!r}: expected plugin:PATH.py:CLASS with an existing file")
-        mod_spec = importlib.util.spec_from_file_location(f"kernelevolve_plugin_{Path(path).stem}", path)
-        module = importlib.util.module_from_spec(mod_spec)
-        mod_spec.loader.exec_module(module)
-        cls = getattr(module, name, None)
-        if cls is None:
-            raise OperatorError(f"--model {model!r}: {path} defines no {name}")
-        return cls(**options)
-    raise OperatorError(f"--model {model!r}: no such operator (available: plugin:PATH.py:CLASS)")
+        return OfflineOperator()
+    provider_name, sep, rest = model.partition(":")
+    if not sep or not rest:
+        raise OperatorError(f"--model {model!r}: expected one of {PROVIDERS}")
+    opts = _options(options)
+    provider_opts = {k: v for k, v in opts.items() if k in _PROVIDER_OPTIONS}
+    operator_opts = {k: v for k, v in opts.items() if k in _OPERATOR_OPTIONS}
+    from kernelevolve.llm.base import LLMError
+
+    try:
+        if provider_name == "anthropic":
+            from kernelevolve.llm.providers import AnthropicProvider
+
+            provider = AnthropicProvider(rest, **provider_opts)
+        elif provider_name == "openai":
+            from kernelevolve.llm.providers import OpenAIProvider
+
+            provider = OpenAIProvider(rest, **provider_opts)
+        elif provider_name == "file":
+            from kernelevolve.llm.file_provider import FileProvider
+
+            if "wait_s" in opts:
+                provider_opts["wait_s"] = opts["wait_s"]
+            provider = FileProvider(rest, **provider_opts)
+            operator_opts.setdefault("use_cache", False)  # the folder is its own cache
+        else:
+            raise OperatorError(f"--model {model!r}: unknown provider {provider_name!r} (use {PROVIDERS})")
+    except LLMError as e:
+        raise OperatorError(f"--model {model}: {e}") from None
+    from kernelevolve.operators.llm_operator import LLMOperator
+
+    return LLMOperator(provider, **operator_opts)
+
+
+def _plugin(model: str, options: dict) -> Operator:
+    path, _, name = model[len("plugin:"):].rpartition(":")
+    if not path or not name or not Path(path).exists():
+        raise OperatorError(f"--model {model!r}: expected plugin:PATH.py:CLASS with an existing file")
+    mod_spec = importlib.util.spec_from_file_location(f"kernelevolve_plugin_{Path(path).stem}", path)
+    module = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(module)
+    cls = getattr(module, name, None)
+    if cls is None:
+        raise OperatorError(f"--model {model!r}: {path} defines no {name}")
+    return cls(**options)
 
 
 __all__ = ["Operator", "OperatorContext", "OperatorError", "ParentView", "Proposal", "resolve_operator"]

@@ -12,11 +12,13 @@ counted, and so is what this operator proposed earlier in the same process.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from kernelevolve.operators import config_search as search
 from kernelevolve.operators.base import OperatorContext, ParentView, Proposal
 from kernelevolve.operators.errors import OperatorError
+from kernelevolve.operators.insights import rule_insight
 from kernelevolve.operators.tunables import Declared, TunablesError, config_key, describe_change, read_declared, rewrite_config
 from kernelevolve.spec import Spec
 
@@ -49,6 +51,13 @@ class OfflineOperator:
     def __init__(self, **_options: Any):
         self._proposed: set[tuple] = set()
         self._declared: dict[str, tuple[str, Declared]] = {}
+        # The engine runs proposals on worker threads: one at a time here, so two concurrent
+        # steps never pick the same untried configuration.
+        self._lock = threading.RLock()
+
+    def write_insight(self, spec: Spec, child: ParentView, parents: list[ParentView]) -> str | None:
+        """The engine's insight_writer hook: rule-based analysis of one evaluated step."""
+        return rule_insight(spec, child, parents)
 
     # -- the reference kernel ---------------------------------------------------------------
     def check(self, spec: Spec) -> None:
@@ -88,6 +97,16 @@ class OfflineOperator:
 
     # -- operator ---------------------------------------------------------------------------
     def draft(self, spec: Spec, context: OperatorContext) -> Proposal:
+        with self._lock:
+            return self._draft(spec, context)
+
+    def improve(self, parents: list[ParentView], context: OperatorContext) -> Proposal:
+        with self._lock:
+            if not parents:
+                return self._draft(context.spec, context)
+            return self._improve(parents, context)
+
+    def _draft(self, spec: Spec, context: OperatorContext) -> Proposal:
         source, declared = self._reference(spec)
         tried = self._tried(context)
         if config_key(declared.config) not in tried:
@@ -96,7 +115,7 @@ class OfflineOperator:
         new = search.local_move(declared.config, declared.tunables, tried, context.rng)
         return self._propose(source, declared.config, new, "reference kernel, another configuration", context)
 
-    def improve(self, parents: list[ParentView], context: OperatorContext) -> Proposal:
+    def _improve(self, parents: list[ParentView], context: OperatorContext) -> Proposal:
         spec = context.spec
         ref_source, declared = self._reference(spec)
         tunables = declared.tunables

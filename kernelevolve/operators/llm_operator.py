@@ -1,0 +1,117 @@
+"""The universal operator backed by a language model.
+
+draft: spec + knowledge -> first kernel. improve with one parent: a debug prompt when it failed
+(failure class, message, trimmed log), an optimise prompt when it passed (per-shape timings
+against the baseline); with two parents: crossover. Every call goes through the reply cache and
+is recorded with its tokens and cost; the reply's kernel is extracted here, and a reply without
+`class ModelNew` becomes a `no_code` proposal that the debug path can work on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+
+from kernelevolve.llm.base import LLMError, LLMReply, Provider
+from kernelevolve.llm.cache import ReplyCache, cache_key
+from kernelevolve.llm.extract import extract_kernel
+from kernelevolve.operators.base import LLMCallRecord, OperatorContext, ParentView, Proposal
+from kernelevolve.operators.context_builder import PromptBuilder, evaluation_summary, render, system_prompt
+from kernelevolve.operators.errors import OperatorError
+from kernelevolve.operators.insights import rule_insight, step_label
+from kernelevolve.spec import Spec
+
+_CHANGE = re.compile(r"^\W*change\W*:\s*(.+)$", re.I | re.M)
+INSIGHT_MAX_TOKENS = 300
+
+
+def reply_note(reply: str, kind: str) -> str:
+    """The model's own one-line summary (`Change: ...`), else the kind of step."""
+    m = _CHANGE.search(reply or "")
+    return m.group(1).strip().strip("`*")[:200] if m else kind
+
+
+class LLMOperator:
+    def __init__(self, provider: Provider, *, token_budget: int = 24000, cache: ReplyCache | None = None,
+                 use_cache: bool = True, llm_insights: bool = True, knowledge=None):
+        self.provider = provider
+        self.name = provider.label
+        self.builder = PromptBuilder(token_budget=token_budget, knowledge=knowledge)
+        self.cache = (cache or ReplyCache()) if use_cache else None
+        self.llm_insights = llm_insights
+        self._occurrences: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._recorder = None  # the latest context's record_llm_call, for insight calls
+
+    # -- one model call, cached and recorded --------------------------------------------------
+    def ask(self, prompt: str, context: OperatorContext | None, *, max_tokens: int | None = None) -> LLMReply:
+        system = system_prompt()
+        p = self.provider
+        key = cache_key(p.name, p.model, p.temperature, prompt, system)
+        with self._lock:
+            index = self._occurrences.get(key, 0)
+            self._occurrences[key] = index + 1
+        reply = self.cache.get(key, index) if self.cache else None
+        finder = context.extra.get("find_llm_reply") if context is not None else None
+        if reply is None and index == 0 and callable(finder):  # the experiment database's cache (any run)
+            text = finder(hashlib.sha256(prompt.encode()).hexdigest())
+            reply = LLMReply(text=text, cached=True) if text else None
+        record = (context.record_llm_call if context is not None else self._recorder) or (lambda r: None)
+        if reply is None:
+            try:
+                reply = p.complete(prompt, system, max_tokens=max_tokens)
+            except LLMError as e:
+                record(LLMCallRecord(provider=p.name, model=p.model, prompt=prompt, reply="", error=str(e)))
+                raise OperatorError(str(e)) from None
+            if self.cache:
+                self.cache.put(key, reply, index)
+        record(LLMCallRecord(provider=p.name, model=p.model, prompt=prompt, reply=reply.text,
+                             input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
+                             cost_usd=0.0 if reply.cached else reply.cost_usd, latency_s=reply.latency_s,
+                             cached=reply.cached))
+        return reply
+
+    def _proposal(self, prompt: str, kind: str, context: OperatorContext) -> Proposal:
+        self._recorder = context.record_llm_call
+        reply = self.ask(prompt, context)
+        tokens = 0 if reply.cached else reply.input_tokens + reply.output_tokens
+        cost = 0.0 if reply.cached else reply.cost_usd
+        found = extract_kernel(reply.text)
+        note = reply_note(reply.text, kind)
+        if found.source is None:
+            return Proposal(source=None, note=note, failure="no_code", message=f"{self.name}: {found.message}",
+                            tokens=tokens, cost_usd=cost)
+        return Proposal(source=found.source, note=note, tokens=tokens, cost_usd=cost)
+
+    # -- the operator interface ---------------------------------------------------------------
+    def draft(self, spec: Spec, context: OperatorContext) -> Proposal:
+        return self._proposal(self.builder.draft(spec, context).prompt, "draft", context)
+
+    def improve(self, parents: list[ParentView], context: OperatorContext) -> Proposal:
+        if not parents:
+            return self.draft(context.spec, context)
+        if len(parents) >= 2:
+            return self._proposal(self.builder.crossover(parents[0], parents[1], context).prompt, "crossover", context)
+        parent = parents[0]
+        if parent.failed:
+            return self._proposal(self.builder.debug(parent, context).prompt, "debug", context)
+        return self._proposal(self.builder.optimise(parent, context).prompt, "optimise", context)
+
+    # -- context memory -----------------------------------------------------------------------
+    def write_insight(self, spec: Spec, child: ParentView, parents: list[ParentView]) -> str | None:
+        """A model-written insight when enabled, else (or when the call fails) the rule-based one."""
+        fallback = rule_insight(spec, child, parents)
+        if not self.llm_insights or child.evaluation is None:
+            return fallback
+        prompt = render(
+            "insight.j2", spec_name=spec.name, family=spec.family, hardware=spec.hardware,
+            change=step_label(child, parents), result=evaluation_summary(child),
+            parent_result=evaluation_summary(parents[0]) if len(parents) == 1 else "",
+        )
+        try:
+            text = self.ask(prompt, None, max_tokens=INSIGHT_MAX_TOKENS).text
+        except OperatorError:
+            return fallback
+        text = " ".join(text.split())[:500]
+        return f"{step_label(child, parents)}: {text}" if text else fallback
