@@ -1,0 +1,207 @@
+"""Turn one candidate into one EvalResult: correctness in a sandbox, then (cuda) timing.
+
+Thread-safe: the search engine may call `evaluate` from several threads; on cuda each call holds
+one GPU (CUDA_VISIBLE_DEVICES) for its duration, so there is one worker per GPU.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import queue
+import secrets
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from kernelevolve.evaluation.baselines import BaselineStore, JsonBaselineStore
+from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
+from kernelevolve.evaluation.sandbox import Limits, Outcome, clean_environment, run_script
+from kernelevolve.harness import render
+from kernelevolve.paths import cache_dir
+from kernelevolve.spec import Case, Spec, ShapeValue
+
+DEVICES = ("cuda", "interpret")
+
+
+class Evaluator:
+    def __init__(
+        self,
+        device: str = "interpret",
+        gpus: list[int] | None = None,
+        timeout_s: float = 300.0,
+        baseline_store: BaselineStore | None = None,
+        trials: int = 3,
+        warmup_ms: float = 25.0,
+        rep_ms: float = 100.0,
+        keep_workdirs: bool = False,
+        max_memory_bytes: int | None = 16 << 30,
+    ):
+        if device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
+        self.device = device
+        self.timeout_s = timeout_s
+        self.trials = trials
+        self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
+        self.keep_workdirs = keep_workdirs
+        self.baselines = baseline_store or JsonBaselineStore()
+        if device == "cuda":
+            if gpus is None:
+                import torch
+
+                gpus = list(range(torch.cuda.device_count()))
+            if not gpus:
+                raise RuntimeError("--device cuda: no CUDA GPU is visible")
+            slots = [str(g) for g in gpus]
+        else:
+            # The interpreter is single-threaded numpy: one evaluation per core, at most.
+            slots = [""] * max(1, (os.cpu_count() or 2) // 2)
+        self._slots: queue.Queue[str] = queue.Queue()
+        for s in slots:
+            self._slots.put(s)
+        self.parallelism = len(slots)
+        # Address-space limits break CUDA (it reserves huge virtual ranges): CPU only.
+        self.max_memory_bytes = max_memory_bytes if device == "interpret" else None
+
+    # ------------------------------------------------------------------------------------
+    def evaluate(self, spec: Spec, source: str, shapes: list[dict[str, ShapeValue]] | None = None) -> EvalResult:
+        start = time.monotonic()
+        cases = spec.cases(self.device, shapes)
+        try:
+            ast.parse(source)
+        except SyntaxError as e:
+            return self._finish(EvalResult.failed(Failure.SYNTAX, f"line {e.lineno}: {e.msg}", device=self.device,
+                                                  shapes=[_shape(c) for c in cases]), start)
+        slot = self._slots.get()
+        workdir = Path(tempfile.mkdtemp(prefix="kernelevolve-eval-"))
+        try:
+            return self._finish(self._evaluate_in(workdir, slot, spec, source, cases), start)
+        finally:
+            self._slots.put(slot)
+            if not self.keep_workdirs:
+                shutil.rmtree(workdir, ignore_errors=True)
+
+    def _finish(self, result: EvalResult, start: float) -> EvalResult:
+        result.duration_s = time.monotonic() - start
+        return result
+
+    def _evaluate_in(self, workdir: Path, slot: str, spec: Spec, source: str, cases: list[Case]) -> EvalResult:
+        (workdir / "candidate.py").write_text(source)
+        shutil.copy(spec.reference, workdir / "reference.py")
+        seed = secrets.randbits(30)
+        config = {
+            "device": self.device,
+            "candidate_path": str(workdir / "candidate.py"),
+            "reference_path": str(workdir / "reference.py"),
+            "result_path": str(workdir / "check.json"),
+            "cases": [{"label": c.label, "params": c.params, "dtype": c.dtype} for c in cases],
+            "tolerances": {d: spec.tolerance(d).model_dump() for d in spec.dtypes},
+            "trials": self.trials,
+            "seed": seed,
+        }
+        env = self._environment(workdir, slot)
+        limits = Limits(timeout_s=self.timeout_s, max_memory_bytes=self.max_memory_bytes)
+        result = EvalResult(correct=False, device=self.device, shapes=[_shape(c) for c in cases])
+
+        outcome = run_script(render("correctness", config), workdir / "check", limits=limits, env=env, result_path=workdir / "check.json")
+        result.phases_s["correctness"] = outcome.duration_s
+        self._absorb(result, outcome, "correctness")
+        result.environment["seed"] = seed
+        if result.failure is None:
+            result.correct = all(s.correct for s in result.shapes)
+        if not result.correct or self.device != "cuda":
+            return result
+
+        fingerprint = spec.fingerprint
+        config.update(
+            baseline=spec.baseline,
+            spec_fingerprint=fingerprint,
+            baseline_cache=self.baselines.lookup(fingerprint),
+            warmup_ms=self.warmup_ms,
+            rep_ms=self.rep_ms,
+            result_path=str(workdir / "bench.json"),
+        )
+        outcome = run_script(render("benchmark", config), workdir / "bench", limits=limits, env=env, result_path=workdir / "bench.json")
+        result.phases_s["benchmark"] = outcome.duration_s
+        self._absorb(result, outcome, "benchmark")
+        if result.failure is None:
+            result.timed = all(s.latency_ms is not None and s.baseline_ms is not None for s in result.shapes)
+        for shape, case in zip(result.shapes, cases):
+            nbytes, flops = spec.roofline(case)
+            if shape.latency_ms:
+                shape.gbps = nbytes / shape.latency_ms / 1e6 if nbytes else None
+                shape.tflops = flops / shape.latency_ms / 1e9 if flops else None
+        return result
+
+    def _environment(self, workdir: Path, slot: str) -> dict[str, str]:
+        caches = cache_dir()
+        extra = {
+            "HOME": str(workdir),
+            "TMPDIR": str(workdir),
+            "TRITON_CACHE_DIR": str(caches / "triton"),
+            "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
+            "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 2) // self.parallelism)),
+        }
+        env = clean_environment(extra)
+        if self.device == "cuda":
+            env.pop("TRITON_INTERPRET", None)
+            env["CUDA_VISIBLE_DEVICES"] = slot
+        else:
+            env["TRITON_INTERPRET"] = "1"
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        return env
+
+    def _absorb(self, result: EvalResult, outcome: Outcome, phase: str) -> None:
+        """Fold one sandboxed run into the result, classifying how it ended."""
+        data = outcome.result or {}
+        result.environment.update(data.get("environment", {}))
+        result.environment["sandbox"] = outcome.sandbox
+        by_label = {s.label: s for s in result.shapes}
+        for case in data.get("cases", []):
+            shape = by_label.get(case["label"])
+            if shape is None:
+                continue
+            if phase == "correctness":
+                for key in ("correct", "failure", "message", "max_abs_err", "max_rel_err"):
+                    setattr(shape, key, case.get(key))
+            else:
+                shape.latency_ms, shape.baseline_ms = case.get("latency_ms"), case.get("baseline_ms")
+                shape.baseline_cached = bool(case.get("baseline_cached"))
+                if shape.baseline_ms is not None and not shape.baseline_cached:
+                    self.baselines.save(case["baseline_key"], shape.baseline_ms)
+        stage = data.get("stage", "start-up")
+        failure = data.get("failure")
+        log = "\n".join(x for x in ((failure or {}).get("traceback", ""), outcome.stderr.strip()) if x)
+        if outcome.timed_out:
+            self._fail(result, Failure.TIMEOUT, f"{phase}: no result after {self.timeout_s:g}s (during {stage}); process group killed", log)
+        elif failure:
+            self._fail(result, Failure(failure["class"]), failure["message"], log)
+        elif outcome.signal_name:
+            self._fail(result, Failure.CRASH, f"{phase}: process killed by {outcome.signal_name} during {stage}", log)
+        elif stage != "done":
+            last = outcome.stderr.strip().splitlines()[-1:] or ["no output"]
+            self._fail(result, Failure.CRASH, f"{phase}: process exited with status {outcome.returncode} during {stage}: {last[0][:300]}", log)
+        elif phase == "correctness":
+            result.log = outcome.stderr.strip()[-2000:]
+
+    @staticmethod
+    def _fail(result: EvalResult, failure: Failure, message: str, log: str) -> None:
+        result.correct = False
+        result.failure = str(failure)
+        result.message = message.strip().splitlines()[0] if message.strip() else str(failure)
+        result.log = log[-6000:]
+        # A shape that was in flight when the process died carries the failure too.
+        for shape in result.shapes:
+            if shape.correct is None and failure in (Failure.TIMEOUT, Failure.CRASH):
+                shape.failure = str(failure)
+                break
+
+
+def _shape(case: Case) -> ShapeResult:
+    return ShapeResult(label=case.label, params=dict(case.params), dtype=case.dtype)
+
+
+def evaluate(spec: Spec, source: str, *, device: str = "interpret", shapes=None, timeout_s: float = 300.0) -> EvalResult:
+    """One-off evaluation (builds an Evaluator each time; the search keeps one)."""
+    return Evaluator(device=device, timeout_s=timeout_s).evaluate(spec, source, shapes)
