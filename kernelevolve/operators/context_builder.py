@@ -10,7 +10,6 @@ for the token budget (see budget.py); the output contract is in every prompt.
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 
 import jinja2
@@ -32,8 +31,8 @@ _env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROMPTS)), keep_tra
 
 
 def render(template: str, **values) -> str:
-    text = _env.get_template(template).render(**values)
-    return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
+    # Sections may hold code: never reflow what the template was given.
+    return _env.get_template(template).render(**values).strip() + "\n"
 
 
 def system_prompt() -> str:

@@ -1,0 +1,58 @@
+"""`kernelevolve insights`: what the context memory learned, across runs."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from kernelevolve.cli.app import app, console, fail
+
+DB_HELP = "SQLAlchemy URL of the experiment database (default: $KERNELEVOLVE_DB, else sqlite:///kernelevolve.db)."
+
+
+@app.command("insights")
+def insights_command(
+    family: Optional[str] = typer.Option(None, "--family", help="Only insights about this operator family (e.g. rmsnorm)."),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="Only insights from searches for this GPU (e.g. h200)."),
+    limit: int = typer.Option(20, "--limit", help="How many, most recent first."),
+    as_json: bool = typer.Option(False, "--json", help="Print them as a JSON list."),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+) -> None:
+    """Short analyses written after each evaluation (by the model, or by rules offline): which
+    change did what to correctness and speed. Later prompts on the same family retrieve them.
+
+    Example: kernelevolve insights --family rmsnorm --hardware h200 --limit 10
+    """
+    from kernelevolve.memory import DatabaseError, Repository
+
+    if limit < 1:
+        fail(f"--limit {limit}: must be 1 or more")
+    try:
+        repo = Repository(db)
+    except DatabaseError as e:
+        fail(str(e))
+    try:
+        rows = repo.insights(family=family, hardware=hardware, limit=limit)
+    finally:
+        repo.close()
+    if as_json:
+        print(json.dumps([{"id": r.id, "run_id": r.run_id, "node_id": r.node_id, "family": r.family,
+                           "hardware": r.hardware, "source": r.source, "created_at": r.created_at, "text": r.text}
+                          for r in rows], indent=2))
+        return
+    if not rows:
+        what = " ".join(x for x in (f"family {family}" if family else "", f"hardware {hardware}" if hardware else "") if x)
+        console.print(f"no insights{' for ' + what if what else ''} in {repo.display_url}", highlight=False)
+        return
+    table = Table(show_header=True, header_style="bold")
+    for col in ("when", "run", "node", "family", "hardware", "insight"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at))
+        table.add_row(when, r.run_id or "-", "-" if r.node_id is None else f"#{r.node_id}", r.family or "-",
+                      r.hardware or "-", r.text)
+    console.print(table)
