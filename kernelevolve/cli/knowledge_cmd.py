@@ -51,10 +51,13 @@ def search_cmd(
         console.print("no matching document")
         raise typer.Exit(1)
     table = Table(show_header=True, header_style="bold")
-    for col in ("#", "score", "document", "title", "hardware", "family"):
+    table.add_column("#", justify="right")
+    table.add_column("score", justify="right")
+    table.add_column("document", no_wrap=True)  # the name `kb show` takes: never broken
+    for col in ("title", "hardware", "family"):
         table.add_column(col, overflow="fold")
     for i, (d, s) in enumerate(hits, 1):
-        table.add_row(str(i), f"{s:.2f}", d.ref, d.title, ",".join(d.hardware), ",".join(d.family))
+        table.add_row(str(i), f"{s:.2f}", d.ref, d.title, ", ".join(d.hardware), ", ".join(d.family))
     console.print(table)
 
 

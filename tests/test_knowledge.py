@@ -1,0 +1,256 @@
+"""Knowledge base: shipped documents, the loader, BM25 retrieval, for_spec and the `kb` CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kernelevolve import paths
+from kernelevolve.cli.app import app
+from kernelevolve.cli import knowledge_cmd  # noqa: F401  registers `kb` on the app
+from kernelevolve.knowledge import KINDS, KnowledgeBase, KnowledgeError
+from kernelevolve.spec import Spec
+
+SHIPPED = paths.REPO_ROOT / "knowledge_base"
+GPUS = ("h100", "h200", "a100", "b200", "mi300x", "mi350")
+
+
+@pytest.fixture(scope="module")
+def kb() -> KnowledgeBase:
+    return KnowledgeBase.load(SHIPPED, fresh=True)
+
+
+def write(root: Path, rel: str, text: str) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return path
+
+
+def md(title: str, kind: str, body: str, tags="[]", hardware="[any]", family="[any]") -> str:
+    return f"---\ntitle: {title}\nkind: {kind}\ntags: {tags}\nhardware: {hardware}\nfamily: {family}\n---\n{body}\n"
+
+
+# -- shipped documents ----------------------------------------------------------------------
+
+def test_every_shipped_document_parses_with_its_header(kb):
+    files = [p for k in KINDS for p in (SHIPPED / k).glob("*.py" if k == "kernels" else "*.md")
+             if not p.name.startswith(("_", ".", "test_"))]
+    assert len(kb) == len(files) >= 20
+    for doc in kb:
+        assert doc.path.parent.name == doc.kind
+        assert doc.title.strip() and doc.tags and doc.hardware and doc.family, doc.path
+        assert len(doc.body.split()) >= 40, f"{doc.path}: body too short to help a prompt"
+        assert doc.text.startswith(f"## {doc.title}")
+    assert {d.kind for d in kb} >= {"hardware", "constraints", "guidance"}
+
+
+def test_every_gpu_has_a_hardware_document_with_its_key_figures(kb):
+    for gpu in GPUS:
+        doc = kb.hardware(gpu)
+        assert doc is not None and doc.kind == "hardware" and gpu in doc.hardware, gpu
+        for word in ("bandwidth" if "bandwidth" in doc.body.lower() else "TB/s", "datasheet"):
+            assert word in doc.body, (gpu, word)
+    h200 = kb.hardware("h200").body
+    # The figures measured on our H200 travel with their provenance.
+    assert "measured" in h200.lower() and "2026-11-21" in h200 and "4249" in h200 and "695" in h200
+    assert kb.hardware("mi355x").name == "mi350"  # aliases listed in `hardware:` resolve
+    assert kb.hardware("rtx9090") is None
+
+
+def test_reference_kernels_carry_their_source_and_spec(kb):
+    kernels = [d for d in kb if d.kind == "kernels"]
+    if not kernels:
+        pytest.skip("no reference kernels shipped yet")
+    for doc in kernels:
+        assert doc.spec, f"{doc.path}: front matter lacks `spec`"
+        assert doc.source and "import triton" in doc.source
+        assert doc.source in doc.text  # the prompt gets the whole file
+        assert kb.reference_kernel(doc.name) is doc
+        assert kb.reference_kernel(doc.spec) is not None
+
+
+# -- retrieval ------------------------------------------------------------------------------
+
+def test_online_softmax_query_ranks_the_reductions_guidance_first(kb):
+    ranked = kb.search("online softmax split row", kind="guidance")
+    assert ranked[0].name == "memory_bound_reductions"
+    overall = [d.ref for d in kb.search("online softmax split row", limit=3)]
+    assert "guidance/memory_bound_reductions" in overall
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("int32 overflow program_id grid limit", "constraints/indexing_overflow"),
+    ("masked load other value out of bounds", "constraints/masking"),
+    ("tl.dot minimum K tf32 accumulator", "constraints/tl_dot"),
+    ("grouped ordering L2 matmul tiles", "guidance/matmul_tiling"),
+    ("broadcast user candidate index epilogue", "guidance/ikbo_broadcast"),
+    ("causal block skipping flash attention", "guidance/attention"),
+    ("interpreter does not catch races", "constraints/interpreter"),
+])
+def test_focused_queries_find_their_document(kb, query, expected):
+    assert kb.search(query, kind=expected.split("/")[0])[0].ref == expected
+
+
+def test_hardware_filter_excludes_other_gpus_and_keeps_any(kb):
+    query = "wavefront LDS XCD shared memory registers"
+    unfiltered = kb.search(query, limit=None)
+    assert unfiltered[0].ref in {"hardware/mi300x", "hardware/mi350"}  # AMD words, AMD documents
+    hits = kb.search(query, hardware="h200", limit=None)
+    assert hits and all(d.applies_to_hardware("h200") for d in hits)
+    assert not any(d.kind == "hardware" and d.name != "h200" for d in hits)
+    assert any("any" in d.hardware for d in hits)  # general documents still match every GPU
+    assert "hardware/mi300x" in [d.ref for d in kb.search(query, hardware="MI300X", limit=None)]
+    only_hw = kb.search("", kind="hardware", hardware="h200", limit=None)
+    assert [d.ref for d in only_hw] == ["hardware/h200"]
+
+
+def test_family_and_tag_filters(kb):
+    for d in kb.search("tiles", family="matmul", limit=None):
+        assert "matmul" in d.family or "any" in d.family
+    tagged = kb.search("", tags=["TMA"], limit=None)
+    assert tagged and all("tma" in d.tags for d in tagged)
+    assert {d.name for d in tagged} >= {"h100", "h200", "b200"}
+    with pytest.raises(KnowledgeError, match="unknown kind"):
+        kb.search("x", kind="recipes")
+
+
+def test_bm25_prefers_title_and_rarer_terms_and_drops_non_matches(tmp_path):
+    write(tmp_path, "guidance/a.md", md("Split reductions", "guidance", "how to split a long row. " * 3))
+    write(tmp_path, "guidance/b.md", md("Elementwise", "guidance", "mentions reductions once among many words " * 5))
+    write(tmp_path, "guidance/c.md", md("Unrelated", "guidance", "nothing relevant here at all"))
+    kb = KnowledgeBase.load(tmp_path)
+    ranked = kb.rank("split reduction")
+    assert [d.name for d, _ in ranked] == ["a", "b"]  # c matches no term and is left out
+    assert ranked[0][1] > ranked[1][1] > 0
+    assert [d.name for d in kb.search("", limit=2)] == ["a", "b"]  # empty query: filters only
+
+
+def test_load_is_cached_per_root_and_fresh_rereads(tmp_path):
+    write(tmp_path, "constraints/x.md", md("First", "constraints", "alpha"))
+    first = KnowledgeBase.load(tmp_path)
+    assert KnowledgeBase.load(tmp_path) is first
+    write(tmp_path, "constraints/y.md", md("Second", "constraints", "beta"))
+    assert len(KnowledgeBase.load(tmp_path)) == 1
+    assert len(KnowledgeBase.load(tmp_path, fresh=True)) == 2
+
+
+def test_get_by_name_and_ambiguity(tmp_path):
+    write(tmp_path, "constraints/softmax.md", md("Softmax rules", "constraints", "rules"))
+    write(tmp_path, "guidance/softmax.md", md("Softmax speed", "guidance", "speed"))
+    kb = KnowledgeBase.load(tmp_path)
+    assert kb.get("guidance/softmax").title == "Softmax speed"
+    assert kb.get("nothing") is None
+    with pytest.raises(KnowledgeError, match="ambiguous.*constraints/softmax.*guidance/softmax"):
+        kb.get("softmax")
+
+
+# -- malformed documents --------------------------------------------------------------------
+
+@pytest.mark.parametrize("rel, text, message", [
+    ("guidance/g.md", "# no header\n", "no front matter"),
+    ("guidance/g.md", "---\ntitle: x\nkind: guidance\n", "not closed"),
+    ("guidance/g.md", "---\ntitle: [unclosed\n---\nbody\n", "not valid YAML"),
+    ("guidance/g.md", "---\ntitle: x\nkind: guidance\ntags: []\n---\n", "lacks hardware, family"),
+    ("guidance/g.md", md("x", "hardware", "b"), "says kind 'hardware' but the file is in guidance/"),
+    ("guidance/g.md", md("x", "guidance", "b", tags="fast"), "`tags` must be a list"),
+    ("guidance/g.md", md("x", "guidance", "b", hardware="[]"), "`hardware` is empty"),
+    ("kernels/k.py", "import triton\n", "no module docstring"),
+    ("kernels/k.py", 'def broken(:\n', "line 1"),
+])
+def test_malformed_document_gives_one_line_error_naming_the_file(tmp_path, rel, text, message):
+    write(tmp_path, "constraints/good.md", md("Fine", "constraints", "ok"))
+    bad = write(tmp_path, rel, text)
+    with pytest.raises(KnowledgeError) as err:
+        KnowledgeBase.load(tmp_path)
+    assert str(bad) in str(err.value) and message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_kernel_front_matter_lives_in_the_module_docstring(tmp_path):
+    src = '"""\n---\ntitle: Tiny copy\nkind: kernels\ntags: [copy]\nhardware: [any]\nfamily: [elementwise]\nspec: tiny\n---\nCopies x.\n"""\nimport triton\n'
+    write(tmp_path, "kernels/tiny_copy.py", src)
+    write(tmp_path, "kernels/_helpers.py", "x = 1\n")  # private helpers are skipped
+    kb = KnowledgeBase.load(tmp_path)
+    doc = kb.reference_kernel("tiny")  # by spec name
+    assert doc is kb.reference_kernel("tiny_copy") and doc.body == "Copies x." and doc.source == src
+    assert len(kb) == 1
+
+
+# -- for_spec -------------------------------------------------------------------------------
+
+def spec(name="rmsnorm", family="rmsnorm", hardware="h200", **kw) -> Spec:
+    return Spec(name=name, family=family, hardware=hardware, reference=SHIPPED / "missing_ref.py", **kw)
+
+
+def test_for_spec_picks_hardware_constraints_guidance_and_kernel(kb):
+    found = kb.for_spec(spec(description="RMSNorm over the last dim of a bf16 tensor", tags=["reduction"]), limit=2)
+    assert found.hardware.ref == "hardware/h200"
+    assert len(found.constraints) == 2 and all(d.kind == "constraints" for d in found.constraints)
+    assert found.guidance[0].ref == "guidance/memory_bound_reductions"
+    if kb.reference_kernel("rmsnorm"):
+        assert found.kernel.name == "rmsnorm"
+    assert [d.ref for d in found.documents][0] == "hardware/h200"
+    assert found.text.startswith("## ") and found.hardware.title in found.text
+
+
+def test_for_spec_matmul_family_gets_matmul_knowledge_and_amd_hardware(kb):
+    found = kb.for_spec(spec(name="gemm_fused", family="matmul", hardware="mi300x", description="bf16 matmul with bias"))
+    assert found.hardware.name == "mi300x"
+    assert found.guidance[0].ref == "guidance/matmul_tiling"
+    assert found.constraints[0].ref == "constraints/tl_dot"
+    assert all(d.applies_to_hardware("mi300x") for d in found.documents)
+
+
+def test_for_spec_falls_back_to_a_kernel_of_the_same_family(tmp_path):
+    write(tmp_path, "kernels/norm_ref.py", '"""\n---\ntitle: Norm\nkind: kernels\ntags: []\nhardware: [any]\nfamily: [rmsnorm]\nspec: norm_ref\n---\nRMSNorm.\n"""\n')
+    kb = KnowledgeBase.load(tmp_path)
+    assert kb.for_spec(spec(name="my_norm")).kernel.name == "norm_ref"
+    assert kb.for_spec(spec(name="my_norm"), include_kernel=False).kernel is None
+    assert kb.for_spec(spec(name="other", family="softmax")).kernel is None
+    assert kb.for_spec(spec()).hardware is None  # no hardware folder: nothing, not an error
+
+
+# -- CLI ------------------------------------------------------------------------------------
+
+@pytest.fixture
+def shipped_default(monkeypatch):
+    monkeypatch.setattr(paths, "KNOWLEDGE_BASE", SHIPPED)
+
+
+def test_cli_search_json_with_filters(shipped_default):
+    result = CliRunner().invoke(app, ["kb", "search", "online softmax split row", "--kind", "guidance",
+                                      "--hardware", "h200", "--limit", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    hits = json.loads(result.stdout)
+    assert len(hits) == 2 and hits[0]["ref"] == "guidance/memory_bound_reductions"
+    assert hits[0]["score"] >= hits[1]["score"] > 0
+
+
+def test_cli_search_table_and_show(shipped_default):
+    runner = CliRunner()
+    table = runner.invoke(app, ["kb", "search", "int32 overflow", "--kind", "constraints"])
+    assert table.exit_code == 0 and "constraints/indexing_overflow" in table.stdout
+    shown = runner.invoke(app, ["kb", "show", "h200"])
+    assert shown.exit_code == 0 and "4249" in shown.stdout and shown.stdout.startswith("## NVIDIA H200")
+    missing = runner.invoke(app, ["kb", "show", "no_such_doc"])
+    assert missing.exit_code == 2 and "no document named 'no_such_doc'" in missing.stderr
+    bad_kind = runner.invoke(app, ["kb", "search", "x", "--kind", "recipes"])
+    assert bad_kind.exit_code == 2 and "unknown kind" in bad_kind.stderr
+
+
+def test_cli_entry_point_reports_a_malformed_knowledge_base_in_one_line(tmp_path):
+    bad = write(tmp_path, "guidance/broken.md", "---\ntitle: x\n")
+    env = {**os.environ, "KERNELEVOLVE_KB": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", "from kernelevolve.cli import main; main()", "kb", "search", "x"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "error:" in lines[0] and str(bad.name) in lines[0] and "Traceback" not in proc.stderr
