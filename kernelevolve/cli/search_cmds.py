@@ -1,0 +1,257 @@
+"""`kernelevolve run | resume | runs | show`: search for kernels and look at past searches."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Column, Table
+
+from kernelevolve.cli.app import (EXIT_FAILED, EXIT_OK, app, console, err_console, fail, load_spec_or_fail,
+                                  resolve_device, shapes_or_fail)
+
+DB_HELP = "SQLAlchemy URL of the experiment database (default: $KERNELEVOLVE_DB, else sqlite:///kernelevolve.db)."
+
+
+def _repo(db: str | None):
+    from kernelevolve.memory import DatabaseError, Repository
+
+    try:
+        return Repository(db)
+    except DatabaseError as e:
+        fail(str(e))
+
+
+def _positive(name: str, value, allow_zero: bool = False) -> None:
+    if value is not None and (value < 0 or (value == 0 and not allow_zero)):
+        fail(f"{name} {value}: must be {'0 or more' if allow_zero else 'more than 0'}")
+
+
+@app.command("run")
+def run_command(
+    spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec YAML or a KernelBench reference module (.py)."),
+    policy: str = typer.Option("greedy", "--policy", help="greedy | mcts | evolutionary."),
+    budget: Optional[int] = typer.Option(None, "--budget", help="Most nodes (kernel candidates) to make; default: the spec's budget.nodes."),
+    device: Optional[str] = typer.Option(None, "--device", help="cuda or interpret (CPU, correctness only). Default: cuda if a GPU is visible."),
+    shape: Optional[list[str]] = typer.Option(None, "--shape", metavar="NAME=VALUE[,NAME=VALUE...]", help="Replace the spec's shapes; repeat for several."),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    model: Optional[str] = typer.Option(None, "--model", help="Operator: PROVIDER:MODEL, or plugin:PATH.py:CLASS. Default: the offline operator."),
+    timeout: float = typer.Option(300.0, "--timeout", metavar="SECONDS", help="Evaluation time limit per candidate phase."),
+    drafts: int = typer.Option(3, "--drafts", help="Independent drafts before any improvement."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the run's random stream (saved; resume continues it)."),
+    wall_clock: Optional[float] = typer.Option(None, "--wall-clock", metavar="SECONDS", help="Stop starting nodes after this much search time."),
+    tokens: Optional[int] = typer.Option(None, "--tokens", help="Stop after this many LLM tokens."),
+    cost: Optional[float] = typer.Option(None, "--cost", metavar="USD", help="Stop after this much LLM cost."),
+    stall: Optional[int] = typer.Option(None, "--stall", metavar="K", help="Stop after K evaluated nodes without a new best."),
+    target: Optional[float] = typer.Option(None, "--target", metavar="SPEEDUP", help="Stop once a node reaches this fitness (GPU only)."),
+    debug_depth: int = typer.Option(3, "--debug-depth", help="Most debug attempts in a row on a failing line."),
+    exploration: float = typer.Option(1.4, "--exploration", help="MCTS: UCT exploration constant."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Expansions in flight at once (default: the evaluator's parallelism)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout (progress goes to stderr)."),
+) -> None:
+    """Search for a faster kernel: drafts, then debug/improve steps chosen by the policy.
+
+    The run id comes first; `kernelevolve resume RUN_ID` continues a run that was stopped or killed.
+    Exit status: 0 a correct kernel was found, 1 none was, 2 unusable input.
+
+    Example: kernelevolve run specs/softmax.yaml --policy mcts --budget 30
+    """
+    from kernelevolve.search.policies import POLICIES, make_policy
+    from kernelevolve.search.session import RunSettings, SessionError, start_run
+    from kernelevolve.search.termination import Limits
+
+    spec = load_spec_or_fail(spec_path)
+    shapes = shapes_or_fail(spec, shape)
+    if policy not in POLICIES:
+        fail(f"--policy {policy!r}: use one of {', '.join(POLICIES)}")
+    for name, value in (("--budget", budget), ("--timeout", timeout), ("--drafts", drafts), ("--wall-clock", wall_clock),
+                        ("--tokens", tokens), ("--cost", cost), ("--stall", stall), ("--target", target),
+                        ("--workers", workers)):
+        _positive(name, value)
+    _positive("--debug-depth", debug_depth, allow_zero=True)
+    _positive("--exploration", exploration, allow_zero=True)
+    options = {"drafts": drafts, "max_debug_depth": debug_depth}
+    if policy == "mcts":
+        options["exploration"] = exploration
+    try:
+        make_policy(policy, **options)
+    except ValueError as e:
+        fail(str(e))
+    device = resolve_device(device)
+    operator = _operator_or_fail(model)
+    limits = Limits.from_budget(spec.budget, max_nodes=budget, wall_clock_s=wall_clock, tokens=tokens,
+                                cost_usd=cost, stall=stall, target_fitness=target)
+    settings = RunSettings(policy=policy, policy_options=options, limits=limits, device=device, shapes=shapes,
+                           model=model, timeout_s=timeout, seed=seed, workers=workers)
+    repo = _repo(db)
+    try:
+        run_id = start_run(repo, spec, settings)
+    except (SessionError, ValueError) as e:
+        fail(str(e))
+    where = "" if db is None else f" --db {db}"
+    (err_console if as_json else console).print(
+        f"run [bold]{run_id}[/] ({spec.name}, {policy}, {device}, budget {limits.max_nodes} nodes): "
+        f"resume with `kernelevolve resume {run_id}{where}`", highlight=False, soft_wrap=True)
+    _search(repo, run_id, operator, as_json, db)
+
+
+@app.command("resume")
+def resume_command(
+    run_id: str = typer.Argument(..., metavar="RUN_ID"),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    budget: Optional[int] = typer.Option(None, "--budget", help="A new node budget (to search on after a finished run)."),
+    force: bool = typer.Option(False, "--force", help="Resume even if the run looks held by a live process on this host."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout."),
+) -> None:
+    """Continue a run where the database left it: evaluated nodes stay, pending ones are evaluated again.
+
+    Exit status: 0 a correct kernel was found, 1 none was, 2 unusable input.
+    """
+    from kernelevolve.search.session import RunSettings, SessionError, check_resumable
+
+    _positive("--budget", budget)
+    repo = _repo(db)
+    try:
+        run = check_resumable(repo, run_id, force)
+    except SessionError as e:
+        fail(str(e))
+    settings = RunSettings.from_dict(run.settings)
+    nodes = len(repo.load_graph(run_id))
+    if run.status == "finished" and (budget is None or budget <= nodes):
+        fail(f"run {run_id} already finished ({run.termination_reason}) with {nodes} nodes; "
+             f"pass --budget N (more than {nodes}) to search on")
+    operator = _operator_or_fail(settings.model)
+    (err_console if as_json else console).print(f"resuming run [bold]{run_id}[/] ({nodes} nodes so far)", highlight=False)
+    _search(repo, run_id, operator, as_json, db, max_nodes=budget)
+
+
+def _operator_or_fail(model: str | None):
+    from kernelevolve.operators import OperatorError, resolve_operator
+
+    try:
+        return resolve_operator(model)
+    except OperatorError as e:
+        fail(str(e))
+    except Exception as e:  # a plugin that fails to import or construct is unusable input too
+        fail(f"--model {model!r}: cannot load the operator: {type(e).__name__}: {e}")
+
+
+def _search(repo, run_id: str, operator, as_json: bool, db: str | None, max_nodes: int | None = None) -> None:
+    from kernelevolve.search.progress import ProgressView
+    from kernelevolve.search.report import best_nodes, fitness_text, run_dict
+    from kernelevolve.search.session import SessionError, build_engine
+
+    out = Console(stderr=True) if as_json else console
+    view = ProgressView(out)
+    try:
+        engine = build_engine(repo, run_id, operator=operator, on_event=view, max_nodes=max_nodes)
+    except SessionError as e:
+        fail(str(e))
+    try:
+        with view:
+            reason = engine.run()
+    except KeyboardInterrupt:
+        where = "" if db is None else f" --db {db}"
+        err_console.print(f"interrupted: resume with `kernelevolve resume {run_id}{where}`", highlight=False)
+        raise typer.Exit(130)
+    run = repo.run(run_id)
+    graph = engine.graph
+    best = best_nodes(graph, 1)
+    for warning in engine.warnings[:3]:
+        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    if as_json:
+        summary = run_dict(run, graph)
+        summary["nodes"] = [{k: n[k] for k in ("id", "parents", "kind", "fitness", "failure")} for n in summary["nodes"]]
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        done = graph.evaluated()
+        console.print(f"finished: {reason}; {len(done)} nodes, {sum(n.correct for n in done)} correct, "
+                      f"{engine.elapsed_s:.0f}s", highlight=False)
+        if best:
+            where = "" if db is None else f" --db {db}"
+            console.print(f"best: node {best[0].id} ({graph.kind(best[0].id)}): {fitness_text(best[0])}; "
+                          f"source: `kernelevolve show {run_id} --node {best[0].id}{where}`", highlight=False)
+        else:
+            console.print("no correct kernel found", highlight=False)
+    raise typer.Exit(EXIT_OK if best else EXIT_FAILED)
+
+
+@app.command("runs")
+def runs_command(
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list."),
+) -> None:
+    """List the runs in the experiment database, newest first."""
+    repo = _repo(db)
+    counts = repo.node_counts()
+    rows = []
+    for run in repo.runs():
+        c = counts.get(run.id, {})
+        rows.append({"id": run.id, "spec": run.spec_name, "policy": run.policy, "device": run.device,
+                     "status": run.status, "termination_reason": run.termination_reason,
+                     "nodes": c.get("nodes", 0), "evaluated": c.get("evaluated", 0), "correct": c.get("correct", 0),
+                     "budget": run.settings.get("limits", {}).get("max_nodes"), "created_at": run.created_at})
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        console.print(f"no runs in {repo.display_url}")
+        return
+    table = Table("spec", "policy", "device", "status", "nodes", "correct", "created")
+    table.columns.insert(0, Column("run", no_wrap=True))
+    for r in rows:
+        status = r["status"] + (f" ({r['termination_reason']})" if r["termination_reason"] else "")
+        table.add_row(r["id"], r["spec"], r["policy"], r["device"], status, f"{r['evaluated']}/{r['budget']}",
+                      str(r["correct"]), time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created_at"])))
+    console.print(table)
+
+
+@app.command("show")
+def show_command(
+    run_id: str = typer.Argument(..., metavar="RUN_ID"),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    node: Optional[int] = typer.Option(None, "--node", help="Print this node's source (with --json: all its details)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run and its nodes as JSON."),
+) -> None:
+    """A run: its search tree, best nodes and their per-shape numbers; or one node's source."""
+    from kernelevolve.search.report import best_nodes, fitness_text, node_dict, run_dict, tree_lines
+
+    repo = _repo(db)
+    run = repo.run(run_id)
+    if run is None:
+        fail(f"no run {run_id!r} in {repo.display_url} (see `kernelevolve runs`)")
+    graph = repo.load_graph(run_id)
+    if node is not None:
+        if node not in graph:
+            fail(f"run {run_id} has no node {node} (nodes 0..{len(graph) - 1})")
+        if as_json:
+            typer.echo(json.dumps(node_dict(graph, graph[node], with_source=True), indent=2))
+        elif graph[node].source is None:
+            fail(f"node {node} has no source ({graph[node].failure}: the operator's reply held no kernel)", EXIT_FAILED)
+        else:
+            typer.echo(graph[node].source)
+        return
+    if as_json:
+        typer.echo(json.dumps(run_dict(run, graph), indent=2))
+        return
+    status = run.status + (f" ({run.termination_reason})" if run.termination_reason else "")
+    console.print(f"run {run.id}: {run.spec_name}, {run.policy} on {run.device}, {status}, {len(graph)} nodes, "
+                  f"{run.elapsed_s:.0f}s", highlight=False)
+    for line in tree_lines(graph):
+        console.print(line, highlight=False, markup=False)
+    best = best_nodes(graph, 5)
+    if not best:
+        console.print("no correct node yet")
+        return
+    table = Table("node", "kind", "fitness", title="best nodes")
+    for n in best:
+        table.add_row(str(n.id), graph.kind(n.id), fitness_text(n))
+    console.print(table)
+    shapes = Table("shape", "correct", "max abs err", "latency ms", "baseline ms", "speedup", title=f"node {best[0].id} per shape")
+    for s in best[0].evaluation.shapes:
+        fmt = lambda v, f="{:.4g}": "-" if v is None else f.format(v)  # noqa: E731
+        shapes.add_row(s.label, str(s.correct), fmt(s.max_abs_err), fmt(s.latency_ms), fmt(s.baseline_ms), fmt(s.speedup, "{:.3f}x"))
+    console.print(shapes)

@@ -1,0 +1,77 @@
+"""Live progress of a search: a rich panel on a terminal, one plain line per node elsewhere."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from kernelevolve.search.report import fitness_text
+
+
+def _best_text(p: dict) -> str:
+    best = p["best"]
+    if best is None:
+        return "none correct yet"
+    fit = best["fitness"]
+    return f"#{best['id']} " + (f"{fit:.3f}x" if fit is not None else "correct (untimed on interpret)")
+
+
+def _budget_text(p: dict) -> str:
+    left = p["max_nodes"] - p["nodes"]
+    parts = [f"{left} node{'' if left == 1 else 's'}"]
+    if p["wall_clock_s"]:
+        parts.append(f"{max(0.0, p['wall_clock_s'] - p['elapsed_s']):.0f}s")
+    return ", ".join(parts) + " left"
+
+
+def summary_line(p: dict) -> str:
+    failures = ", ".join(f"{k} {v}" for k, v in sorted(p["failures"].items())) or "none"
+    return (f"{p['evaluated']}/{p['max_nodes']} done, {p['in_flight']} in flight | failures: {failures} | "
+            f"best: {_best_text(p)} | {_budget_text(p)} | {p['elapsed_s']:.0f}s")
+
+
+class ProgressView:
+    """Use as the engine's on_event callback, inside `with ProgressView(console):`."""
+
+    def __init__(self, console: Console, live: bool | None = None) -> None:
+        self.console = console
+        self.live_enabled = console.is_terminal if live is None else live
+        self._live: Live | None = None
+        self._last = 0.0
+
+    def __enter__(self) -> "ProgressView":
+        if self.live_enabled:
+            self._live = Live(console=self.console, refresh_per_second=4, transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc)
+
+    def __call__(self, event: str, engine, node) -> None:
+        p = engine.progress()
+        if self._live is not None:
+            if event in ("evaluated", "node", "finished") or time.monotonic() - self._last > 0.5:
+                self._last = time.monotonic()
+                self._live.update(self._panel(p, engine, node))
+            return
+        if event == "evaluated":
+            kind = engine.graph.kind(node.id)
+            self.console.print(f"node {node.id} {kind}: {fitness_text(node)} | {summary_line(p)}",
+                               highlight=False, soft_wrap=True)
+
+    def _panel(self, p: dict, engine, node) -> Table:
+        table = Table.grid(padding=(0, 2))
+        table.add_row("run", f"{engine.run_id}  {engine.policy.name} on {engine.device}")
+        table.add_row("nodes", f"{p['evaluated']} done / {p['in_flight']} in flight / {p['max_nodes']} budget")
+        failures = ", ".join(f"{k} {v}" for k, v in sorted(p["failures"].items())) or "none"
+        table.add_row("failures", failures)
+        table.add_row("best", _best_text(p))
+        table.add_row("budget", f"{_budget_text(p)}; {p['elapsed_s']:.0f}s elapsed, {p['tokens']} tokens, ${p['cost_usd']:.2f}")
+        if node is not None and node.evaluation is not None:
+            table.add_row("last", f"#{node.id} {engine.graph.kind(node.id)}: {fitness_text(node)}")
+        return table

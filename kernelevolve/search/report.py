@@ -1,0 +1,72 @@
+"""What a run looks like to a person or a script: summaries for `runs`, `show` and `run`."""
+
+from __future__ import annotations
+
+from kernelevolve.search.graph import Node, SearchGraph
+
+
+def fitness_text(node: Node) -> str:
+    """Never shows the selection surrogate as a speedup."""
+    if node.evaluation is None:
+        return "pending"
+    if not node.correct:
+        return f"failed ({node.failure})"
+    if node.fitness is not None:
+        return f"{node.fitness:.3f}x"
+    return "correct (untimed on interpret)"
+
+
+def node_dict(graph: SearchGraph, node: Node, with_source: bool = False) -> dict:
+    ev = node.evaluation
+    d = {
+        "id": node.id, "parents": list(node.parents), "kind": graph.kind(node.id), "state": node.state,
+        "correct": node.correct if ev is not None else None, "fitness": node.fitness, "failure": node.failure,
+        "message": ev.message if ev is not None else "", "note": node.note,
+        "debug_depth": graph.debug_depth(node.id), "best_descendant": graph.best_descendant(node.id),
+        "tokens": node.tokens, "cost_usd": node.cost_usd,
+        "shapes": [] if ev is None else [
+            {"label": s.label, "correct": s.correct, "failure": s.failure, "max_abs_err": s.max_abs_err,
+             "latency_ms": s.latency_ms, "baseline_ms": s.baseline_ms, "speedup": s.speedup}
+            for s in ev.shapes
+        ],
+    }
+    if with_source:
+        d["source"] = node.source
+    return d
+
+
+def best_nodes(graph: SearchGraph, limit: int = 5) -> list[Node]:
+    ranked = sorted((n for n in graph.evaluated() if n.correct), key=lambda n: (-n.score, n.id))
+    return ranked[:limit]
+
+
+def run_dict(run, graph: SearchGraph, with_source: bool = False) -> dict:
+    best = best_nodes(graph, 1)
+    return {
+        "id": run.id, "spec": run.spec_name, "spec_path": run.spec_path, "policy": run.policy,
+        "device": run.device, "status": run.status, "termination_reason": run.termination_reason,
+        "created_at": run.created_at, "updated_at": run.updated_at, "elapsed_s": run.elapsed_s,
+        "settings": run.settings,
+        "best": None if not best else {"id": best[0].id, "fitness": best[0].fitness, "text": fitness_text(best[0])},
+        "nodes": [node_dict(graph, n, with_source) for n in graph.nodes()],
+    }
+
+
+def tree_lines(graph: SearchGraph, max_lines: int = 200) -> list[str]:
+    """An indented tree under the first parent (a crossover also names its second parent)."""
+    kids: dict[int, list[int]] = {}
+    for n in graph.nodes():
+        if n.parents:
+            kids.setdefault(n.parents[0], []).append(n.id)
+    lines: list[str] = []
+    stack = [(r, 0) for r in reversed(graph.roots())]
+    while stack and len(lines) < max_lines:
+        node_id, depth = stack.pop()
+        node = graph[node_id]
+        extra = f" x #{', #'.join(map(str, node.parents[1:]))}" if len(node.parents) > 1 else ""
+        note = f"  {node.note}" if node.note else ""
+        lines.append(f"{'  ' * depth}#{node.id} {graph.kind(node.id)}{extra}: {fitness_text(node)}{note}")
+        stack.extend((c, depth + 1) for c in reversed(kids.get(node_id, [])))
+    if len(graph) > len(lines):
+        lines.append(f"... {len(graph) - len(lines)} more nodes (see --json)")
+    return lines
