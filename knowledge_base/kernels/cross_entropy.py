@@ -1,0 +1,160 @@
+"""
+---
+title: Cross-entropy forward (per-row loss) with one-pass online logsumexp
+kind: kernels
+family: [cross_entropy]
+tags: [reduction, memory-bound, cross-entropy, logsumexp, online-softmax, row-wise, one-pass, exp2, ignore-index]
+hardware: [any]
+spec: cross_entropy
+---
+loss[i] = logsumexp(logits[i, :]) - logits[i, target[i]] for logits [M, V] (bf16, fp16 or fp32)
+and int64 targets [M]; fp32 arithmetic, fp32 losses, as
+F.cross_entropy(logits.float(), target, reduction="none", ignore_index=-100). A row whose target
+is -100 gets loss 0; a target outside [0, V) gets NaN (no out-of-bounds read). The mean loss
+over kept rows is loss.sum() / (target != -100).sum(), left to the caller.
+
+Only the logits are big and they are read exactly once, so the kernel streams at read bandwidth:
+
+* `_ce_tile_kernel` when next_power_of_2(V) <= CONFIG["single_block_max_n"]: a program owns
+  [ROWS, BLOCK_V] (several short rows per program, CONFIG["tile_elems"] elements); row max, sum
+  of exp2 and the target logit in one go.
+* `_ce_split_kernel` for longer rows: one pass over column tiles of CONFIG["split_block_n"]
+  keeping a running max m and sum s per lane with ONE exp2 per element (d = x - m; exp2(-|d|)
+  is the rescale factor when x is a new max, s = s*e + 1, else the term, s = s + e); lanes are
+  combined once per row. CONFIG["split_programs_per_sm"] > 0 makes the grid persistent
+  (programs loop over rows); 0 launches one program per row.
+The target logit is one scalar load per row.
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+CONFIG = {"single_block_max_n": 8192, "tile_elems": 4096, "elems_per_thread": 16, "max_warps": 16, "split_block_n": 4096, "split_num_warps": 8, "split_programs_per_sm": 0, "num_stages": 1}
+
+TUNABLES = {
+    "single_block_max_n": [1024, 2048, 4096, 8192, 16384, 32768],
+    "tile_elems": [1024, 2048, 4096, 8192, 16384],
+    "elems_per_thread": [4, 8, 16, 32],
+    "max_warps": [4, 8, 16, 32],
+    "split_block_n": [1024, 2048, 4096, 8192, 16384],
+    "split_num_warps": [4, 8, 16, 32],
+    "split_programs_per_sm": [0, 1, 2, 4, 8],
+    "num_stages": [1, 2, 3],
+}
+
+IGNORE_INDEX = -100
+
+
+@triton.jit
+def _target_logit(x_ptr, row_start, target, n_cols, keep):
+    """logits[row, target] in log2 units; NaN for a kept row whose target is out of range."""
+    in_range = (target >= 0) & (target < n_cols)
+    x_t = tl.load(x_ptr + row_start + tl.where(in_range, target, 0), mask=keep & in_range, other=0.0)
+    return tl.where(keep & ~in_range, float("nan"), x_t.to(tl.float32) * 1.4426950408889634)
+
+
+@triton.jit
+def _ce_tile_kernel(
+    x_ptr, target_ptr, loss_ptr, n_rows, n_cols, ignore_index,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    row_ok = rows < n_rows
+    mask = row_ok[:, None] & (cols < n_cols)[None, :]
+    x = tl.load(x_ptr + rows[:, None] * n_cols + cols[None, :], mask=mask, other=float("-inf"))
+    x = x.to(tl.float32) * 1.4426950408889634
+    # Padding rows (past n_rows) are all -inf; give them a finite max so they compute quietly.
+    row_max = tl.where(row_ok, tl.max(x, axis=1), 0.0)
+    lse2 = row_max + tl.log2(tl.sum(tl.exp2(x - row_max[:, None]), axis=1))
+    target = tl.load(target_ptr + rows, mask=row_ok, other=ignore_index)
+    keep = row_ok & (target != ignore_index)
+    x_t = _target_logit(x_ptr, rows * n_cols, target, n_cols, keep)
+    # Back from log2 to natural units: ln(v) = log2(v) / log2(e).
+    loss = tl.where(keep, (lse2 - x_t) * 0.6931471805599453, 0.0)
+    tl.store(loss_ptr + rows, loss, mask=row_ok)
+
+
+@triton.jit
+def _ce_split_kernel(
+    x_ptr, target_ptr, loss_ptr, n_rows, n_cols, ignore_index, n_programs, rows_per_program,
+    BLOCK_N: tl.constexpr,
+):
+    # Program p takes rows p, p + n_programs, ... (trip count from the host: the interpreter
+    # cannot use a program id as a range() bound).
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    n_tiles = tl.cdiv(n_cols, BLOCK_N)
+    for r in range(0, rows_per_program):
+        row = pid + r * n_programs
+        row_ok = row < n_rows
+        row_start = row.to(tl.int64) * n_cols
+        limit = tl.where(row_ok, n_cols, 0)  # rows past the end: everything masked
+        m = tl.full([BLOCK_N], float("-inf"), tl.float32)
+        s = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for t in range(0, n_tiles):
+            c = t * BLOCK_N + cols
+            x = tl.load(x_ptr + row_start + c, mask=c < limit, other=float("-inf"))
+            x = x.to(tl.float32) * 1.4426950408889634
+            e = tl.where(x == float("-inf"), 0.0, tl.exp2(-tl.abs(x - m)))
+            s = tl.where(x > m, s * e + 1.0, s + e)
+            m = tl.maximum(m, x)
+        row_max = tl.max(m, axis=0)
+        safe_max = tl.where(row_max == float("-inf"), 0.0, row_max)
+        lane_sum = tl.where(m == float("-inf"), 0.0, s * tl.exp2(m - safe_max))
+        lse2 = row_max + tl.log2(tl.sum(lane_sum, axis=0))
+        target = tl.load(target_ptr + row, mask=row_ok, other=ignore_index)
+        keep = row_ok & (target != ignore_index)
+        x_t = _target_logit(x_ptr, row_start, target, n_cols, keep)
+        loss = tl.where(keep, (lse2 - x_t) * 0.6931471805599453, 0.0)
+        tl.store(loss_ptr + row, loss, mask=row_ok)
+
+
+def _sm_count(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4  # interpreter: any small number exercises the persistent loop
+
+
+def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
+    """Per-row cross-entropy losses (fp32) with the CONFIG in force at call time."""
+    if logits.dim() != 2 or target.shape != logits.shape[:1]:
+        raise ValueError(f"cross_entropy: expected logits [M, V] and target [M], got {tuple(logits.shape)} and {tuple(target.shape)}")
+    x = logits.contiguous()
+    tgt = target.contiguous()
+    m, n = x.shape
+    loss = torch.empty(m, dtype=torch.float32, device=x.device)
+    if m == 0:
+        return loss
+    if n == 0:
+        raise ValueError("cross_entropy: logits have no classes (V = 0)")
+    cfg = CONFIG
+    block_n = triton.next_power_of_2(n)
+    if block_n <= cfg["single_block_max_n"]:
+        block_m = min(max(1, cfg["tile_elems"] // block_n), triton.next_power_of_2(m))
+        tile = block_m * block_n
+        warps = min(cfg["max_warps"], max(1, triton.next_power_of_2(tile // (32 * cfg["elems_per_thread"]))))
+        _ce_tile_kernel[(triton.cdiv(m, block_m),)](
+            x, tgt, loss, m, n, ignore_index, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps
+        )
+    else:
+        block = min(cfg["split_block_n"], block_n)
+        per_sm = cfg["split_programs_per_sm"]
+        programs = m if per_sm == 0 else min(m, per_sm * _sm_count(x.device))
+        _ce_split_kernel[(programs,)](
+            x, tgt, loss, m, n, ignore_index, programs, triton.cdiv(m, programs),
+            BLOCK_N=block, num_warps=cfg["split_num_warps"], num_stages=cfg["num_stages"],
+        )
+    return loss
+
+
+class ModelNew(nn.Module):
+    def __init__(self, ignore_index: int = IGNORE_INDEX):
+        super().__init__()
+        self.ignore_index = ignore_index
+
+    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return cross_entropy_forward(logits, target, self.ignore_index)

@@ -1,0 +1,159 @@
+"""
+---
+title: RMSNorm forward, one tile per row or two passes over long rows
+kind: kernels
+family: [rmsnorm]
+tags: [reduction, memory-bound, normalization, row-wise, two-pass, persistent, l2-reuse]
+hardware: [any]
+spec: rmsnorm
+---
+y = x * rsqrt(mean(x^2) + eps) * weight over the last dimension; x is bf16, fp16 or fp32, any
+leading shape; all arithmetic in fp32, y stored in x's dtype.
+
+The launcher `rmsnorm_forward` picks one of two kernels:
+
+* `_rmsnorm_tile_kernel` when the padded row length next_power_of_2(N) is at most
+  CONFIG["single_block_max_n"]: a program owns a [ROWS, BLOCK_N] tile (several short rows per
+  program, so that N = 256 still moves CONFIG["tile_elems"] elements per program), reads x once,
+  reduces in registers and writes y once: the fewest bytes possible.
+* `_rmsnorm_split_kernel` for longer rows, which do not fit in registers: pass 1 accumulates x^2
+  over column tiles of CONFIG["split_block_n"] into a per-lane fp32 vector (no cross-warp reduction
+  inside the loop), pass 2 re-reads the row, scales it and stores. The re-read costs DRAM traffic
+  unless it hits L2, so pass 2 walks the tiles in reverse (the tiles read last are re-read first),
+  pass-1 loads ask L2 to keep the lines and pass-2 loads and the stores ask it to drop them. With
+  CONFIG["split_programs_per_sm"] > 0 the grid is persistent (that many programs per SM, each
+  looping over rows), which bounds the rows in flight and so the L2 working set; 0 launches one
+  program per row.
+
+Warps: the tile kernel uses next_power_of_2(tile / (32 * CONFIG["elems_per_thread"])) warps,
+clamped to [1, CONFIG["max_warps"]]; the split kernel uses CONFIG["split_num_warps"].
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+CONFIG = {"single_block_max_n": 16384, "tile_elems": 4096, "elems_per_thread": 16, "max_warps": 16, "split_block_n": 4096, "split_num_warps": 8, "split_programs_per_sm": 0, "num_stages": 1, "reverse_second_pass": True, "l2_hints": True}
+
+TUNABLES = {
+    "single_block_max_n": [1024, 2048, 4096, 8192, 16384, 32768],
+    "tile_elems": [1024, 2048, 4096, 8192, 16384],
+    "elems_per_thread": [4, 8, 16, 32],
+    "max_warps": [4, 8, 16, 32],
+    "split_block_n": [1024, 2048, 4096, 8192, 16384],
+    "split_num_warps": [4, 8, 16, 32],
+    "split_programs_per_sm": [0, 1, 2, 4, 8],
+    "num_stages": [1, 2, 3],
+    "reverse_second_pass": [True, False],
+    "l2_hints": [True, False],
+}
+
+
+@triton.jit
+def _rmsnorm_tile_kernel(x_ptr, w_ptr, y_ptr, n_rows, n_cols, eps, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid = tl.program_id(0)
+    rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < n_cols
+    mask = (rows < n_rows)[:, None] & col_ok[None, :]
+    offs = rows[:, None] * n_cols + cols[None, :]
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    inv_rms = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+    y = x * inv_rms[:, None] * w[None, :]
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _rmsnorm_split_kernel(
+    x_ptr, w_ptr, y_ptr, n_rows, n_cols, eps, n_programs, rows_per_program,
+    BLOCK_N: tl.constexpr, REVERSE: tl.constexpr, L2_HINTS: tl.constexpr,
+):
+    # Program p takes rows p, p + n_programs, ...; the trip count comes from the host because the
+    # interpreter cannot use a program id as a range() bound.
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    n_tiles = tl.cdiv(n_cols, BLOCK_N)
+    for r in range(0, rows_per_program):
+        row = pid + r * n_programs
+        row_start = row.to(tl.int64) * n_cols
+        # Rows past the end get an all-false mask (cheaper than a branch around two loops).
+        limit = tl.where(row < n_rows, n_cols, 0)
+        acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for t in range(0, n_tiles):
+            c = t * BLOCK_N + cols
+            m = c < limit
+            if L2_HINTS:
+                x = tl.load(x_ptr + row_start + c, mask=m, other=0.0, eviction_policy="evict_last")
+            else:
+                x = tl.load(x_ptr + row_start + c, mask=m, other=0.0)
+            x = x.to(tl.float32)
+            acc += x * x
+        inv_rms = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
+        for i in range(0, n_tiles):
+            if REVERSE:
+                t = n_tiles - 1 - i
+            else:
+                t = i
+            c = t * BLOCK_N + cols
+            m = c < limit
+            if L2_HINTS:
+                x = tl.load(x_ptr + row_start + c, mask=m, other=0.0, eviction_policy="evict_first")
+            else:
+                x = tl.load(x_ptr + row_start + c, mask=m, other=0.0)
+            w = tl.load(w_ptr + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            y = (x.to(tl.float32) * inv_rms * w).to(y_ptr.dtype.element_ty)
+            if L2_HINTS:
+                tl.store(y_ptr + row_start + c, y, mask=m, eviction_policy="evict_first")
+            else:
+                tl.store(y_ptr + row_start + c, y, mask=m)
+
+
+def _sm_count(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4  # interpreter: any small number exercises the persistent loop
+
+
+def rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm over the last dimension of `x` with the CONFIG in force at call time."""
+    n = x.shape[-1]
+    if weight.shape != (n,):
+        raise ValueError(f"rmsnorm: weight has shape {tuple(weight.shape)}, expected ({n},)")
+    x2 = x.reshape(-1, n).contiguous()
+    w = weight.contiguous()
+    y = torch.empty_like(x2)
+    m = x2.shape[0]
+    if m == 0 or n == 0:
+        return y.view(x.shape)
+    cfg = CONFIG
+    block_n = triton.next_power_of_2(n)
+    if block_n <= cfg["single_block_max_n"]:
+        block_m = min(max(1, cfg["tile_elems"] // block_n), triton.next_power_of_2(m))
+        tile = block_m * block_n
+        warps = min(cfg["max_warps"], max(1, triton.next_power_of_2(tile // (32 * cfg["elems_per_thread"]))))
+        _rmsnorm_tile_kernel[(triton.cdiv(m, block_m),)](
+            x2, w, y, m, n, eps, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps
+        )
+    else:
+        block = min(cfg["split_block_n"], block_n)
+        per_sm = cfg["split_programs_per_sm"]
+        programs = m if per_sm == 0 else min(m, per_sm * _sm_count(x.device))
+        _rmsnorm_split_kernel[(programs,)](
+            x2, w, y, m, n, eps, programs, triton.cdiv(m, programs),
+            BLOCK_N=block, REVERSE=cfg["reverse_second_pass"], L2_HINTS=cfg["l2_hints"],
+            num_warps=cfg["split_num_warps"], num_stages=cfg["num_stages"],
+        )
+    return y.view(x.shape)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, hidden_size: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        # Not all ones, so that a correctness check exercises the weight.
+        self.weight = nn.Parameter(1.0 + 0.1 * torch.randn(hidden_size))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return rmsnorm_forward(x, self.weight, self.eps)
