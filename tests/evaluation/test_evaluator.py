@@ -1,0 +1,118 @@
+"""The evaluator on real candidates, one per failure class, under the Triton interpreter.
+
+Every candidate runs in its own sandboxed process; a candidate that hangs, raises or kills itself
+becomes a failed result and the test process carries on.
+"""
+
+import os
+
+import pytest
+
+from kernelevolve.evaluation.evaluator import Evaluator
+from kernelevolve.evaluation.result import Failure
+from kernelevolve.spec import load_spec
+
+from .conftest import HERE, candidate
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    return Evaluator(device="interpret", timeout_s=60)
+
+
+def test_correct_triton_candidate_passes(evaluator, scale_shift_spec):
+    result = evaluator.evaluate(scale_shift_spec, candidate("good"))
+    assert result.correct, result.message
+    assert result.failure is None
+    assert [s.correct for s in result.shapes] == [True] * 4
+    for s in result.shapes:  # compared in float64 against the reference, within the dtype's tolerance
+        assert 0 < s.max_abs_err < scale_shift_spec.tolerance(s.dtype).atol + 5 * scale_shift_spec.tolerance(s.dtype).rtol
+    assert result.fitness is None  # the interpreter never produces speedups
+    assert not result.timed and all(s.latency_ms is None for s in result.shapes)
+
+
+@pytest.mark.parametrize(
+    "name, failure, words",
+    [
+        ("wrong", Failure.INCORRECT, "outside atol"),
+        ("partial", Failure.INCORRECT, "NaN"),  # unwritten elements read back as the poison
+        ("wrong_dtype", Failure.INCORRECT, "dtype torch.float64"),
+        ("raises", Failure.RUNTIME, "candidate gave up"),
+        ("syntax_error", Failure.SYNTAX, "line 25"),
+        ("no_modelnew", Failure.IMPORT, "no class ModelNew"),
+        ("bad_kernel", Failure.COMPILE, "no_such_op"),
+        ("segfault", Failure.CRASH, "SIGSEGV"),
+    ],
+)
+def test_failure_classes(evaluator, scale_shift_spec, name, failure, words):
+    result = evaluator.evaluate(scale_shift_spec, candidate(name))
+    assert not result.correct
+    assert result.failure == failure.value, (result.failure, result.message)
+    assert words in result.message
+    assert result.fitness == 0.0
+    assert "\n" not in result.message
+
+
+def test_hanging_candidate_is_killed_with_its_children(scale_shift_spec):
+    source = candidate("good").replace(
+        "    def forward(self, x):\n",
+        "    def forward(self, x):\n"
+        "        import subprocess, time\n"
+        "        open('child.pid', 'w').write(str(subprocess.Popen(['sleep', '300']).pid))\n"
+        "        time.sleep(300)\n",
+    )
+    evaluator = Evaluator(device="interpret", timeout_s=8, keep_workdirs=True)
+    result = evaluator.evaluate(scale_shift_spec, source)
+    assert result.failure == "timeout"
+    assert "M=8,N=300 float32" in result.message  # says where it hung
+    assert result.duration_s < 30
+    pid_files = sorted((p for p in os.listdir("/tmp") if p.startswith("kernelevolve-eval-")), key=lambda p: os.path.getmtime(f"/tmp/{p}"))
+    child = int(open(f"/tmp/{pid_files[-1]}/check/child.pid").read())
+    with pytest.raises(ProcessLookupError):  # the grandchild died with the process group
+        for _ in range(50):
+            os.kill(child, 0)
+            __import__("time").sleep(0.1)
+
+
+def test_candidate_has_no_network(evaluator, scale_shift_spec):
+    source = candidate("good").replace(
+        "    def forward(self, x):\n",
+        "    def forward(self, x):\n"
+        "        import socket\n"
+        "        s = socket.socket()\n"
+        "        s.settimeout(2)\n"
+        "        s.connect(('127.0.0.1', 9))\n",
+    )
+    result = evaluator.evaluate(scale_shift_spec, source)
+    assert result.environment["sandbox"]["network"] in ("netns", "userns+netns"), "no network namespace on this OS"
+    assert result.failure == "runtime"
+    assert "Network is unreachable" in result.message or "Errno" in result.message
+
+
+def test_candidate_sees_no_secrets(evaluator, scale_shift_spec, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-secret")
+    source = candidate("good").replace(
+        "    def forward(self, x):\n",
+        "    def forward(self, x):\n        assert 'ANTHROPIC_API_KEY' not in __import__('os').environ, 'leaked'\n",
+    )
+    assert evaluator.evaluate(scale_shift_spec, source).correct
+
+
+def test_fresh_random_inputs_every_evaluation(evaluator, scale_shift_spec):
+    """A candidate that memorises the first answer it saw fails on the next trial's inputs."""
+    source = candidate("good").replace(
+        "        return y\n",
+        "        if not hasattr(ModelNew, 'memo'):\n            ModelNew.memo = y.clone()\n        return ModelNew.memo.clone() if ModelNew.memo.shape == y.shape else y\n",
+    )
+    result = evaluator.evaluate(scale_shift_spec, source)
+    assert result.failure == "incorrect"
+    assert "trial 1" in result.shapes[0].message
+
+
+def test_kernelbench_module_with_int64_input_as_spec(evaluator):
+    spec = load_spec(HERE / "gather_rows.py")
+    assert spec.dtypes == ["native"] and spec.shapes == [{}]
+    result = evaluator.evaluate(spec, candidate("gather_rows"))
+    assert result.correct, result.message
+    result = evaluator.evaluate(spec, candidate("gather_rows"), shapes=[{"ROWS": 7, "DIM": 129, "PICKS": 30}])
+    assert result.correct and result.shapes[0].params == {"ROWS": 7, "DIM": 129, "PICKS": 30}
