@@ -67,7 +67,7 @@ def _num(value: float | None, fmt: str) -> str:
 def print_result(result: EvalResult, spec_name: str, candidate_name: str) -> None:
     table = Table(title=f"{candidate_name} vs {spec_name} ({result.device})", title_justify="left")
     for col in ("shape", "ok", "max abs err", "rel err", "latency ms", "baseline ms", "speedup", "GB/s"):
-        table.add_column(col, justify="left" if col == "shape" else "right")
+        table.add_column(col, justify="left" if col == "shape" else "right", no_wrap=col == "shape")
     for s in result.shapes:
         ok = {True: "[green]yes[/]", False: f"[red]{s.failure or 'no'}[/]", None: "—"}[s.correct]
         base = _num(s.baseline_ms, ".4f") + (" (cached)" if s.baseline_cached else "")

@@ -1,0 +1,5 @@
+"""`python -m kernelevolve` is the `kernelevolve` command."""
+
+from kernelevolve.cli import main
+
+main()
