@@ -1,0 +1,96 @@
+"""CONFIG rewriting and the offline operator's choice of configurations."""
+
+import random
+
+import pytest
+
+from kernelevolve.operators import config_search as cs
+from kernelevolve.operators.tunables import TunablesError, config_key, describe_change, read_declared, rewrite_config
+
+SOURCE = '''"""A kernel."""
+import triton  # noqa
+
+CONFIG = {
+    "BLOCK": 256,   # elements per program
+    "num_warps": 4,
+}
+TUNABLES = {"BLOCK": [64, 128, 256, 512, 1024], "num_warps": [1, 2, 4, 8]}
+
+
+def launch():
+    return CONFIG["BLOCK"]  # CONFIG = {"BLOCK": 1} in a comment is not the assignment
+'''
+
+
+def test_rewrite_changes_only_the_config_assignment():
+    out = rewrite_config(SOURCE, {"BLOCK": 512})
+    assert read_declared(out).config == {"BLOCK": 512, "num_warps": 4}
+    head, tail = SOURCE.split("CONFIG = {\n")[0], SOURCE.split('    "num_warps": 4,\n}')[1]
+    assert out.startswith(head) and out.endswith(tail)
+    assert out == head + "CONFIG = {'BLOCK': 512, 'num_warps': 4}" + tail
+    # Rewriting twice with the same config is stable.
+    assert rewrite_config(out, {"BLOCK": 512}) == out
+
+
+def test_rewrite_rejects_unknown_keys_and_bad_declarations():
+    with pytest.raises(TunablesError, match="no key"):
+        rewrite_config(SOURCE, {"BLOCKK": 1})
+    with pytest.raises(TunablesError, match="one module-level `TUNABLES"):
+        read_declared("CONFIG = {'a': 1}\n")
+    with pytest.raises(TunablesError, match="not a literal"):
+        read_declared("CONFIG = dict(a=1)\nTUNABLES = {'a': [1]}\n")
+    with pytest.raises(TunablesError, match="not a key of CONFIG"):
+        read_declared("CONFIG = {'a': 1}\nTUNABLES = {'b': [1]}\n")
+
+
+def test_describe_change():
+    assert describe_change({"a": 1, "b": 2}, {"a": 1, "b": 4}) == "b 2->4"
+    assert describe_change({"a": 1}, {"a": 1}) == "no change"
+
+
+TUN = {"BLOCK": [64, 128, 256, 512, 1024], "num_warps": [1, 2, 4, 8]}
+
+
+def test_neighbours_are_one_step_moves():
+    got = cs.neighbours({"BLOCK": 256, "num_warps": 1}, TUN)
+    assert {config_key(c) for c in got} == {config_key(c) for c in [
+        {"BLOCK": 128, "num_warps": 1}, {"BLOCK": 512, "num_warps": 1}, {"BLOCK": 256, "num_warps": 2}]}
+
+
+def test_local_move_prefers_untried_and_follows_momentum():
+    rng = random.Random(0)
+    start = {"BLOCK": 256, "num_warps": 4}
+    tried = {config_key(start)}
+    assert cs.local_move(start, TUN, tried, rng, momentum=("BLOCK", 1)) == {"BLOCK": 512, "num_warps": 4}
+    # With every one- and two-knob neighbour tried, it still finds something new.
+    for c in cs.neighbours(start, TUN, 1) + cs.neighbours(start, TUN, 2):
+        tried.add(config_key(c))
+    new = cs.local_move(start, TUN, tried, rng)
+    assert new is not None and config_key(new) not in tried
+    everything = {config_key({"BLOCK": b, "num_warps": w}) for b in TUN["BLOCK"] for w in TUN["num_warps"]}
+    assert cs.local_move(start, TUN, everything, rng) is None
+
+
+def test_same_rng_state_same_choice():
+    start = {"BLOCK": 256, "num_warps": 4}
+    picks = [cs.local_move(start, TUN, set(), random.Random(42)) for _ in range(3)]
+    assert picks[0] == picks[1] == picks[2]
+
+
+def test_debug_reverts_toward_the_last_passing_config():
+    passing = {"BLOCK": 256, "num_warps": 4}
+    failed = {"BLOCK": 1024, "num_warps": 8}
+    new = cs.toward(failed, passing, TUN, {config_key(failed), config_key(passing)}, random.Random(1))
+    assert new in ({"BLOCK": 256, "num_warps": 8}, {"BLOCK": 1024, "num_warps": 4})
+    # Both single reverts tried: the values in between come next.
+    tried = {config_key(c) for c in (failed, passing, {"BLOCK": 256, "num_warps": 8}, {"BLOCK": 1024, "num_warps": 4})}
+    new = cs.toward(failed, passing, TUN, tried, random.Random(1))
+    assert new == {"BLOCK": 512, "num_warps": 4}
+
+
+def test_crossover_mixes_parents_and_never_returns_a_parent():
+    a, b = {"BLOCK": 64, "num_warps": 1}, {"BLOCK": 1024, "num_warps": 8}
+    child, from_b = cs.crossover(a, b, TUN, {config_key(a), config_key(b)}, random.Random(3))
+    assert child in ({"BLOCK": 64, "num_warps": 8}, {"BLOCK": 1024, "num_warps": 1})
+    assert from_b == [k for k in child if child[k] == b[k]]
+    assert cs.crossover(a, a, TUN, set(), random.Random(3)) == (None, [])
