@@ -81,7 +81,7 @@ def _ce_tile_kernel(
 @triton.jit
 def _ce_split_kernel(
     x_ptr, target_ptr, loss_ptr, n_rows, n_cols, ignore_index, n_programs, rows_per_program,
-    BLOCK_N: tl.constexpr,
+    BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr,
 ):
     # Program p takes rows p, p + n_programs, ... (trip count from the host: the interpreter
     # cannot use a program id as a range() bound).
@@ -95,7 +95,7 @@ def _ce_split_kernel(
         limit = tl.where(row_ok, n_cols, 0)  # rows past the end: everything masked
         m = tl.full([BLOCK_N], float("-inf"), tl.float32)
         s = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for t in range(0, n_tiles):
+        for t in tl.range(0, n_tiles, num_stages=NUM_STAGES):
             c = t * BLOCK_N + cols
             x = tl.load(x_ptr + row_start + c, mask=c < limit, other=float("-inf"))
             x = x.to(tl.float32) * 1.4426950408889634
@@ -142,11 +142,15 @@ def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_ind
         )
     else:
         block = min(cfg["split_block_n"], block_n)
+        # Pipelined loads are staged in shared memory: drop stages that would not fit (~160 KiB).
+        stages = cfg["num_stages"]
+        while stages > 1 and stages * block * x.element_size() * 1 > 160 * 1024:
+            stages -= 1
         per_sm = cfg["split_programs_per_sm"]
         programs = m if per_sm == 0 else min(m, per_sm * _sm_count(x.device))
         _ce_split_kernel[(programs,)](
             x, tgt, loss, m, n, ignore_index, programs, triton.cdiv(m, programs),
-            BLOCK_N=block, num_warps=cfg["split_num_warps"], num_stages=cfg["num_stages"],
+            BLOCK_N=block, NUM_STAGES=stages, num_warps=cfg["split_num_warps"],
         )
     return loss
 

@@ -68,7 +68,7 @@ def _rmsnorm_tile_kernel(x_ptr, w_ptr, y_ptr, n_rows, n_cols, eps, BLOCK_M: tl.c
 @triton.jit
 def _rmsnorm_split_kernel(
     x_ptr, w_ptr, y_ptr, n_rows, n_cols, eps, n_programs, rows_per_program,
-    BLOCK_N: tl.constexpr, REVERSE: tl.constexpr, L2_HINTS: tl.constexpr,
+    BLOCK_N: tl.constexpr, REVERSE: tl.constexpr, L2_HINTS: tl.constexpr, NUM_STAGES: tl.constexpr,
 ):
     # Program p takes rows p, p + n_programs, ...; the trip count comes from the host because the
     # interpreter cannot use a program id as a range() bound.
@@ -81,7 +81,7 @@ def _rmsnorm_split_kernel(
         # Rows past the end get an all-false mask (cheaper than a branch around two loops).
         limit = tl.where(row < n_rows, n_cols, 0)
         acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for t in range(0, n_tiles):
+        for t in tl.range(0, n_tiles, num_stages=NUM_STAGES):
             c = t * BLOCK_N + cols
             m = c < limit
             if L2_HINTS:
@@ -91,7 +91,7 @@ def _rmsnorm_split_kernel(
             x = x.to(tl.float32)
             acc += x * x
         inv_rms = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
-        for i in range(0, n_tiles):
+        for i in tl.range(0, n_tiles, num_stages=NUM_STAGES):
             if REVERSE:
                 t = n_tiles - 1 - i
             else:
@@ -138,12 +138,16 @@ def rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.
         )
     else:
         block = min(cfg["split_block_n"], block_n)
+        # Pipelined loads are staged in shared memory: drop stages that would not fit (~160 KiB).
+        stages = cfg["num_stages"]
+        while stages > 1 and stages * block * x2.element_size() * 2 > 160 * 1024:
+            stages -= 1
         per_sm = cfg["split_programs_per_sm"]
         programs = m if per_sm == 0 else min(m, per_sm * _sm_count(x.device))
         _rmsnorm_split_kernel[(programs,)](
             x2, w, y, m, n, eps, programs, triton.cdiv(m, programs),
-            BLOCK_N=block, REVERSE=cfg["reverse_second_pass"], L2_HINTS=cfg["l2_hints"],
-            num_warps=cfg["split_num_warps"], num_stages=cfg["num_stages"],
+            BLOCK_N=block, REVERSE=cfg["reverse_second_pass"], L2_HINTS=cfg["l2_hints"], NUM_STAGES=stages,
+            num_warps=cfg["split_num_warps"],
         )
     return y.view(x.shape)
 

@@ -67,7 +67,7 @@ def _softmax_tile_kernel(x_ptr, y_ptr, n_rows, n_cols, BLOCK_M: tl.constexpr, BL
 @triton.jit
 def _softmax_split_kernel(
     x_ptr, y_ptr, n_rows, n_cols, n_programs, rows_per_program,
-    BLOCK_N: tl.constexpr, REVERSE: tl.constexpr, L2_HINTS: tl.constexpr,
+    BLOCK_N: tl.constexpr, REVERSE: tl.constexpr, L2_HINTS: tl.constexpr, NUM_STAGES: tl.constexpr,
 ):
     # Program p takes rows p, p + n_programs, ... (trip count from the host: the interpreter
     # cannot use a program id as a range() bound).
@@ -80,7 +80,7 @@ def _softmax_split_kernel(
         limit = tl.where(row < n_rows, n_cols, 0)  # rows past the end: everything masked
         m = tl.full([BLOCK_N], float("-inf"), tl.float32)  # running max per lane (log2 units)
         s = tl.zeros([BLOCK_N], dtype=tl.float32)  # running sum of exp2(x - m) per lane
-        for t in range(0, n_tiles):
+        for t in tl.range(0, n_tiles, num_stages=NUM_STAGES):
             c = t * BLOCK_N + cols
             ok = c < limit
             if L2_HINTS:
@@ -97,7 +97,7 @@ def _softmax_split_kernel(
         safe_max = tl.where(row_max == float("-inf"), 0.0, row_max)
         lane_sum = tl.where(m == float("-inf"), 0.0, s * tl.exp2(m - safe_max))
         inv_sum = 1.0 / tl.sum(lane_sum, axis=0)
-        for i in range(0, n_tiles):
+        for i in tl.range(0, n_tiles, num_stages=NUM_STAGES):
             if REVERSE:
                 t = n_tiles - 1 - i
             else:
@@ -138,12 +138,16 @@ def softmax_forward(x: torch.Tensor) -> torch.Tensor:
         _softmax_tile_kernel[(triton.cdiv(m, block_m),)](x2, y, m, n, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps)
     else:
         block = min(cfg["split_block_n"], block_n)
+        # Pipelined loads are staged in shared memory: drop stages that would not fit (~160 KiB).
+        stages = cfg["num_stages"]
+        while stages > 1 and stages * block * x2.element_size() * 1 > 160 * 1024:
+            stages -= 1
         per_sm = cfg["split_programs_per_sm"]
         programs = m if per_sm == 0 else min(m, per_sm * _sm_count(x.device))
         _softmax_split_kernel[(programs,)](
             x2, y, m, n, programs, triton.cdiv(m, programs),
-            BLOCK_N=block, REVERSE=cfg["reverse_second_pass"], L2_HINTS=cfg["l2_hints"],
-            num_warps=cfg["split_num_warps"], num_stages=cfg["num_stages"],
+            BLOCK_N=block, REVERSE=cfg["reverse_second_pass"], L2_HINTS=cfg["l2_hints"], NUM_STAGES=stages,
+            num_warps=cfg["split_num_warps"],
         )
     return y.view(x.shape)
 
