@@ -42,7 +42,11 @@ def rule_insight(spec, child: ParentView, parents: list[ParentView]) -> str | No
         err = next((f"; max abs err {s.max_abs_err:.3g}" for s in bad if s.max_abs_err is not None), "")
         return f"{head}: FAILED {ev.failure}{where}{err}: {(ev.message or '').strip()[:200]}"
     if not ev.timed:
-        return f"{head}: correct at all {len(ev.shapes)} shapes (device {ev.device}, untimed)"
+        # Untimed (interpreter): only a repair says something a later prompt can use.
+        fixed = [p for p in parents if p.failed and p.evaluation is not None]
+        if not fixed:
+            return None
+        return f"{head}: fixed the parent's {fixed[0].evaluation.failure} failure; correct at all {len(ev.shapes)} shapes (untimed)"
     parent = parents[0] if len(parents) == 1 else max(parents, key=lambda p: p.fitness or 0, default=None)
     fit = ev.fitness
     if parent is None or parent.evaluation is None or not parent.evaluation.correct or not parent.evaluation.timed:

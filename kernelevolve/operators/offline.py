@@ -93,7 +93,8 @@ class OfflineOperator:
                             message="offline operator: every configuration in the tunable space was tried",
                             note="tunable space exhausted")
         self._proposed.add(config_key(new))
-        return Proposal(source=rewrite_config(base_source, new), note=f"{note}: {describe_change(old, new)}")
+        change = describe_change(old, new)
+        return Proposal(source=rewrite_config(base_source, new), note=f"{note}: {change}" if note else change)
 
     # -- operator ---------------------------------------------------------------------------
     def draft(self, spec: Spec, context: OperatorContext) -> Proposal:
@@ -127,20 +128,20 @@ class OfflineOperator:
             # No parseable kernel to mutate (no code, or a rewritten file): restart from the reference.
             base = declared.config
             new = base if config_key(base) not in tried else search.local_move(base, tunables, tried, context.rng)
-            return self._propose(ref_source, base, new, f"debug #{parents[0].node_id}: restart from the reference kernel", context)
+            return self._propose(ref_source, base, new, "restart from the reference kernel", context)
         parent = usable[0]
         config = _config_of(parent.source)
         if parent.failed:
             passing = _last_passing(context.ancestry, exclude=parent.node_id)
             if passing is not None:
                 new = search.toward(config, _config_of(passing.source), tunables, tried, context.rng)
-                why = f"debug #{parent.node_id} toward #{passing.node_id} (last passing)"
+                why = f"toward #{passing.node_id} (last passing)"
             else:
                 new = search.smaller_first(config, tunables, tried, context.rng)
-                why = f"debug #{parent.node_id} ({parent.evaluation.failure if parent.evaluation else 'unevaluated'})"
+                why = f"smaller after {parent.evaluation.failure if parent.evaluation else 'no evaluation'}"
             return self._propose(parent.source, config, new, why, context)
         new = search.local_move(config, tunables, tried, context.rng, momentum=_momentum(parent, context.ancestry, tunables))
-        return self._propose(parent.source, config, new, f"optimise #{parent.node_id}", context)
+        return self._propose(parent.source, config, new, "", context)
 
     def _crossover(self, a: ParentView, b: ParentView, tunables, tried, context) -> Proposal:
         # The fitter parent gives the body of the file (they normally share it anyway).
@@ -150,8 +151,8 @@ class OfflineOperator:
         child, from_b = search.crossover(ca, cb, tunables, tried, context.rng)
         if child is None:
             child = search.local_move(ca, tunables, tried, context.rng)
-            return self._propose(a.source, ca, child, f"crossover #{a.node_id} x #{b.node_id} had nothing new; optimise #{a.node_id}", context)
-        return self._propose(a.source, ca, child, f"crossover #{a.node_id} x #{b.node_id} ({', '.join(from_b)} from #{b.node_id})", context)
+            return self._propose(a.source, ca, child, f"nothing new from #{b.node_id}", context)
+        return self._propose(a.source, ca, child, f"{', '.join(from_b)} from #{b.node_id}", context)
 
 
 def _config_of(source: str | None) -> dict | None:

@@ -48,7 +48,7 @@ def test_improve_is_reproducible_from_the_rng_and_never_repeats(rmsnorm):
     parent = ParentView(1, reference, "draft", _timed(1.0))
     a = OfflineOperator().improve([parent], _ctx(rmsnorm, seed=7))
     b = OfflineOperator().improve([parent], _ctx(rmsnorm, seed=7))
-    assert a.source == b.source and a.note == b.note and a.note.startswith("optimise #1:")
+    assert a.source == b.source and a.note == b.note and "->" in a.note
     op, seen = OfflineOperator(), {config_key(read_declared(reference).config)}
     for i in range(25):
         p = op.improve([parent], _ctx(rmsnorm, seed=i))
@@ -65,7 +65,7 @@ def test_optimise_keeps_going_in_a_direction_that_paid_off(rmsnorm):
     better = ParentView(2, rewrite_config(reference, {"tile_elems": 8192}), "improve", _timed(1.2))
     p = OfflineOperator().improve([better], _ctx(rmsnorm, ancestry=[before]))
     assert read_declared(p.source).config["tile_elems"] == 16384
-    assert p.note == "optimise #2: tile_elems 8192->16384"
+    assert p.note == "tile_elems 8192->16384"
 
 
 def test_debug_walks_back_toward_the_last_passing_config(rmsnorm):
@@ -78,7 +78,7 @@ def test_debug_walks_back_toward_the_last_passing_config(rmsnorm):
     p = OfflineOperator().improve([broken], _ctx(rmsnorm, ancestry=[passing]))
     config = read_declared(p.source).config
     assert (config["split_block_n"], config["num_stages"]) in ((4096, 3), (16384, 1))
-    assert p.note.startswith("debug #2 toward #1")
+    assert p.note.startswith("toward #1 (last passing)")
 
 
 def test_crossover_takes_knobs_from_both_parents(rmsnorm):
@@ -91,7 +91,7 @@ def test_crossover_takes_knobs_from_both_parents(rmsnorm):
     child = read_declared(p.source).config
     mixed = {k for k in ("tile_elems", "max_warps", "split_block_n", "num_stages") if child[k] != read_declared(reference).config[k]}
     assert child not in (read_declared(a.source).config, read_declared(b.source).config)
-    assert p.note.startswith("crossover #1 x #2") and mixed
+    assert "from #2" in p.note and mixed
 
 
 def test_no_code_parent_restarts_from_the_reference(rmsnorm):
