@@ -1,0 +1,241 @@
+"""
+---
+title: Flash attention forward (online softmax, causal block skipping)
+kind: kernels
+family: [flash_attention, attention]
+tags: [attention, flash-attention, online-softmax, tensor-core, causal, bf16, fp16]
+hardware: [any]
+spec: flash_attention
+---
+Forward pass of softmax(Q K^T / sqrt(D)) V on [B, H, S, D] tensors, causal or not, in the
+FlashAttention style: one program owns BLOCK_M query rows of one (batch, head), streams K and V
+in BLOCK_N-row tiles and keeps a running row max `m`, row sum `l` and fp32 accumulator, so the
+S x S score matrix never leaves registers.
+
+Choices that matter for speed:
+- The softmax scale is folded together with log2(e) into the scores, so the exponentials are
+  `exp2` (one MUFU instruction) and the rescale factor is exp2(m_old - m_new).
+- The key loop is split in two ranges. Tiles entirely below the diagonal (causal) or entirely
+  inside the sequence need no mask; only the diagonal tiles and the ragged last tile pay for the
+  `where`. Tiles above the diagonal are never visited (causal block skipping: half the work).
+- Causal query blocks are launched last-row-block first, so the longest programs start early and
+  the tail of the grid is filled with short ones.
+- P is cast to V's dtype before the second dot so both products run on the tensor cores.
+- BLOCK_M x HEAD_DIM accumulators in fp32 need registers: BLOCK_M=128 wants num_warps=8 at
+  head dim 128. The launcher caps num_stages so the K/V pipeline fits in shared memory.
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+CONFIG = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "USE_TMA": True}
+
+TUNABLES = {
+    "BLOCK_M": [32, 64, 128],
+    "BLOCK_N": [32, 64, 128],
+    "num_warps": [4, 8],
+    "num_stages": [1, 2, 3, 4, 5],
+    "USE_TMA": [False, True],
+}
+
+# Shared memory the launcher allows for Q plus the pipelined K/V tiles (H100/H200: 227 KB/SM).
+SMEM_BUDGET_BYTES = 200 * 1024
+
+
+@triton.jit
+def _attend_key_range(
+    acc, m_i, l_i, q,
+    k_ptrs, v_ptrs, stride_kn, stride_vn,
+    offs_m, offs_n, d_mask,
+    lo, hi, seq_len, qk_scale, kv_row0,
+    BLOCK_N: tl.constexpr,
+    CAUSAL_MASK: tl.constexpr,
+    SEQ_MASK: tl.constexpr,
+    EVEN_D: tl.constexpr,
+    USE_TMA: tl.constexpr,
+):
+    """Online-softmax update of (acc, m_i, l_i) with the key tiles starting at lo, lo+BLOCK_N, ... < hi.
+
+    With USE_TMA, k_ptrs/v_ptrs are tensor descriptors over [B*H*S, D] and kv_row0 is this head's
+    first row: a ragged last tile reads the next head's rows (or TMA zero fill), which the -inf
+    mask on the scores turns into p = 0.
+    """
+    for start_n in tl.range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        if USE_TMA:
+            k = k_ptrs.load([kv_row0 + start_n, 0])
+        elif SEQ_MASK:
+            kv_mask = cols[:, None] < seq_len
+            if not EVEN_D:
+                kv_mask = kv_mask & d_mask[None, :]
+            k = tl.load(k_ptrs + start_n * stride_kn, mask=kv_mask, other=0.0)
+        elif EVEN_D:
+            k = tl.load(k_ptrs + start_n * stride_kn)
+        else:
+            k = tl.load(k_ptrs + start_n * stride_kn, mask=d_mask[None, :], other=0.0)
+        s = tl.dot(q, tl.trans(k)) * qk_scale
+        if CAUSAL_MASK:
+            s = tl.where(offs_m[:, None] >= cols[None, :], s, float("-inf"))
+        if SEQ_MASK:
+            s = tl.where(cols[None, :] < seq_len, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        if USE_TMA:
+            v = v_ptrs.load([kv_row0 + start_n, 0])
+        elif SEQ_MASK:
+            v = tl.load(v_ptrs + start_n * stride_vn, mask=kv_mask, other=0.0)
+        elif EVEN_D:
+            v = tl.load(v_ptrs + start_n * stride_vn)
+        else:
+            v = tl.load(v_ptrs + start_n * stride_vn, mask=d_mask[None, :], other=0.0)
+        acc = tl.dot(p.to(v.dtype), v, acc)
+        m_i = m_new
+    return acc, m_i, l_i
+
+
+@triton.jit
+def _flash_attention_fwd(
+    Q, K, V, O,
+    stride_qb, stride_qh, stride_qm, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_ob, stride_oh, stride_om, stride_od,
+    num_heads, seq_len, head_dim, qk_scale,
+    CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    EVEN_M: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    EVEN_D: tl.constexpr,
+    USE_TMA: tl.constexpr,
+):
+    if CAUSAL:
+        # Heaviest query blocks (most keys to visit) first.
+        pid_m = tl.cdiv(seq_len, BLOCK_M) - 1 - tl.program_id(0)
+    else:
+        pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // num_heads
+    h = pid_bh % num_heads
+
+    m0 = pid_m * BLOCK_M
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_mask = offs_d < head_dim
+
+    q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd
+    if USE_TMA:
+        k_ptrs = K
+        v_ptrs = V
+    else:
+        k_ptrs = K + b * stride_kb + h * stride_kh + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd
+        v_ptrs = V + b * stride_vb + h * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd
+    kv_row0 = pid_bh * seq_len
+    row_mask = offs_m < seq_len
+    if EVEN_M and EVEN_D:
+        q = tl.load(q_ptrs)
+    else:
+        q = tl.load(q_ptrs, mask=row_mask[:, None] & d_mask[None, :], other=0.0)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+
+    if CAUSAL:
+        # Key tiles wholly left of this query block: every key visible, no mask.
+        full_hi = (m0 // BLOCK_N) * BLOCK_N
+        acc, m_i, l_i = _attend_key_range(
+            acc, m_i, l_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, d_mask,
+            0, full_hi, seq_len, qk_scale, kv_row0, BLOCK_N, False, False, EVEN_D, USE_TMA,
+        )
+        # Tiles that cross the diagonal; everything right of m0 + BLOCK_M is skipped.
+        diag_hi = tl.minimum(m0 + BLOCK_M, seq_len)
+        acc, m_i, l_i = _attend_key_range(
+            acc, m_i, l_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, d_mask,
+            full_hi, diag_hi, seq_len, qk_scale, kv_row0, BLOCK_N, True, not EVEN_N, EVEN_D, USE_TMA,
+        )
+    else:
+        full_hi = (seq_len // BLOCK_N) * BLOCK_N
+        acc, m_i, l_i = _attend_key_range(
+            acc, m_i, l_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, d_mask,
+            0, full_hi, seq_len, qk_scale, kv_row0, BLOCK_N, False, False, EVEN_D, USE_TMA,
+        )
+        if not EVEN_N:
+            acc, m_i, l_i = _attend_key_range(
+                acc, m_i, l_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, d_mask,
+                full_hi, seq_len, seq_len, qk_scale, kv_row0, BLOCK_N, False, True, EVEN_D, USE_TMA,
+            )
+
+    out = acc / l_i[:, None]
+    o_ptrs = O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od
+    if EVEN_M and EVEN_D:
+        tl.store(o_ptrs, out.to(O.dtype.element_ty))
+    else:
+        tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=row_mask[:, None] & d_mask[None, :])
+
+
+def _tma_ok(t: torch.Tensor) -> bool:
+    return t.is_contiguous() and t.data_ptr() % 16 == 0 and (t.shape[-1] * t.element_size()) % 16 == 0
+
+
+def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    """softmax(q k^T / sqrt(D)) v for q, k, v of shape [B, H, S, D] (same S for queries and keys)."""
+    if q.dim() != 4 or q.shape != k.shape or q.shape != v.shape:
+        raise ValueError(f"flash_attention: q, k, v must share one [B, H, S, D] shape, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    batch, heads, seq_len, head_dim = q.shape
+    out = torch.empty_like(q)
+    if seq_len == 0 or batch * heads == 0:
+        return out
+    seq_pow2 = max(16, triton.next_power_of_2(seq_len))
+    block_m = min(CONFIG["BLOCK_M"], seq_pow2)
+    block_n = min(CONFIG["BLOCK_N"], seq_pow2)
+    block_d = max(16, triton.next_power_of_2(head_dim))
+    # Q tile plus num_stages K/V tile pairs must fit in shared memory.
+    tile_bytes = q.element_size() * block_d
+    stages = CONFIG["num_stages"]
+    while stages > 1 and tile_bytes * (block_m + 2 * stages * block_n) > SMEM_BUDGET_BYTES:
+        stages -= 1
+    qk_scale = (1.0 / math.sqrt(head_dim)) * 1.4426950408889634  # log2(e): softmax via exp2
+    # TMA needs a contiguous [B*H*S, D] view with 16-byte aligned rows and base.
+    use_tma = bool(CONFIG["USE_TMA"]) and _tma_ok(k) and _tma_ok(v)
+    if use_tma:
+        k_arg = TensorDescriptor(k, [batch * heads * seq_len, head_dim], [head_dim, 1], [block_n, block_d])
+        v_arg = TensorDescriptor(v, [batch * heads * seq_len, head_dim], [head_dim, 1], [block_n, block_d])
+    else:
+        k_arg, v_arg = k, v
+    grid = (triton.cdiv(seq_len, block_m), batch * heads)
+    _flash_attention_fwd[grid](
+        q, k_arg, v_arg, out,
+        *q.stride(), *k.stride(), *v.stride(), *out.stride(),
+        heads, seq_len, head_dim, qk_scale,
+        CAUSAL=bool(causal),
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        BLOCK_D=block_d,
+        EVEN_M=seq_len % block_m == 0,
+        EVEN_N=seq_len % block_n == 0,
+        EVEN_D=head_dim == block_d,
+        USE_TMA=use_tma,
+        num_warps=CONFIG["num_warps"],
+        num_stages=stages,
+    )
+    return out
+
+
+class ModelNew(nn.Module):
+    def __init__(self, causal: bool = False):
+        super().__init__()
+        self.causal = bool(causal)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return flash_attention(q, k, v, self.causal)

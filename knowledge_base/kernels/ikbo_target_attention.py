@@ -1,0 +1,251 @@
+"""
+---
+title: IKBO target attention (candidates attend to their user's keys without broadcasting K/V)
+kind: kernels
+family: [ikbo_target_attention, attention, flash_attention]
+tags: [ikbo, attention, target-attention, online-softmax, broadcast-elimination, l2-reuse, recommendation, tensor-core, bf16]
+hardware: [any]
+spec: ikbo_target_attention
+---
+Target attention in a ranking model: each candidate's queries [H, Lq, D] attend to the key/value
+history of the user the candidate belongs to ([H, Lkv, D] per user, many candidates per user).
+The reference gathers K and V per candidate (K[cand_to_user]) and calls SDPA, writing and reading
+a broadcast copy Lkv/Lq times larger than the queries. Here each program reads its user's K/V in
+place through the candidate-to-user index, with a FlashAttention-style online softmax.
+
+Choices that matter for speed:
+- Short queries (Lq = 64) would leave the tensor cores starved with one candidate per program, so
+  a program stacks CANDIDATES_PER_PROGRAM = BLOCK_M / next_pow2(Lq) candidates into one
+  BLOCK_M-row tile. When they share one user (the usual case with sorted indices) the tile runs
+  one unmasked key loop; when the tile straddles users it runs one loop per run of equal users,
+  masking the rows of the other candidates (correct for any index, sorted or not, any ratio).
+- Grid order is candidate-tile major, heads inner: programs in flight cover consecutive
+  candidates, which share users when the index is sorted, so each user's K/V is read from HBM
+  once and then served from L2.
+- Scores are scaled by log2(e)/sqrt(D) and exponentiated with exp2; the running max starts at a
+  large finite negative value so fully masked rows stay NaN-free.
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+CONFIG = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "USE_TMA": True}
+
+TUNABLES = {
+    "BLOCK_M": [32, 64, 128, 256],
+    "BLOCK_N": [32, 64, 128],
+    "num_warps": [4, 8],
+    "num_stages": [1, 2, 3, 4, 5],
+    "USE_TMA": [False, True],
+}
+
+# Shared memory the launcher allows for Q plus the pipelined K/V tiles (H100/H200: 227 KB/SM).
+SMEM_BUDGET_BYTES = 200 * 1024
+
+
+@triton.jit
+def _attend_user(
+    acc, m_i, l_i, q, rows_active,
+    k_ptrs, v_ptrs, stride_kn, stride_vn, offs_n, d_mask,
+    kv_len, qk_scale, kv_row0,
+    BLOCK_N: tl.constexpr,
+    ROW_MASK: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    EVEN_D: tl.constexpr,
+    USE_TMA: tl.constexpr,
+):
+    """Online-softmax pass over one user's keys; rows outside rows_active are left unchanged when ROW_MASK.
+
+    With USE_TMA, k_ptrs/v_ptrs are descriptors over [U*H*Lkv, D] and kv_row0 is this (user, head)'s
+    first row; a ragged last tile reads the next rows (or zero fill), masked to p = 0 below.
+    """
+    for start_n in tl.range(0, kv_len, BLOCK_N):
+        cols = start_n + offs_n
+        if USE_TMA:
+            k = k_ptrs.load([kv_row0 + start_n, 0])
+            v = v_ptrs.load([kv_row0 + start_n, 0])
+        elif EVEN_N and EVEN_D:
+            k = tl.load(k_ptrs + start_n * stride_kn)
+            v = tl.load(v_ptrs + start_n * stride_vn)
+        else:
+            kv_mask = (cols[:, None] < kv_len) & d_mask[None, :]
+            k = tl.load(k_ptrs + start_n * stride_kn, mask=kv_mask, other=0.0)
+            v = tl.load(v_ptrs + start_n * stride_vn, mask=kv_mask, other=0.0)
+        s = tl.dot(q, tl.trans(k)) * qk_scale
+        if not EVEN_N:
+            s = tl.where(cols[None, :] < kv_len, s, float("-inf"))
+        if ROW_MASK:
+            s = tl.where(rows_active[:, None], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
+    return acc, m_i, l_i
+
+
+@triton.jit
+def _kv_source(base, user, h, stride_u, stride_h, tile_off, USE_TMA: tl.constexpr):
+    """The descriptor itself (TMA), or the pointer tile of this (user, head)'s first BLOCK_N rows."""
+    if USE_TMA:
+        return base
+    else:
+        return base + user * stride_u + h * stride_h + tile_off
+
+
+@triton.jit
+def _ikbo_target_attention_fwd(
+    Q, K, V, O, UID,
+    stride_qc, stride_qh, stride_qm, stride_qd,
+    stride_ku, stride_kh, stride_kn, stride_kd,
+    stride_vu, stride_vh, stride_vn, stride_vd,
+    stride_oc, stride_oh, stride_om, stride_od,
+    num_cands, num_heads, q_len, kv_len, head_dim, qk_scale,
+    CANDS: tl.constexpr,
+    ROWS_PER_CAND: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    EVEN_D: tl.constexpr,
+    USE_TMA: tl.constexpr,
+):
+    BLOCK_M: tl.constexpr = CANDS * ROWS_PER_CAND
+    pid = tl.program_id(0)
+    h = pid % num_heads
+    tile = pid // num_heads
+    q_tiles = tl.cdiv(q_len, ROWS_PER_CAND)  # > 1 only when one candidate's queries exceed BLOCK_M
+    c0 = (tile // q_tiles) * CANDS
+    q0 = (tile % q_tiles) * ROWS_PER_CAND
+
+    rows = tl.arange(0, BLOCK_M)
+    slot = rows // ROWS_PER_CAND
+    cand = c0 + slot
+    qi = q0 + rows % ROWS_PER_CAND
+    row_ok = (cand < num_cands) & (qi < q_len)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_mask = offs_d < head_dim
+
+    q_ptrs = Q + cand.to(tl.int64)[:, None] * stride_qc + h * stride_qh + qi[:, None] * stride_qm + offs_d[None, :] * stride_qd
+    q = tl.load(q_ptrs, mask=row_ok[:, None] & d_mask[None, :], other=0.0)
+
+    m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    kv_off = offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd
+    vv_off = offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd
+
+    if CANDS == 1:
+        user = tl.load(UID + c0)
+        acc, m_i, l_i = _attend_user(
+            acc, m_i, l_i, q, row_ok,
+            _kv_source(K, user, h, stride_ku, stride_kh, kv_off, USE_TMA), _kv_source(V, user, h, stride_vu, stride_vh, vv_off, USE_TMA),
+            stride_kn, stride_vn, offs_n, d_mask, kv_len, qk_scale, ((user * num_heads + h) * kv_len).to(tl.int32),
+            BLOCK_N, False, EVEN_N, EVEN_D, USE_TMA,
+        )
+    else:
+        slots = tl.arange(0, CANDS)
+        slot_ok = c0 + slots < num_cands
+        slot_user = tl.load(UID + c0 + slots, mask=slot_ok, other=-1)
+        prev_user = tl.load(UID + c0 + slots - 1, mask=slot_ok & (slots > 0), other=-1)
+        # A run is a maximal stretch of slots with one user; it starts where the user changes.
+        run_start = slot_ok & ((slots == 0) | (slot_user != prev_user))
+        first_user = tl.load(UID + c0)
+        if tl.sum(run_start.to(tl.int32), 0) == 1:
+            # Whole tile (every valid slot) shares one user: one unmasked pass.
+            acc, m_i, l_i = _attend_user(
+                acc, m_i, l_i, q, row_ok,
+                _kv_source(K, first_user, h, stride_ku, stride_kh, kv_off, USE_TMA),
+                _kv_source(V, first_user, h, stride_vu, stride_vh, vv_off, USE_TMA),
+                stride_kn, stride_vn, offs_n, d_mask, kv_len, qk_scale, ((first_user * num_heads + h) * kv_len).to(tl.int32),
+                BLOCK_N, False, EVEN_N, EVEN_D, USE_TMA,
+            )
+        else:
+            for j in tl.static_range(CANDS):
+                starts = tl.sum((run_start & (slots == j)).to(tl.int32), 0) > 0
+                if starts:
+                    user = tl.sum(tl.where(slots == j, slot_user, 0), 0)
+                    run_end = tl.min(tl.where(run_start & (slots > j), slots, CANDS), 0)
+                    active = (slot >= j) & (slot < run_end)
+                    acc, m_i, l_i = _attend_user(
+                        acc, m_i, l_i, q, active,
+                        _kv_source(K, user, h, stride_ku, stride_kh, kv_off, USE_TMA),
+                        _kv_source(V, user, h, stride_vu, stride_vh, vv_off, USE_TMA),
+                        stride_kn, stride_vn, offs_n, d_mask, kv_len, qk_scale, ((user * num_heads + h) * kv_len).to(tl.int32),
+                        BLOCK_N, True, EVEN_N, EVEN_D, USE_TMA,
+                    )
+
+    out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+    o_ptrs = O + cand.to(tl.int64)[:, None] * stride_oc + h * stride_oh + qi[:, None] * stride_om + offs_d[None, :] * stride_od
+    tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=row_ok[:, None] & d_mask[None, :])
+
+
+def _tma_ok(t: torch.Tensor) -> bool:
+    return t.is_contiguous() and t.data_ptr() % 16 == 0 and (t.shape[-1] * t.element_size()) % 16 == 0
+
+
+def ikbo_target_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cand_to_user: torch.Tensor) -> torch.Tensor:
+    """softmax(q_c k_u^T / sqrt(D)) v_u for every candidate c and its user u = cand_to_user[c].
+
+    q [C, H, Lq, D], k and v [U, H, Lkv, D], cand_to_user [C] int64 in [0, U) -> [C, H, Lq, D].
+    """
+    num_cands, heads, q_len, head_dim = q.shape
+    num_users, k_heads, kv_len, k_dim = k.shape
+    if k.shape != v.shape or k_heads != heads or k_dim != head_dim or cand_to_user.shape != (num_cands,):
+        raise ValueError(
+            f"ikbo_target_attention: shapes do not match: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, "
+            f"cand_to_user {tuple(cand_to_user.shape)}"
+        )
+    out = torch.empty_like(q)
+    if num_cands == 0 or heads == 0 or q_len == 0:
+        return out
+    if kv_len == 0:
+        raise ValueError("ikbo_target_attention: users have no keys (kv length 0); softmax over nothing is undefined")
+    block_m = max(16, CONFIG["BLOCK_M"])
+    rows_per_cand = min(block_m, triton.next_power_of_2(q_len))
+    cands = block_m // rows_per_cand
+    block_n = min(CONFIG["BLOCK_N"], max(16, triton.next_power_of_2(kv_len)))
+    block_d = max(16, triton.next_power_of_2(head_dim))
+    tile_bytes = q.element_size() * block_d
+    stages = CONFIG["num_stages"]
+    while stages > 1 and tile_bytes * (block_m + 2 * stages * block_n) > SMEM_BUDGET_BYTES:
+        stages -= 1
+    qk_scale = (1.0 / math.sqrt(head_dim)) * 1.4426950408889634  # log2(e): softmax via exp2
+    # TMA needs contiguous K/V ([U*H*Lkv, D] views) with 16-byte aligned rows and base.
+    use_tma = bool(CONFIG["USE_TMA"]) and _tma_ok(k) and _tma_ok(v)
+    if use_tma:
+        rows = num_users * heads * kv_len
+        k_arg = TensorDescriptor(k, [rows, head_dim], [head_dim, 1], [block_n, block_d])
+        v_arg = TensorDescriptor(v, [rows, head_dim], [head_dim, 1], [block_n, block_d])
+    else:
+        k_arg, v_arg = k, v
+    grid = (triton.cdiv(num_cands, cands) * triton.cdiv(q_len, rows_per_cand) * heads,)
+    _ikbo_target_attention_fwd[grid](
+        q, k_arg, v_arg, out, cand_to_user.contiguous(),
+        *q.stride(), *k.stride(), *v.stride(), *out.stride(),
+        num_cands, heads, q_len, kv_len, head_dim, qk_scale,
+        CANDS=cands,
+        ROWS_PER_CAND=rows_per_cand,
+        BLOCK_N=block_n,
+        BLOCK_D=block_d,
+        EVEN_N=kv_len % block_n == 0,
+        EVEN_D=head_dim == block_d,
+        USE_TMA=use_tma,
+        num_warps=CONFIG["num_warps"],
+        num_stages=stages,
+    )
+    return out
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, q, k, v, cand_to_user):
+        return ikbo_target_attention(q, k, v, cand_to_user)
