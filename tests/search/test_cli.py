@@ -1,0 +1,148 @@
+"""`kernelevolve run` for real: Triton kernels under the interpreter, SIGKILL mid-run, resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from kernelevolve.cli import app
+from kernelevolve.memory import Repository
+from tests.search.conftest import FIXTURES
+
+OPERATOR = f"plugin:{FIXTURES / 'triton_operator.py'}:TritonScaleOperator"
+BUDGET = 6
+CLI = [sys.executable, "-c", "from kernelevolve.cli import main; main()"]
+
+
+def _cli(*args, env=None, **kw):
+    return subprocess.run([*CLI, *args], capture_output=True, text=True,
+                          env=env, timeout=300, **kw)
+
+
+def _env():
+    env = dict(os.environ, SEARCH_TEST_BUG_RATE="0.5")
+    env.pop("KERNELEVOLVE_DB", None)
+    return env
+
+
+def _kill_mid_run(db_url, tmp_path, policy):
+    """Start a run, SIGKILL it once two nodes are evaluated; return the run id."""
+    proc = subprocess.Popen(
+        [*CLI, "run", str(FIXTURES / "scale.yaml"), "--device", "interpret",
+         "--model", OPERATOR, "--db", db_url, "--budget", str(BUDGET), "--seed", "5", "--policy", policy, "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), cwd=tmp_path)
+    repo = Repository(db_url)
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            runs = repo.runs()
+            counts = repo.node_counts().get(runs[0].id, {}) if runs else {}
+            if counts.get("evaluated", 0) >= 2:
+                break
+            assert proc.poll() is None, proc.stderr.read().decode()
+            time.sleep(0.1)
+        else:
+            pytest.fail("the run evaluated no two nodes in 240 s")
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    return runs[0].id
+
+
+def _check_kill_and_resume(db_url, tmp_path, policy="greedy"):
+    run_id = _kill_mid_run(db_url, tmp_path, policy)
+    repo = Repository(db_url)
+    assert repo.run(run_id).status == "running"  # killed: nobody got to say otherwise
+    before = repo.load_graph(run_id)
+    evaluated = {n.id: (n.source, n.evaluation.to_dict()) for n in before.evaluated()}
+    assert 2 <= len(evaluated) < BUDGET
+
+    resumed = _cli("resume", run_id, "--db", db_url, "--json", env=_env(), cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads(resumed.stdout)
+    assert (summary["id"], summary["status"], summary["termination_reason"]) == (run_id, "finished", "nodes")
+
+    after = repo.load_graph(run_id)
+    assert len(after) == BUDGET and not after.pending()
+    for node_id, (source, evaluation) in evaluated.items():
+        # Same source, same evaluation (its random seed and duration included): not lost, not redone.
+        assert (after[node_id].source, after[node_id].evaluation.to_dict()) == (source, evaluation)
+    from sqlalchemy import text
+    with repo.engine.connect() as conn:
+        rows = conn.execute(text("select node_id from evaluations where run_id = :r"), {"r": run_id}).scalars().all()
+    assert sorted(rows) == list(range(BUDGET))
+    assert any(n.correct for n in after.nodes())
+
+    shown = _cli("show", run_id, "--db", db_url, "--json", env=_env(), cwd=tmp_path)
+    data = json.loads(shown.stdout)
+    assert data["status"] == "finished" and len(data["nodes"]) == BUDGET
+    for node in data["nodes"]:
+        assert {"id", "parents", "kind", "fitness", "failure"} <= set(node)
+        assert node["fitness"] in (None, 0.0)  # the interpreter never times: no made-up speedups
+        assert node["kind"] == after.kind(node["id"])
+    return run_id, after
+
+
+@pytest.mark.timeout(400)
+def test_sigkill_mid_run_then_resume_sqlite(tmp_path):
+    _, graph = _check_kill_and_resume(f"sqlite:///{tmp_path / 'runs.db'}", tmp_path)
+    failed = [n for n in graph.nodes() if n.failure == "incorrect"]
+    # The operator's wrong constant is caught by the real evaluator, and debugged.
+    assert all("outside atol" in n.evaluation.message for n in failed)
+
+
+@pytest.mark.timeout(400)
+def test_sigkill_mid_run_then_resume_postgresql(pg_url, tmp_path):
+    _check_kill_and_resume(pg_url, tmp_path, policy="mcts")
+
+
+# -- fast command checks, in process -----------------------------------------------------------
+
+def _seeded_db(tmp_path, spec):
+    from tests.search.test_engine import _engine, _start
+
+    repo, run_id = _start(f"sqlite:///{tmp_path / 'c.db'}", spec, nodes=5)
+    _engine(repo, run_id).run()
+    return repo.url, run_id
+
+
+def test_runs_and_show(tmp_path, spec):
+    url, run_id = _seeded_db(tmp_path, spec)
+    runner = CliRunner()
+    listed = json.loads(runner.invoke(app, ["runs", "--db", url, "--json"]).stdout)
+    assert [(r["id"], r["status"], r["nodes"], r["termination_reason"]) for r in listed] == [(run_id, "finished", 5, "nodes")]
+    human = runner.invoke(app, ["show", run_id, "--db", url])
+    assert human.exit_code == 0 and f"run {run_id}" in human.stdout and "#0 draft" in human.stdout
+    node = runner.invoke(app, ["show", run_id, "--db", url, "--node", "0"])
+    assert node.stdout.startswith("FITNESS = ")
+
+
+def test_database_url_from_the_environment(tmp_path, spec, monkeypatch):
+    url, run_id = _seeded_db(tmp_path, spec)
+    monkeypatch.setenv("KERNELEVOLVE_DB", url)
+    listed = json.loads(CliRunner().invoke(app, ["runs", "--json"]).stdout)
+    assert [r["id"] for r in listed] == [run_id]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["show", "r-00000000"], "no run 'r-00000000'"),
+    (["show", "{run}", "--node", "99"], "has no node 99"),
+    (["resume", "r-00000000"], "no run 'r-00000000'"),
+    (["resume", "{run}"], "already finished (nodes)"),
+    (["run", str(FIXTURES / "scale.yaml"), "--policy", "beam"], "--policy 'beam'"),
+    (["run", str(FIXTURES / "scale.yaml"), "--budget", "0"], "--budget 0"),
+    (["run", str(FIXTURES / "scale.yaml"), "--device", "interpret", "--model", "plugin:/nope.py:X"], "plugin:PATH.py:CLASS"),
+    (["run", str(FIXTURES / "missing.yaml")], "no such file"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, spec, args, message):
+    url, run_id = _seeded_db(tmp_path, spec)
+    out = CliRunner().invoke(app, [a.replace("{run}", run_id) for a in args] + ["--db", url])
+    assert out.exit_code == 2, out.output
+    assert message in out.output and "Traceback" not in out.output
