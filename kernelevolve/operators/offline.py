@@ -87,7 +87,7 @@ class OfflineOperator:
             tried.add(config_key(config))
         return tried
 
-    def _propose(self, base_source: str, old: dict, new: dict | None, note: str, context: OperatorContext) -> Proposal:
+    def _propose(self, base_source: str, old: dict, new: dict | None, note: str) -> Proposal:
         if new is None:
             return Proposal(source=None, failure="no_code",
                             message="offline operator: every configuration in the tunable space was tried",
@@ -114,7 +114,7 @@ class OfflineOperator:
             self._proposed.add(config_key(declared.config))
             return Proposal(source=source, note=f"reference kernel {spec.kernel_name} with its own CONFIG")
         new = search.local_move(declared.config, declared.tunables, tried, context.rng)
-        return self._propose(source, declared.config, new, "reference kernel, another configuration", context)
+        return self._propose(source, declared.config, new, "reference kernel, another configuration")
 
     def _improve(self, parents: list[ParentView], context: OperatorContext) -> Proposal:
         spec = context.spec
@@ -128,7 +128,7 @@ class OfflineOperator:
             # No parseable kernel to mutate (no code, or a rewritten file): restart from the reference.
             base = declared.config
             new = base if config_key(base) not in tried else search.local_move(base, tunables, tried, context.rng)
-            return self._propose(ref_source, base, new, "restart from the reference kernel", context)
+            return self._propose(ref_source, base, new, "restart from the reference kernel")
         parent = usable[0]
         config = _config_of(parent.source)
         if parent.failed:
@@ -139,9 +139,9 @@ class OfflineOperator:
             else:
                 new = search.smaller_first(config, tunables, tried, context.rng)
                 why = f"smaller after {parent.evaluation.failure if parent.evaluation else 'no evaluation'}"
-            return self._propose(parent.source, config, new, why, context)
+            return self._propose(parent.source, config, new, why)
         new = search.local_move(config, tunables, tried, context.rng, momentum=_momentum(parent, context.ancestry, tunables))
-        return self._propose(parent.source, config, new, "", context)
+        return self._propose(parent.source, config, new, "")
 
     def _crossover(self, a: ParentView, b: ParentView, tunables, tried, context) -> Proposal:
         # The fitter parent gives the body of the file (they normally share it anyway).
@@ -151,8 +151,8 @@ class OfflineOperator:
         child, from_b = search.crossover(ca, cb, tunables, tried, context.rng)
         if child is None:
             child = search.local_move(ca, tunables, tried, context.rng)
-            return self._propose(a.source, ca, child, f"nothing new from #{b.node_id}", context)
-        return self._propose(a.source, ca, child, f"{', '.join(from_b)} from #{b.node_id}", context)
+            return self._propose(a.source, ca, child, f"nothing new from #{b.node_id}")
+        return self._propose(a.source, ca, child, f"{', '.join(from_b)} from #{b.node_id}")
 
 
 def _config_of(source: str | None) -> dict | None:
