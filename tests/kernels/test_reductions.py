@@ -1,0 +1,228 @@
+"""The RMSNorm, softmax and cross-entropy reference kernels under the Triton interpreter.
+
+Each check draws fresh random inputs (the seed is in the failure message), runs ModelNew with
+torch.empty & co. handing out NaN-filled memory (so an unwritten element fails), and compares
+with the spec's reference module run in float64 on the same rounded inputs, within the spec's
+per-dtype tolerances. Small CONFIG thresholds (values from TUNABLES) send small rows down the
+split path, so both kernels of every file run.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import copy
+import importlib.util
+import inspect
+import random
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelevolve.knowledge.frontmatter import kernel_docstring, split_front_matter
+from kernelevolve.operators.tunables import read_declared, rewrite_config
+from kernelevolve.paths import KNOWLEDGE_BASE, SPECS
+from kernelevolve.spec import load_spec
+
+KERNELS = ["rmsnorm", "softmax", "cross_entropy"]
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+# Overrides (all TUNABLES values) that send rows longer than 1024 down the split path in tiles of 1024.
+SPLIT = {"single_block_max_n": 1024, "split_block_n": 1024}
+PATHS = {
+    "tile": ({}, [(4, 256), (3, 1000)]),  # 1000: a masked tail inside one tile
+    "split": (SPLIT, [(3, 2500)]),  # three tiles, the last one partial
+    "split-persistent": (dict(SPLIT, split_programs_per_sm=1), [(9, 1100)]),  # 4 programs x 3 rows, 3 left idle
+}
+
+_loaded = 0
+
+
+def load_kernel(name: str, config: dict | None = None, tmp_path: Path | None = None):
+    """A fresh module of the kernel file, its CONFIG line rewritten as the search would."""
+    global _loaded
+    path = KNOWLEDGE_BASE / "kernels" / f"{name}.py"
+    if config:
+        source = path.read_text()
+        path = tmp_path / f"{name}_variant.py"
+        path.write_text(rewrite_config(source, dict(read_declared(source).config, **config)))
+    _loaded += 1
+    module_name = f"_kernel_{name}_{_loaded}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_reference(name: str):
+    spec = importlib.util.spec_from_file_location(f"_reference_{name}", SPECS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def poisoned_allocations():
+    """torch.empty / empty_like / empty_strided return NaN-filled tensors while the kernel runs."""
+    saved = {n: getattr(torch, n) for n in ("empty", "empty_like", "empty_strided")}
+
+    def poisoning(fn):
+        def allocate(*args, **kwargs):
+            t = fn(*args, **kwargs)
+            return t.fill_(float("nan")) if t.is_floating_point() else t
+        return allocate
+
+    for n, fn in saved.items():
+        setattr(torch, n, poisoning(fn))
+    try:
+        yield
+    finally:
+        for n, fn in saved.items():
+            setattr(torch, n, fn)
+
+
+def make_case(name: str, m: int, n: int, dtype: torch.dtype, seed: int):
+    """(reference model, init args, inputs) at shape (m, n), inputs rounded to `dtype`."""
+    torch.manual_seed(seed)
+    if name == "rmsnorm":
+        init, inputs = [n, 1e-6], [torch.randn(m, n)]
+    elif name == "softmax":
+        init, inputs = [], [4.0 * torch.randn(m, n)]
+    else:
+        target = torch.randint(0, n, (m,))
+        target[0] = -100  # an ignored row in every case
+        init, inputs = [-100], [3.0 * torch.randn(m, n), target]
+    inputs = [x.to(dtype) if x.is_floating_point() else x for x in inputs]
+    model = load_reference(name).Model(*init)
+    with torch.no_grad():
+        for p in model.parameters():  # a weight far from all-ones
+            p.mul_(1 + 0.5 * torch.rand_like(p)).add_(0.05 * torch.randn_like(p))
+    return model.to(dtype), init, inputs
+
+
+def check(kernel, name: str, m: int, n: int, dtype_name: str, seed: int) -> None:
+    dtype = DTYPES[dtype_name]
+    model, init, inputs = make_case(name, m, n, dtype, seed)
+    new = kernel.ModelNew(*init)
+    new.load_state_dict(model.state_dict())
+    new = new.to(dtype)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # numpy under the interpreter: exp2(-inf) etc.
+        with poisoned_allocations():
+            out = new(*[x.clone() for x in inputs])
+        expected = model(*inputs)  # the dtype and shape a candidate must produce
+        ref = copy.deepcopy(model).double()(*[x.double() if x.is_floating_point() else x for x in inputs])
+    where = f"{name} M={m} N={n} {dtype_name} seed={seed}"
+    assert out.shape == expected.shape and out.dtype == expected.dtype, f"{where}: {out.shape} {out.dtype}"
+    tol = load_spec(SPECS / f"{name}.yaml").tolerance(dtype_name)
+    got = out.double()
+    assert torch.isfinite(got).all(), f"{where}: {(~torch.isfinite(got)).sum().item()} NaN/Inf (unwritten?)"
+    err = (got - ref).abs()
+    bad = err > tol.atol + tol.rtol * ref.abs()
+    assert not bad.any(), f"{where}: {bad.sum().item()} elements out of tolerance, max abs err {err.max().item():.3g}"
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+@pytest.mark.parametrize("name", KERNELS)
+def test_matches_float64_reference(name, dtype_name, path, tmp_path):
+    config, shapes = PATHS[path]
+    kernel = load_kernel(name, config, tmp_path)
+    for m, n in shapes:
+        check(kernel, name, m, n, dtype_name, random.randrange(2**31))
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_sampled_tunables_combinations_are_correct(name, tmp_path):
+    """The search may write any TUNABLES combination into CONFIG: all must stay correct."""
+    declared = read_declared((KNOWLEDGE_BASE / "kernels" / f"{name}.py").read_text())
+    rng = random.Random()
+    combos = [{k: min(v) for k, v in declared.tunables.items()}, {k: max(v) for k, v in declared.tunables.items()}]
+    combos += [{k: rng.choice(v) for k, v in declared.tunables.items()} for _ in range(4)]
+    for combo in combos:
+        kernel = load_kernel(name, combo, tmp_path)
+        for m, n in [(5, 300), (3, 2100)]:
+            seed = rng.randrange(2**31)
+            try:
+                check(kernel, name, m, n, "bfloat16", seed)
+            except AssertionError as exc:
+                raise AssertionError(f"CONFIG {combo}: {exc}") from None
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_kernel_file_follows_the_reference_kernel_convention(name):
+    path = KNOWLEDGE_BASE / "kernels" / f"{name}.py"
+    source = path.read_text()
+    header, body = split_front_matter(kernel_docstring(source, path), path)
+    assert header["kind"] == "kernels" and header["spec"] == name and name in header["family"]
+    assert "memory-bound" in header["tags"] and body.strip()
+    assert load_spec(SPECS / f"{name}.yaml").kernel_name == name
+    imported = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Import):
+            imported |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add(node.module)
+    assert imported <= {"torch", "torch.nn", "triton", "triton.language", "math"}, imported
+    declared = read_declared(source)
+    assert set(declared.tunables) == set(declared.config)
+    for key, value in declared.config.items():
+        assert value in declared.tunables[key], f"CONFIG[{key!r}] = {value!r} is not among its TUNABLES"
+    kernel, reference = load_kernel(name), load_reference(name)
+    assert inspect.signature(kernel.ModelNew.__init__) == inspect.signature(reference.Model.__init__)
+
+
+def test_rmsnorm_keeps_leading_dimensions_and_reads_strided_input():
+    kernel = load_kernel("rmsnorm")
+    torch.manual_seed(random.randrange(2**31))
+    model, new = load_reference("rmsnorm").Model(200), kernel.ModelNew(200)
+    new.load_state_dict(model.state_dict())
+    x = torch.randn(2, 3, 400)[..., ::2]  # non-contiguous last dimension
+    with torch.no_grad(), poisoned_allocations():
+        out = new(x)
+    assert out.shape == (2, 3, 200)
+    torch.testing.assert_close(out, model(x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("config", [{}, SPLIT], ids=["tile", "split"])
+def test_softmax_handles_minus_infinity_like_torch(config, tmp_path):
+    kernel = load_kernel("softmax", config, tmp_path)
+    x = torch.randn(3, 1500)
+    x[0, ::3] = float("-inf")  # masked positions
+    x[1, 1200:] = float("-inf")  # a masked tail, whole tiles of -inf on the split path
+    x[2] = float("-inf")  # nothing left: torch gives NaN
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        out = kernel.ModelNew()(x)
+    ref = torch.softmax(x.double(), dim=-1)
+    torch.testing.assert_close(out[:2].double(), ref[:2], atol=1e-7, rtol=1e-5)
+    assert (out[0, ::3] == 0).all() and torch.isnan(out[2]).all()
+
+
+@pytest.mark.parametrize("config", [{}, SPLIT], ids=["tile", "split"])
+def test_cross_entropy_ignored_and_out_of_range_targets(config, tmp_path):
+    kernel = load_kernel("cross_entropy", config, tmp_path)
+    logits = 3.0 * torch.randn(4, 1500)
+    target = torch.tensor([7, -100, 1500, 1499])
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        loss = kernel.ModelNew()(logits, target)
+    assert loss.dtype == torch.float32 and loss[1] == 0 and torch.isnan(loss[2])  # 1500 is past V - 1
+    ref = load_reference("cross_entropy").Model()(logits.double(), torch.tensor([7, -100, 0, 1499]))
+    torch.testing.assert_close(loss[[0, 3]].double(), ref[[0, 3]], atol=1e-4, rtol=1e-5)
+    with pytest.raises(ValueError, match="expected logits"):
+        kernel.ModelNew()(logits, target[:3])
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_reference_kernel_passes_the_evaluator(name):
+    """What `kernelevolve eval specs/<name>.yaml knowledge_base/kernels/<name>.py` checks, in its sandbox."""
+    from kernelevolve.evaluation.evaluator import Evaluator
+
+    spec = load_spec(SPECS / f"{name}.yaml")
+    result = Evaluator(device="interpret", timeout_s=120).evaluate(spec, (KNOWLEDGE_BASE / "kernels" / f"{name}.py").read_text())
+    assert result.correct, f"{result.failure}: {result.message}\n{result.log[-2000:]}"
+    assert [s.correct for s in result.shapes] == [True] * len(spec.interpret_shapes)
