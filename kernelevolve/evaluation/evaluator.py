@@ -36,6 +36,7 @@ class Evaluator:
         warmup_ms: float = 25.0,
         rep_ms: float = 100.0,
         keep_workdirs: bool = False,
+        scratch_root: Path | None = None,
         max_memory_bytes: int | None = 16 << 30,
     ):
         if device not in DEVICES:
@@ -45,6 +46,7 @@ class Evaluator:
         self.trials = trials
         self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
         self.keep_workdirs = keep_workdirs
+        self.scratch_root = scratch_root  # where per-candidate scratch folders go (default: TMPDIR)
         self.baselines = baseline_store or JsonBaselineStore()
         if device == "cuda":
             if gpus is None:
@@ -74,7 +76,7 @@ class Evaluator:
             return self._finish(EvalResult.failed(Failure.SYNTAX, f"line {e.lineno}: {e.msg}", device=self.device,
                                                   shapes=[_shape(c) for c in cases]), start)
         slot = self._slots.get()
-        workdir = Path(tempfile.mkdtemp(prefix="kernelevolve-eval-"))
+        workdir = Path(tempfile.mkdtemp(prefix="kernelevolve-eval-", dir=self.scratch_root))
         try:
             return self._finish(self._evaluate_in(workdir, slot, spec, source, cases), start)
         finally:

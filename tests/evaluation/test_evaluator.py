@@ -53,7 +53,7 @@ def test_failure_classes(evaluator, scale_shift_spec, name, failure, words):
     assert "\n" not in result.message
 
 
-def test_hanging_candidate_is_killed_with_its_children(scale_shift_spec):
+def test_hanging_candidate_is_killed_with_its_children(scale_shift_spec, tmp_path):
     source = candidate("good").replace(
         "    def forward(self, x):\n",
         "    def forward(self, x):\n"
@@ -61,13 +61,13 @@ def test_hanging_candidate_is_killed_with_its_children(scale_shift_spec):
         "        open('child.pid', 'w').write(str(subprocess.Popen(['sleep', '300']).pid))\n"
         "        time.sleep(300)\n",
     )
-    evaluator = Evaluator(device="interpret", timeout_s=8, keep_workdirs=True)
+    evaluator = Evaluator(device="interpret", timeout_s=8, keep_workdirs=True, scratch_root=tmp_path)
     result = evaluator.evaluate(scale_shift_spec, source)
     assert result.failure == "timeout"
     assert "M=8,N=300 float32" in result.message  # says where it hung
     assert result.duration_s < 30
-    pid_files = sorted((p for p in os.listdir("/tmp") if p.startswith("kernelevolve-eval-")), key=lambda p: os.path.getmtime(f"/tmp/{p}"))
-    child = int(open(f"/tmp/{pid_files[-1]}/check/child.pid").read())
+    (workdir,) = tmp_path.glob("kernelevolve-eval-*")
+    child = int((workdir / "check" / "child.pid").read_text())
     with pytest.raises(ProcessLookupError):  # the grandchild died with the process group
         for _ in range(50):
             os.kill(child, 0)
