@@ -7,6 +7,7 @@ are derived from the graph.
 
 from __future__ import annotations
 
+import bisect
 import time
 from dataclasses import dataclass, field
 
@@ -27,6 +28,9 @@ class Node:
     created_at: float = field(default_factory=time.time)
     tokens: int = 0
     cost_usd: float = 0.0
+    # EvalResult.fitness is a geometric mean: computed once per evaluation, not per selection.
+    _fitness_of: EvalResult | None = field(default=None, repr=False, compare=False)
+    _fitness: float | None = field(default=None, repr=False, compare=False)
 
     @property
     def state(self) -> str:
@@ -43,7 +47,11 @@ class Node:
     @property
     def fitness(self) -> float | None:
         """The real fitness (speedup); None while pending or when untimed (interpreter)."""
-        return None if self.evaluation is None else self.evaluation.fitness
+        if self.evaluation is None:
+            return None
+        if self._fitness_of is not self.evaluation:
+            self._fitness_of, self._fitness = self.evaluation, self.evaluation.fitness
+        return self._fitness
 
     @property
     def score(self) -> float:
@@ -60,6 +68,7 @@ class SearchGraph:
 
     def __init__(self) -> None:
         self.g = nx.DiGraph()
+        self._ordered: list[Node] = []  # id order, kept as nodes are added
 
     # -- building ----------------------------------------------------------------------
     def add(self, node: Node) -> Node:
@@ -68,7 +77,10 @@ class SearchGraph:
         for p in node.parents:
             if p not in self.g:
                 raise ValueError(f"node {node.id}: parent {p} is not in the graph")
+            if p >= node.id:  # so that id order is a topological order
+                raise ValueError(f"node {node.id}: parent {p} must have a smaller id")
         self.g.add_node(node.id, node=node)
+        bisect.insort(self._ordered, node, key=lambda n: n.id)
         for p in node.parents:
             self.g.add_edge(p, node.id)
         return node
@@ -93,7 +105,7 @@ class SearchGraph:
 
     def nodes(self) -> list[Node]:
         """All nodes in id order."""
-        return [self.g.nodes[i]["node"] for i in sorted(self.g.nodes)]
+        return list(self._ordered)
 
     def evaluated(self) -> list[Node]:
         return [n for n in self.nodes() if n.evaluation is not None]

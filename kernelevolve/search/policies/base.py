@@ -43,6 +43,13 @@ class Policy:
         """Up to k expansions; fewer (maybe none) when the rest must wait for running work."""
         planned = list(in_flight)
         out: list[Expansion] = []
+        # The graph does not change during one call: facts that cost a pass over it are taken once.
+        self._roots = len(graph.roots())
+        self._failed_leaves = [
+            n.id for n in graph.evaluated()
+            if not n.correct and not graph.children(n.id) and graph.debug_depth(n.id) < self.max_debug_depth
+        ]
+        self.begin(graph)
         for _ in range(k):
             step = self._select_one(graph, rng, planned)
             if step is None:
@@ -50,6 +57,9 @@ class Policy:
             out.append(step)
             planned.append(step)
         return out
+
+    def begin(self, graph: SearchGraph) -> None:
+        """Hook: precompute what `choose` needs for this call of `select`."""
 
     def observe(self, graph: SearchGraph, node_id: int) -> None:
         """Called once per node after its evaluation is recorded."""
@@ -73,14 +83,10 @@ class Policy:
     def debuggable(self, graph: SearchGraph, planned: list[Expansion]) -> list[int]:
         """Failed leaves whose debug chain is still below the depth limit and not being debugged."""
         busy = {p for e in planned for p in e.parents}
-        return [
-            n.id for n in graph.evaluated()
-            if not n.correct and n.id not in busy and not graph.children(n.id)
-            and graph.debug_depth(n.id) < self.max_debug_depth
-        ]
+        return [i for i in self._failed_leaves if i not in busy]
 
     def _select_one(self, graph: SearchGraph, rng: random.Random, planned: list[Expansion]) -> Expansion | None:
-        drafts_made = len(graph.roots()) + sum(1 for e in planned if not e.parents)
+        drafts_made = self._roots + sum(1 for e in planned if not e.parents)
         if drafts_made < self.drafts:
             return Expansion(())
         debuggable = self.debuggable(graph, planned)

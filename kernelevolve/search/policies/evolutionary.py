@@ -46,8 +46,11 @@ class Evolutionary(Policy):
             return rng.choice(pool)
         return rng.choices(pool, weights=weights)[0]
 
+    def begin(self, graph: SearchGraph) -> None:
+        self._pool = self.pool(graph)
+
     def choose(self, graph: SearchGraph, rng: random.Random, planned: list[Expansion]) -> Expansion | None:
-        pool = self.pool(graph)
+        pool = self._pool
         if not pool:
             return None
         first = self.pick(pool, rng)

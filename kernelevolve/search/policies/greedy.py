@@ -11,8 +11,11 @@ from kernelevolve.search.policies.base import Expansion, Policy
 class Greedy(Policy):
     name = "greedy"
 
+    def begin(self, graph: SearchGraph) -> None:
+        self._best = graph.best()
+
     def choose(self, graph: SearchGraph, rng: random.Random, planned: list[Expansion]) -> Expansion | None:
-        best = graph.best()
+        best = self._best
         if best is None or not best.correct:
             return None
         return Expansion((best.id,))

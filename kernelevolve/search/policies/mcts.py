@@ -11,6 +11,8 @@ rewards being divided by the best score so far so that speedups of any size stay
 with the exploration term. Work in flight counts as visits with reward 0 (a virtual loss), so k
 selections in one step spread over the tree. Failed nodes are not expanded by UCT: the shared
 debug rule handles them; a debug child that passes still joins the tree under its parent.
+The tree is the graph's first-parent tree (a crossover node, made by another policy before a
+policy switch, hangs under its first parent).
 """
 
 from __future__ import annotations
@@ -18,8 +20,6 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-
-import networkx as nx
 
 from kernelevolve.search.graph import SearchGraph
 from kernelevolve.search.policies.base import Expansion, Policy
@@ -68,36 +68,55 @@ class MCTS(Policy):
         mean = self.reward.get(child, 0.0) / n_child
         return mean / norm + self.exploration * math.sqrt(math.log(n_parent) / n_child)
 
-    def choose(self, graph: SearchGraph, rng: random.Random, planned: list[Expansion]) -> Expansion | None:
-        children = {ROOT: graph.roots()}
-        for n in graph.nodes():
-            children[n.id] = graph.children(n.id)
-        used = Counter({k: len(v) for k, v in children.items()})  # expansion slots taken
-        virtual: Counter[int] = Counter()
+    def begin(self, graph: SearchGraph) -> None:
+        nodes = graph.nodes()
+        self._children: dict[int, list[int]] = {ROOT: []}
+        for n in nodes:
+            self._children[n.id] = []
+            self._children[n.parents[0] if n.parents else ROOT].append(n.id)
+        self._order = [n.id for n in reversed(nodes)]  # children before parents: ids grow down the graph
+        self._virtual_pending: Counter[int] = Counter()
         for node in graph.pending():
             for a in graph.ancestors(node.id) | {node.id, ROOT}:
-                virtual[a] += 1
+                self._virtual_pending[a] += 1
+        best = graph.best()
+        self._norm = best.score if best is not None and best.score > 0 else 1.0
+        self._above: dict[int, set[int]] = {}
+        self._correct = {n.id for n in graph.evaluated() if n.correct}
+        self._position = {n: i for i, n in enumerate(self._order)}
+        self._open_base = self._openness(Counter(), self._order, {})
+
+    def _expandable(self, n: int, used: Counter) -> bool:
+        return n in self._correct and len(self._children[n]) + used[n] < self.branching
+
+    def _openness(self, used: Counter, nodes, open_: dict[int, bool]) -> dict[int, bool]:
+        """A subtree is open when some node in it can still be expanded (`nodes`: children first)."""
+        for n in nodes:
+            open_[n] = self._expandable(n, used) or any(open_[c] for c in self._children[n])
+        return open_
+
+    def choose(self, graph: SearchGraph, rng: random.Random, planned: list[Expansion]) -> Expansion | None:
+        children = self._children
+        used: Counter[int] = Counter()  # expansion slots taken beyond the written children
+        virtual = Counter(self._virtual_pending)
         for step in planned:
             if step.parents:
-                used[step.parents[0]] += 1
-                for a in graph.ancestors(step.parents[0]) | {step.parents[0], ROOT}:
+                parent = step.parents[0]
+                used[parent] += 1
+                if parent not in self._above:
+                    self._above[parent] = graph.ancestors(parent) | {parent, ROOT}
+                for a in self._above[parent]:
                     virtual[a] += 1
-        best = graph.best()
-        norm = best.score if best is not None and best.score > 0 else 1.0
 
-        def expandable(n: int) -> bool:
-            return n != ROOT and graph[n].correct and used[n] < self.branching
-
-        # A subtree is open when some node in it can still be expanded (children before parents).
-        open_: dict[int, bool] = {}
-        for n in reversed(list(nx.topological_sort(graph.g))):
-            open_[n] = expandable(n) or any(open_[c] for c in children[n])
+        open_ = self._open_base
+        if used:  # only the planned parents and their ancestors can have closed since begin()
+            affected = set().union(*(self._above[p] for p in used)) - {ROOT}
+            open_ = self._openness(used, sorted(affected, key=self._position.__getitem__), dict(open_))
         at = ROOT
         while True:
-            if expandable(at):
+            if at != ROOT and self._expandable(at, used):
                 return Expansion((at,))
             options = [c for c in children[at] if open_.get(c) and graph[c].evaluation is not None]
             if not options:
                 return None
-            at = max(options, key=lambda c: (self.uct(graph, at, c, virtual, norm), -c))
-
+            at = max(options, key=lambda c: (self.uct(graph, at, c, virtual, self._norm), -c))
