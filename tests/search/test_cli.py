@@ -146,3 +146,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, spec, args, message):
     out = CliRunner().invoke(app, [a.replace("{run}", run_id) for a in args] + ["--db", url])
     assert out.exit_code == 2, out.output
     assert message in out.output and "Traceback" not in out.output
+
+
+@pytest.mark.timeout(300)
+def test_run_on_a_bare_reference_module_with_no_correct_kernel_exits_1(tmp_path, monkeypatch):
+    monkeypatch.setenv("SEARCH_TEST_BUG_RATE", "1.0")  # every draft wrong, and no debugging allowed
+    url = f"sqlite:///{tmp_path / 'fail.db'}"
+    out = CliRunner().invoke(app, ["run", str(FIXTURES / "scale_ref.py"), "--device", "interpret", "--model", OPERATOR,
+                                   "--db", url, "--budget", "2", "--drafts", "2", "--debug-depth", "0", "--json"])
+    assert out.exit_code == 1, out.output
+    summary = json.loads(out.stdout)
+    assert summary["spec"] == "scale_ref" and summary["best"] is None
+    assert [(n["kind"], n["failure"], n["fitness"]) for n in summary["nodes"]] == [("draft", "incorrect", 0.0)] * 2
