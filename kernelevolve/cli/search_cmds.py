@@ -140,6 +140,8 @@ def _operator_or_fail(model: str | None):
 
 
 def _search(repo, run_id: str, operator, as_json: bool, db: str | None, max_nodes: int | None = None) -> None:
+    from sqlalchemy.exc import SQLAlchemyError
+
     from kernelevolve.search.progress import ProgressView
     from kernelevolve.search.report import best_nodes, fitness_text, run_dict
     from kernelevolve.search.session import SessionError, build_engine
@@ -157,6 +159,10 @@ def _search(repo, run_id: str, operator, as_json: bool, db: str | None, max_node
         where = "" if db is None else f" --db {db}"
         err_console.print(f"interrupted: resume with `kernelevolve resume {run_id}{where}`", highlight=False)
         raise typer.Exit(130)
+    except SQLAlchemyError as e:  # the database went away mid-run: what was committed is safe
+        where = "" if db is None else f" --db {db}"
+        fail(f"database error during the search ({type(e).__name__}: {str(e).strip().splitlines()[0]}); "
+             f"once it is back: `kernelevolve resume {run_id}{where}`")
     run = repo.run(run_id)
     graph = engine.graph
     best = best_nodes(graph, 1)
