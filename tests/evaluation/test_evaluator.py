@@ -12,7 +12,7 @@ from kernelevolve.evaluation.evaluator import Evaluator
 from kernelevolve.evaluation.result import Failure
 from kernelevolve.spec import load_spec
 
-from .conftest import HERE, candidate
+from .conftest import HERE, candidate, with_forward_prologue
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +54,7 @@ def test_failure_classes(evaluator, scale_shift_spec, name, failure, words):
 
 
 def test_hanging_candidate_is_killed_with_its_children(scale_shift_spec, tmp_path):
-    source = candidate("good").replace(
-        "    def forward(self, x):\n",
-        "    def forward(self, x):\n"
+    source = with_forward_prologue(
         "        import subprocess, time\n"
         "        open('child.pid', 'w').write(str(subprocess.Popen(['sleep', '300']).pid))\n"
         "        time.sleep(300)\n",
@@ -75,9 +73,7 @@ def test_hanging_candidate_is_killed_with_its_children(scale_shift_spec, tmp_pat
 
 
 def test_candidate_has_no_network(evaluator, scale_shift_spec):
-    source = candidate("good").replace(
-        "    def forward(self, x):\n",
-        "    def forward(self, x):\n"
+    source = with_forward_prologue(
         "        import socket\n"
         "        s = socket.socket()\n"
         "        s.settimeout(2)\n"
@@ -91,10 +87,7 @@ def test_candidate_has_no_network(evaluator, scale_shift_spec):
 
 def test_candidate_sees_no_secrets(evaluator, scale_shift_spec, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-secret")
-    source = candidate("good").replace(
-        "    def forward(self, x):\n",
-        "    def forward(self, x):\n        assert 'ANTHROPIC_API_KEY' not in __import__('os').environ, 'leaked'\n",
-    )
+    source = with_forward_prologue("        assert 'ANTHROPIC_API_KEY' not in __import__('os').environ, 'leaked'\n")
     assert evaluator.evaluate(scale_shift_spec, source).correct
 
 
