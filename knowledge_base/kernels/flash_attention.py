@@ -13,8 +13,9 @@ in BLOCK_N-row tiles and keeps a running row max `m`, row sum `l` and fp32 accum
 S x S score matrix never leaves registers.
 
 Choices that matter for speed:
-- The softmax scale is folded together with log2(e) into the scores, so the exponentials are
-  `exp2` (one MUFU instruction) and the rescale factor is exp2(m_old - m_new).
+- The softmax scale times log2(e) goes into the exponent as one FMA, p = exp2(s * c - m), with the
+  running max kept in that scaled domain: no separate pass to scale the score tile, and `exp2` is
+  one MUFU instruction. The accumulator's rescale factor is exp2(m_old - m_new).
 - The key loop is split in two ranges. Tiles entirely below the diagonal (causal) or entirely
   inside the sequence need no mask; only the diagonal tiles and the ragged last tile pay for the
   `where`. Tiles above the diagonal are never visited (causal block skipping: half the work).
@@ -33,7 +34,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-CONFIG = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "USE_TMA": True}
+CONFIG = {'BLOCK_M': 64, 'BLOCK_N': 64, 'num_warps': 4, 'num_stages': 3, 'USE_TMA': True}
 
 TUNABLES = {
     "BLOCK_M": [32, 64, 128],
@@ -78,13 +79,13 @@ def _attend_key_range(
             k = tl.load(k_ptrs + start_n * stride_kn)
         else:
             k = tl.load(k_ptrs + start_n * stride_kn, mask=d_mask[None, :], other=0.0)
-        s = tl.dot(q, tl.trans(k)) * qk_scale
+        s = tl.dot(q, tl.trans(k))  # raw scores; the scale is folded into the exp2 argument
         if CAUSAL_MASK:
             s = tl.where(offs_m[:, None] >= cols[None, :], s, float("-inf"))
         if SEQ_MASK:
             s = tl.where(cols[None, :] < seq_len, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.exp2(s - m_new[:, None])
+        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+        p = tl.exp2(s * qk_scale - m_new[:, None])  # one FMA per score
         alpha = tl.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]

@@ -40,7 +40,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "USE_TMA": True}
+CONFIG = {'BLOCK_M': 128, 'BLOCK_N': 256, 'BLOCK_K': 64, 'num_warps': 8, 'num_stages': 4, 'USE_TMA': True}
 
 TUNABLES = {
     "BLOCK_M": [64, 128],
@@ -77,35 +77,15 @@ def _mainloop_pointers(acc, W, E, b, offs_m, offs_n, offs_k, n_mask, K, stride_w
 
 
 @triton.jit
-def _compress_gemm(
-    W, E, OUT, Y, UID,
+def _compress_tile(
+    W, E, OUT, Y, UID, b, m_start, pid_n,
     M, N, K,
-    stride_wm,
-    stride_eb, stride_ek, stride_en,
-    stride_ob, stride_om, stride_on,
-    stride_yb, stride_ym, stride_yn,
-    ADD_USER: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    EVEN_N: tl.constexpr,
-    EVEN_K: tl.constexpr,
-    USE_TMA: tl.constexpr,
+    stride_wm, stride_eb, stride_ek, stride_en, stride_ob, stride_om, stride_on, stride_yb, stride_ym, stride_yn,
+    ADD_USER: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    EVEN_N: tl.constexpr, EVEN_K: tl.constexpr, USE_TMA: tl.constexpr,
 ):
-    """OUT[b] = W @ E[b] (+ Y[UID[b]] when ADD_USER). W is padded: [M rounded up to BLOCK_M, K rounded up to BLOCK_K].
-
-    With USE_TMA, W and E are tensor descriptors (E over its [batch * K, N] view): the last K tile
-    then reads the next batch's rows (or TMA zero fill), which meet W's zero padding, so no mask.
-    """
-    pid = tl.program_id(0)
-    tiles_m = tl.cdiv(M, BLOCK_M)
-    tiles_n = tl.cdiv(N, BLOCK_N)
-    b = pid // (tiles_m * tiles_n)
-    rest = pid % (tiles_m * tiles_n)
-    pid_n = rest // tiles_m
-    pid_m = rest % tiles_m
-
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    """One BLOCK_M x BLOCK_N tile of OUT[b], rows from m_start."""
+    offs_m = m_start + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
     n_mask = offs_n < N
@@ -120,41 +100,92 @@ def _compress_gemm(
     if USE_TMA:
         e_row0 = b * K
         for k0 in tl.range(0, tl.cdiv(K, BLOCK_K) * BLOCK_K, BLOCK_K):
-            w = W.load([pid_m * BLOCK_M, k0])
+            w = W.load([m_start, k0])
             e = E.load([e_row0 + k0, pid_n * BLOCK_N])
             acc = tl.dot(w, e, acc)
     else:
         acc = _mainloop_pointers(acc, W, E, b, offs_m, offs_n, offs_k, n_mask, K, stride_wm, stride_eb, stride_ek, stride_en,
                                  BLOCK_K, EVEN_N, EVEN_K)
-
     o_ptrs = OUT + b.to(tl.int64) * stride_ob + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on
     tl.store(o_ptrs, acc.to(OUT.dtype.element_ty), mask=out_mask)
 
 
-def _padded_weight(w: torch.Tensor, block_m: int, block_k: int) -> torch.Tensor:
-    m, k = w.shape
-    out = torch.zeros(triton.cdiv(m, block_m) * block_m, triton.cdiv(k, block_k) * block_k, dtype=w.dtype, device=w.device)
-    out[:m, :k] = w
-    return out
+@triton.jit
+def _compress_gemm(
+    W, W_TAIL, E, OUT, Y, UID,
+    M, N, K,
+    stride_wm,
+    stride_eb, stride_ek, stride_en,
+    stride_ob, stride_om, stride_on,
+    stride_yb, stride_ym, stride_yn,
+    ADD_USER: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_M_TAIL: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    USE_TMA: tl.constexpr,
+):
+    """OUT[b] = W @ E[b] (+ Y[UID[b]] when ADD_USER). W is padded: [M rounded up to BLOCK_M, K rounded up to BLOCK_K].
+
+    The last M tile is BLOCK_M_TAIL rows (M = 433 with BLOCK_M = 128: three 128-row tiles and one
+    64-row tile, 448 rows of tensor-core work instead of 512). With USE_TMA, W, W_TAIL and E are
+    tensor descriptors (E over its [batch * K, N] view): the last K tile then reads the next
+    batch's rows (or TMA zero fill), which meet W's zero padding, so no mask.
+    """
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    b = pid // (tiles_m * tiles_n)
+    rest = pid % (tiles_m * tiles_n)
+    pid_n = rest // tiles_m
+    pid_m = rest % tiles_m
+    if BLOCK_M_TAIL == BLOCK_M or pid_m < tiles_m - 1:
+        _compress_tile(W, E, OUT, Y, UID, b, pid_m * BLOCK_M, pid_n, M, N, K,
+                       stride_wm, stride_eb, stride_ek, stride_en, stride_ob, stride_om, stride_on, stride_yb, stride_ym, stride_yn,
+                       ADD_USER, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_N, EVEN_K, USE_TMA)
+    else:
+        _compress_tile(W_TAIL, E, OUT, Y, UID, b, pid_m * BLOCK_M, pid_n, M, N, K,
+                       stride_wm, stride_eb, stride_ek, stride_en, stride_ob, stride_om, stride_on, stride_yb, stride_ym, stride_yn,
+                       ADD_USER, BLOCK_M_TAIL, BLOCK_N, BLOCK_K, EVEN_N, EVEN_K, USE_TMA)
+
+
+@triton.jit
+def _pad_weight_halves(W, W_USER, W_CAND, M, K_USER, K_CAND, stride_wm, stride_um, stride_cm, BLOCK: tl.constexpr):
+    """W [M, K_USER + K_CAND] -> zero-padded W_USER and W_CAND (row r of either is written by program r)."""
+    row = tl.program_id(0)
+    valid_row = row < M
+    for k0 in tl.range(0, stride_um, BLOCK):
+        cols = k0 + tl.arange(0, BLOCK)
+        x = tl.load(W + row * stride_wm + cols, mask=valid_row & (cols < K_USER), other=0.0)
+        tl.store(W_USER + row * stride_um + cols, x.to(W_USER.dtype.element_ty), mask=cols < stride_um)
+    for k0 in tl.range(0, stride_cm, BLOCK):
+        cols = k0 + tl.arange(0, BLOCK)
+        x = tl.load(W + row * stride_wm + K_USER + cols, mask=valid_row & (cols < K_CAND), other=0.0)
+        tl.store(W_CAND + row * stride_cm + cols, x.to(W_CAND.dtype.element_ty), mask=cols < stride_cm)
 
 
 def _launch(w_pad, e, out, y, uid, m, add_user, block_m, block_n, block_k, stages):
     batch, k, n = e.shape
+    rem = m % block_m
+    block_m_tail = min(block_m, max(16, triton.next_power_of_2(rem))) if rem else block_m
     # TMA needs E contiguous with 16-byte aligned rows; W's padded copy always qualifies.
     use_tma = bool(CONFIG["USE_TMA"]) and e.is_contiguous() and e.data_ptr() % 16 == 0 and (n * e.element_size()) % 16 == 0
     if use_tma:
         w_arg = TensorDescriptor(w_pad, list(w_pad.shape), list(w_pad.stride()), [block_m, block_k])
+        w_tail = TensorDescriptor(w_pad, list(w_pad.shape), list(w_pad.stride()), [block_m_tail, block_k])
         e_arg = TensorDescriptor(e, [batch * k, n], [n, 1], [block_k, block_n])
     else:
-        w_arg, e_arg = w_pad, e
+        w_arg, w_tail, e_arg = w_pad, w_pad, e
     grid = (batch * triton.cdiv(m, block_m) * triton.cdiv(n, block_n),)
     _compress_gemm[grid](
-        w_arg, e_arg, out, y, uid,
+        w_arg, w_tail, e_arg, out, y, uid,
         m, n, k,
         w_pad.stride(0),
         *e.stride(), *out.stride(), *y.stride(),
         ADD_USER=add_user,
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+        BLOCK_M=block_m, BLOCK_M_TAIL=block_m_tail, BLOCK_N=block_n, BLOCK_K=block_k,
         EVEN_N=n % block_n == 0,
         EVEN_K=k % block_k == 0,
         USE_TMA=use_tma,
@@ -172,10 +203,10 @@ def ikbo_linear_compression(user_emb: torch.Tensor, cand_emb: torch.Tensor, cand
     num_users, k_user, n = user_emb.shape
     batch, k_cand, n_cand = cand_emb.shape
     m, k_total = weight.shape
-    if n_cand != n or k_total != k_user + k_cand or cand_to_user.shape != (batch,):
+    if n_cand != n or k_total != k_user + k_cand or cand_to_user.shape != (batch,) or k_user == 0 or k_cand == 0:
         raise ValueError(
-            f"ikbo_linear_compression: shapes do not match: user_emb {tuple(user_emb.shape)}, cand_emb {tuple(cand_emb.shape)}, "
-            f"cand_to_user {tuple(cand_to_user.shape)}, weight {tuple(weight.shape)}"
+            f"ikbo_linear_compression: shapes do not match (or a K is 0): user_emb {tuple(user_emb.shape)}, "
+            f"cand_emb {tuple(cand_emb.shape)}, cand_to_user {tuple(cand_to_user.shape)}, weight {tuple(weight.shape)}"
         )
     out = torch.empty(batch, m, n, dtype=cand_emb.dtype, device=cand_emb.device)
     if batch == 0 or m == 0 or n == 0:
@@ -187,19 +218,17 @@ def ikbo_linear_compression(user_emb: torch.Tensor, cand_emb: torch.Tensor, cand
     while stages > 1 and cand_emb.element_size() * stages * block_k * (block_m + block_n) > SMEM_BUDGET_BYTES:
         stages -= 1
 
-    weight = weight.to(cand_emb.dtype)
+    # Both weight halves, zero-padded to whole tiles (K to a multiple of BLOCK_K, so of 8), in one launch.
+    m_pad = triton.cdiv(m, block_m) * block_m
+    w_user = torch.empty(m_pad, triton.cdiv(k_user, block_k) * block_k, dtype=cand_emb.dtype, device=cand_emb.device)
+    w_cand = torch.empty(m_pad, triton.cdiv(k_cand, block_k) * block_k, dtype=cand_emb.dtype, device=cand_emb.device)
+    weight = weight.contiguous()
+    _pad_weight_halves[(m_pad,)](weight, w_user, w_cand, m, k_user, k_cand, weight.stride(0), w_user.stride(0),
+                                 w_cand.stride(0), BLOCK=256, num_warps=4)
     user_part = torch.empty(num_users, m, n, dtype=torch.float32, device=cand_emb.device)
     uid = cand_to_user.contiguous()
-    if k_user > 0:
-        _launch(_padded_weight(weight[:, :k_user], block_m, block_k), user_emb, user_part, user_part, uid,
-                m, False, block_m, block_n, block_k, stages)
-    else:
-        user_part.zero_()
-    if k_cand > 0:
-        _launch(_padded_weight(weight[:, k_user:], block_m, block_k), cand_emb, out, user_part, uid,
-                m, True, block_m, block_n, block_k, stages)
-    else:
-        out.copy_(user_part[uid])
+    _launch(w_user, user_emb, user_part, user_part, uid, m, False, block_m, block_n, block_k, stages)
+    _launch(w_cand, cand_emb, out, user_part, uid, m, True, block_m, block_n, block_k, stages)
     return out
 
 

@@ -22,8 +22,8 @@ Choices that matter for speed:
 - Grid order is candidate-tile major, heads inner: programs in flight cover consecutive
   candidates, which share users when the index is sorted, so each user's K/V is read from HBM
   once and then served from L2.
-- Scores are scaled by log2(e)/sqrt(D) and exponentiated with exp2; the running max starts at a
-  large finite negative value so fully masked rows stay NaN-free.
+- The scale log2(e)/sqrt(D) is applied inside the exponent as one FMA, p = exp2(s * c - m); the
+  running max starts at a large finite negative value so rows masked out of a pass stay NaN-free.
 """
 
 import math
@@ -34,7 +34,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-CONFIG = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "USE_TMA": True}
+CONFIG = {'BLOCK_M': 64, 'BLOCK_N': 64, 'num_warps': 4, 'num_stages': 3, 'USE_TMA': True}
 
 TUNABLES = {
     "BLOCK_M": [32, 64, 128, 256],
@@ -76,13 +76,13 @@ def _attend_user(
             kv_mask = (cols[:, None] < kv_len) & d_mask[None, :]
             k = tl.load(k_ptrs + start_n * stride_kn, mask=kv_mask, other=0.0)
             v = tl.load(v_ptrs + start_n * stride_vn, mask=kv_mask, other=0.0)
-        s = tl.dot(q, tl.trans(k)) * qk_scale
+        s = tl.dot(q, tl.trans(k))  # raw scores; the scale is folded into the exp2 argument
         if not EVEN_N:
             s = tl.where(cols[None, :] < kv_len, s, float("-inf"))
         if ROW_MASK:
             s = tl.where(rows_active[:, None], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.exp2(s - m_new[:, None])
+        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+        p = tl.exp2(s * qk_scale - m_new[:, None])  # one FMA per score
         alpha = tl.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
