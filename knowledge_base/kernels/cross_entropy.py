@@ -13,17 +13,23 @@ F.cross_entropy(logits.float(), target, reduction="none", ignore_index=-100). A 
 is -100 gets loss 0; a target outside [0, V) gets NaN (no out-of-bounds read). The mean loss
 over kept rows is loss.sum() / (target != -100).sum(), left to the caller.
 
-Only the logits are big and they are read exactly once, so the kernel streams at read bandwidth:
+Only the logits are big and they are read exactly once. The launcher picks one of three kernels:
 
 * `_ce_tile_kernel` when next_power_of_2(V) <= CONFIG["single_block_max_n"]: a program owns
   [ROWS, BLOCK_V] (several short rows per program, CONFIG["tile_elems"] elements); row max, sum
   of exp2 and the target logit in one go.
-* `_ce_split_kernel` for longer rows: one pass over column tiles of CONFIG["split_block_n"]
-  keeping a running max m and sum s per lane with ONE exp2 per element (d = x - m; exp2(-|d|)
-  is the rescale factor when x is a new max, s = s*e + 1, else the term, s = s + e); lanes are
-  combined once per row. CONFIG["split_programs_per_sm"] > 0 makes the grid persistent
-  (programs loop over rows); 0 launches one program per row.
-The target logit is one scalar load per row.
+* `_ce_chunk_kernel` for longer rows when CONFIG["chunk_n"] > 0 (the default): one program per
+  (row, chunk of chunk_n columns) computes the chunk's max and sum of exp and publishes them
+  (store, barrier, atomic arrival counter with release/acquire); the row's last program to
+  arrive merges them into logsumexp and writes the loss. Many short programs keep enough loads
+  in flight; nobody waits for anybody, so any launch order works (the interpreter too).
+* `_ce_split_kernel` when chunk_n = 0: one program per row loops over column tiles;
+  CONFIG["split_programs_per_sm"] > 0 makes the grid persistent.
+Running max and sum (chunk and split kernels) are kept per lane with ONE exp2 per element
+(d = x - m; exp2(-|d|) is the rescale factor when x is a new max, s = s*e + 1, else the term,
+s = s + e); lanes are combined once per chunk or row. Tiles are CONFIG["split_block_n"] wide with
+CONFIG["split_num_warps"] warps; CONFIG["num_stages"] > 1 software-pipelines the loads. The
+target logit is one scalar load per row.
 """
 
 import torch
@@ -31,13 +37,14 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-CONFIG = {"single_block_max_n": 8192, "tile_elems": 4096, "elems_per_thread": 16, "max_warps": 16, "split_block_n": 4096, "split_num_warps": 8, "split_programs_per_sm": 0, "num_stages": 1}
+CONFIG = {"single_block_max_n": 8192, "tile_elems": 4096, "elems_per_thread": 32, "max_warps": 16, "chunk_n": 4096, "split_block_n": 2048, "split_num_warps": 4, "split_programs_per_sm": 0, "num_stages": 1}
 
 TUNABLES = {
     "single_block_max_n": [1024, 2048, 4096, 8192, 16384, 32768],
     "tile_elems": [1024, 2048, 4096, 8192, 16384],
     "elems_per_thread": [4, 8, 16, 32],
     "max_warps": [4, 8, 16, 32],
+    "chunk_n": [0, 2048, 4096, 8192, 16384, 32768],
     "split_block_n": [1024, 2048, 4096, 8192, 16384],
     "split_num_warps": [4, 8, 16, 32],
     "split_programs_per_sm": [0, 1, 2, 4, 8],
@@ -113,10 +120,60 @@ def _ce_split_kernel(
         tl.store(loss_ptr + row, loss, mask=row_ok)
 
 
+@triton.jit
+def _ce_chunk_kernel(
+    x_ptr, target_ptr, loss_ptr, part_max_ptr, part_sum_ptr, arrived_ptr, n_cols, ignore_index, n_chunks,
+    CHUNK: tl.constexpr, BLOCK_N: tl.constexpr, MAX_CHUNKS: tl.constexpr, NUM_STAGES: tl.constexpr,
+):
+    # Program (row, chunk) finds max and sum of exp over CHUNK columns and publishes them; the
+    # row's last program to arrive merges the partials into logsumexp and writes the loss.
+    # Nobody waits for anybody, so any launch order works.
+    pid = tl.program_id(0)
+    row = pid // n_chunks
+    chunk = pid - row * n_chunks
+    row_start = row.to(tl.int64) * n_cols
+    cols = tl.arange(0, BLOCK_N)
+    m = tl.full([BLOCK_N], float("-inf"), tl.float32)
+    s = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for t in tl.range(0, CHUNK // BLOCK_N, num_stages=NUM_STAGES):
+        c = chunk * CHUNK + t * BLOCK_N + cols
+        x = tl.load(x_ptr + row_start + c, mask=c < n_cols, other=float("-inf"))
+        x = x.to(tl.float32) * 1.4426950408889634
+        e = tl.where(x == float("-inf"), 0.0, tl.exp2(-tl.abs(x - m)))
+        s = tl.where(x > m, s * e + 1.0, s + e)
+        m = tl.maximum(m, x)
+    chunk_max = tl.max(m, axis=0)
+    safe_max = tl.where(chunk_max == float("-inf"), 0.0, chunk_max)
+    tl.store(part_max_ptr + pid, chunk_max)
+    tl.store(part_sum_ptr + pid, tl.sum(tl.where(m == float("-inf"), 0.0, s * tl.exp2(m - safe_max)), axis=0))
+    tl.debug_barrier()  # the partials are stored before the release below publishes them
+    arrived_before = tl.atomic_add(arrived_ptr + row, 1, sem="acq_rel")
+    if arrived_before == n_chunks - 1:
+        k = tl.arange(0, MAX_CHUNKS)
+        # .cg reads L2, never a stale L1 line.
+        p_max = tl.load(part_max_ptr + row * n_chunks + k, mask=k < n_chunks, other=float("-inf"), cache_modifier=".cg")
+        p_sum = tl.load(part_sum_ptr + row * n_chunks + k, mask=k < n_chunks, other=0.0, cache_modifier=".cg")
+        row_max = tl.max(p_max, axis=0)
+        safe_row_max = tl.where(row_max == float("-inf"), 0.0, row_max)
+        total = tl.sum(tl.where(p_max == float("-inf"), 0.0, p_sum * tl.exp2(p_max - safe_row_max)), axis=0)
+        lse2 = row_max + tl.log2(total)
+        target = tl.load(target_ptr + row)
+        keep = target != ignore_index
+        x_t = _target_logit(x_ptr, row_start, target, n_cols, keep)
+        tl.store(loss_ptr + row, tl.where(keep, (lse2 - x_t) * 0.6931471805599453, 0.0))
+
+
 def _sm_count(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).multi_processor_count
     return 4  # interpreter: any small number exercises the persistent loop
+
+
+def _stages(wanted: int, bytes_per_stage: int) -> int:
+    """Pipelined loads are staged in shared memory: drop stages that would not fit (~160 KiB)."""
+    while wanted > 1 and wanted * bytes_per_stage > 160 * 1024:
+        wanted -= 1
+    return wanted
 
 
 def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
@@ -140,12 +197,20 @@ def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_ind
         _ce_tile_kernel[(triton.cdiv(m, block_m),)](
             x, tgt, loss, m, n, ignore_index, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps
         )
+    elif cfg["chunk_n"] > 0:
+        chunk = min(cfg["chunk_n"], block_n)
+        block = min(cfg["split_block_n"], chunk)
+        n_chunks = triton.cdiv(n, chunk)
+        partials = torch.empty(2, m * n_chunks, dtype=torch.float32, device=x.device)
+        arrived = torch.zeros(m, dtype=torch.int32, device=x.device)
+        _ce_chunk_kernel[(m * n_chunks,)](
+            x, tgt, loss, partials[0], partials[1], arrived, n, ignore_index, n_chunks,
+            CHUNK=chunk, BLOCK_N=block, MAX_CHUNKS=triton.next_power_of_2(n_chunks),
+            NUM_STAGES=_stages(cfg["num_stages"], block * x.element_size()), num_warps=cfg["split_num_warps"],
+        )
     else:
         block = min(cfg["split_block_n"], block_n)
-        # Pipelined loads are staged in shared memory: drop stages that would not fit (~160 KiB).
-        stages = cfg["num_stages"]
-        while stages > 1 and stages * block * x.element_size() * 1 > 160 * 1024:
-            stages -= 1
+        stages = _stages(cfg["num_stages"], block * x.element_size())
         per_sm = cfg["split_programs_per_sm"]
         programs = m if per_sm == 0 else min(m, per_sm * _sm_count(x.device))
         _ce_split_kernel[(programs,)](

@@ -10,18 +10,27 @@ spec: softmax
 y = softmax(x, dim=-1); x is bf16, fp16 or fp32 with any leading shape; max, exponentials and
 sums in fp32, y stored in x's dtype. Rows of -inf give NaN, as torch does.
 
-The launcher `softmax_forward` picks one of two kernels:
+The launcher `softmax_forward` picks one of three kernels:
 
 * `_softmax_tile_kernel` when next_power_of_2(N) <= CONFIG["single_block_max_n"]: a program
   owns [ROWS, BLOCK_N] (several short rows per program, CONFIG["tile_elems"] elements), reads x
   once, writes y once. One exp2 per element.
-* `_softmax_split_kernel` for longer rows. Pass 1 keeps, per lane, a running max m and a running
-  sum s of exp(x - m) over column tiles (online softmax) with ONE exp2 per element: with
-  d = x - m, exp(-|d|) is both the rescale factor when x is the new max (s = s*e + 1) and the term
-  to add otherwise (s = s + e). The lanes are combined once per row, then pass 2 re-reads the row
-  and writes exp(x - max) / sum. As in the RMSNorm kernel, pass 2 walks the tiles in reverse so
-  the tiles read last come from L2, L2 hints keep pass-1 lines and drop pass-2 lines, and
-  CONFIG["split_programs_per_sm"] > 0 makes the grid persistent to bound the rows in flight.
+* `_softmax_chunk_kernel` for longer rows when CONFIG["chunk_n"] > 0 (the default): one program
+  per (row, chunk of chunk_n columns) computes the chunk's max and sum of exp and publishes them
+  (store, barrier, atomic arrival counter with release/acquire); the last program of the row to
+  arrive merges the partials (rescaling each sum to the row max) and writes the whole row. The
+  chunks of a row are read at about the same time, so that second read mostly hits L2. No
+  program waits for another: no deadlock whatever the launch order, and the interpreter runs it.
+* `_softmax_split_kernel` when chunk_n = 0: one program per row, two passes over column tiles,
+  the second in reverse; CONFIG["split_programs_per_sm"] > 0 makes the grid persistent. On long
+  rows most of its re-read comes from DRAM.
+
+Running max and sum (chunk and split kernels) are kept per lane with ONE exp2 per element: with
+d = x - m, exp(-|d|) is both the rescale factor when x is the new max (s = s*e + 1) and the term
+to add otherwise (s = s + e); lanes are combined once per chunk or row. Long-row loads walk tiles
+of CONFIG["split_block_n"] with CONFIG["split_num_warps"] warps; CONFIG["num_stages"] > 1
+software-pipelines them (stages clamped to fit shared memory); CONFIG["l2_hints"] asks L2 to keep
+first-pass lines and drop second-pass ones.
 
 Exponentials are exp2 on x * log2(e) (the hardware instruction). The split pass reads x twice;
 with one exp2 per element in each pass the special-function unit stays well under its limit at
@@ -33,13 +42,14 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-CONFIG = {"single_block_max_n": 16384, "tile_elems": 4096, "elems_per_thread": 16, "max_warps": 16, "split_block_n": 4096, "split_num_warps": 8, "split_programs_per_sm": 0, "num_stages": 1, "reverse_second_pass": True, "l2_hints": True}
+CONFIG = {"single_block_max_n": 16384, "tile_elems": 1024, "elems_per_thread": 16, "max_warps": 16, "chunk_n": 16384, "split_block_n": 8192, "split_num_warps": 16, "split_programs_per_sm": 0, "num_stages": 1, "reverse_second_pass": True, "l2_hints": True}
 
 TUNABLES = {
     "single_block_max_n": [1024, 2048, 4096, 8192, 16384, 32768],
     "tile_elems": [1024, 2048, 4096, 8192, 16384],
     "elems_per_thread": [4, 8, 16, 32],
     "max_warps": [4, 8, 16, 32],
+    "chunk_n": [0, 4096, 8192, 16384, 32768],
     "split_block_n": [1024, 2048, 4096, 8192, 16384],
     "split_num_warps": [4, 8, 16, 32],
     "split_programs_per_sm": [0, 1, 2, 4, 8],
@@ -115,10 +125,72 @@ def _softmax_split_kernel(
                 tl.store(y_ptr + row_start + c, y, mask=ok)
 
 
+@triton.jit
+def _softmax_chunk_kernel(
+    x_ptr, y_ptr, part_max_ptr, part_sum_ptr, arrived_ptr, n_cols, n_chunks,
+    CHUNK: tl.constexpr, BLOCK_N: tl.constexpr, MAX_CHUNKS: tl.constexpr, L2_HINTS: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):
+    # Program (row, chunk) finds max and sum of exp over CHUNK columns and publishes them; the
+    # row's last program to arrive merges the partials and writes the whole row, whose lines are
+    # still in L2 because all its chunks were read moments ago. Nobody waits for anybody.
+    pid = tl.program_id(0)
+    row = pid // n_chunks
+    chunk = pid - row * n_chunks
+    row_start = row.to(tl.int64) * n_cols
+    cols = tl.arange(0, BLOCK_N)
+    m = tl.full([BLOCK_N], float("-inf"), tl.float32)  # running max per lane (log2 units)
+    s = tl.zeros([BLOCK_N], dtype=tl.float32)  # running sum of exp2(x - m) per lane
+    for t in tl.range(0, CHUNK // BLOCK_N, num_stages=NUM_STAGES):
+        c = chunk * CHUNK + t * BLOCK_N + cols
+        if L2_HINTS:
+            x = tl.load(x_ptr + row_start + c, mask=c < n_cols, other=float("-inf"), eviction_policy="evict_last")
+        else:
+            x = tl.load(x_ptr + row_start + c, mask=c < n_cols, other=float("-inf"))
+        x = x.to(tl.float32) * 1.4426950408889634
+        e = tl.where(x == float("-inf"), 0.0, tl.exp2(-tl.abs(x - m)))
+        s = tl.where(x > m, s * e + 1.0, s + e)
+        m = tl.maximum(m, x)
+    chunk_max = tl.max(m, axis=0)
+    safe_max = tl.where(chunk_max == float("-inf"), 0.0, chunk_max)
+    tl.store(part_max_ptr + pid, chunk_max)
+    tl.store(part_sum_ptr + pid, tl.sum(tl.where(m == float("-inf"), 0.0, s * tl.exp2(m - safe_max)), axis=0))
+    tl.debug_barrier()  # the partials are stored before the release below publishes them
+    arrived_before = tl.atomic_add(arrived_ptr + row, 1, sem="acq_rel")
+    if arrived_before == n_chunks - 1:
+        k = tl.arange(0, MAX_CHUNKS)
+        # .cg reads L2, never a stale L1 line.
+        p_max = tl.load(part_max_ptr + row * n_chunks + k, mask=k < n_chunks, other=float("-inf"), cache_modifier=".cg")
+        p_sum = tl.load(part_sum_ptr + row * n_chunks + k, mask=k < n_chunks, other=0.0, cache_modifier=".cg")
+        row_max = tl.max(p_max, axis=0)
+        safe_row_max = tl.where(row_max == float("-inf"), 0.0, row_max)
+        total = tl.sum(tl.where(p_max == float("-inf"), 0.0, p_sum * tl.exp2(p_max - safe_row_max)), axis=0)
+        inv_sum = 1.0 / total
+        for t in tl.range(0, tl.cdiv(n_cols, BLOCK_N), num_stages=NUM_STAGES):
+            c = t * BLOCK_N + cols
+            ok = c < n_cols
+            if L2_HINTS:
+                x = tl.load(x_ptr + row_start + c, mask=ok, other=float("-inf"), eviction_policy="evict_first")
+            else:
+                x = tl.load(x_ptr + row_start + c, mask=ok, other=float("-inf"))
+            y = (tl.exp2(x.to(tl.float32) * 1.4426950408889634 - row_max) * inv_sum).to(y_ptr.dtype.element_ty)
+            if L2_HINTS:
+                tl.store(y_ptr + row_start + c, y, mask=ok, eviction_policy="evict_first")
+            else:
+                tl.store(y_ptr + row_start + c, y, mask=ok)
+
+
 def _sm_count(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).multi_processor_count
     return 4  # interpreter: any small number exercises the persistent loop
+
+
+def _stages(wanted: int, bytes_per_stage: int) -> int:
+    """Pipelined loads are staged in shared memory: drop stages that would not fit (~160 KiB)."""
+    while wanted > 1 and wanted * bytes_per_stage > 160 * 1024:
+        wanted -= 1
+    return wanted
 
 
 def softmax_forward(x: torch.Tensor) -> torch.Tensor:
@@ -136,12 +208,20 @@ def softmax_forward(x: torch.Tensor) -> torch.Tensor:
         tile = block_m * block_n
         warps = min(cfg["max_warps"], max(1, triton.next_power_of_2(tile // (32 * cfg["elems_per_thread"]))))
         _softmax_tile_kernel[(triton.cdiv(m, block_m),)](x2, y, m, n, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps)
+    elif cfg["chunk_n"] > 0:
+        chunk = min(cfg["chunk_n"], block_n)
+        block = min(cfg["split_block_n"], chunk)
+        n_chunks = triton.cdiv(n, chunk)
+        partials = torch.empty(2, m * n_chunks, dtype=torch.float32, device=x.device)
+        arrived = torch.zeros(m, dtype=torch.int32, device=x.device)
+        _softmax_chunk_kernel[(m * n_chunks,)](
+            x2, y, partials[0], partials[1], arrived, n, n_chunks,
+            CHUNK=chunk, BLOCK_N=block, MAX_CHUNKS=triton.next_power_of_2(n_chunks), L2_HINTS=cfg["l2_hints"],
+            NUM_STAGES=_stages(cfg["num_stages"], block * x2.element_size()), num_warps=cfg["split_num_warps"],
+        )
     else:
         block = min(cfg["split_block_n"], block_n)
-        # Pipelined loads are staged in shared memory: drop stages that would not fit (~160 KiB).
-        stages = cfg["num_stages"]
-        while stages > 1 and stages * block * x2.element_size() * 1 > 160 * 1024:
-            stages -= 1
+        stages = _stages(cfg["num_stages"], block * x2.element_size())
         per_sm = cfg["split_programs_per_sm"]
         programs = m if per_sm == 0 else min(m, per_sm * _sm_count(x.device))
         _softmax_split_kernel[(programs,)](

@@ -4,7 +4,7 @@ Each check draws fresh random inputs (the seed is in the failure message), runs 
 torch.empty & co. handing out NaN-filled memory (so an unwritten element fails), and compares
 with the spec's reference module run in float64 on the same rounded inputs, within the spec's
 per-dtype tolerances. Small CONFIG thresholds (values from TUNABLES) send small rows down the
-split path, so both kernels of every file run.
+long-row kernels, so every kernel of every file runs.
 """
 
 from __future__ import annotations
@@ -29,12 +29,14 @@ from kernelevolve.spec import load_spec
 
 KERNELS = ["rmsnorm", "softmax", "cross_entropy"]
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-# Overrides (all TUNABLES values) that send rows longer than 1024 down the split path in tiles of 1024.
-SPLIT = {"single_block_max_n": 1024, "split_block_n": 1024}
+# Overrides (all TUNABLES values) that send rows longer than 1024 down the long-row kernels in
+# tiles of 1024: the chunked kernel (default) and the one-program-per-row two-pass kernel.
+LONG = {"single_block_max_n": 1024, "split_block_n": 1024}
 PATHS = {
     "tile": ({}, [(4, 256), (3, 1000)]),  # 1000: a masked tail inside one tile
-    "split": (SPLIT, [(3, 2500)]),  # three tiles, the last one partial
-    "split-persistent": (dict(SPLIT, split_programs_per_sm=1), [(9, 1100)]),  # 4 programs x 3 rows, 3 left idle
+    "chunked": (dict(LONG, chunk_n=4096), [(3, 9000), (2, 2500)]),  # 3 chunks (the last partial); 1 chunk
+    "two-pass": (dict(LONG, chunk_n=0), [(3, 2500)]),  # three tiles, the last one partial
+    "two-pass-persistent": (dict(LONG, chunk_n=0, split_programs_per_sm=1), [(9, 1100)]),  # 4 programs x 3 rows
 }
 
 _loaded = 0
@@ -144,7 +146,7 @@ def test_sampled_tunables_combinations_are_correct(name, tmp_path):
     combos += [{k: rng.choice(v) for k, v in declared.tunables.items()} for _ in range(4)]
     for combo in combos:
         kernel = load_kernel(name, combo, tmp_path)
-        for m, n in [(5, 300), (3, 2100)]:
+        for m, n in [(5, 300), (2, 9000)]:
             seed = rng.randrange(2**31)
             try:
                 check(kernel, name, m, n, "bfloat16", seed)
@@ -187,12 +189,12 @@ def test_rmsnorm_keeps_leading_dimensions_and_reads_strided_input():
     torch.testing.assert_close(out, model(x), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("config", [{}, SPLIT], ids=["tile", "split"])
+@pytest.mark.parametrize("config", [{}, PATHS["chunked"][0], PATHS["two-pass"][0]], ids=["tile", "chunked", "two-pass"])
 def test_softmax_handles_minus_infinity_like_torch(config, tmp_path):
     kernel = load_kernel("softmax", config, tmp_path)
-    x = torch.randn(3, 1500)
+    x = torch.randn(3, 9000)
     x[0, ::3] = float("-inf")  # masked positions
-    x[1, 1200:] = float("-inf")  # a masked tail, whole tiles of -inf on the split path
+    x[1, 4000:] = float("-inf")  # a masked tail: whole tiles and chunks of -inf
     x[2] = float("-inf")  # nothing left: torch gives NaN
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -202,16 +204,16 @@ def test_softmax_handles_minus_infinity_like_torch(config, tmp_path):
     assert (out[0, ::3] == 0).all() and torch.isnan(out[2]).all()
 
 
-@pytest.mark.parametrize("config", [{}, SPLIT], ids=["tile", "split"])
+@pytest.mark.parametrize("config", [{}, PATHS["chunked"][0], PATHS["two-pass"][0]], ids=["tile", "chunked", "two-pass"])
 def test_cross_entropy_ignored_and_out_of_range_targets(config, tmp_path):
     kernel = load_kernel("cross_entropy", config, tmp_path)
-    logits = 3.0 * torch.randn(4, 1500)
-    target = torch.tensor([7, -100, 1500, 1499])
+    logits = 3.0 * torch.randn(4, 9000)
+    target = torch.tensor([7, -100, 9000, 8999])
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         loss = kernel.ModelNew()(logits, target)
-    assert loss.dtype == torch.float32 and loss[1] == 0 and torch.isnan(loss[2])  # 1500 is past V - 1
-    ref = load_reference("cross_entropy").Model()(logits.double(), torch.tensor([7, -100, 0, 1499]))
+    assert loss.dtype == torch.float32 and loss[1] == 0 and torch.isnan(loss[2])  # 9000 is past V - 1
+    ref = load_reference("cross_entropy").Model()(logits.double(), torch.tensor([7, -100, 0, 8999]))
     torch.testing.assert_close(loss[[0, 3]].double(), ref[[0, 3]], atol=1e-4, rtol=1e-5)
     with pytest.raises(ValueError, match="expected logits"):
         kernel.ModelNew()(logits, target[:3])
