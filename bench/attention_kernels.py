@@ -35,19 +35,22 @@ KEYS = {
     "ikbo_lce": ["BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "USE_TMA"],
     "ikbo_target_attention": ["BLOCK_M", "BLOCK_N", "num_warps", "num_stages", "USE_TMA"],
 }
-SWEEPS = {
+SWEEPS = {  # second H200 round: around the first round's winners, and configs that fit 2-3 programs per SM
     "flash_attention": [
-        (128, 64, 8, 3, True), (128, 64, 8, 4, True), (128, 128, 8, 2, True), (128, 32, 8, 4, True),
-        (64, 64, 4, 3, True), (64, 128, 4, 3, True), (128, 64, 8, 3, False), (128, 128, 8, 2, False),
+        (64, 64, 4, 3, True), (64, 64, 4, 2, True), (64, 64, 4, 4, True), (64, 32, 4, 3, True), (64, 32, 4, 4, True),
+        (128, 32, 8, 3, True), (64, 64, 8, 3, True), (128, 64, 4, 2, True), (128, 64, 8, 3, True), (128, 128, 8, 2, True),
+        (64, 64, 4, 3, False), (128, 64, 8, 3, False),
     ],
     "ikbo_lce": [
-        (128, 128, 64, 8, 4, True), (128, 256, 64, 8, 3, True), (128, 256, 64, 8, 4, True), (64, 256, 64, 4, 4, True),
-        (128, 128, 64, 4, 4, True), (128, 128, 128, 8, 3, True), (64, 128, 64, 4, 5, True), (128, 256, 32, 8, 5, True),
-        (128, 128, 64, 8, 4, False), (128, 256, 64, 8, 3, False),
+        (128, 256, 64, 8, 4, True), (128, 256, 64, 8, 3, True), (128, 128, 64, 8, 3, True), (128, 128, 64, 8, 2, True),
+        (128, 128, 32, 8, 4, True), (128, 128, 32, 8, 5, True), (64, 256, 32, 4, 4, True), (64, 256, 64, 4, 4, True),
+        (128, 128, 64, 4, 3, True), (64, 128, 64, 4, 3, True), (128, 256, 32, 8, 5, True), (256, 128, 64, 8, 3, True),
+        (128, 128, 64, 8, 4, True), (128, 256, 64, 8, 3, False),
     ],
     "ikbo_target_attention": [
-        (128, 64, 8, 3, True), (128, 128, 8, 2, True), (64, 64, 4, 3, True), (64, 128, 4, 3, True),
-        (128, 64, 8, 4, True), (128, 32, 4, 4, True), (256, 64, 8, 2, True), (128, 64, 8, 3, False),
+        (64, 64, 4, 3, True), (64, 64, 4, 2, True), (64, 64, 4, 4, True), (64, 32, 4, 3, True), (64, 32, 4, 4, True),
+        (128, 32, 8, 3, True), (64, 64, 8, 3, True), (128, 64, 8, 3, True), (128, 128, 8, 2, True), (256, 64, 8, 2, True),
+        (64, 128, 4, 2, True), (64, 64, 4, 3, False),
     ],
 }
 
@@ -135,6 +138,28 @@ def baselines(name: str, ref, inputs, params: dict, allow_compile: bool, deadlin
     return out
 
 
+def kernel_breakdown(model, inputs, reps: int = 20) -> dict:
+    """Mean device time per launched kernel (torch.profiler) for one forward: where the time goes."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+
+        with torch.no_grad():
+            model(*inputs)
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(reps):
+                    model(*inputs)
+                torch.cuda.synchronize()
+        out = {}
+        for event in prof.key_averages():
+            total = getattr(event, "device_time_total", None) or getattr(event, "cuda_time_total", 0)
+            if total:
+                out[event.key[:80]] = round(total / reps, 2)
+        return out
+    except Exception as exc:  # the profiler is informative only
+        return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+
+
 def config_list(name: str, module, which: str) -> list[dict]:
     if which == "default":
         return [dict(module.CONFIG)]
@@ -210,6 +235,7 @@ def run_kernel(name: str, which: str, allow_compile: bool, deadline: float) -> d
         timed = [r for r in shape["configs"] if r.get("ok") and "ms" in r]
         shape["best"] = min(timed, key=lambda r: r["ms"]) if timed else None
         shape["default"] = next((r for r in shape["configs"] if r["config"] == default), None)
+        shape["default_kernels_us"] = kernel_breakdown(kernel.ModelNew(*ref.get_init_inputs()).cuda(), inputs)
         shape["baselines_ms"] = baselines(name, ref, inputs, case.params, allow_compile, deadline)
         result["shapes"].append(shape)
         del inputs, expected
@@ -261,7 +287,7 @@ def main() -> None:
     ]
     for proc in workers:
         try:
-            proc.wait(timeout=max(1.0, deadline - 200 - time.time()))
+            proc.wait(timeout=max(1.0, min(120.0, deadline - 150 - time.time())))
         except subprocess.TimeoutExpired:
             proc.kill()
     warm_s = time.time() - start
