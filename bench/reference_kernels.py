@@ -22,7 +22,6 @@ import copy
 import contextlib
 import importlib.util
 import json
-import math
 import sys
 import time
 import traceback
@@ -314,7 +313,7 @@ def markdown(report: dict) -> str:
             f"{gbps} | {frac} | {r['eager_ms']:.4f} | {r['compile_ms']:.4f} | {r['speedup_vs_eager']:.2f}x | {r['speedup_vs_compile']:.2f}x |"
         )
     if report.get("sweep"):
-        lines += ["", "## CONFIG sweep (one change from the defaults; ms, median)", "",
+        lines += ["", "## CONFIG sweep (changes from the defaults; ms, median of a short do_bench window)", "",
                   "| kernel | shape | variant | ok | ms | vs default |", "| --- | --- | --- | --- | ---: | ---: |"]
         base = {(r["kernel"], shape_text(r["shape"])): r.get("new_ms") for r in report["results"] if "error" not in r}
         for s in report["sweep"]:
