@@ -7,11 +7,13 @@ one JSON result; instrumentation lives in the templates, never in the candidate.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from functools import lru_cache
 from typing import Any
 
 import jinja2
 
+from kernelevolve.evaluation import interpreter_compat
 from kernelevolve.paths import HARNESS_TEMPLATES
 
 
@@ -34,4 +36,8 @@ def render(tool: str, config: dict[str, Any]) -> str:
     if tool not in available_tools():
         raise ValueError(f"no harness template for {tool!r} (have: {', '.join(available_tools())})")
     template = _environment().get_template(f"{tool}.py.j2")
-    return template.render(config_literal=repr(json.dumps(config)), config=config)
+    return template.render(
+        config_literal=repr(json.dumps(config)),
+        config=config,
+        interpreter_compat_source=Path(interpreter_compat.__file__).read_text(),
+    )

@@ -109,3 +109,14 @@ def test_kernelbench_module_with_int64_input_as_spec(evaluator):
     assert result.correct, result.message
     result = evaluator.evaluate(spec, candidate("gather_rows"), shapes=[{"ROWS": 7, "DIM": 129, "PICKS": 30}])
     assert result.correct and result.shapes[0].params == {"ROWS": 7, "DIM": 129, "PICKS": 30}
+
+
+def test_kernel_with_a_runtime_loop_bound_runs_under_the_interpreter(evaluator, scale_shift_spec):
+    """triton 3.6's interpreter with numpy >= 2.3 needs interpreter_compat for `range(runtime)`."""
+    looped = candidate("good").replace(
+        "    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)\n    if True:\n",
+        "    for start in range(0, n_cols, BLOCK):\n        offs = start + tl.arange(0, BLOCK)\n",
+    ).replace("triton.cdiv(n, 256))", "1)")
+    assert "range(0, n_cols, BLOCK)" in looped
+    result = evaluator.evaluate(scale_shift_spec, looped)
+    assert result.correct, result.message
