@@ -7,6 +7,7 @@ reproducible: the same graph and the same rng state give the same proposal.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from typing import Any
 
@@ -77,25 +78,63 @@ def random_untried(base: Config, tunables: dict[str, list[Any]], tried: set[tupl
     return None
 
 
+Effects = dict[tuple[str, str, str], float]  # (knob, repr(from), repr(to)) -> speed ratio after/before
+NOISE = 0.01  # ratios within 1% of 1 are timing noise
+
+
+def knob_effects(evaluated: list[tuple[Config, float]]) -> Effects:
+    """What moving one knob did, from every evaluated pair that differs in exactly that knob
+    (geometric mean when seen several times). Knobs mostly act independently in these
+    kernels, so an effect seen from one base predicts the same move from another."""
+    logs: dict[tuple[str, str, str], list[float]] = {}
+    for i, (a, fa) in enumerate(evaluated):
+        for b, fb in evaluated[i + 1:]:
+            moved = [k for k in a if a.get(k) != b.get(k)]
+            if len(moved) != 1 or fa <= 0 or fb <= 0:
+                continue
+            k = moved[0]
+            logs.setdefault((k, repr(a[k]), repr(b[k])), []).append(math.log(fb / fa))
+            logs.setdefault((k, repr(b[k]), repr(a[k])), []).append(math.log(fa / fb))
+    return {key: math.exp(sum(v) / len(v)) for key, v in logs.items()}
+
+
+def _predicted(config: Config, new: Config, effects: Effects) -> float | None:
+    k = next(k for k in new if new[k] != config.get(k))
+    return effects.get((k, repr(config.get(k)), repr(new[k])))
+
+
 def local_move(config: Config, tunables: dict[str, list[Any]], tried: set[tuple], rng: random.Random,
-               momentum: tuple[str, int] | None = None) -> Config | None:
-    """Hill-climbing step from `config`: keep going in a direction that just paid off, else an
-    untried one-knob neighbour, sometimes (or when those are exhausted) a two-knob one, then
-    wider steps, then anywhere untried."""
+               momentum: tuple[str, int] | None = None, effects: Effects | None = None) -> Config | None:
+    """Hill-climbing step from `config`: keep going in a direction that just paid off; else the
+    one-knob neighbour that paid off most from another base, else an untried one-knob
+    neighbour not known to be useless, sometimes (or when those are exhausted) a two-knob one,
+    then wider steps, then known-useless moves, then anywhere untried."""
     if momentum:
         key, direction = momentum
         ahead = _step(config, tunables, key, direction) if key in tunables else None
         if ahead is not None and config_key(ahead) not in tried:
             return ahead
     one = untried(neighbours(config, tunables, 1, 1), tried)
+    known_bad: list[Config] = []
+    if effects:
+        scored = [(c, _predicted(config, c, effects)) for c in one]
+        good = [(c, r) for c, r in scored if r is not None and r > 1 + NOISE]
+        if good:
+            best = max(r for _, r in good)
+            return rng.choice([c for c, r in good if r == best])
+        known_bad = [c for c, r in scored if r is not None]
+        one = [c for c, r in scored if r is None]
     two = untried(neighbours(config, tunables, 2, 1), tried) if len(tunables) > 1 else []
     if one and (not two or rng.random() < 0.75):
         return rng.choice(one)
     if two:
         return rng.choice(two)
-    wide = untried(neighbours(config, tunables, 1, 2), tried)
+    bad = {config_key(c) for c in known_bad}
+    wide = [c for c in untried(neighbours(config, tunables, 1, 2), tried) if config_key(c) not in bad]
     if wide:
         return rng.choice(wide)
+    if known_bad:
+        return rng.choice(known_bad)
     return random_untried(config, tunables, tried, rng)
 
 

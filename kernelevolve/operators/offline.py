@@ -5,9 +5,11 @@ kernel's declared tunables (see tunables.py): a local search that optimises a pa
 walks a failing one back toward the last configuration that passed, and crosses two parents'
 knobs. All randomness comes from `context.rng`, so a run is reproducible and resumable.
 
-Which configurations were already tried comes from the engine when it passes them
-(`context.extra["tried_sources"]` or `["tried_configs"]`); the parents and the ancestry are always
-counted, and so is what this operator proposed earlier in the same process.
+What it knows of the graph: the parents and the ancestry always, what it proposed earlier in
+the same process, and, when the engine passes them, every evaluated node
+(`context.extra["evaluated"]`: ParentViews) or the sources tried (`["tried_sources"]`,
+`["tried_configs"]`). With the evaluated nodes it also learns which one-knob moves paid off
+elsewhere in the graph, and tries those first (see config_search.knob_effects).
 """
 
 from __future__ import annotations
@@ -28,13 +30,14 @@ PROVIDER_HINT = (
 )
 
 
-def reference_kernel_source(spec: Spec) -> str:
-    """The reference kernel for `spec` from the knowledge base, or OperatorError in one line."""
+def reference_kernel_source(spec: Spec, knowledge=None) -> str:
+    """The reference kernel for `spec` from the knowledge base (default: paths.KNOWLEDGE_BASE),
+    or OperatorError in one line."""
     from kernelevolve import paths
     from kernelevolve.knowledge import KnowledgeBase, KnowledgeError
 
     try:
-        doc = KnowledgeBase.load().reference_kernel(spec.kernel_name)
+        doc = (knowledge or KnowledgeBase.load()).reference_kernel(spec.kernel_name)
     except KnowledgeError as e:
         raise OperatorError(f"offline operator: knowledge base unusable ({e}); {PROVIDER_HINT}") from None
     if doc is None or not doc.source:
@@ -48,7 +51,8 @@ def reference_kernel_source(spec: Spec) -> str:
 class OfflineOperator:
     name = "offline"
 
-    def __init__(self, **_options: Any):
+    def __init__(self, knowledge=None, **_options: Any):
+        self._knowledge = knowledge  # a KnowledgeBase; None: the default one
         self._proposed: set[tuple] = set()
         self._declared: dict[str, tuple[str, Declared]] = {}
         # The engine runs proposals on worker threads: one at a time here, so two concurrent
@@ -66,7 +70,7 @@ class OfflineOperator:
 
     def _reference(self, spec: Spec) -> tuple[str, Declared]:
         if spec.kernel_name not in self._declared:
-            source = reference_kernel_source(spec)
+            source = reference_kernel_source(spec, self._knowledge)
             try:
                 declared = read_declared(source)
             except TunablesError as e:
@@ -77,7 +81,7 @@ class OfflineOperator:
     # -- what has been tried ----------------------------------------------------------------
     def _tried(self, context: OperatorContext, parents: list[ParentView] = ()) -> set[tuple]:
         tried = set(self._proposed)
-        sources = [v.source for v in [*context.ancestry, *parents]]
+        sources = [v.source for v in [*context.ancestry, *parents, *(context.extra.get("evaluated") or [])]]
         sources += list(context.extra.get("tried_sources") or [])
         for source in sources:
             config = _config_of(source)
@@ -140,7 +144,8 @@ class OfflineOperator:
                 new = search.smaller_first(config, tunables, tried, context.rng)
                 why = f"smaller after {parent.evaluation.failure if parent.evaluation else 'no evaluation'}"
             return self._propose(parent.source, config, new, why)
-        new = search.local_move(config, tunables, tried, context.rng, momentum=_momentum(parent, context.ancestry, tunables))
+        new = search.local_move(config, tunables, tried, context.rng, momentum=_momentum(parent, context.ancestry, tunables),
+                                effects=search.knob_effects(_timed_configs(context, parents)))
         return self._propose(parent.source, config, new, "")
 
     def _crossover(self, a: ParentView, b: ParentView, tunables, tried, context) -> Proposal:
@@ -162,6 +167,16 @@ def _config_of(source: str | None) -> dict | None:
         return read_declared(source).config
     except TunablesError:
         return None
+
+
+def _timed_configs(context: OperatorContext, parents: list[ParentView]) -> list[tuple[dict, float]]:
+    """(config, fitness) of every timed, correct node the operator can see, each once."""
+    seen: dict[tuple, tuple[dict, float]] = {}
+    for view in [*(context.extra.get("evaluated") or []), *context.ancestry, *parents]:
+        config = _config_of(view.source)
+        if config is not None and not view.failed and view.fitness:
+            seen.setdefault(config_key(config), (config, view.fitness))
+    return list(seen.values())
 
 
 def _last_passing(ancestry: list[ParentView], exclude: int) -> ParentView | None:

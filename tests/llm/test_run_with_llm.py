@@ -17,6 +17,7 @@ from tests.llm.fake_llm_server import FakeLLMServer
 
 FIXED = (KNOWLEDGE_BASE / "kernels" / "softmax.py").read_text()
 BROKEN = FIXED.replace("tl.arange(0, BLOCK_N)", "tl.arange(0, BLOCK_N + 1)")  # Triton refuses non-power-of-2 ranges
+assert BROKEN != FIXED, "knowledge_base/kernels/softmax.py no longer has tl.arange(0, BLOCK_N): pick another way to break it"
 INSIGHT = "Power-of-two aranges fixed the compile error; keep BLOCK_N a power of two."
 LLM_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "KERNELEVOLVE_MODEL",
            "KERNELEVOLVE_PRICE", "KERNELEVOLVE_DB")

@@ -94,3 +94,21 @@ def test_crossover_mixes_parents_and_never_returns_a_parent():
     assert child in ({"BLOCK": 64, "num_warps": 8}, {"BLOCK": 1024, "num_warps": 1})
     assert from_b == [k for k in child if child[k] == b[k]]
     assert cs.crossover(a, a, TUN, set(), random.Random(3)) == (None, [])
+
+
+def test_a_move_that_paid_off_elsewhere_is_tried_first_and_a_useless_one_last():
+    base = {"BLOCK": 256, "num_warps": 4}
+    evaluated = [({"BLOCK": 128, "num_warps": 2}, 1.0), ({"BLOCK": 128, "num_warps": 4}, 1.3),  # warps 2->4 paid off
+                 ({"BLOCK": 64, "num_warps": 1}, 1.0), ({"BLOCK": 64, "num_warps": 2}, 1.0)]  # warps 1->2 did nothing
+    effects = cs.knob_effects(evaluated)
+    assert effects[("num_warps", "2", "4")] == pytest.approx(1.3) and effects[("num_warps", "4", "2")] == pytest.approx(1 / 1.3)
+    # From num_warps 2, the 2->4 move is taken at once, whatever the rng.
+    start = {"BLOCK": 256, "num_warps": 2}
+    picks = {config_key(cs.local_move(start, TUN, {config_key(start)}, random.Random(s), effects=effects)) for s in range(10)}
+    assert picks == {config_key({"BLOCK": 256, "num_warps": 4})}
+    # From num_warps 4, going back to 2 is known to lose: it comes after everything else.
+    tried = {config_key(base)} | {config_key(c) for c in cs.neighbours(base, TUN, 1, 2) + cs.neighbours(base, TUN, 2, 1)}
+    tried.discard(config_key({"BLOCK": 256, "num_warps": 2}))
+    assert cs.local_move(base, TUN, tried, random.Random(0), effects=effects) == {"BLOCK": 256, "num_warps": 2}
+    tried.discard(config_key({"BLOCK": 64, "num_warps": 4}))  # one two-step move left untried
+    assert cs.local_move(base, TUN, tried, random.Random(0), effects=effects) == {"BLOCK": 64, "num_warps": 4}

@@ -1,0 +1,82 @@
+"""Experiment (not a test): how well the offline operator's local search does in 30 nodes.
+
+The real search engine (greedy policy) and the real OfflineOperator run over the RMSNorm
+reference kernel's declared tunables; only the evaluator is synthetic: latency is a product of
+per-knob unimodal penalties (half the knobs matter 8-25% per step, half 0-2%), the optimum lying
+0-2 steps from the reference CONFIG per knob, with +-1% timing noise. The optimum is found by
+enumerating the whole space. `full` also passes every evaluated node to the operator
+(context.extra["evaluated"]), which the engine does not do yet.
+
+    python tests/llm/offline_search_sim.py 8        # 8 landscapes, engine as it is
+    python tests/llm/offline_search_sim.py 8 full   # with the evaluated nodes passed
+"""
+import itertools, math, random, sys, tempfile
+from kernelevolve.evaluation.result import EvalResult, ShapeResult
+from kernelevolve.memory import Repository
+from kernelevolve.operators.offline import OfflineOperator
+from kernelevolve.operators.tunables import read_declared
+from kernelevolve.paths import SPECS, KNOWLEDGE_BASE
+from kernelevolve.search.session import RunSettings, start_run, build_engine
+from kernelevolve.search.termination import Limits
+from kernelevolve.spec import load_spec
+
+ref = read_declared((KNOWLEDGE_BASE / "kernels" / "rmsnorm.py").read_text())
+T = ref.tunables
+
+def landscape(seed):
+    r = random.Random(seed)
+    # per knob: preferred index and cost per step away (big knobs matter, small ones barely)
+    prefs = {}
+    for k, vals in T.items():
+        big = r.random() < 0.5
+        i0 = vals.index(ref.config[k]); prefs[k] = (min(len(vals) - 1, max(0, i0 + r.choice([-2, -1, 0, 0, 1, 2]))), r.uniform(0.08, 0.25) if big else r.uniform(0.0, 0.02))
+    def lat(cfg, noise=None):
+        x = 1.0
+        for k, (p, c) in prefs.items():
+            x *= (1 + c) ** abs(T[k].index(cfg[k]) - p)
+        if noise: x *= noise.uniform(0.99, 1.01)
+        return x
+    return lat
+
+class Eval:
+    parallelism = 1
+    def __init__(self, lat): self.lat, self.n, self.noise = lat, 0, random.Random(0)
+    def evaluate(self, spec, source, shapes=None):
+        self.n += 1
+        cfg = read_declared(source).config
+        s = ShapeResult(label="M=1,N=1 bfloat16", params={}, dtype="bfloat16", correct=True,
+                        latency_ms=self.lat(cfg, self.noise), baseline_ms=1.0)
+        return EvalResult(correct=True, shapes=[s], device="cuda", timed=True)
+
+def best_possible(lat):
+    keys = sorted(T)
+    return min(lat({**ref.config, **dict(zip(keys, v))}) for v in itertools.product(*(T[k] for k in keys)))
+
+FULL = len(sys.argv) > 2
+res = []
+for seed in range(int(sys.argv[1]) if len(sys.argv) > 1 else 8):
+    lat = landscape(seed)
+    opt = best_possible(lat)
+    d = tempfile.mkdtemp()
+    repo = Repository(f"sqlite:///{d}/r.db")
+    spec = load_spec(SPECS / "rmsnorm.yaml")
+    run = start_run(repo, spec, RunSettings(device="cuda", limits=Limits(max_nodes=30), seed=seed))
+    ev = Eval(lat)
+    eng = build_engine(repo, run, operator=OfflineOperator(), evaluator=ev)
+    eng.insight_writer = None
+    if FULL:
+        orig = eng._context
+        def ctx(step, task, insights, orig=orig, eng=eng):
+            c = orig(step, task, insights)
+            c.extra["evaluated"] = [eng.view(n.id, compact=True) for n in eng.graph.evaluated()]
+            return c
+        eng._context = ctx
+    eng.run()
+    nodes = eng.graph.nodes()
+    cfgs = {tuple(sorted(read_declared(n.source).config.items())) for n in nodes if n.source}
+    best = min(lat(read_declared(n.source).config) for n in nodes if n.correct)
+    ratio = opt / best
+    refr = opt / lat(ref.config)
+    res.append(ratio)
+    print(f"seed {seed}: nodes {len(nodes)} unique {len(cfgs)} ref {refr:.3f} best-found {ratio:.3f}")
+print("mean", sum(res)/len(res), ">=0.95:", sum(r >= 0.95 for r in res), "/", len(res))
