@@ -22,8 +22,14 @@ Choices that matter for speed:
 - Causal query blocks are launched last-row-block first, so the longest programs start early and
   the tail of the grid is filled with short ones.
 - P is cast to V's dtype before the second dot so both products run on the tensor cores.
-- BLOCK_M x HEAD_DIM accumulators in fp32 need registers: BLOCK_M=128 wants num_warps=8 at
-  head dim 128. The launcher caps num_stages so the K/V pipeline fits in shared memory.
+- K and V tiles come in through TMA tensor descriptors over the [B*H*S, D] view (USE_TMA): no
+  per-element address registers, and the loads pipeline asynchronously (num_stages buffers).
+- Occupancy decides on Hopper. At head dim 128, BLOCK_M=128 with num_warps=4 (about 255 registers
+  per thread, no spills) and num_stages=2 (96 KB of shared memory) lets two programs share an SM;
+  num_warps=8 holds the same tile but only one program fits by registers. Measured on an H200
+  (B=4, H=32, S=4096, bf16): 2.14 ms non-causal (514 TFLOP/s) and 1.20 ms causal, 85-86% of
+  SDPA's cuDNN path; the 8-warp tile was 2.37 ms. The launcher caps num_stages so the K/V
+  pipeline fits in shared memory.
 """
 
 import math
@@ -34,7 +40,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-CONFIG = {'BLOCK_M': 64, 'BLOCK_N': 64, 'num_warps': 4, 'num_stages': 3, 'USE_TMA': True}
+CONFIG = {'BLOCK_M': 128, 'BLOCK_N': 64, 'num_warps': 4, 'num_stages': 2, 'USE_TMA': True}
 
 TUNABLES = {
     "BLOCK_M": [32, 64, 128],
