@@ -19,11 +19,8 @@ import random
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
-import triton.language as tl
-from triton.runtime import interpreter
 
 from kernelevolve.knowledge.frontmatter import kernel_docstring, split_front_matter
 from kernelevolve.operators.tunables import read_declared, rewrite_config
@@ -33,26 +30,6 @@ from kernelevolve.spec import load_spec
 KERNELS = ["flash_attention", "ikbo_lce", "ikbo_target_attention"]
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 TMA = {"tma": {"USE_TMA": True}, "pointers": {"USE_TMA": False}}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def bf16_dot_in_interpreter():
-    """triton 3.6's interpreter keeps bf16 as uint16 and its tl.dot multiplies the bit patterns
-    (triton-lang/triton#11584); convert bf16 operands to fp32 first, as the GPU's dot does exactly."""
-    original = interpreter.InterpreterBuilder.create_dot
-
-    def as_fp32(handle):
-        if handle.dtype.scalar != tl.bfloat16:
-            return handle
-        data = interpreter._convert_float(handle.data, tl.bfloat16, tl.float32, None).view(np.float32)
-        return interpreter.TensorHandle(data, tl.float32)
-
-    def create_dot(self, a, b, d, *args):
-        return original(self, as_fp32(a), as_fp32(b), d, *args)
-
-    interpreter.InterpreterBuilder.create_dot = create_dot
-    yield
-    interpreter.InterpreterBuilder.create_dot = original
 
 
 _loaded = 0
@@ -312,11 +289,7 @@ def test_reference_kernel_passes_the_evaluator(name):
     """What `kernelevolve eval specs/<name>.yaml knowledge_base/kernels/<name>.py` checks, in its sandbox."""
     from kernelevolve.evaluation.evaluator import Evaluator
 
-    from kernelevolve.evaluation import interpreter_compat
-
     spec = load_spec(SPECS / f"{name}.yaml")
-    if "bfloat16" in spec.dtypes and "create_dot" not in Path(interpreter_compat.__file__).read_text():
-        pytest.skip("the harness's interpreter fixes do not cover bf16 tl.dot yet (triton-lang/triton#11584)")
     result = Evaluator(device="interpret", timeout_s=120).evaluate(spec, (KNOWLEDGE_BASE / "kernels" / f"{name}.py").read_text())
     assert result.correct, f"{result.failure}: {result.message}\n{result.log[-2000:]}"
     assert [s.correct for s in result.shapes] == [True] * len(spec.interpret_shapes)
