@@ -81,7 +81,7 @@ def run_command(
     except ValueError as e:
         fail(str(e))
     device = resolve_device(device)
-    operator = _operator_or_fail(model)
+    operator = _operator_or_fail(model, spec)
     limits = Limits.from_budget(spec.budget, max_nodes=budget, wall_clock_s=wall_clock, tokens=tokens,
                                 cost_usd=cost, stall=stall, target_fitness=target)
     settings = RunSettings(policy=policy, policy_options=options, limits=limits, device=device, shapes=shapes,
@@ -128,11 +128,16 @@ def resume_command(
     _search(repo, run_id, operator, as_json, db, max_nodes=budget)
 
 
-def _operator_or_fail(model: str | None):
+def _operator_or_fail(model: str | None, spec=None):
+    """The operator, checked against the spec before any run is created (e.g. the offline
+    operator needs a reference kernel for it)."""
     from kernelevolve.operators import OperatorError, resolve_operator
 
     try:
-        return resolve_operator(model)
+        operator = resolve_operator(model)
+        if spec is not None and hasattr(operator, "check"):
+            operator.check(spec)
+        return operator
     except OperatorError as e:
         fail(str(e))
     except Exception as e:  # a plugin that fails to import or construct is unusable input too

@@ -42,10 +42,10 @@ class LLMOperator:
         self.llm_insights = llm_insights
         self._occurrences: dict[str, int] = {}
         self._lock = threading.Lock()
-        self._recorder = None  # the latest context's record_llm_call, for insight calls
 
     # -- one model call, cached and recorded --------------------------------------------------
-    def ask(self, prompt: str, context: OperatorContext | None, *, max_tokens: int | None = None) -> LLMReply:
+    def ask(self, prompt: str, context: OperatorContext | None, *, max_tokens: int | None = None,
+            record_llm_call=None) -> LLMReply:
         system = system_prompt()
         p = self.provider
         key = cache_key(p.name, p.model, p.temperature, prompt, system)
@@ -57,7 +57,7 @@ class LLMOperator:
         if reply is None and index == 0 and callable(finder):  # the experiment database's cache (any run)
             text = finder(hashlib.sha256(prompt.encode()).hexdigest())
             reply = LLMReply(text=text, cached=True) if text else None
-        record = (context.record_llm_call if context is not None else self._recorder) or (lambda r: None)
+        record = (context.record_llm_call if context is not None else record_llm_call) or (lambda r: None)
         if reply is None:
             try:
                 reply = p.complete(prompt, system, max_tokens=max_tokens)
@@ -73,7 +73,6 @@ class LLMOperator:
         return reply
 
     def _proposal(self, prompt: str, kind: str, context: OperatorContext) -> Proposal:
-        self._recorder = context.record_llm_call
         reply = self.ask(prompt, context)
         tokens = 0 if reply.cached else reply.input_tokens + reply.output_tokens
         cost = 0.0 if reply.cached else reply.cost_usd
@@ -99,7 +98,7 @@ class LLMOperator:
         return self._proposal(self.builder.optimise(parent, context).prompt, "optimise", context)
 
     # -- context memory -----------------------------------------------------------------------
-    def write_insight(self, spec: Spec, child: ParentView, parents: list[ParentView]) -> str | None:
+    def write_insight(self, spec: Spec, child: ParentView, parents: list[ParentView], record_llm_call=None) -> str | None:
         """A model-written insight when enabled, else (or when the call fails) the rule-based one."""
         fallback = rule_insight(spec, child, parents)
         if not self.llm_insights or child.evaluation is None:
@@ -110,7 +109,7 @@ class LLMOperator:
             parent_result=evaluation_summary(parents[0]) if len(parents) == 1 else "",
         )
         try:
-            text = self.ask(prompt, None, max_tokens=INSIGHT_MAX_TOKENS).text
+            text = self.ask(prompt, None, max_tokens=INSIGHT_MAX_TOKENS, record_llm_call=record_llm_call).text
         except OperatorError:
             return fallback
         text = " ".join(text.split())[:500]

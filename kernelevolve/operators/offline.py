@@ -59,7 +59,7 @@ class OfflineOperator:
         # steps never pick the same untried configuration.
         self._lock = threading.RLock()
 
-    def write_insight(self, spec: Spec, child: ParentView, parents: list[ParentView]) -> str | None:
+    def write_insight(self, spec: Spec, child: ParentView, parents: list[ParentView], record_llm_call=None) -> str | None:
         """The engine's insight_writer hook: rule-based analysis of one evaluated step."""
         return rule_insight(spec, child, parents)
 

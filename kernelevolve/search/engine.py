@@ -22,7 +22,8 @@ from kernelevolve.search.graph import Node, SearchGraph
 from kernelevolve.search.policies import Expansion, Policy
 from kernelevolve.search.termination import Limits
 
-InsightWriter = Callable[[Any, ParentView, list[ParentView]], "str | None"]
+# (spec, child, parents, record_llm_call) -> insight text; model calls it makes are recorded run-level.
+InsightWriter = Callable[[Any, ParentView, list[ParentView], Callable[[LLMCallRecord], Any]], "str | None"]
 ANCESTRY_LIMIT = 8
 INSIGHT_LIMIT = 8
 MAX_OPERATOR_ERRORS = 3  # in a row: the operator is broken (no key, no network), not unlucky
@@ -139,13 +140,16 @@ class SearchEngine:
         if not steps:
             return
         insights = [i.text for i in self.repo.insights(self.spec.family, self.spec.hardware, INSIGHT_LIMIT)]
+        # The whole graph, so an operator never re-proposes what was tried (after a resume too).
+        seen = {"evaluated": [self.view(n.id, compact=True) for n in self.graph.evaluated()],
+                "tried_sources": [n.source for n in self.graph.pending() if n.source]}
         for step in steps:
             task = _Task("propose", expansion=step)
-            context = self._context(step, task, insights)
+            context = self._context(step, task, insights, seen)
             parents = [self.view(p) for p in step.parents]
             self._submit(task, self._propose, parents, context)
 
-    def _context(self, step: Expansion, task: _Task, insights: list[str]) -> OperatorContext:
+    def _context(self, step: Expansion, task: _Task, insights: list[str], seen: dict) -> OperatorContext:
         above: set[int] = set()
         for p in step.parents:
             above |= self.graph.ancestors(p)
@@ -159,7 +163,7 @@ class SearchEngine:
         # The operator gets its own stream seeded from the run's, so parallel workers stay reproducible.
         return OperatorContext(spec=self.spec, run_id=self.run_id, device=self.device,
                                rng=random.Random(self.rng.getrandbits(64)), ancestry=ancestry, insights=insights,
-                               record_llm_call=record, extra={"kind": kind, "shapes": self.shapes})
+                               record_llm_call=record, extra={"kind": kind, "shapes": self.shapes, **seen})
 
     def view(self, node_id: int, compact: bool = False) -> ParentView:
         node = self.graph[node_id]
@@ -239,7 +243,8 @@ class SearchEngine:
         if self.insight_writer is not None:
             child = self.view(node.id)
             parents = [self.view(p) for p in node.parents]
-            self._submit(_Task("insight", node_id=node.id), self.insight_writer, self.spec, child, parents)
+            record = lambda call: self.repo.record_llm_call(self.run_id, None, call)  # noqa: E731
+            self._submit(_Task("insight", node_id=node.id), self.insight_writer, self.spec, child, parents, record)
 
     def _emit(self, event: str, node: Node | None) -> None:
         if self.on_event is not None:

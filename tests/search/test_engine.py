@@ -96,7 +96,7 @@ def test_operator_sees_memory_and_its_calls_are_recorded(tmp_path, spec):
     repo.add_insight("r-older", 0, spec.family, spec.hardware, "masking the tail matters", source="test")
     written = []
 
-    def insight_writer(spec_, child, parents):
+    def insight_writer(spec_, child, parents, record_llm_call):
         written.append((child.node_id, [p.node_id for p in parents]))
         return f"node {child.node_id} was {child.kind}" if child.kind == "improve" else None
 
