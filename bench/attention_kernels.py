@@ -28,6 +28,7 @@ import triton
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "knowledge_base" / "kernels"))  # the kernels' _launch_heuristics
 from kernelevolve.spec import Case, load_spec  # noqa: E402
 
 KEYS = {

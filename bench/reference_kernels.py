@@ -31,6 +31,7 @@ import torch
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "knowledge_base" / "kernels"))  # the kernels' _launch_heuristics
 
 from kernelevolve.knowledge.frontmatter import kernel_docstring, split_front_matter  # noqa: E402
 from kernelevolve.spec import SpecError, load_spec  # noqa: E402

@@ -33,6 +33,7 @@ from triton.testing import do_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "knowledge_base" / "kernels"))  # the kernels' _launch_heuristics
 
 from kernelevolve.operators.tunables import read_declared, rewrite_config  # noqa: E402
 from kernelevolve.spec import load_spec  # noqa: E402

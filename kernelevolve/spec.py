@@ -16,7 +16,6 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from kernelevolve.paths import REPO_ROOT
 
 FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")
 

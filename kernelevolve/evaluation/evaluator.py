@@ -19,7 +19,7 @@ from kernelevolve.evaluation.baselines import BaselineStore, JsonBaselineStore
 from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
 from kernelevolve.evaluation.sandbox import Limits, Outcome, clean_environment, run_script
 from kernelevolve.harness import render
-from kernelevolve.paths import cache_dir
+from kernelevolve.paths import KNOWLEDGE_BASE, cache_dir
 from kernelevolve.spec import Case, Spec, ShapeValue
 
 DEVICES = ("cuda", "interpret")
@@ -101,6 +101,8 @@ class Evaluator:
             "tolerances": {d: spec.tolerance(d).model_dump() for d in spec.dtypes},
             "trials": self.trials,
             "seed": seed,
+            # Candidates may import the knowledge base's shared launch helpers (_launch_heuristics).
+            "import_paths": [str(KNOWLEDGE_BASE / "kernels")],
         }
         env = self._environment(workdir, slot)
         limits = Limits(timeout_s=self.timeout_s, max_memory_bytes=self.max_memory_bytes)

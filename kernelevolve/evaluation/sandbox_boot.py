@@ -9,7 +9,6 @@ the parent safe to call from many threads.
 
 import ctypes
 import json
-import os
 import resource
 import runpy
 import sys

@@ -43,6 +43,7 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+from _launch_heuristics import pipeline_stages, sm_count
 
 CONFIG = {"single_block_max_n": 8192, "tile_elems": 4096, "elems_per_thread": 32, "max_warps": 16, "chunk_n": 0, "split_block_n": 2048, "split_num_warps": 8, "split_programs_per_sm": 0, "num_stages": 1}
 
@@ -170,19 +171,6 @@ def _ce_chunk_kernel(
         tl.store(loss_ptr + row, tl.where(keep, (lse2 - x_t) * 0.6931471805599453, 0.0))
 
 
-def _sm_count(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 4  # interpreter: any small number exercises the persistent loop
-
-
-def _stages(wanted: int, bytes_per_stage: int) -> int:
-    """Pipelined loads are staged in shared memory: drop stages that would not fit (~160 KiB)."""
-    while wanted > 1 and wanted * bytes_per_stage > 160 * 1024:
-        wanted -= 1
-    return wanted
-
-
 def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
     """Per-row cross-entropy losses (fp32) with the CONFIG in force at call time."""
     if logits.dim() != 2 or target.shape != logits.shape[:1]:
@@ -213,13 +201,13 @@ def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_ind
         _ce_chunk_kernel[(m * n_chunks,)](
             x, tgt, loss, partials[0], partials[1], arrived, n, ignore_index, n_chunks,
             CHUNK=chunk, BLOCK_N=block, MAX_CHUNKS=triton.next_power_of_2(n_chunks),
-            NUM_STAGES=_stages(cfg["num_stages"], block * x.element_size()), num_warps=cfg["split_num_warps"],
+            NUM_STAGES=pipeline_stages(cfg["num_stages"], block * x.element_size()), num_warps=cfg["split_num_warps"],
         )
     else:
         block = min(cfg["split_block_n"], block_n)
-        stages = _stages(cfg["num_stages"], block * x.element_size())
+        stages = pipeline_stages(cfg["num_stages"], block * x.element_size())
         per_sm = cfg["split_programs_per_sm"]
-        programs = m if per_sm == 0 else min(m, per_sm * _sm_count(x.device))
+        programs = m if per_sm == 0 else min(m, per_sm * sm_count(x.device))
         _ce_split_kernel[(programs,)](
             x, tgt, loss, m, n, ignore_index, programs, triton.cdiv(m, programs),
             BLOCK_N=block, NUM_STAGES=stages, num_warps=cfg["split_num_warps"],

@@ -39,6 +39,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
+from _launch_heuristics import tma_ok
 
 CONFIG = {'BLOCK_M': 128, 'BLOCK_N': 64, 'num_warps': 4, 'num_stages': 2, 'USE_TMA': True}
 
@@ -191,10 +192,6 @@ def _flash_attention_fwd(
         tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=row_mask[:, None] & d_mask[None, :])
 
 
-def _tma_ok(t: torch.Tensor) -> bool:
-    return t.is_contiguous() and t.data_ptr() % 16 == 0 and (t.shape[-1] * t.element_size()) % 16 == 0
-
-
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
     """softmax(q k^T / sqrt(D)) v for q, k, v of shape [B, H, S, D] (same S for queries and keys)."""
     if q.dim() != 4 or q.shape != k.shape or q.shape != v.shape:
@@ -214,7 +211,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
         stages -= 1
     qk_scale = (1.0 / math.sqrt(head_dim)) * 1.4426950408889634  # log2(e): softmax via exp2
     # TMA needs a contiguous [B*H*S, D] view with 16-byte aligned rows and base.
-    use_tma = bool(CONFIG["USE_TMA"]) and _tma_ok(k) and _tma_ok(v)
+    use_tma = bool(CONFIG["USE_TMA"]) and tma_ok(k) and tma_ok(v)
     if use_tma:
         k_arg = TensorDescriptor(k, [batch * heads * seq_len, head_dim], [head_dim, 1], [block_n, block_d])
         v_arg = TensorDescriptor(v, [batch * heads * seq_len, head_dim], [head_dim, 1], [block_n, block_d])

@@ -38,6 +38,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
+from _launch_heuristics import tma_ok
 
 CONFIG = {'BLOCK_M': 64, 'BLOCK_N': 64, 'num_warps': 4, 'num_stages': 3, 'USE_TMA': True}
 
@@ -191,10 +192,6 @@ def _ikbo_target_attention_fwd(
     tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=row_ok[:, None] & d_mask[None, :])
 
 
-def _tma_ok(t: torch.Tensor) -> bool:
-    return t.is_contiguous() and t.data_ptr() % 16 == 0 and (t.shape[-1] * t.element_size()) % 16 == 0
-
-
 def ikbo_target_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cand_to_user: torch.Tensor) -> torch.Tensor:
     """softmax(q_c k_u^T / sqrt(D)) v_u for every candidate c and its user u = cand_to_user[c].
 
@@ -223,7 +220,7 @@ def ikbo_target_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, can
         stages -= 1
     qk_scale = (1.0 / math.sqrt(head_dim)) * 1.4426950408889634  # log2(e): softmax via exp2
     # TMA needs contiguous K/V ([U*H*Lkv, D] views) with 16-byte aligned rows and base.
-    use_tma = bool(CONFIG["USE_TMA"]) and _tma_ok(k) and _tma_ok(v)
+    use_tma = bool(CONFIG["USE_TMA"]) and tma_ok(k) and tma_ok(v)
     if use_tma:
         rows = num_users * heads * kv_len
         k_arg = TensorDescriptor(k, [rows, head_dim], [head_dim, 1], [block_n, block_d])

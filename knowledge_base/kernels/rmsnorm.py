@@ -47,6 +47,7 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+from _launch_heuristics import pipeline_stages, sm_count
 
 CONFIG = {"single_block_max_n": 16384, "tile_elems": 1024, "elems_per_thread": 16, "max_warps": 16, "chunk_n": 32768, "split_block_n": 16384, "split_num_warps": 32, "split_programs_per_sm": 0, "num_stages": 1, "reverse_second_pass": True, "l2_hints": True}
 
@@ -172,19 +173,6 @@ def _rmsnorm_chunk_kernel(
                 tl.store(y_ptr + row_start + c, y, mask=m)
 
 
-def _sm_count(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 4  # interpreter: any small number exercises the persistent loop
-
-
-def _stages(wanted: int, bytes_per_stage: int) -> int:
-    """Pipelined loads are staged in shared memory: drop stages that would not fit (~160 KiB)."""
-    while wanted > 1 and wanted * bytes_per_stage > 160 * 1024:
-        wanted -= 1
-    return wanted
-
-
 def rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """RMSNorm over the last dimension of `x` with the CONFIG in force at call time."""
     n = x.shape[-1]
@@ -209,7 +197,7 @@ def rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.
         chunk = min(cfg["chunk_n"], block_n)
         block = min(cfg["split_block_n"], chunk)
         n_chunks = triton.cdiv(n, chunk)
-        stages = _stages(cfg["num_stages"], block * x2.element_size() * 2)
+        stages = pipeline_stages(cfg["num_stages"], block * x2.element_size() * 2)
         partial = torch.empty(m * n_chunks, dtype=torch.float32, device=x.device)
         arrived = torch.zeros(m, dtype=torch.int32, device=x.device)
         _rmsnorm_chunk_kernel[(m * n_chunks,)](
@@ -219,9 +207,9 @@ def rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.
         )
     else:
         block = min(cfg["split_block_n"], block_n)
-        stages = _stages(cfg["num_stages"], block * x2.element_size() * 2)
+        stages = pipeline_stages(cfg["num_stages"], block * x2.element_size() * 2)
         per_sm = cfg["split_programs_per_sm"]
-        programs = m if per_sm == 0 else min(m, per_sm * _sm_count(x.device))
+        programs = m if per_sm == 0 else min(m, per_sm * sm_count(x.device))
         _rmsnorm_split_kernel[(programs,)](
             x2, w, y, m, n, eps, programs, triton.cdiv(m, programs),
             BLOCK_N=block, REVERSE=cfg["reverse_second_pass"], L2_HINTS=cfg["l2_hints"], NUM_STAGES=stages,

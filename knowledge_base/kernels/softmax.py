@@ -48,6 +48,7 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+from _launch_heuristics import pipeline_stages, sm_count
 
 CONFIG = {"single_block_max_n": 16384, "tile_elems": 1024, "elems_per_thread": 16, "max_warps": 16, "chunk_n": 0, "split_block_n": 8192, "split_num_warps": 16, "split_programs_per_sm": 0, "num_stages": 3, "reverse_second_pass": True, "l2_hints": True}
 
@@ -187,19 +188,6 @@ def _softmax_chunk_kernel(
                 tl.store(y_ptr + row_start + c, y, mask=ok)
 
 
-def _sm_count(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 4  # interpreter: any small number exercises the persistent loop
-
-
-def _stages(wanted: int, bytes_per_stage: int) -> int:
-    """Pipelined loads are staged in shared memory: drop stages that would not fit (~160 KiB)."""
-    while wanted > 1 and wanted * bytes_per_stage > 160 * 1024:
-        wanted -= 1
-    return wanted
-
-
 def softmax_forward(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dimension of `x` with the CONFIG in force at call time."""
     n = x.shape[-1]
@@ -224,13 +212,13 @@ def softmax_forward(x: torch.Tensor) -> torch.Tensor:
         _softmax_chunk_kernel[(m * n_chunks,)](
             x2, y, partials[0], partials[1], arrived, n, n_chunks,
             CHUNK=chunk, BLOCK_N=block, MAX_CHUNKS=triton.next_power_of_2(n_chunks), L2_HINTS=cfg["l2_hints"],
-            NUM_STAGES=_stages(cfg["num_stages"], block * x2.element_size()), num_warps=cfg["split_num_warps"],
+            NUM_STAGES=pipeline_stages(cfg["num_stages"], block * x2.element_size()), num_warps=cfg["split_num_warps"],
         )
     else:
         block = min(cfg["split_block_n"], block_n)
-        stages = _stages(cfg["num_stages"], block * x2.element_size())
+        stages = pipeline_stages(cfg["num_stages"], block * x2.element_size())
         per_sm = cfg["split_programs_per_sm"]
-        programs = m if per_sm == 0 else min(m, per_sm * _sm_count(x.device))
+        programs = m if per_sm == 0 else min(m, per_sm * sm_count(x.device))
         _softmax_split_kernel[(programs,)](
             x2, y, m, n, programs, triton.cdiv(m, programs),
             BLOCK_N=block, REVERSE=cfg["reverse_second_pass"], L2_HINTS=cfg["l2_hints"], NUM_STAGES=stages,

@@ -1,16 +1,71 @@
 """Reference kernels run under the Triton interpreter on CPU: set it up before any kernel is defined."""
 
+import contextlib
+import importlib.util
+import itertools
 import os
+import sys
+from pathlib import Path
 
 os.environ["TRITON_INTERPRET"] = "1"
 
 import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from kernelevolve.evaluation.interpreter_compat import patch_triton_interpreter  # noqa: E402
+from kernelevolve.operators.tunables import read_declared, rewrite_config  # noqa: E402
+from kernelevolve.paths import KNOWLEDGE_BASE, SPECS  # noqa: E402
 
 patch_triton_interpreter()
+sys.path.insert(0, str(KNOWLEDGE_BASE / "kernels"))  # the kernels' shared _launch_heuristics, as the evaluator does
+_counter = itertools.count()
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _interpreter_on():
     assert os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def load_kernel(name: str, tmp_path: Path | None = None, **config):
+    """A fresh module of the kernel file, its CONFIG line rewritten as the search would."""
+    path = KNOWLEDGE_BASE / "kernels" / f"{name}.py"
+    if config:
+        source = path.read_text()
+        path = tmp_path / f"{name}_variant.py"
+        path.write_text(rewrite_config(source, dict(read_declared(source).config, **config)))
+    module_name = f"_kernel_{name}_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # triton.jit reads the kernel source through the module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_reference(name: str, **constants):
+    """The spec's reference module, with module constants overridden as a spec shape would."""
+    spec = importlib.util.spec_from_file_location(f"_reference_{name}_{next(_counter)}", SPECS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for key, value in constants.items():
+        setattr(module, key, value)
+    return module
+
+
+@contextlib.contextmanager
+def poisoned_allocations():
+    """torch.empty / empty_like / empty_strided return NaN-filled tensors while the kernel runs."""
+    saved = {n: getattr(torch, n) for n in ("empty", "empty_like", "empty_strided")}
+
+    def poisoning(fn):
+        def allocate(*args, **kwargs):
+            t = fn(*args, **kwargs)
+            return t.fill_(float("nan")) if t.is_floating_point() else t
+        return allocate
+
+    for n, fn in saved.items():
+        setattr(torch, n, poisoning(fn))
+    try:
+        yield
+    finally:
+        for n, fn in saved.items():
+            setattr(torch, n, fn)

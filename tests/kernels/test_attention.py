@@ -11,71 +11,24 @@ written into the CONFIG line the way the search rewrites it.
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
 import itertools
 import math
 import random
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from kernelevolve.knowledge.frontmatter import kernel_docstring, split_front_matter
-from kernelevolve.operators.tunables import read_declared, rewrite_config
+from kernelevolve.operators.tunables import read_declared
 from kernelevolve.paths import KNOWLEDGE_BASE, SPECS
 from kernelevolve.spec import load_spec
+
+from .conftest import load_kernel, load_reference, poisoned_allocations  # noqa: E402
 
 KERNELS = ["flash_attention", "ikbo_lce", "ikbo_target_attention"]
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 TMA = {"tma": {"USE_TMA": True}, "pointers": {"USE_TMA": False}}
-
-
-_loaded = 0
-
-
-def load_kernel(name: str, tmp_path: Path, **config):
-    """A fresh module of the kernel file with its CONFIG line rewritten as the search would."""
-    global _loaded
-    source = (KNOWLEDGE_BASE / "kernels" / f"{name}.py").read_text()
-    path = tmp_path / f"{name}_variant.py"
-    path.write_text(rewrite_config(source, dict(read_declared(source).config, **config)))
-    _loaded += 1
-    module_name = f"_attention_kernel_{name}_{_loaded}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # triton.jit reads the kernel source through the module
-    spec.loader.exec_module(module)
-    return module
-
-
-def load_reference(name: str, **constants):
-    spec = importlib.util.spec_from_file_location(f"_attention_reference_{name}", SPECS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    for key, value in constants.items():
-        setattr(module, key, value)
-    return module
-
-
-@contextlib.contextmanager
-def poisoned_allocations():
-    saved = {n: getattr(torch, n) for n in ("empty", "empty_like", "empty_strided")}
-
-    def poisoning(fn):
-        def allocate(*args, **kwargs):
-            t = fn(*args, **kwargs)
-            return t.fill_(float("nan")) if t.is_floating_point() else t
-        return allocate
-
-    for n, fn in saved.items():
-        setattr(torch, n, poisoning(fn))
-    try:
-        yield
-    finally:
-        for n, fn in saved.items():
-            setattr(torch, n, fn)
 
 
 def check(name: str, kernel, model_args: list, inputs: list, dtype: torch.dtype, reference=None):
@@ -114,7 +67,7 @@ def test_kernel_file_follows_the_convention(name):
     for key, value in declared.config.items():
         assert value in declared.tunables[key], f"CONFIG[{key!r}] = {value!r} is not among its TUNABLES"
     imports = {line.split()[1] for line in source.splitlines() if line.startswith(("import ", "from "))}
-    assert imports <= {"math", "torch", "torch.nn", "triton", "triton.language", "triton.tools.tensor_descriptor"}
+    assert imports <= {"math", "torch", "torch.nn", "triton", "triton.language", "triton.tools.tensor_descriptor", "_launch_heuristics"}
 
 
 @pytest.mark.parametrize("name", KERNELS)

@@ -10,22 +10,20 @@ long-row kernels, so every kernel of every file runs.
 from __future__ import annotations
 
 import ast
-import contextlib
 import copy
-import importlib.util
 import inspect
 import random
-import sys
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
 
 from kernelevolve.knowledge.frontmatter import kernel_docstring, split_front_matter
-from kernelevolve.operators.tunables import read_declared, rewrite_config
+from kernelevolve.operators.tunables import read_declared
 from kernelevolve.paths import KNOWLEDGE_BASE, SPECS
 from kernelevolve.spec import load_spec
+
+from .conftest import load_kernel, load_reference, poisoned_allocations  # noqa: E402
 
 KERNELS = ["rmsnorm", "softmax", "cross_entropy"]
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -38,53 +36,6 @@ PATHS = {
     "two-pass": (dict(LONG, chunk_n=0), [(3, 2500)]),  # three tiles, the last one partial
     "two-pass-persistent": (dict(LONG, chunk_n=0, split_programs_per_sm=1), [(9, 1100)]),  # 4 programs x 3 rows
 }
-
-_loaded = 0
-
-
-def load_kernel(name: str, config: dict | None = None, tmp_path: Path | None = None):
-    """A fresh module of the kernel file, its CONFIG line rewritten as the search would."""
-    global _loaded
-    path = KNOWLEDGE_BASE / "kernels" / f"{name}.py"
-    if config:
-        source = path.read_text()
-        path = tmp_path / f"{name}_variant.py"
-        path.write_text(rewrite_config(source, dict(read_declared(source).config, **config)))
-    _loaded += 1
-    module_name = f"_kernel_{name}_{_loaded}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def load_reference(name: str):
-    spec = importlib.util.spec_from_file_location(f"_reference_{name}", SPECS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@contextlib.contextmanager
-def poisoned_allocations():
-    """torch.empty / empty_like / empty_strided return NaN-filled tensors while the kernel runs."""
-    saved = {n: getattr(torch, n) for n in ("empty", "empty_like", "empty_strided")}
-
-    def poisoning(fn):
-        def allocate(*args, **kwargs):
-            t = fn(*args, **kwargs)
-            return t.fill_(float("nan")) if t.is_floating_point() else t
-        return allocate
-
-    for n, fn in saved.items():
-        setattr(torch, n, poisoning(fn))
-    try:
-        yield
-    finally:
-        for n, fn in saved.items():
-            setattr(torch, n, fn)
-
 
 def make_case(name: str, m: int, n: int, dtype: torch.dtype, seed: int):
     """(reference model, init args, inputs) at shape (m, n), inputs rounded to `dtype`."""
@@ -132,7 +83,7 @@ def check(kernel, name: str, m: int, n: int, dtype_name: str, seed: int) -> None
 @pytest.mark.parametrize("name", KERNELS)
 def test_matches_float64_reference(name, dtype_name, path, tmp_path):
     config, shapes = PATHS[path]
-    kernel = load_kernel(name, config, tmp_path)
+    kernel = load_kernel(name, tmp_path, **config)
     for m, n in shapes:
         check(kernel, name, m, n, dtype_name, random.randrange(2**31))
 
@@ -145,7 +96,7 @@ def test_sampled_tunables_combinations_are_correct(name, tmp_path):
     combos = [{k: min(v) for k, v in declared.tunables.items()}, {k: max(v) for k, v in declared.tunables.items()}]
     combos += [{k: rng.choice(v) for k, v in declared.tunables.items()} for _ in range(4)]
     for combo in combos:
-        kernel = load_kernel(name, combo, tmp_path)
+        kernel = load_kernel(name, tmp_path, **combo)
         for m, n in [(5, 300), (2, 9000)]:
             seed = rng.randrange(2**31)
             try:
@@ -168,7 +119,7 @@ def test_kernel_file_follows_the_reference_kernel_convention(name):
             imported |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             imported.add(node.module)
-    assert imported <= {"torch", "torch.nn", "triton", "triton.language", "math"}, imported
+    assert imported <= {"torch", "torch.nn", "triton", "triton.language", "math", "_launch_heuristics"}, imported
     declared = read_declared(source)
     assert set(declared.tunables) == set(declared.config)
     for key, value in declared.config.items():
@@ -191,7 +142,7 @@ def test_rmsnorm_keeps_leading_dimensions_and_reads_strided_input():
 
 @pytest.mark.parametrize("config", [{}, PATHS["chunked"][0], PATHS["two-pass"][0]], ids=["tile", "chunked", "two-pass"])
 def test_softmax_handles_minus_infinity_like_torch(config, tmp_path):
-    kernel = load_kernel("softmax", config, tmp_path)
+    kernel = load_kernel("softmax", tmp_path, **config)
     x = torch.randn(3, 9000)
     x[0, ::3] = float("-inf")  # masked positions
     x[1, 4000:] = float("-inf")  # a masked tail: whole tiles and chunks of -inf
@@ -206,7 +157,7 @@ def test_softmax_handles_minus_infinity_like_torch(config, tmp_path):
 
 @pytest.mark.parametrize("config", [{}, PATHS["chunked"][0], PATHS["two-pass"][0]], ids=["tile", "chunked", "two-pass"])
 def test_cross_entropy_ignored_and_out_of_range_targets(config, tmp_path):
-    kernel = load_kernel("cross_entropy", config, tmp_path)
+    kernel = load_kernel("cross_entropy", tmp_path, **config)
     logits = 3.0 * torch.randn(4, 9000)
     target = torch.tensor([7, -100, 9000, 8999])
     with torch.no_grad(), warnings.catch_warnings():
