@@ -39,6 +39,8 @@ def run_command(
     shape: Optional[list[str]] = typer.Option(None, "--shape", metavar="NAME=VALUE[,NAME=VALUE...]", help="Replace the spec's shapes; repeat for several."),
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     model: Optional[str] = typer.Option(None, "--model", help="Operator: PROVIDER:MODEL, or plugin:PATH.py:CLASS. Default: the offline operator."),
+    temperature: Optional[float] = typer.Option(None, "--temperature", help="LLM sampling temperature (default: the provider's, or $KERNELEVOLVE_TEMPERATURE)."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Longest LLM reply in tokens (default 8192, or $KERNELEVOLVE_MAX_TOKENS)."),
     timeout: float = typer.Option(300.0, "--timeout", metavar="SECONDS", help="Evaluation time limit per candidate phase."),
     drafts: int = typer.Option(3, "--drafts", help="Independent drafts before any improvement."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the run's random stream (saved; resume continues it)."),
@@ -80,12 +82,16 @@ def run_command(
         make_policy(policy, **options)
     except ValueError as e:
         fail(str(e))
+    if temperature is not None and not 0 <= temperature <= 2:
+        fail(f"--temperature {temperature}: must be between 0 and 2")
+    _positive("--max-tokens", max_tokens)
+    model_options = {k: v for k, v in (("temperature", temperature), ("max_tokens", max_tokens)) if v is not None}
     device = resolve_device(device)
-    operator = _operator_or_fail(model, spec)
+    operator = _operator_or_fail(model, spec, model_options)
     limits = Limits.from_budget(spec.budget, max_nodes=budget, wall_clock_s=wall_clock, tokens=tokens,
                                 cost_usd=cost, stall=stall, target_fitness=target)
     settings = RunSettings(policy=policy, policy_options=options, limits=limits, device=device, shapes=shapes,
-                           model=model, timeout_s=timeout, seed=seed, workers=workers)
+                           model=model, model_options=model_options, timeout_s=timeout, seed=seed, workers=workers)
     repo = _repo(db)
     try:
         run_id = start_run(repo, spec, settings)
@@ -123,18 +129,18 @@ def resume_command(
     if run.status == "finished" and (budget is None or budget <= nodes):
         fail(f"run {run_id} already finished ({run.termination_reason}) with {nodes} nodes; "
              f"pass --budget N (more than {nodes}) to search on")
-    operator = _operator_or_fail(settings.model)
+    operator = _operator_or_fail(settings.model, options=settings.model_options)
     (err_console if as_json else console).print(f"resuming run [bold]{run_id}[/] ({nodes} nodes so far)", highlight=False)
     _search(repo, run_id, operator, as_json, db, max_nodes=budget)
 
 
-def _operator_or_fail(model: str | None, spec=None):
+def _operator_or_fail(model: str | None, spec=None, options: dict | None = None):
     """The operator, checked against the spec before any run is created (e.g. the offline
     operator needs a reference kernel for it)."""
     from kernelevolve.operators import OperatorError, resolve_operator
 
     try:
-        operator = resolve_operator(model)
+        operator = resolve_operator(model, **(options or {}))
         if spec is not None and hasattr(operator, "check"):
             operator.check(spec)
         return operator

@@ -24,6 +24,7 @@ class RunSettings:
     device: str = "interpret"
     shapes: list[dict] | None = None
     model: str | None = None
+    model_options: dict = field(default_factory=dict)  # temperature, max_tokens: kept for resume
     timeout_s: float = 300.0
     seed: int | None = None
     workers: int | None = None  # expansions in flight; default: the evaluator's parallelism
@@ -101,7 +102,7 @@ def build_engine(repo, run_id: str, *, operator=None, evaluator=None, insight_wr
         from kernelevolve.operators import OperatorError, resolve_operator
 
         try:
-            operator = resolve_operator(settings.model)
+            operator = resolve_operator(settings.model, **settings.model_options)
         except OperatorError as e:
             raise SessionError(str(e)) from None
     if evaluator is None:

@@ -10,7 +10,7 @@ enumerating the whole space. `full` also passes every evaluated node to the oper
     python tests/llm/offline_search_sim.py 8        # 8 landscapes, engine as it is
     python tests/llm/offline_search_sim.py 8 full   # with the evaluated nodes passed
 """
-import itertools, math, random, sys, tempfile
+import itertools, random, sys, tempfile
 from kernelevolve.evaluation.result import EvalResult, ShapeResult
 from kernelevolve.memory import Repository
 from kernelevolve.operators.offline import OfflineOperator

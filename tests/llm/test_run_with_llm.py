@@ -78,11 +78,15 @@ def test_llm_search_debugs_failures_and_records_tokens(tmp_path, provider):
             model, price = "openai:local-coder", (1.5, 6.0)
         db = f"sqlite:///{tmp_path / 'runs.db'}"
         proc = _kernelevolve(["run", str(REPO_ROOT / "specs" / "softmax.yaml"), "--model", model, "--device", "interpret",
-                              "--budget", "5", "--drafts", "2", "--workers", "1", "--seed", "3", "--db", db, "--json"],
+                              "--budget", "5", "--drafts", "2", "--workers", "1", "--seed", "3", "--db", db, "--json",
+                              "--temperature", "0.3", "--max-tokens", "4000"],
                              env, tmp_path)
         received = list(server.requests)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert {r.api for r in received} == {provider}
+    proposals = [r for r in received if r.prompt.startswith("# Task:")]
+    assert proposals and all(r.body["temperature"] == 0.3 and r.body.get("max_tokens", r.body.get("max_completion_tokens")) == 4000
+                             for r in proposals)  # the command line's settings reach the API
     run_id = json.loads(proc.stdout)["id"]
 
     drafts = [r for r in received if r.prompt.startswith("# Task: write")]
