@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# `kernelevolve eval` of every spec in specs/ with its knowledge-base reference kernel, on a GPU:
+# the whole evaluation path (sandbox, harness, float64 check, do_bench vs the spec's baseline) at
+# the production shapes. Usage (GPU host, repo root): bash bench/gpu_eval_all.sh OUTDIR
+set -u
+out=${1:-bench/results}
+mkdir -p "$out"
+export KERNELEVOLVE_CACHE_DIR=$(mktemp -d)
+for spec in specs/*.yaml; do
+    name=$(basename "$spec" .yaml)
+    start=$(date +%s.%N)
+    python3 -m kernelevolve eval "$spec" "knowledge_base/kernels/$name.py" --device cuda --json > "$out/eval_$name.json"
+    rc=$?
+    python3 - "$out/eval_$name.json" "$name" "$rc" "$start" <<'PY'
+import json, sys, time
+path, name, rc, start = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+d = json.load(open(path))
+phases = " + ".join(f"{k} {v:.1f}s" for k, v in d["phases_s"].items())
+print(f"{name}: exit {rc} correct={d['correct']} fitness={d['fitness'] and round(d['fitness'], 3)} "
+      f"failure={d['failure']} eval {d['duration_s']:.1f}s ({phases}); wall {time.time() - start:.1f}s")
+for s in d["shapes"]:
+    print(f"    {s['label']:60s} {s['latency_ms'] or 0:8.4f} ms vs {s['baseline_ms'] or 0:8.4f} ms  {s['speedup'] or 0:5.2f}x  err {s['max_abs_err']}")
+PY
+done
