@@ -75,3 +75,16 @@ def resolve_device(device: str | None) -> str:
     if device == "cuda" and not torch.cuda.is_available():
         fail("--device cuda: no CUDA GPU is visible to torch on this machine (use --device interpret for a correctness-only check)")
     return device
+
+
+DB_HELP = "SQLAlchemy URL of the experiment database (default: $KERNELEVOLVE_DB, else sqlite:///kernelevolve.db)."
+
+
+def repo_or_fail(db: str | None):
+    """The experiment database at `db` (or the default); an unusable URL ends with one line."""
+    from kernelevolve.memory import DatabaseError, Repository
+
+    try:
+        return Repository(db)
+    except DatabaseError as e:
+        fail(str(e))

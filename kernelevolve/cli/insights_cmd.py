@@ -9,9 +9,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from kernelevolve.cli.app import app, console, fail
-
-DB_HELP = "SQLAlchemy URL of the experiment database (default: $KERNELEVOLVE_DB, else sqlite:///kernelevolve.db)."
+from kernelevolve.cli.app import DB_HELP, app, console, fail, repo_or_fail
 
 
 @app.command("insights")
@@ -27,14 +25,9 @@ def insights_command(
 
     Example: kernelevolve insights --family rmsnorm --hardware h200 --limit 10
     """
-    from kernelevolve.memory import DatabaseError, Repository
-
     if limit < 1:
         fail(f"--limit {limit}: must be 1 or more")
-    try:
-        repo = Repository(db)
-    except DatabaseError as e:
-        fail(str(e))
+    repo = repo_or_fail(db)
     try:
         rows = repo.insights(family=family, hardware=hardware, limit=limit)
     finally:

@@ -10,19 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Column, Table
 
-from kernelevolve.cli.app import (EXIT_FAILED, EXIT_OK, app, console, err_console, fail, load_spec_or_fail,
-                                  resolve_device, shapes_or_fail)
-
-DB_HELP = "SQLAlchemy URL of the experiment database (default: $KERNELEVOLVE_DB, else sqlite:///kernelevolve.db)."
-
-
-def _repo(db: str | None):
-    from kernelevolve.memory import DatabaseError, Repository
-
-    try:
-        return Repository(db)
-    except DatabaseError as e:
-        fail(str(e))
+from kernelevolve.cli.app import (DB_HELP, EXIT_FAILED, EXIT_OK, app, console, err_console, fail, load_spec_or_fail,
+                                  repo_or_fail, resolve_device, shapes_or_fail)
 
 
 def _positive(name: str, value, allow_zero: bool = False) -> None:
@@ -92,7 +81,7 @@ def run_command(
                                 cost_usd=cost, stall=stall, target_fitness=target)
     settings = RunSettings(policy=policy, policy_options=options, limits=limits, device=device, shapes=shapes,
                            model=model, model_options=model_options, timeout_s=timeout, seed=seed, workers=workers)
-    repo = _repo(db)
+    repo = repo_or_fail(db)
     try:
         run_id = start_run(repo, spec, settings)
     except (SessionError, ValueError) as e:
@@ -119,7 +108,7 @@ def resume_command(
     from kernelevolve.search.session import RunSettings, SessionError, check_resumable
 
     _positive("--budget", budget)
-    repo = _repo(db)
+    repo = repo_or_fail(db)
     try:
         run = check_resumable(repo, run_id, force)
     except SessionError as e:
@@ -202,7 +191,7 @@ def runs_command(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list."),
 ) -> None:
     """List the runs in the experiment database, newest first."""
-    repo = _repo(db)
+    repo = repo_or_fail(db)
     counts = repo.node_counts()
     rows = []
     for run in repo.runs():
@@ -236,7 +225,7 @@ def show_command(
     """A run: its search tree, best nodes and their per-shape numbers; or one node's source."""
     from kernelevolve.search.report import best_nodes, fitness_text, node_dict, run_dict, tree_lines
 
-    repo = _repo(db)
+    repo = repo_or_fail(db)
     run = repo.run(run_id)
     if run is None:
         fail(f"no run {run_id!r} in {repo.display_url} (see `kernelevolve runs`)")

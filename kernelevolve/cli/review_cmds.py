@@ -1,0 +1,72 @@
+"""`kernelevolve review` and `kernelevolve export`: a person signs off a kernel before it is used."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from kernelevolve.cli.app import DB_HELP, app, console, fail, repo_or_fail
+
+
+@app.command("review")
+def review_command(
+    run_id: str = typer.Argument(..., metavar="RUN_ID"),
+    node: int = typer.Argument(..., metavar="NODE", help="Node id (see `kernelevolve show RUN_ID`)."),
+    approve: bool = typer.Option(False, "--approve", help="The kernel may be used."),
+    reject: bool = typer.Option(False, "--reject", help="The kernel must not be used."),
+    note: str = typer.Option("", "--note", help="Why: what you checked, what worries you."),
+    reviewer: Optional[str] = typer.Option(None, "--reviewer", help="Who reviews (default: your user name)."),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the recorded verdict as JSON."),
+) -> None:
+    """Record your verdict on one kernel of a run; only a correct kernel can be approved.
+
+    Read it first: `kernelevolve show RUN_ID --node NODE`. Example:
+    kernelevolve review r-1a2b3c4d 7 --approve --note "checked masking and int64 offsets"
+    """
+    from kernelevolve.review import ReviewError, review
+
+    if approve == reject:
+        fail("give exactly one of --approve or --reject")
+    repo = repo_or_fail(db)
+    try:
+        verdict = review(repo, run_id, node, "approve" if approve else "reject", note, reviewer)
+    except ReviewError as e:
+        fail(str(e))
+    if as_json:
+        typer.echo(json.dumps(verdict.__dict__))
+    else:
+        console.print(f"run {run_id} node {node}: [bold]{verdict.verdict}[/] by {verdict.reviewer}", highlight=False)
+
+
+@app.command("export")
+def export_command(
+    run_id: str = typer.Argument(..., metavar="RUN_ID"),
+    node: int = typer.Argument(..., metavar="NODE"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write here (default: print on stdout)."),
+    unreviewed: bool = typer.Option(False, "--unreviewed", help="Export even if nobody approved this kernel."),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+) -> None:
+    """Write an approved kernel to a file, with a header saying where it came from, how fast and
+    how accurate it was, and who approved it.
+
+    Example: kernelevolve export r-1a2b3c4d 7 -o rmsnorm_triton.py
+    """
+    from kernelevolve.review import ReviewError, export
+
+    repo = repo_or_fail(db)
+    try:
+        text = export(repo, run_id, node, allow_unreviewed=unreviewed)
+    except ReviewError as e:
+        fail(str(e))
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text)
+    except OSError as e:
+        fail(f"{output}: cannot write: {e}")
+    console.print(f"wrote {output}", highlight=False)
