@@ -5,6 +5,8 @@ on every candidate's import path, so LLM-written candidates may use it too. Host
 @triton.jit functions here (Triton resolves those through the kernel's own module).
 """
 
+import os
+
 import torch
 
 # Shared memory a pipelined loop may fill with its stages (H100/H200 allow 227 KiB per block;
@@ -30,3 +32,24 @@ def pipeline_stages(wanted: int, bytes_per_stage: int, budget: int = PIPELINE_SM
 def tma_ok(t: torch.Tensor) -> bool:
     """Whether a tensor descriptor (TMA) can address `t`: contiguous, 16-byte aligned base and rows."""
     return t.is_contiguous() and t.data_ptr() % 16 == 0 and (t.shape[-1] * t.element_size()) % 16 == 0
+
+
+def cooperative_grid(m: int, n_chunks: int, device: torch.device) -> tuple[int, int] | None:
+    """(row groups, iterations) for a persistent grid whose n_chunks programs per row wait for each
+    other, or None where that grid could deadlock.
+
+    The grid is groups * n_chunks <= SM count programs, so every program is resident at once on an
+    idle GPU (one small block per SM always fits) and a spin-wait on a row's peers always ends.
+    Groups are balanced so the last iteration is not mostly empty. Under the CPU interpreter
+    programs run one after another, so waiting is only allowed when there is nobody to wait for
+    (n_chunks == 1).
+    """
+    interpreted = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    if n_chunks > 1 and (device.type != "cuda" or interpreted):
+        return None
+    sms = sm_count(device)
+    if n_chunks > sms:
+        return None
+    groups = min(m, sms // n_chunks)
+    iters = -(-m // groups)
+    return -(-m // iters), iters

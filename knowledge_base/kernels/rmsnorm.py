@@ -3,14 +3,14 @@
 title: RMSNorm forward, one tile per row; long rows in chunks finished by the last program to arrive
 kind: kernels
 family: [rmsnorm]
-tags: [reduction, memory-bound, normalization, row-wise, two-pass, chunked, atomics, persistent, l2-reuse]
+tags: [reduction, memory-bound, normalization, row-wise, two-pass, chunked, atomics, persistent, l2-reuse, cooperative, spin-wait]
 hardware: [any]
 spec: rmsnorm
 ---
 y = x * rsqrt(mean(x^2) + eps) * weight over the last dimension; x is bf16, fp16 or fp32, any
 leading shape; all arithmetic in fp32, y stored in x's dtype.
 
-The launcher `rmsnorm_forward` picks one of three kernels:
+The launcher `rmsnorm_forward` picks one of four kernels:
 
 * `_rmsnorm_tile_kernel` when the padded row length next_power_of_2(N) is at most
   CONFIG["single_block_max_n"]: a program owns a [ROWS, BLOCK_N] tile (several short rows per
@@ -28,6 +28,15 @@ The launcher `rmsnorm_forward` picks one of three kernels:
   so the tiles read last come from L2), scales and stores. CONFIG["split_programs_per_sm"] > 0
   makes the grid persistent to bound the rows in flight. On long rows most of the re-read comes
   from DRAM (up to 1.5x the minimum traffic).
+* `_rmsnorm_coop_kernel` when CONFIG["cooperative"] and chunk_n > 0, on a GPU (or under the
+  interpreter when a row is one chunk): single pass from DRAM. A persistent grid of at most one
+  program per SM (so all are resident and waiting cannot deadlock); program (group, chunk) keeps
+  its chunk of a row in registers (bf16 as packed int32 pairs), publishes its sum of squares in a
+  zeroed int64 slot with a flag bit (no fence, no counter), loads the next row's chunk, spins
+  (bounded: a timeout writes NaN, never hangs) until the row's slots are all written, then
+  scales and stores. Measured (bench/results/long_rows.md): correct, but limited by bytes in
+  flight (one block per SM; bigger chunks spill): at best 0.356 ms at N = 262144 (3.0 TB/s, 4%
+  faster than the chunked default) and 0.186 ms at N = 65536 (slower than 0.156), so off by default.
 
 Measured on an H200 (bf16, bench/results/reference_kernels*.md): the tile kernel moves 4.0-4.1 TB/s
 (94-97% of the device-to-device copy rate) for N = 256 ... 16384; for long rows the chunked kernel
@@ -47,9 +56,11 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from _launch_heuristics import pipeline_stages, sm_count
+from _launch_heuristics import cooperative_grid, pipeline_stages, sm_count
 
-CONFIG = {"single_block_max_n": 16384, "tile_elems": 1024, "elems_per_thread": 16, "max_warps": 16, "chunk_n": 32768, "split_block_n": 16384, "split_num_warps": 32, "split_programs_per_sm": 0, "num_stages": 1, "reverse_second_pass": True, "l2_hints": True}
+CONFIG = {"single_block_max_n": 16384, "tile_elems": 1024, "elems_per_thread": 16, "max_warps": 16, "chunk_n": 32768, "split_block_n": 16384, "split_num_warps": 32, "split_programs_per_sm": 0, "num_stages": 1, "reverse_second_pass": True, "l2_hints": True, "cooperative": False}
+COOP_PREFETCH = True  # load the next row's chunk before waiting (an experiment switch, not a tunable)
+SPIN_LIMIT = 1 << 22  # polls a cooperative program may spend waiting, over all its rows
 
 TUNABLES = {
     # Kept small enough that its best configuration can be measured outright (bench/rmsnorm_space.py).
@@ -64,6 +75,7 @@ TUNABLES = {
     "num_stages": [1, 2],
     "reverse_second_pass": [True],
     "l2_hints": [True],
+    "cooperative": [False, True],
 }
 
 
@@ -173,6 +185,87 @@ def _rmsnorm_chunk_kernel(
                 tl.store(y_ptr + row_start + c, y, mask=m)
 
 
+@triton.jit
+def _unpack_bf16x2(v):
+    # An int32 holding two bf16 (element 2i in the low half) -> two fp32 (exact: bf16 is fp32's top half).
+    return (v << 16).to(tl.float32, bitcast=True), (v & -65536).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _pack_bf16x2(lo, hi):
+    lo_bits = lo.to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32) & 65535
+    return (hi.to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32) << 16) | lo_bits
+
+
+@triton.jit
+def _rmsnorm_coop_kernel(
+    x_ptr, w_ptr, y_ptr, slot_ptr, n_rows, n_cols, n_elems, eps, n_chunks, n_groups, n_iters,
+    CHUNK: tl.constexpr, MAX_CHUNKS: tl.constexpr, PACKED: tl.constexpr, PREFETCH: tl.constexpr,
+    SPIN_LIMIT: tl.constexpr,
+):
+    # Persistent: program (group, chunk) owns columns [chunk * CHUNK, +CHUNK) of rows group,
+    # group + n_groups, ...; the row's chunk stays in registers from load to store. With PACKED
+    # the host passes bf16 tensors as int32 views (two elements a word, n_cols words a row), so
+    # the chunk waits in half the registers. The partial sum of squares goes to a zeroed int64
+    # slot with bit 32 set (so "written" needs no fence and no counter); the program waits until
+    # all of the row's slots are written.
+    pid = tl.program_id(0)
+    group = pid // n_chunks
+    chunk = pid - group * n_chunks
+    c = chunk * CHUNK + tl.arange(0, CHUNK)
+    col_ok = c < n_cols
+    w = tl.load(w_ptr + c, mask=col_ok, other=0)  # the same columns for every row
+    k = tl.arange(0, MAX_CHUNKS)
+    k_ok = k < n_chunks
+    x_next = tl.load(x_ptr + group.to(tl.int64) * n_cols + c, mask=col_ok & (group < n_rows), other=0)
+    tries = tl.full([], 0, tl.int32)  # polls so far, over all rows: a bound, never a hang
+    for it in range(0, n_iters):
+        row = group + it * n_groups
+        row_start = row.to(tl.int64) * n_cols
+        if PREFETCH:
+            x = x_next
+        else:
+            x = tl.load(x_ptr + row_start + c, mask=col_ok & (row < n_rows), other=0)
+        if PACKED:
+            lo, hi = _unpack_bf16x2(x)
+            part = tl.sum(lo * lo + hi * hi, axis=0)
+        else:
+            xf = x.to(tl.float32)
+            part = tl.sum(xf * xf, axis=0)
+        flagged = part.to(tl.int32, bitcast=True).to(tl.uint32, bitcast=True).to(tl.int64) | (1 << 32)
+        tl.atomic_xchg(slot_ptr + row * n_chunks + chunk, flagged, sem="relaxed")
+        if PREFETCH:  # next row's chunk is in flight while we wait
+            nxt = row + n_groups
+            x_next = tl.load(x_ptr + nxt.to(tl.int64) * n_cols + c, mask=col_ok & (nxt < n_rows), other=0)
+        slots = slot_ptr + row * n_chunks + k
+        v = tl.atomic_add(slots, 0, mask=k_ok, sem="relaxed")  # an L2 read, never a stale L1 line
+        ready = tl.min(tl.where(k_ok, v != 0, 1).to(tl.int32), axis=0)
+        while (ready == 0) & (tries < SPIN_LIMIT):
+            v = tl.atomic_add(slots, 0, mask=k_ok, sem="relaxed")
+            ready = tl.min(tl.where(k_ok, v != 0, 1).to(tl.int32), axis=0)
+            tries += 1
+        parts = tl.where(k_ok, v.to(tl.int32).to(tl.float32, bitcast=True), 0.0)
+        inv_rms = tl.rsqrt(tl.sum(parts, axis=0) / n_elems + eps)
+        inv_rms = tl.where(ready != 0, inv_rms, float("nan"))  # gave up waiting: say so in y
+        out = y_ptr + row_start + c
+        if PACKED:
+            # x ^ (ready - 1) is x once the wait succeeded, but the compiler cannot know it: it
+            # widens x again here instead of keeping the fp32 halves alive across the wait.
+            lo, hi = _unpack_bf16x2(x ^ (ready - 1))
+            w_lo, w_hi = _unpack_bf16x2(w)
+            tl.store(out, _pack_bf16x2(lo * inv_rms * w_lo, hi * inv_rms * w_hi), mask=col_ok & (row < n_rows))
+        else:
+            y = x.to(tl.float32) * inv_rms * w.to(tl.float32)
+            tl.store(out, y.to(y_ptr.dtype.element_ty), mask=col_ok & (row < n_rows))
+
+def _coop_plan(m: int, n: int, chunk_n: int, device: torch.device):
+    """(chunk, n_chunks, row groups, iterations) for the cooperative kernel, or None where it must not run."""
+    chunk = min(chunk_n, triton.next_power_of_2(n))
+    n_chunks = triton.cdiv(n, chunk)
+    grid = cooperative_grid(m, n_chunks, device)
+    return None if grid is None else (chunk, n_chunks, *grid)
+
+
 def rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """RMSNorm over the last dimension of `x` with the CONFIG in force at call time."""
     n = x.shape[-1]
@@ -192,6 +285,17 @@ def rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.
         warps = min(cfg["max_warps"], max(1, triton.next_power_of_2(tile // (32 * cfg["elems_per_thread"]))))
         _rmsnorm_tile_kernel[(triton.cdiv(m, block_m),)](
             x2, w, y, m, n, eps, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps
+        )
+    elif cfg["chunk_n"] > 0 and (coop := cfg["cooperative"] and _coop_plan(m, n, cfg["chunk_n"], x.device)):
+        chunk, n_chunks, n_groups, n_iters = coop
+        slots = torch.zeros(n_groups * n_iters * n_chunks, dtype=torch.int64, device=x.device)
+        # bf16 pairs as int32 words on the GPU (the interpreter keeps plain elements).
+        packed = x.is_cuda and x2.dtype == w.dtype == torch.bfloat16 and n % 2 == 0
+        xs, ws, ys, unit = (x2.view(torch.int32), w.view(torch.int32), y.view(torch.int32), 2) if packed else (x2, w, y, 1)
+        _rmsnorm_coop_kernel[(n_groups * n_chunks,)](
+            xs, ws, ys, slots, m, n // unit, n, eps, n_chunks, n_groups, n_iters,
+            CHUNK=chunk // unit, MAX_CHUNKS=triton.next_power_of_2(n_chunks), PACKED=packed, PREFETCH=COOP_PREFETCH,
+            SPIN_LIMIT=SPIN_LIMIT, num_warps=cfg["split_num_warps"],
         )
     elif cfg["chunk_n"] > 0:
         chunk = min(cfg["chunk_n"], block_n)

@@ -3,14 +3,14 @@
 title: Softmax over the last dimension, one tile per row or online two-pass (or chunked) over long rows
 kind: kernels
 family: [softmax]
-tags: [reduction, memory-bound, softmax, online-softmax, row-wise, two-pass, chunked, atomics, persistent, l2-reuse, exp2]
+tags: [reduction, memory-bound, softmax, online-softmax, row-wise, two-pass, chunked, atomics, persistent, l2-reuse, exp2, cooperative, spin-wait]
 hardware: [any]
 spec: softmax
 ---
 y = softmax(x, dim=-1); x is bf16, fp16 or fp32 with any leading shape; max, exponentials and
 sums in fp32, y stored in x's dtype. Rows of -inf give NaN, as torch does.
 
-The launcher `softmax_forward` picks one of three kernels:
+The launcher `softmax_forward` picks one of four kernels:
 
 * `_softmax_tile_kernel` when next_power_of_2(N) <= CONFIG["single_block_max_n"]: a program
   owns [ROWS, BLOCK_N] (several short rows per program, CONFIG["tile_elems"] elements), reads x
@@ -24,6 +24,16 @@ The launcher `softmax_forward` picks one of three kernels:
 * `_softmax_split_kernel` when chunk_n = 0 (the default): one program per row, two passes over
   column tiles, the second in reverse; CONFIG["split_programs_per_sm"] > 0 makes the grid
   persistent. On long rows much of its re-read comes from DRAM.
+* `_softmax_coop_kernel` when CONFIG["cooperative"] and chunk_n > 0, on a GPU (or under the
+  interpreter when a row is one chunk): single pass from DRAM. A persistent grid of at most one
+  program per SM (all resident, so waiting cannot deadlock); program (group, chunk) keeps its chunk
+  in registers, publishes max and sum of exp as one int64 in a zeroed slot (never 0 once written:
+  no fence, no counter), loads the next row's chunk, spins (bounded: a timeout writes NaN) until
+  the row's slots are written, then exponentiates again and stores. Measured
+  (bench/results/long_rows.md): correct, but limited by bytes in flight (one block per SM; bigger
+  chunks spill): this version 0.216 ms at N = 65536 and 0.433 ms at N = 262144 (one that kept
+  fp32 exponentials across the wait: 0.205 / 0.415), slower than the two-pass default (0.184 /
+  0.394), so off by default.
 
 Measured on an H200 (bf16, bench/results/reference_kernels*.md): the tile kernel moves 3.9-4.1 TB/s
 (91-97% of the copy rate) for N = 256 ... 16384. For long rows the chunked kernel measured slower
@@ -48,9 +58,11 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from _launch_heuristics import pipeline_stages, sm_count
+from _launch_heuristics import cooperative_grid, pipeline_stages, sm_count
 
-CONFIG = {"single_block_max_n": 16384, "tile_elems": 1024, "elems_per_thread": 16, "max_warps": 16, "chunk_n": 0, "split_block_n": 8192, "split_num_warps": 16, "split_programs_per_sm": 0, "num_stages": 3, "reverse_second_pass": True, "l2_hints": True}
+CONFIG = {"single_block_max_n": 16384, "tile_elems": 1024, "elems_per_thread": 16, "max_warps": 16, "chunk_n": 0, "split_block_n": 8192, "split_num_warps": 16, "split_programs_per_sm": 0, "num_stages": 3, "reverse_second_pass": True, "l2_hints": True, "cooperative": False}
+COOP_PREFETCH = True  # load the next row's chunk before waiting (an experiment switch, not a tunable)
+SPIN_LIMIT = 1 << 22  # polls a cooperative program may spend waiting, over all its rows
 
 TUNABLES = {
     "single_block_max_n": [1024, 2048, 4096, 8192, 16384, 32768],
@@ -64,6 +76,7 @@ TUNABLES = {
     "num_stages": [1, 2, 3],
     "reverse_second_pass": [True, False],
     "l2_hints": [True, False],
+    "cooperative": [False, True],
 }
 
 @triton.jit
@@ -188,6 +201,102 @@ def _softmax_chunk_kernel(
                 tl.store(y_ptr + row_start + c, y, mask=ok)
 
 
+@triton.jit
+def _unpack_bf16x2(v):
+    # An int32 holding two bf16 (element 2i in the low half) -> two fp32 (exact: bf16 is fp32's top half).
+    return (v << 16).to(tl.float32, bitcast=True), (v & -65536).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _pack_bf16x2(lo, hi):
+    lo_bits = lo.to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32) & 65535
+    return (hi.to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32) << 16) | lo_bits
+
+
+@triton.jit
+def _softmax_coop_kernel(
+    x_ptr, y_ptr, slot_ptr, n_rows, n_cols, n_chunks, n_groups, n_iters,
+    CHUNK: tl.constexpr, MAX_CHUNKS: tl.constexpr, PACKED: tl.constexpr, PREFETCH: tl.constexpr,
+    SPIN_LIMIT: tl.constexpr,
+):
+    # Persistent: program (group, chunk) owns columns [chunk * CHUNK, +CHUNK) of rows group,
+    # group + n_groups, ...; the chunk stays in registers, in x's dtype, from load to store (with
+    # PACKED the host passes bf16 tensors as int32 views: two elements a word, half the registers).
+    # The chunk's max and sum go out as ONE int64 (max bits high, sum bits low) into a zeroed
+    # slot: never 0 once written (sum >= 1 unless the max is -inf), so no fence and no counter;
+    # the program waits until all of the row's slots are written, then exponentiates again and stores.
+    pid = tl.program_id(0)
+    group = pid // n_chunks
+    chunk = pid - group * n_chunks
+    c = chunk * CHUNK + tl.arange(0, CHUNK)
+    col_ok = c < n_cols
+    k = tl.arange(0, MAX_CHUNKS)
+    k_ok = k < n_chunks
+    if PACKED:
+        pad = -8323200  # 0xFF80FF80: two bf16 -inf
+    else:
+        pad = float("-inf")
+    x_next = tl.load(x_ptr + group.to(tl.int64) * n_cols + c, mask=col_ok & (group < n_rows), other=pad)
+    tries = tl.full([], 0, tl.int32)  # polls so far, over all rows: a bound, never a hang
+    for it in range(0, n_iters):
+        row = group + it * n_groups
+        row_start = row.to(tl.int64) * n_cols
+        if PREFETCH:
+            x = x_next
+        else:
+            x = tl.load(x_ptr + row_start + c, mask=col_ok & (row < n_rows), other=pad)
+        if PACKED:
+            lo, hi = _unpack_bf16x2(x)
+            lo *= 1.4426950408889634
+            hi *= 1.4426950408889634
+            c_max = tl.maximum(tl.max(lo, axis=0), tl.max(hi, axis=0))
+            safe_max = tl.where(c_max == float("-inf"), 0.0, c_max)  # a chunk of -inf sums to 0
+            c_sum = tl.sum(tl.exp2(lo - safe_max) + tl.exp2(hi - safe_max), axis=0)
+        else:
+            xs = x.to(tl.float32) * 1.4426950408889634
+            c_max = tl.max(xs, axis=0)
+            c_sum = tl.sum(tl.exp2(xs - tl.where(c_max == float("-inf"), 0.0, c_max)), axis=0)
+        hi_bits = c_max.to(tl.int32, bitcast=True).to(tl.int64) << 32
+        lo_bits = c_sum.to(tl.int32, bitcast=True).to(tl.uint32, bitcast=True).to(tl.int64)
+        tl.atomic_xchg(slot_ptr + row * n_chunks + chunk, hi_bits | lo_bits, sem="relaxed")
+        if PREFETCH:  # next row's chunk is in flight while we wait
+            nxt = row + n_groups
+            x_next = tl.load(x_ptr + nxt.to(tl.int64) * n_cols + c, mask=col_ok & (nxt < n_rows), other=pad)
+        slots = slot_ptr + row * n_chunks + k
+        v = tl.atomic_add(slots, 0, mask=k_ok, sem="relaxed")  # an L2 read, never a stale L1 line
+        ready = tl.min(tl.where(k_ok, v != 0, 1).to(tl.int32), axis=0)
+        while (ready == 0) & (tries < SPIN_LIMIT):
+            v = tl.atomic_add(slots, 0, mask=k_ok, sem="relaxed")
+            ready = tl.min(tl.where(k_ok, v != 0, 1).to(tl.int32), axis=0)
+            tries += 1
+        p_max = tl.where(k_ok, (v >> 32).to(tl.int32).to(tl.float32, bitcast=True), float("-inf"))
+        p_sum = v.to(tl.int32).to(tl.float32, bitcast=True)
+        row_max = tl.max(p_max, axis=0)
+        safe_row_max = tl.where(row_max == float("-inf"), 0.0, row_max)
+        total = tl.sum(tl.where(p_max == float("-inf"), 0.0, p_sum * tl.exp2(p_max - safe_row_max)), axis=0)
+        inv_total = tl.where(ready != 0, 1.0 / total, float("nan"))  # gave up waiting: say so in y
+        # exp2 again rather than keeping fp32 exponentials across the wait (registers for a bigger
+        # chunk); a row of -inf gives exp2(NaN) = NaN, as torch does.
+        out = y_ptr + row_start + c
+        if PACKED:
+            # x ^ (ready - 1) is x once the wait succeeded, but the compiler cannot know it: it
+            # widens x again here instead of keeping the fp32 halves alive across the wait.
+            lo, hi = _unpack_bf16x2(x ^ (ready - 1))
+            y_lo = tl.exp2(lo * 1.4426950408889634 - row_max) * inv_total
+            y_hi = tl.exp2(hi * 1.4426950408889634 - row_max) * inv_total
+            tl.store(out, _pack_bf16x2(y_lo, y_hi), mask=col_ok & (row < n_rows))
+        else:
+            y = tl.exp2(x.to(tl.float32) * 1.4426950408889634 - row_max) * inv_total
+            tl.store(out, y.to(y_ptr.dtype.element_ty), mask=col_ok & (row < n_rows))
+
+def _coop_plan(m: int, n: int, chunk_n: int, device: torch.device):
+    """(chunk, n_chunks, row groups, iterations) for the cooperative kernel, or None where it must not run."""
+    chunk = min(chunk_n, triton.next_power_of_2(n))
+    n_chunks = triton.cdiv(n, chunk)
+    grid = cooperative_grid(m, n_chunks, device)
+    return None if grid is None else (chunk, n_chunks, *grid)
+
+
 def softmax_forward(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dimension of `x` with the CONFIG in force at call time."""
     n = x.shape[-1]
@@ -203,6 +312,17 @@ def softmax_forward(x: torch.Tensor) -> torch.Tensor:
         tile = block_m * block_n
         warps = min(cfg["max_warps"], max(1, triton.next_power_of_2(tile // (32 * cfg["elems_per_thread"]))))
         _softmax_tile_kernel[(triton.cdiv(m, block_m),)](x2, y, m, n, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps)
+    elif cfg["chunk_n"] > 0 and (coop := cfg["cooperative"] and _coop_plan(m, n, cfg["chunk_n"], x.device)):
+        chunk, n_chunks, n_groups, n_iters = coop
+        slots = torch.zeros(n_groups * n_iters * n_chunks, dtype=torch.int64, device=x.device)
+        # bf16 pairs as int32 words on the GPU (the interpreter keeps plain elements).
+        packed = x.is_cuda and x2.dtype == torch.bfloat16 and n % 2 == 0
+        xs, ys, unit = (x2.view(torch.int32), y.view(torch.int32), 2) if packed else (x2, y, 1)
+        _softmax_coop_kernel[(n_groups * n_chunks,)](
+            xs, ys, slots, m, n // unit, n_chunks, n_groups, n_iters,
+            CHUNK=chunk // unit, MAX_CHUNKS=triton.next_power_of_2(n_chunks), PACKED=packed, PREFETCH=COOP_PREFETCH,
+            SPIN_LIMIT=SPIN_LIMIT, num_warps=cfg["split_num_warps"],
+        )
     elif cfg["chunk_n"] > 0:
         chunk = min(cfg["chunk_n"], block_n)
         block = min(cfg["split_block_n"], chunk)

@@ -87,6 +87,49 @@ def test_matches_float64_reference(name, dtype_name, path, tmp_path):
     for m, n in shapes:
         check(kernel, name, m, n, dtype_name, random.randrange(2**31))
 
+# The cooperative kernel (RMSNorm, softmax) waits for a row's other chunks, so under the
+# interpreter it may only run with one chunk a row: rows of 9000 and 2500 in chunks of 16384.
+# M=5 on the interpreter's 4 "SMs" gives 3 row groups x 2 iterations, the last with a padding row.
+COOPERATIVE = (dict(LONG, chunk_n=16384, cooperative=True), [(5, 9000), (3, 2500)])
+
+
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+@pytest.mark.parametrize("name", ["rmsnorm", "softmax"])
+def test_cooperative_kernel_matches_float64_reference(name, dtype_name, tmp_path):
+    config, shapes = COOPERATIVE
+    kernel = load_kernel(name, tmp_path, **config)
+    for m, n in shapes:
+        check(kernel, name, m, n, dtype_name, random.randrange(2**31))
+
+
+@pytest.mark.parametrize("name", ["rmsnorm", "softmax"])
+def test_cooperative_kernel_never_waits_under_the_interpreter(name, tmp_path):
+    """With several chunks a row its programs would wait for each other, which the interpreter
+    (programs one after another) cannot do: the launcher must take the non-waiting chunked kernel."""
+    kernel = load_kernel(name, tmp_path, **dict(LONG, chunk_n=16384, cooperative=True))
+
+    class Forbidden:
+        def __getitem__(self, grid):
+            raise AssertionError("cooperative kernel launched with several chunks a row under the interpreter")
+
+    setattr(kernel, f"_{name}_coop_kernel", Forbidden())
+    check(kernel, name, 2, 20000, "bfloat16", random.randrange(2**31))  # two chunks a row
+
+
+def test_cooperative_grid_keeps_every_program_resident(monkeypatch):
+    import _launch_heuristics
+    from _launch_heuristics import cooperative_grid
+
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert cooperative_grid(5, 3, cpu) is None and cooperative_grid(5, 1, cpu) == (3, 2)  # 4 "SMs" here
+    monkeypatch.setattr(_launch_heuristics, "sm_count", lambda device: 132)  # an H200, without one
+    assert cooperative_grid(2048, 4, cuda) is None  # still interpreted: nobody may wait
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    for m, n_chunks in [(2048, 4), (1024, 16), (300, 7), (4096, 1), (3, 8)]:
+        groups, iters = cooperative_grid(m, n_chunks, cuda)
+        assert groups * n_chunks <= 132 and groups * iters >= m and groups * (iters - 1) < m, (m, n_chunks)
+    assert cooperative_grid(2048, 2, cuda) == (64, 32)  # 2048 rows in 32 full waves, not 31 and a sliver
+    assert cooperative_grid(10, 133, cuda) is None  # more chunks than SMs could deadlock
 
 @pytest.mark.parametrize("name", KERNELS)
 def test_sampled_tunables_combinations_are_correct(name, tmp_path):
@@ -140,7 +183,8 @@ def test_rmsnorm_keeps_leading_dimensions_and_reads_strided_input():
     torch.testing.assert_close(out, model(x), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("config", [{}, PATHS["chunked"][0], PATHS["two-pass"][0]], ids=["tile", "chunked", "two-pass"])
+@pytest.mark.parametrize("config", [{}, PATHS["chunked"][0], PATHS["two-pass"][0], COOPERATIVE[0]],
+                         ids=["tile", "chunked", "two-pass", "cooperative"])
 def test_softmax_handles_minus_infinity_like_torch(config, tmp_path):
     kernel = load_kernel("softmax", tmp_path, **config)
     x = torch.randn(3, 9000)
