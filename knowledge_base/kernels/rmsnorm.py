@@ -75,7 +75,10 @@ TUNABLES = {
     "num_stages": [1, 2],
     "reverse_second_pass": [True],
     "l2_hints": [True],
-    "cooperative": [False, True],
+    # The cooperative kernel is correct but measured no faster at the spec's shapes
+    # (bench/results/long_rows.md); kept out of the space so that the space stays the one whose
+    # best was measured outright (bench/results/offline_search_rmsnorm/). Set True by hand to try it.
+    "cooperative": [False],
 }
 
 
