@@ -53,3 +53,12 @@ def cooperative_grid(m: int, n_chunks: int, device: torch.device) -> tuple[int, 
     groups = min(m, sms // n_chunks)
     iters = -(-m // groups)
     return -(-m // iters), iters
+
+
+def cooperative_plan(m: int, n: int, chunk_n: int, device: torch.device) -> tuple[int, int, int, int] | None:
+    """(chunk, n_chunks, row groups, iterations) for a cooperative kernel over m rows of n, or None
+    where it must not run (see cooperative_grid)."""
+    chunk = min(chunk_n, 1 << max(0, n - 1).bit_length())
+    n_chunks = -(-n // chunk)
+    grid = cooperative_grid(m, n_chunks, device)
+    return None if grid is None else (chunk, n_chunks, *grid)

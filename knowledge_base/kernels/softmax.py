@@ -58,7 +58,8 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from _launch_heuristics import cooperative_grid, pipeline_stages, sm_count
+from _bf16_pairs import pack_bf16x2, unpack_bf16x2
+from _launch_heuristics import cooperative_plan, pipeline_stages, sm_count
 
 CONFIG = {"single_block_max_n": 16384, "tile_elems": 1024, "elems_per_thread": 16, "max_warps": 16, "chunk_n": 0, "split_block_n": 8192, "split_num_warps": 16, "split_programs_per_sm": 0, "num_stages": 3, "reverse_second_pass": True, "l2_hints": True, "cooperative": False}
 COOP_PREFETCH = True  # load the next row's chunk before waiting (an experiment switch, not a tunable)
@@ -202,18 +203,6 @@ def _softmax_chunk_kernel(
 
 
 @triton.jit
-def _unpack_bf16x2(v):
-    # An int32 holding two bf16 (element 2i in the low half) -> two fp32 (exact: bf16 is fp32's top half).
-    return (v << 16).to(tl.float32, bitcast=True), (v & -65536).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _pack_bf16x2(lo, hi):
-    lo_bits = lo.to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32) & 65535
-    return (hi.to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32) << 16) | lo_bits
-
-
-@triton.jit
 def _softmax_coop_kernel(
     x_ptr, y_ptr, slot_ptr, n_rows, n_cols, n_chunks, n_groups, n_iters,
     CHUNK: tl.constexpr, MAX_CHUNKS: tl.constexpr, PACKED: tl.constexpr, PREFETCH: tl.constexpr,
@@ -246,7 +235,7 @@ def _softmax_coop_kernel(
         else:
             x = tl.load(x_ptr + row_start + c, mask=col_ok & (row < n_rows), other=pad)
         if PACKED:
-            lo, hi = _unpack_bf16x2(x)
+            lo, hi = unpack_bf16x2(x)
             lo *= 1.4426950408889634
             hi *= 1.4426950408889634
             c_max = tl.maximum(tl.max(lo, axis=0), tl.max(hi, axis=0))
@@ -281,21 +270,13 @@ def _softmax_coop_kernel(
         if PACKED:
             # x ^ (ready - 1) is x once the wait succeeded, but the compiler cannot know it: it
             # widens x again here instead of keeping the fp32 halves alive across the wait.
-            lo, hi = _unpack_bf16x2(x ^ (ready - 1))
+            lo, hi = unpack_bf16x2(x ^ (ready - 1))
             y_lo = tl.exp2(lo * 1.4426950408889634 - row_max) * inv_total
             y_hi = tl.exp2(hi * 1.4426950408889634 - row_max) * inv_total
-            tl.store(out, _pack_bf16x2(y_lo, y_hi), mask=col_ok & (row < n_rows))
+            tl.store(out, pack_bf16x2(y_lo, y_hi), mask=col_ok & (row < n_rows))
         else:
             y = tl.exp2(x.to(tl.float32) * 1.4426950408889634 - row_max) * inv_total
             tl.store(out, y.to(y_ptr.dtype.element_ty), mask=col_ok & (row < n_rows))
-
-def _coop_plan(m: int, n: int, chunk_n: int, device: torch.device):
-    """(chunk, n_chunks, row groups, iterations) for the cooperative kernel, or None where it must not run."""
-    chunk = min(chunk_n, triton.next_power_of_2(n))
-    n_chunks = triton.cdiv(n, chunk)
-    grid = cooperative_grid(m, n_chunks, device)
-    return None if grid is None else (chunk, n_chunks, *grid)
-
 
 def softmax_forward(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dimension of `x` with the CONFIG in force at call time."""
@@ -312,7 +293,7 @@ def softmax_forward(x: torch.Tensor) -> torch.Tensor:
         tile = block_m * block_n
         warps = min(cfg["max_warps"], max(1, triton.next_power_of_2(tile // (32 * cfg["elems_per_thread"]))))
         _softmax_tile_kernel[(triton.cdiv(m, block_m),)](x2, y, m, n, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps)
-    elif cfg["chunk_n"] > 0 and (coop := cfg["cooperative"] and _coop_plan(m, n, cfg["chunk_n"], x.device)):
+    elif cfg["chunk_n"] > 0 and (coop := cfg["cooperative"] and cooperative_plan(m, n, cfg["chunk_n"], x.device)):
         chunk, n_chunks, n_groups, n_iters = coop
         slots = torch.zeros(n_groups * n_iters * n_chunks, dtype=torch.int64, device=x.device)
         # bf16 pairs as int32 words on the GPU (the interpreter keeps plain elements).
