@@ -62,3 +62,14 @@ def cooperative_plan(m: int, n: int, chunk_n: int, device: torch.device) -> tupl
     n_chunks = -(-n // chunk)
     grid = cooperative_grid(m, n_chunks, device)
     return None if grid is None else (chunk, n_chunks, *grid)
+
+
+def row_tile(m: int, block_n: int, config: dict) -> tuple[int, int]:
+    """(rows per program, warps) for a kernel whose program owns a [rows, block_n] tile of short
+    rows: about config["tile_elems"] elements a program (so N = 256 still moves enough bytes), and
+    config["elems_per_thread"] elements a thread, at most config["max_warps"] warps."""
+    block_m = min(max(1, config["tile_elems"] // block_n), 1 << max(0, m - 1).bit_length())
+    tile = block_m * block_n
+    per_warp = 32 * config["elems_per_thread"]
+    warps = min(config["max_warps"], max(1, 1 << max(0, tile // per_warp - 1).bit_length()))
+    return block_m, warps

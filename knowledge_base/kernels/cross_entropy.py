@@ -43,7 +43,7 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from _launch_heuristics import pipeline_stages, sm_count
+from _launch_heuristics import pipeline_stages, row_tile, sm_count
 
 CONFIG = {"single_block_max_n": 8192, "tile_elems": 4096, "elems_per_thread": 32, "max_warps": 16, "chunk_n": 0, "split_block_n": 2048, "split_num_warps": 8, "split_programs_per_sm": 0, "num_stages": 1}
 
@@ -186,9 +186,7 @@ def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_ind
     cfg = CONFIG
     block_n = triton.next_power_of_2(n)
     if block_n <= cfg["single_block_max_n"]:
-        block_m = min(max(1, cfg["tile_elems"] // block_n), triton.next_power_of_2(m))
-        tile = block_m * block_n
-        warps = min(cfg["max_warps"], max(1, triton.next_power_of_2(tile // (32 * cfg["elems_per_thread"]))))
+        block_m, warps = row_tile(m, block_n, cfg)
         _ce_tile_kernel[(triton.cdiv(m, block_m),)](
             x, tgt, loss, m, n, ignore_index, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps
         )

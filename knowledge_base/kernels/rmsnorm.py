@@ -57,7 +57,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from _bf16_pairs import pack_bf16x2, unpack_bf16x2
-from _launch_heuristics import cooperative_plan, pipeline_stages, sm_count
+from _launch_heuristics import cooperative_plan, pipeline_stages, row_tile, sm_count
 
 CONFIG = {"single_block_max_n": 16384, "tile_elems": 1024, "elems_per_thread": 16, "max_warps": 16, "chunk_n": 32768, "split_block_n": 16384, "split_num_warps": 32, "split_programs_per_sm": 0, "num_stages": 1, "reverse_second_pass": True, "l2_hints": True, "cooperative": False}
 COOP_PREFETCH = True  # load the next row's chunk before waiting (an experiment switch, not a tunable)
@@ -264,9 +264,7 @@ def rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.
     cfg = CONFIG
     block_n = triton.next_power_of_2(n)
     if block_n <= cfg["single_block_max_n"]:
-        block_m = min(max(1, cfg["tile_elems"] // block_n), triton.next_power_of_2(m))
-        tile = block_m * block_n
-        warps = min(cfg["max_warps"], max(1, triton.next_power_of_2(tile // (32 * cfg["elems_per_thread"]))))
+        block_m, warps = row_tile(m, block_n, cfg)
         _rmsnorm_tile_kernel[(triton.cdiv(m, block_m),)](
             x2, w, y, m, n, eps, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps
         )

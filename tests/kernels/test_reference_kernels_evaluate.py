@@ -1,0 +1,25 @@
+"""Every reference kernel passes `kernelevolve eval specs/<spec>.yaml knowledge_base/kernels/<name>.py`
+under the interpreter, in the evaluator's sandbox (kernels found by convention, not listed)."""
+
+import pytest
+
+from kernelevolve.evaluation.evaluator import Evaluator
+from kernelevolve.knowledge import KnowledgeBase
+from kernelevolve.paths import SPECS
+from kernelevolve.spec import load_spec
+
+KERNELS = sorted((doc.name, doc.spec) for doc in KnowledgeBase.load().documents if doc.kind == "kernels")
+
+
+def test_every_reference_kernel_has_a_spec():
+    assert {"rmsnorm", "softmax", "cross_entropy", "flash_attention", "ikbo_lce", "ikbo_target_attention"} <= {k for k, _ in KERNELS}
+    for name, spec in KERNELS:
+        assert (SPECS / f"{spec}.yaml").exists(), name
+
+
+@pytest.mark.parametrize("name, spec_name", KERNELS)
+def test_reference_kernel_passes_the_evaluator(name, spec_name):
+    spec = load_spec(SPECS / f"{spec_name}.yaml")
+    result = Evaluator(device="interpret", timeout_s=120).evaluate(spec, KnowledgeBase.load().reference_kernel(name).source)
+    assert result.correct, f"{result.failure}: {result.message}\n{result.log[-2000:]}"
+    assert [s.correct for s in result.shapes] == [True] * len(spec.interpret_shapes)
