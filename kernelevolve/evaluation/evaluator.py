@@ -205,7 +205,3 @@ class Evaluator:
 def _shape(case: Case) -> ShapeResult:
     return ShapeResult(label=case.label, params=dict(case.params), dtype=case.dtype)
 
-
-def evaluate(spec: Spec, source: str, *, device: str = "interpret", shapes=None, timeout_s: float = 300.0) -> EvalResult:
-    """One-off evaluation (builds an Evaluator each time; the search keeps one)."""
-    return Evaluator(device=device, timeout_s=timeout_s).evaluate(spec, source, shapes)

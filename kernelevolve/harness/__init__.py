@@ -38,6 +38,5 @@ def render(tool: str, config: dict[str, Any]) -> str:
     template = _environment().get_template(f"{tool}.py.j2")
     return template.render(
         config_literal=repr(json.dumps(config)),
-        config=config,
         interpreter_compat_source=Path(interpreter_compat.__file__).read_text(),
     )
