@@ -85,6 +85,11 @@ class Spec(BaseModel):
     # the fewest bytes moved and the FLOPs per call; used to report GB/s and TFLOP/s.
     bytes: str | None = None
     flops: str | None = None
+    # Torch ops a candidate may compute with besides its kernels (by name, e.g. [pad, softmax]);
+    # others are glue only (allocation, views, casts). `inplace`: the operator writes its inputs.
+    allow_torch_ops: list[str] = Field(default_factory=list)
+    inplace: bool = False
+    languages: list[Literal["triton"]] = Field(default_factory=lambda: ["triton"])
     path: Path | None = None  # the spec file itself (None for a bare reference module)
 
     @field_validator("dtypes")

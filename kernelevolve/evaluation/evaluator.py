@@ -1,4 +1,5 @@
-"""Turn one candidate into one EvalResult: correctness in a sandbox, then (cuda) timing.
+"""Turn one candidate into one EvalResult: a static screen, correctness in a sandbox, then (cuda)
+the baseline (in a process of its own, cached) and the candidate's timing, then plausibility marks.
 
 Thread-safe: the search engine may call `evaluate` from several threads; on cuda each call holds
 one GPU (CUDA_VISIBLE_DEVICES) for its duration, so there is one worker per GPU.
@@ -7,6 +8,7 @@ one GPU (CUDA_VISIBLE_DEVICES) for its duration, so there is one worker per GPU.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import queue
 import secrets
@@ -15,10 +17,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from kernelevolve.evaluation import plausibility
 from kernelevolve.evaluation.baselines import BaselineStore, JsonBaselineStore
 from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
 from kernelevolve.evaluation.sandbox import Limits, Outcome, clean_environment, run_script
 from kernelevolve.harness import render
+from kernelevolve.harness.runtime.screen import screen_source
 from kernelevolve.paths import KNOWLEDGE_BASE, cache_dir
 from kernelevolve.spec import Case, Spec, ShapeValue
 
@@ -38,6 +42,8 @@ class Evaluator:
         keep_workdirs: bool = False,
         scratch_root: Path | None = None,
         max_memory_bytes: int | None = 16 << 30,
+        screen: bool = True,
+        speedup_bound: float = plausibility.SPEEDUP_BOUND,
     ):
         if device not in DEVICES:
             raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
@@ -48,6 +54,8 @@ class Evaluator:
         self.keep_workdirs = keep_workdirs
         self.scratch_root = scratch_root  # where per-candidate scratch folders go (default: TMPDIR)
         self.baselines = baseline_store or JsonBaselineStore()
+        self.screen = screen  # the static tampering screen; off only to test the sandbox behind it
+        self.speedup_bound = speedup_bound
         if device == "cuda":
             if gpus is None:
                 import torch
@@ -75,6 +83,12 @@ class Evaluator:
         except SyntaxError as e:
             return self._finish(EvalResult.failed(Failure.SYNTAX, f"line {e.lineno}: {e.msg}", device=self.device,
                                                   shapes=[_shape(c) for c in cases]), start)
+        problems = screen_source(source) if self.screen else []
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            return self._finish(EvalResult.failed(Failure.TAMPERING, f"the candidate tampers with its evaluation: "
+                                                  f"{problems[0]}{more}", log="\n".join(problems), device=self.device,
+                                                  shapes=[_shape(c) for c in cases]), start)
         slot = self._slots.get()
         workdir = Path(tempfile.mkdtemp(prefix="kernelevolve-eval-", dir=self.scratch_root))
         try:
@@ -101,6 +115,8 @@ class Evaluator:
             "tolerances": {d: spec.tolerance(d).model_dump() for d in spec.dtypes},
             "trials": self.trials,
             "seed": seed,
+            "allow_torch_ops": list(spec.allow_torch_ops),
+            "inplace": spec.inplace,
             # Candidates may import the knowledge base's shared launch helpers (_launch_heuristics).
             "import_paths": [str(KNOWLEDGE_BASE / "kernels")],
         }
@@ -117,18 +133,15 @@ class Evaluator:
         if not result.correct or self.device != "cuda":
             return result
 
-        fingerprint = spec.fingerprint
-        config.update(
-            baseline=spec.baseline,
-            spec_fingerprint=fingerprint,
-            baseline_cache=self.baselines.lookup(fingerprint),
-            warmup_ms=self.warmup_ms,
-            rep_ms=self.rep_ms,
-            result_path=str(workdir / "bench.json"),
-        )
-        outcome = run_script(render("benchmark", config), workdir / "bench", limits=limits, env=env, result_path=workdir / "bench.json")
+        bench = dict(config, mode="candidate", baseline=spec.baseline, warmup_ms=self.warmup_ms, rep_ms=self.rep_ms,
+                     result_path=str(workdir / "bench.json"))
+        baseline_ms = self._baselines(spec, bench, workdir, slot, env, limits, result)
+        outcome = run_script(render("benchmark", bench), workdir / "bench", limits=limits, env=env, result_path=workdir / "bench.json")
         result.phases_s["benchmark"] = outcome.duration_s
         self._absorb(result, outcome, "benchmark")
+        for shape in result.shapes:
+            shape.baseline_ms = baseline_ms.get(shape.label)
+            shape.baseline_cached = shape.label in result.environment.get("baselines_cached", [])
         if result.failure is None:
             result.timed = all(s.latency_ms is not None and s.baseline_ms is not None for s in result.shapes)
         for shape, case in zip(result.shapes, cases):
@@ -136,7 +149,37 @@ class Evaluator:
             if shape.latency_ms:
                 shape.gbps = nbytes / shape.latency_ms / 1e6 if nbytes else None
                 shape.tflops = flops / shape.latency_ms / 1e9 if flops else None
+        reason = plausibility.suspicious(result, spec.hardware, self.speedup_bound)
+        if reason:
+            result.marks["suspicious"] = reason
         return result
+
+    def _baselines(self, spec: Spec, bench: dict, workdir: Path, slot: str, env: dict, limits: Limits,
+                   result: EvalResult) -> dict[str, float]:
+        """Baseline medians by case label: cached per (spec, shape, GPU, torch, triton), else timed in
+        a process that never sees the candidate (so no candidate can slow it or forge it)."""
+        keys = {c["label"]: "|".join([spec.fingerprint, c["label"], spec.baseline, *_software(slot)])
+                for c in bench["cases"]}
+        cached = self.baselines.lookup(spec.fingerprint)
+        found = {label: cached[k] for label, k in keys.items() if k in cached}
+        result.environment["baselines_cached"] = sorted(found)
+        missing = [c for c in bench["cases"] if c["label"] not in found]
+        if not missing:
+            return found
+        config = dict(bench, mode="baseline", cases=missing, result_path=str(workdir / "baseline.json"))
+        outcome = run_script(render("benchmark", config), workdir / "baseline", limits=limits, env=env,
+                             result_path=workdir / "baseline.json")
+        result.phases_s["baseline"] = outcome.duration_s
+        data = outcome.result or {}
+        for case in data.get("cases", []):
+            if case.get("baseline_ms") is not None and case.get("label") in keys:
+                found[case["label"]] = case["baseline_ms"]
+                self.baselines.save(keys[case["label"]], case["baseline_ms"])
+        if len(found) < len(keys):
+            failure = (data.get("failure") or {}).get("message") or (
+                f"the baseline process ended without timings ({outcome.signal_name or outcome.returncode})")
+            result.environment["baseline_error"] = failure
+        return found
 
     def _environment(self, workdir: Path, slot: str) -> dict[str, str]:
         caches = cache_dir()
@@ -170,17 +213,14 @@ class Evaluator:
                 for key in ("correct", "failure", "message", "max_abs_err", "max_rel_err"):
                     setattr(shape, key, case.get(key))
             else:
-                shape.latency_ms, shape.baseline_ms = case.get("latency_ms"), case.get("baseline_ms")
-                shape.baseline_cached = bool(case.get("baseline_cached"))
-                if shape.baseline_ms is not None and not shape.baseline_cached:
-                    self.baselines.save(case["baseline_key"], shape.baseline_ms)
+                shape.latency_ms = case.get("latency_ms")
         stage = data.get("stage", "start-up")
         failure = data.get("failure")
         log = "\n".join(x for x in ((failure or {}).get("traceback", ""), outcome.stderr.strip()) if x)
         if outcome.timed_out:
             self._fail(result, Failure.TIMEOUT, f"{phase}: no result after {self.timeout_s:g}s (during {stage}); process group killed", log)
         elif failure:
-            self._fail(result, Failure(failure["class"]), failure["message"], log)
+            self._fail(result, Failure.parse(failure["class"]), failure["message"], log)
         elif outcome.signal_name:
             self._fail(result, Failure.CRASH, f"{phase}: process killed by {outcome.signal_name} during {stage}", log)
         elif stage != "done":
@@ -200,6 +240,15 @@ class Evaluator:
             if shape.correct is None and failure in (Failure.TIMEOUT, Failure.CRASH):
                 shape.failure = str(failure)
                 break
+
+
+@functools.lru_cache(maxsize=None)
+def _software(slot: str) -> tuple[str, str, str]:
+    """(GPU name, torch, triton) for a GPU slot, known here rather than reported by a candidate's process."""
+    import torch
+    import triton
+
+    return torch.cuda.get_device_name(int(slot or 0)), torch.__version__, triton.__version__
 
 
 def _shape(case: Case) -> ShapeResult:

@@ -19,9 +19,45 @@ class Failure(str, Enum):
     TIMEOUT = "timeout"
     CRASH = "crash"  # the process died (signal, abort, exit without a result)
     INCORRECT = "incorrect"  # ran, but wrong shape/dtype/values, NaN/Inf, or unwritten output
+    # What a candidate that games its evaluation gets (see kernelevolve/harness/runtime/guard.py):
+    NOT_A_KERNEL = "not_a_kernel"  # no kernel of the spec's language, or the work done by torch ops
+    MUTATES_INPUT = "mutates_input"  # wrote into an input, or returned (a view of) one
+    INCONSISTENT = "inconsistent"  # later or timed calls returned wrong results (cached / stale output)
+    TIMING = "timing"  # work outside the timed region (side stream), or timer and wall clock disagree
+    TAMPERING = "tampering"  # patches torch/triton/the harness, reaches frames/globals, kills or forks
+    REFERENCE = "reference"  # the reference itself could not run at this shape: not the candidate's fault
 
     def __str__(self) -> str:
         return self.value
+
+    @classmethod
+    def parse(cls, value: str | None) -> "Failure | None":
+        """The member for a stored string (None for None); unknown strings count as crashes."""
+        if value is None:
+            return None
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.CRASH
+
+
+# Why a failure class was given, for people and for the model's debug prompt.
+EXPLANATIONS: dict[str, str] = {
+    "not_a_kernel": "the evaluator watched the forward: it must launch kernels of the spec's language and do its "
+                    "computation in them; torch calls are allowed only as glue (allocation, views, reshapes, casts)",
+    "mutates_input": "the inputs were compared before and after the call: a kernel must leave its inputs unchanged "
+                     "and return new output tensors, not (views of) its inputs",
+    "inconsistent": "the same module was called repeatedly on buffers whose values changed between calls, and "
+                    "those outputs were checked: results must not be cached on pointers or shapes, and every "
+                    "call must compute its result",
+    "timing": "timed calls must do their work on the caller's current CUDA stream, inside the timed region; "
+              "launching on another stream or returning before the work is done is not allowed",
+    "tampering": "the candidate's source or behaviour tampers with the evaluation (patching torch, triton or the "
+                 "harness, reaching frames, globals or builtins, dynamic imports, processes, files): write a plain "
+                 "kernel module that imports only torch, triton and the standard math helpers",
+    "reference": "the reference module itself could not run at this shape: choose smaller shapes (--shape) or "
+                 "the spec's interpret_shapes",
+}
 
 
 @dataclass
@@ -59,6 +95,10 @@ class EvalResult:
     duration_s: float = 0.0
     phases_s: dict[str, float] = field(default_factory=dict)  # correctness / benchmark wall time
     environment: dict[str, Any] = field(default_factory=dict)  # gpu, torch, triton versions
+    # Flags for a person: "suspicious" (implausible speedup or throughput) and "unstable" (a fresh
+    # re-evaluation disagreed); mark -> reason. A marked node is never reported as a run's best.
+    marks: dict[str, str] = field(default_factory=dict)
+    recheck: dict[str, Any] | None = None  # the elite re-evaluation: fitness and per-shape latencies
 
     @property
     def fitness(self) -> float | None:

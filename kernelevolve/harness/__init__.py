@@ -1,20 +1,22 @@
 """Render harness_templates/<tool>.py.j2 into one standalone script per (candidate, tool).
 
-The script reads nothing but its own embedded configuration and the files it names, and writes
-one JSON result; instrumentation lives in the templates, never in the candidate.
+The template holds only what differs per candidate (which tool, which files, which cases); the
+harness is the importable package `kernelevolve.harness.runtime`, one module per tool.
+Instrumentation lives there, never in the candidate.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from kernelevolve.evaluation import interpreter_compat
 from kernelevolve.paths import HARNESS_TEMPLATES
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the directory that holds kernelevolve/
 
 
 @lru_cache(maxsize=1)
@@ -36,7 +38,4 @@ def render(tool: str, config: dict[str, Any]) -> str:
     if tool not in available_tools():
         raise ValueError(f"no harness template for {tool!r} (have: {', '.join(available_tools())})")
     template = _environment().get_template(f"{tool}.py.j2")
-    return template.render(
-        config_literal=repr(json.dumps(config)),
-        interpreter_compat_source=Path(interpreter_compat.__file__).read_text(),
-    )
+    return template.render(tool=tool, config_literal=repr(json.dumps(config)), package_root=repr(str(PACKAGE_ROOT)))

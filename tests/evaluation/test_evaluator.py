@@ -20,6 +20,12 @@ def evaluator():
     return Evaluator(device="interpret", timeout_s=60)
 
 
+@pytest.fixture(scope="module")
+def unscreened():
+    """The static tampering screen off, so the sandbox behind it is what is tested."""
+    return Evaluator(device="interpret", timeout_s=60, screen=False)
+
+
 def test_correct_triton_candidate_passes(evaluator, scale_shift_spec):
     result = evaluator.evaluate(scale_shift_spec, candidate("good"))
     assert result.correct, result.message
@@ -44,8 +50,8 @@ def test_correct_triton_candidate_passes(evaluator, scale_shift_spec):
         ("segfault", Failure.CRASH, "SIGSEGV"),
     ],
 )
-def test_failure_classes(evaluator, scale_shift_spec, name, failure, words):
-    result = evaluator.evaluate(scale_shift_spec, candidate(name))
+def test_failure_classes(unscreened, scale_shift_spec, name, failure, words):
+    result = unscreened.evaluate(scale_shift_spec, candidate(name))
     assert not result.correct
     assert result.failure == failure.value, (result.failure, result.message)
     assert words in result.message
@@ -59,7 +65,7 @@ def test_hanging_candidate_is_killed_with_its_children(scale_shift_spec, tmp_pat
         "        open('child.pid', 'w').write(str(subprocess.Popen(['sleep', '300']).pid))\n"
         "        time.sleep(300)\n",
     )
-    evaluator = Evaluator(device="interpret", timeout_s=8, keep_workdirs=True, scratch_root=tmp_path)
+    evaluator = Evaluator(device="interpret", timeout_s=8, keep_workdirs=True, scratch_root=tmp_path, screen=False)
     result = evaluator.evaluate(scale_shift_spec, source)
     assert result.failure == "timeout"
     assert "M=8,N=300 float32" in result.message  # says where it hung
@@ -72,23 +78,32 @@ def test_hanging_candidate_is_killed_with_its_children(scale_shift_spec, tmp_pat
             __import__("time").sleep(0.1)
 
 
-def test_candidate_has_no_network(evaluator, scale_shift_spec):
-    source = with_forward_prologue(
-        "        import socket\n"
-        "        s = socket.socket()\n"
-        "        s.settimeout(2)\n"
-        "        s.connect(('127.0.0.1', 9))\n",
-    )
-    result = evaluator.evaluate(scale_shift_spec, source)
-    assert result.environment["sandbox"]["network"] in ("netns", "userns+netns"), "no network namespace on this OS"
-    assert result.failure == "runtime"
-    assert "Network is unreachable" in result.message or "Errno" in result.message
+def test_candidate_has_no_network(unscreened, scale_shift_spec):
+    """A server listens on this machine's loopback; the candidate's connection to it must fail."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    try:
+        source = with_forward_prologue(
+            "        import socket\n"
+            f"        socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n",
+        )
+        result = unscreened.evaluate(scale_shift_spec, source)
+    finally:
+        server.close()
+    assert result.environment["sandbox"]["network"] in ("netns", "userns+netns"), result.environment["sandbox"]
+    assert result.failure == "runtime", result.message
+    assert "unreachable" in result.message or "refused" in result.message, result.message
 
 
 def test_candidate_sees_no_secrets(evaluator, scale_shift_spec, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-secret")
-    source = with_forward_prologue("        assert 'ANTHROPIC_API_KEY' not in __import__('os').environ, 'leaked'\n")
-    assert evaluator.evaluate(scale_shift_spec, source).correct
+    source = "import os\n" + with_forward_prologue("        assert 'ANTHROPIC_API_KEY' not in os.environ, 'leaked'\n")
+    result = evaluator.evaluate(scale_shift_spec, source)
+    assert result.correct, result.message
 
 
 def test_fresh_random_inputs_every_evaluation(evaluator, scale_shift_spec):

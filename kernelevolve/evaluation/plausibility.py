@@ -1,0 +1,56 @@
+"""Marks for results a person should look at before anyone believes them.
+
+`suspicious`: a speedup above a bound (default 10x over the baseline) or an implied bandwidth or
+throughput above the hardware's datasheet peak (the spec's `bytes`/`flops` against the
+knowledge base's hardware document). `unstable`: a fresh re-evaluation's timings disagree.
+"""
+
+from __future__ import annotations
+
+from kernelevolve.evaluation.result import EvalResult
+
+SPEEDUP_BOUND = 10.0
+RECHECK_TOLERANCE = 0.15  # per-shape latency may differ this much (relative) between two evaluations
+
+
+def hardware_peaks(hardware: str) -> tuple[float | None, float | None]:
+    """(GB/s, TFLOP/s) from knowledge_base/hardware/<hardware>.md front matter; None where absent."""
+    from kernelevolve.knowledge.frontmatter import split_front_matter
+    from kernelevolve.paths import KNOWLEDGE_BASE
+
+    path = KNOWLEDGE_BASE / "hardware" / f"{hardware.lower()}.md"
+    try:
+        header, _ = split_front_matter(path.read_text(), path)
+    except Exception:  # no document for this hardware, or one we cannot read: no peak check
+        return None, None
+    gb, tf = header.get("peak_gbps"), header.get("peak_tflops")
+    return (float(gb) if isinstance(gb, (int, float)) else None, float(tf) if isinstance(tf, (int, float)) else None)
+
+
+def suspicious(result: EvalResult, hardware: str, bound: float = SPEEDUP_BOUND) -> str | None:
+    """Why a timed, correct result is implausible, or None."""
+    if not result.correct or not result.timed:
+        return None
+    peak_gb, peak_tf = hardware_peaks(hardware)
+    for s in result.shapes:
+        where = f"{s.label}"
+        if s.speedup is not None and s.speedup > bound:
+            return f"{s.speedup:.1f}x over the baseline at {where}, above the {bound:g}x bound"
+        if peak_gb and s.gbps and s.gbps > peak_gb:
+            return f"{s.gbps:.0f} GB/s at {where}, above the {hardware} peak of {peak_gb:.0f} GB/s"
+        if peak_tf and s.tflops and s.tflops > peak_tf:
+            return f"{s.tflops:.0f} TFLOP/s at {where}, above the {hardware} peak of {peak_tf:.0f} TFLOP/s"
+    return None
+
+
+def disagreement(first: EvalResult, second: EvalResult, tolerance: float = RECHECK_TOLERANCE) -> str | None:
+    """Why two evaluations of one candidate disagree (correctness or latency beyond noise), or None."""
+    if not second.correct:
+        return f"the re-evaluation failed ({second.failure}): {second.message}"
+    for a, b in zip(first.shapes, second.shapes):
+        if a.latency_ms and b.latency_ms:
+            rel = abs(a.latency_ms - b.latency_ms) / min(a.latency_ms, b.latency_ms)
+            if rel > tolerance:
+                return (f"{a.label}: {a.latency_ms:.4f} ms then {b.latency_ms:.4f} ms in a fresh process "
+                        f"({100 * rel:.0f}% apart, more than {100 * tolerance:.0f}%)")
+    return None

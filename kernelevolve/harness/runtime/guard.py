@@ -1,0 +1,185 @@
+"""What keeps a hostile candidate from gaming its own evaluation (it runs in this process).
+
+- `Tripwire`: the identity of every callable in the modules a judge relies on, taken before the
+  candidate is imported, compared after it ran (a replaced `torch.allclose` is tampering);
+- `KernelMonitor`: which Triton kernels a forward launched and which torch compute ops it called
+  outside them (the kernel-language check);
+- `InputGuard`: inputs unchanged after a call, outputs not aliasing an input.
+The static screen (screen.py) runs before any of this; the OS sandbox (sandbox.py) contains what the process can do to the outside; these checks keep
+what it reports honest.
+"""
+
+from __future__ import annotations
+
+import builtins
+import sys
+import time
+import types
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+# -- tripwire -------------------------------------------------------------------------------
+def _watched() -> list[tuple[str, object]]:
+    import triton
+    import triton.testing
+    objs = [("torch", torch), ("torch.Tensor", torch.Tensor), ("torch.nn.functional", torch.nn.functional),
+            ("torch.nn.Module", torch.nn.Module), ("torch.testing", torch.testing), ("triton", triton),
+            ("triton.testing", triton.testing), ("time", time), ("builtins", builtins), ("json", sys.modules["json"]),
+            ("os", sys.modules["os"])]
+    if torch.cuda.is_available():
+        objs += [("torch.cuda", torch.cuda), ("torch.cuda.Event", torch.cuda.Event)]
+    return objs
+
+
+class Tripwire:
+    """Remembers every callable the judge may use; `changed()` names those replaced since."""
+
+    def __init__(self) -> None:
+        self._seen = {(name, key): value for name, obj in _watched() for key, value in list(vars(obj).items())
+                      if callable(value) or isinstance(value, (staticmethod, classmethod, property))}
+        self._objs = dict(_watched())
+
+    def changed(self) -> list[str]:
+        out = []
+        for (name, key), value in self._seen.items():
+            current = vars(self._objs[name]).get(key, None)
+            if current is not value:
+                out.append(f"{name}.{key}")
+        return out
+
+
+# -- kernel-language check ------------------------------------------------------------------
+# Torch calls that only allocate, reshape, view, cast or describe tensors: glue around kernels.
+GLUE_OPS = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "new_zeros",
+    "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "arange", "tensor", "as_tensor", "new_tensor",
+    "view", "view_as", "reshape", "reshape_as", "contiguous", "stride", "size", "numel", "dim", "ndimension",
+    "permute", "transpose", "t", "T", "mT", "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten",
+    "narrow", "select", "__getitem__", "split", "chunk", "unbind", "as_strided", "movedim", "to", "type", "float",
+    "half", "bfloat16", "double", "int", "long", "bool", "is_contiguous", "data_ptr", "element_size",
+    "storage_offset", "is_floating_point", "is_complex", "device", "dtype", "shape", "get_device", "fill_", "zero_",
+    "copy_", "clone", "detach", "requires_grad_", "is_cuda", "layout", "ndim", "nbytes", "itemsize", "untyped_storage",
+    "__len__", "__iter__", "__format__", "__repr__", "__bool__", "__index__", "__int__", "item", "tolist", "cpu",
+    "cuda", "is_leaf", "requires_grad", "grad", "data", "names", "stride", "__setitem__", "is_set_to", "storage",
+    "_is_view", "_base", "is_sparse", "is_quantized", "is_meta", "is_nested", "is_mkldnn", "output_nr", "_version",
+    "__hash__", "__eq__", "__ne__", "__contains__", "__reduce_ex__", "__deepcopy__", "__get__", "cat", "stack",
+    "empty_cache", "current_stream", "current_device", "get_device_properties", "device_count", "synchronize",
+    "parameters", "buffers", "named_parameters", "dim_order", "is_pinned", "real", "imag",
+    "_set_grad_enabled", "is_grad_enabled", "is_inference_mode_enabled", "is_autocast_enabled",
+}
+
+
+def _op_name(func) -> str:
+    name = getattr(func, "__name__", None) or type(func).__name__
+    if name == "__get__":  # a property such as Tensor.shape
+        owner = getattr(func, "__self__", None)
+        name = getattr(owner, "__name__", name)
+    return name
+
+
+class KernelMonitor(TorchFunctionMode):
+    """While active: Triton launches by kernel name, and torch ops called outside a launch."""
+
+    def __init__(self, allowed_ops: set[str] | frozenset[str] = frozenset()):
+        super().__init__()
+        self.allowed = set(allowed_ops) | GLUE_OPS
+        self.launches: dict[str, int] = {}
+        self.compute_ops: dict[str, int] = {}
+        self._depth = 0
+        self._patched: list[tuple[type, str, object]] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if self._depth == 0:
+            name = _op_name(func)
+            if name not in self.allowed and name.rstrip("_") not in self.allowed:
+                self.compute_ops[name] = self.compute_ops.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+    def _wrap(self, cls: type, attr: str) -> None:
+        original = cls.__dict__.get(attr)
+        if original is None:
+            return
+        monitor = self
+
+        def launch(fn_self, *args, **kwargs):
+            name = getattr(getattr(fn_self, "fn", None), "__name__", None) or getattr(fn_self, "__name__", "kernel")
+            if monitor._depth == 0:
+                monitor.launches[name] = monitor.launches.get(name, 0) + 1
+            monitor._depth += 1
+            try:
+                return original(fn_self, *args, **kwargs)
+            finally:
+                monitor._depth -= 1
+
+        setattr(cls, attr, launch)
+        self._patched.append((cls, attr, original))
+
+    def __enter__(self):
+        from triton.runtime.jit import JITFunction
+        self._wrap(JITFunction, "run")
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+            self._wrap(InterpretedFunction, "run")
+        except ImportError:
+            pass
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        out = super().__exit__(*exc)
+        for cls, attr, original in reversed(self._patched):
+            setattr(cls, attr, original)
+        self._patched.clear()
+        return out
+
+    def verdict(self, language: str = "triton") -> str | None:
+        """None when the forward computed with kernels; else the one-line reason it did not."""
+        if not self.launches:
+            ops = ", ".join(f"torch.{k}" for k in sorted(self.compute_ops)[:6])
+            return (f"forward launched no {language} kernel" + (f"; it computed with {ops}" if ops else "")
+                    + ": the computation must run in kernels of the spec's language")
+        if self.compute_ops:
+            ops = ", ".join(f"torch.{k} x{n}" for k, n in sorted(self.compute_ops.items())[:6])
+            return (f"forward computed with torch ops outside its {language} kernels ({ops}): torch is for glue "
+                    f"(allocation, views, casts); list an op in the spec's allow_torch_ops if it is meant")
+        return None
+
+
+# -- inputs ---------------------------------------------------------------------------------
+class InputGuard:
+    """A copy of the inputs before a call, to tell whether the call wrote into them."""
+
+    def __init__(self, inputs: list):
+        self.inputs = inputs
+        self.copies = [x.detach().clone() if isinstance(x, torch.Tensor) else None for x in inputs]
+
+    def mutated(self) -> list[int]:
+        bad = []
+        for i, (x, c) in enumerate(zip(self.inputs, self.copies)):
+            if c is not None and not (x.shape == c.shape and x.dtype == c.dtype and
+                                      _same_bits(x.detach(), c)):
+                bad.append(i)
+        return bad
+
+    def aliased(self, outputs: list) -> list[tuple[int, int]]:
+        """(output, input) pairs whose memory overlaps: a view of an input is not a result."""
+        spans = []
+        for i, x in enumerate(self.inputs):
+            if isinstance(x, torch.Tensor) and x.numel():
+                start = x.untyped_storage().data_ptr()
+                spans.append((i, start, start + x.untyped_storage().nbytes()))
+        pairs = []
+        for o, out in enumerate(outputs):
+            if not isinstance(out, torch.Tensor) or not out.numel():
+                continue
+            s = out.untyped_storage().data_ptr()
+            e = s + out.untyped_storage().nbytes()
+            pairs += [(o, i) for i, a, b in spans if s < b and a < e]
+        return pairs
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equality (NaN-safe: a NaN written into an input is a change, one left alone is not)."""
+    if not a.numel():
+        return True
+    return torch.equal(a.reshape(-1).contiguous().view(torch.uint8), b.reshape(-1).contiguous().view(torch.uint8))

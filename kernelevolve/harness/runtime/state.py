@@ -1,0 +1,62 @@
+"""The result file a harness process leaves behind, and how its failures are classified."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+
+
+class Result:
+    """What the evaluator reads back: stage, per-case entries, environment, failure.
+
+    Rewritten after every step, so a later hang or crash still leaves what was measured."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.data: dict = {"stage": "start", "cases": [], "environment": {}, "failure": None, "checks": {}}
+        # Captured now: a candidate that rebinds os.replace or json.dump cannot redirect the verdict.
+        self._replace, self._dump, self._exit, self._open = os.replace, json.dump, os._exit, open
+
+    @property
+    def cases(self) -> list:
+        return self.data["cases"]
+
+    def stage(self, text: str) -> None:
+        self.data["stage"] = text
+        self.write()
+
+    def write(self) -> None:
+        tmp = self.path + ".tmp"
+        with self._open(tmp, "w") as f:
+            self._dump(self.data, f)
+        self._replace(tmp, self.path)
+
+    def finish(self, failure: str | None = None, message: str = "", exc: BaseException | None = None) -> None:
+        """Write the verdict and leave at once (no atexit hooks of the candidate's run)."""
+        if failure:
+            self.data["failure"] = {"class": failure, "message": message,
+                                    "traceback": traceback.format_exc(limit=20)[-6000:] if exc else ""}
+        self.data["stage"] = "done"
+        self.write()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self._exit(0)
+
+
+def one_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:500]
+
+
+def failure_class(exc: BaseException) -> str:
+    """Triton's own errors mean the kernel was refused (compile); anything else is a runtime error."""
+    for cls in type(exc).__mro__:
+        if cls.__module__.startswith(("triton.compiler", "triton.runtime.errors", "triton.runtime.interpreter")):
+            return "compile"
+        if cls.__name__ in ("CompilationError", "CompileTimeAssertionFailure", "OutOfResources", "PTXASError",
+                            "InterpreterError"):
+            return "compile"
+    return "runtime"
