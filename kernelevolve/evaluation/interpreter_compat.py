@@ -1,29 +1,80 @@
-"""A fix for triton 3.6's CPU interpreter under numpy >= 2.3 (stdlib + triton only).
+"""Fixes for bugs of Triton's CPU interpreter (TRITON_INTERPRET=1), Triton 3.6 to 3.9 (stdlib,
+numpy and triton only: the harness runs it before any candidate code).
 
-The interpreter turns a loop bound into a Python int with int(array) on a one-element array,
-which numpy >= 2.3 refuses ("only 0-dimensional arrays can be converted to Python scalars"), so
-every `for i in range(0, runtime_value)` in a kernel fails. We re-patch __index__ with .item().
-It also keeps bfloat16 as uint16 and its tl.dot multiplies those bit patterns (triton#11584):
-bf16 operands are converted to float32 first (exact, as the GPU's bf16 MMA accumulates in fp32).
-The harness embeds this file's source (it stays a standalone script); tests import it.
+Each fix is applied only where the installed Triton has the bug, decided by its version or by a
+probe of the interpreter itself; `patch_triton_interpreter()` returns the names of those applied.
+
+- "index" (triton < 3.7): a loop bound becomes a Python int through int(array) on a one-element
+  array, which numpy >= 2.3 refuses ("only 0-dimensional arrays can be converted to Python
+  scalars"), so every `for i in range(0, runtime_value)` fails. __index__ uses .item() instead.
+- "bf16_dot" (3.6 to at least 3.9, triton#11584): bfloat16 is kept as uint16 and tl.dot multiplies
+  those bit patterns. bf16 operands are converted to float32 first (exact, as the GPU's bf16 MMA
+  accumulates in fp32). Probed: a 1x1 bf16 dot must give 1.0 * 1.0 = 1.0.
+- "bool_masks" (triton >= 3.9): a comparison of two scalars (`pid < n_rows`) holds bool data under
+  an int32 handle type, so broadcast and combined with a vector mask it becomes int32 data; 3.6-3.8
+  accepted any integer mask, 3.9's load, store and atomics refuse it ("mask has unsupported
+  dtype"). Masks are cast to bool on the way in. Probed: a load with an int32 mask.
 """
 
+SUPPORTED_TRITON = ((3, 6), (3, 9))  # oldest and newest minor release this file was checked on
 
-def patch_triton_interpreter() -> None:
-    import numpy as np
-    import triton.language as tl
+
+def triton_version() -> tuple[int, int]:
+    import triton
+
+    major, minor = triton.__version__.split(".")[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
+
+
+def patch_triton_interpreter() -> list[str]:
+    """Apply the fixes this Triton needs (idempotent); the names of those in effect."""
     from triton.runtime import interpreter
 
+    builder = interpreter.InterpreterBuilder
+    applied = getattr(builder, "_kernelevolve_fixes", None)
+    if applied is not None:
+        return list(applied)
+    applied = []
+    if triton_version() < (3, 7):
+        _fix_index(interpreter)
+        applied.append("index")
+    if _bf16_dot_is_wrong(interpreter):
+        _fix_bf16_dot(interpreter)
+        applied.append("bf16_dot")
+    if _int_masks_refused(interpreter):
+        _fix_masks(interpreter)
+        applied.append("bool_masks")
+    builder._kernelevolve_fixes = tuple(applied)
+    return applied
+
+
+def _fix_index(interpreter) -> None:
     original = interpreter._patch_lang_tensor
-    if getattr(original, "_kernelevolve_fixed", False):
-        return
 
     def patched(tensor, scope):
         original(tensor, scope)
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
 
-    patched._kernelevolve_fixed = True
     interpreter._patch_lang_tensor = patched
+
+
+def _bf16_dot_is_wrong(interpreter) -> bool:
+    import numpy as np
+    import triton.language as tl
+
+    one_bf16 = np.array([[0x3F80]], dtype=np.uint16)  # 1.0 in bfloat16
+    a = interpreter.TensorHandle(one_bf16, tl.bfloat16)
+    d = interpreter.TensorHandle(np.zeros((1, 1), dtype=np.float32), tl.float32)
+    try:
+        out = interpreter.InterpreterBuilder.create_dot(None, a, a, d, None, 0)
+    except Exception:  # an interpreter that cannot run the probe: assume the bug, the fix is exact
+        return True
+    return float(out.data[0, 0]) != 1.0
+
+
+def _fix_bf16_dot(interpreter) -> None:
+    import numpy as np
+    import triton.language as tl
 
     create_dot = interpreter.InterpreterBuilder.create_dot
 
@@ -37,3 +88,41 @@ def patch_triton_interpreter() -> None:
         return create_dot(self, as_fp32(a), as_fp32(b), d, *args)
 
     interpreter.InterpreterBuilder.create_dot = create_dot_bf16
+
+
+def _int_masks_refused(interpreter) -> bool:
+    import numpy as np
+
+    buf = np.zeros(1, dtype=np.float32)
+    ptrs = np.array([buf.ctypes.data], dtype=np.uint64)
+    try:
+        interpreter._interpreter.load(ptrs, np.ones(1, dtype=np.int32), np.zeros(1, dtype=np.float32),
+                                      np.dtype(np.float32))
+    except (ValueError, TypeError):
+        return True
+    return False
+
+
+def _fix_masks(interpreter) -> None:
+    import numpy as np
+    import triton.language as tl
+
+    builder = interpreter.InterpreterBuilder
+
+    def as_bool(mask):
+        if mask is None or getattr(mask, "data", None) is None or mask.data.dtype == np.bool_:
+            return mask
+        return interpreter.TensorHandle(mask.data != 0, tl.int1)
+
+    # (method, index of the mask among the arguments after self): the same in 3.6 through 3.9.
+    for name, at in (("create_masked_load", 1), ("create_masked_store", 2), ("create_atomic_rmw", 3)):
+        original = getattr(builder, name)
+
+        def fixed(self, *args, _original=original, _at=at, **kwargs):
+            if len(args) > _at:
+                args = args[:_at] + (as_bool(args[_at]),) + args[_at + 1:]
+            elif "mask" in kwargs:
+                kwargs["mask"] = as_bool(kwargs["mask"])
+            return _original(self, *args, **kwargs)
+
+        setattr(builder, name, fixed)
