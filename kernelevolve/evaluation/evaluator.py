@@ -85,9 +85,9 @@ class Evaluator:
                                                   shapes=[_shape(c) for c in cases]), start)
         problems = screen_source(source) if self.screen else []
         if problems:
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
             return self._finish(EvalResult.failed(Failure.TAMPERING, f"the candidate tampers with its evaluation: "
-                                                  f"{problems[0]}{more}", log="\n".join(problems), device=self.device,
+                                                  f"{'; '.join(problems[:3])}{more}", log="\n".join(problems), device=self.device,
                                                   shapes=[_shape(c) for c in cases]), start)
         slot = self._slots.get()
         workdir = Path(tempfile.mkdtemp(prefix="kernelevolve-eval-", dir=self.scratch_root))

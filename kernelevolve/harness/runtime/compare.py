@@ -27,6 +27,7 @@ def poisoned_allocations():
     names = ["empty", "empty_like", "empty_strided"]
     saved = {n: getattr(torch, n) for n in names}
     saved_new_empty = torch.Tensor.new_empty
+    own_new_empty = "new_empty" in vars(torch.Tensor)  # else inherited: restore by deleting ours
 
     def wrap(fn):
         def allocate(*args, **kwargs):
@@ -41,7 +42,10 @@ def poisoned_allocations():
     finally:
         for n, fn in saved.items():
             setattr(torch, n, fn)
-        torch.Tensor.new_empty = saved_new_empty
+        if own_new_empty:
+            torch.Tensor.new_empty = saved_new_empty
+        else:
+            del torch.Tensor.new_empty
 
 
 def run_model(fn, inputs: list, synchronize=None):

@@ -110,6 +110,8 @@ def main(config: dict) -> None:
             except Exception as exc:
                 entry.update(correct=False, failure=failure_class(exc), message=one_line(exc))
                 result.finish(entry["failure"], f"{label}: " + one_line(exc), exc)
+            if (changed := tripwire.changed()):  # before any comparison is trusted
+                result.finish("tampering", f"the candidate replaced {', '.join(changed[:4])} while it ran")
             if monitor is not None and (reason := monitor.verdict()):
                 entry.update(correct=False, failure="not_a_kernel", message=reason)
                 result.finish("not_a_kernel", f"{label}: {reason}")
@@ -131,10 +133,10 @@ def main(config: dict) -> None:
                 entry.update(correct=False, failure="incorrect", message=f"trial {trial} (seed {seed}): {message}")
                 break
         if entry["failure"] is None:
-            problem = _repeated_calls(new, repeat, call, cmp.compare, tol, torch)
-            if problem:
-                entry.update(correct=False, failure="inconsistent", message=problem)
-                result.finish("inconsistent", f"{label}: {problem}")
+            failure, problem = _repeated_calls(new, repeat, call, cmp.compare, tol, torch, tripwire)
+            if failure:
+                entry.update(correct=False, failure=failure, message=problem)
+                result.finish(failure, f"{label}: {problem}")
             entry["correct"] = True
         all_ok = all_ok and entry["correct"] is True
         result.write()
@@ -147,22 +149,24 @@ def main(config: dict) -> None:
     result.finish()
 
 
-def _repeated_calls(model, runs, call, compare, tol, torch) -> str | None:
+def _repeated_calls(model, runs, call, compare, tol, torch, tripwire) -> tuple[str | None, str | None]:
     """Call the same model again on two buffers whose values change between calls; every output
     must match the reference for the values it was given (no caching on a pointer, no garbage
     after the first calls). `runs`: (inputs, expected, refs) per trial, for this model."""
     if len(runs) < 2:
-        return None
+        return None, None
     buffers = [[x.clone() if isinstance(x, torch.Tensor) else x for x in runs[k][0]] for k in range(2)]
     for i in range(REPEAT_CALLS):
-        values = (i + i // 2) % len(runs)
+        values = (i // 2 + i % 2) % len(runs)  # each buffer sees every trial's values in turn
         bufs = buffers[i % 2]
         for b, v in zip(bufs, runs[values][0]):
             if isinstance(b, torch.Tensor):
                 b.copy_(v)
         outs = call(model, bufs)
+        if (changed := tripwire.changed()):
+            return "tampering", f"the candidate replaced {', '.join(changed[:4])} while it ran"
         ok, message, _, _ = compare(outs, runs[values][1], runs[values][2], tol)
         if not ok:
-            return (f"call {i + 1} of {REPEAT_CALLS} after the trials (input buffer {i % 2}, values of trial "
-                    f"{values}) returned a wrong result: {message}")
-    return None
+            return "inconsistent", (f"call {i + 1} of {REPEAT_CALLS} after the trials (input buffer {i % 2}, values "
+                                    f"of trial {values}) returned a wrong result: {message}")
+    return None, None

@@ -33,20 +33,26 @@ def _watched() -> list[tuple[str, object]]:
 
 
 class Tripwire:
-    """Remembers every callable the judge may use; `changed()` names those replaced since."""
+    """Remembers every callable the judge may use; `changed()` names those replaced since, and
+    those added where they would shadow one (a class attribute over a base-class method)."""
 
     def __init__(self) -> None:
-        self._seen = {(name, key): value for name, obj in _watched() for key, value in list(vars(obj).items())
-                      if callable(value) or isinstance(value, (staticmethod, classmethod, property))}
         self._objs = dict(_watched())
+        self._keys = {name: set(vars(obj)) for name, obj in self._objs.items()}
+        self._seen = {(name, key): value for name, obj in self._objs.items() for key, value in list(vars(obj).items())
+                      if callable(value) or isinstance(value, (staticmethod, classmethod, property))}
 
     def changed(self) -> list[str]:
         out = []
         for (name, key), value in self._seen.items():
-            current = vars(self._objs[name]).get(key, None)
-            if current is not value:
+            if vars(self._objs[name]).get(key, None) is not value:
                 out.append(f"{name}.{key}")
-        return out
+        for name, obj in self._objs.items():
+            for key in set(vars(obj)) - self._keys[name]:
+                value = vars(obj)[key]
+                if isinstance(obj, type) or isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
+                    out.append(f"{name}.{key}")
+        return sorted(out)
 
 
 # -- kernel-language check ------------------------------------------------------------------

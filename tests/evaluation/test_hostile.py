@@ -1,0 +1,89 @@
+"""The hostile corpus (hostile/corpus.py) under the Triton interpreter.
+
+Every cheat must end with fitness 0 and a failure class that names it, first with the static
+tampering screen on (what users get), then with it off, so that the sandbox, the tripwire and
+the harness's own checks are shown to stop what would slip past the screen. The test process
+survives all of them; the honest control stays correct.
+"""
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelevolve.evaluation.evaluator import Evaluator
+from kernelevolve.spec import load_spec
+
+from .hostile.corpus import CORPUS, SPEC
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_spec(SPEC)
+
+
+@pytest.fixture(scope="module")
+def screened():
+    return Evaluator(device="interpret", timeout_s=60)
+
+
+@pytest.fixture(scope="module")
+def unscreened():
+    return Evaluator(device="interpret", timeout_s=25, screen=False)
+
+
+def test_corpus_has_the_kinds_the_issue_names():
+    assert len([n for n in CORPUS if n != "honest"]) >= 16
+    classes = {h.screened for h in CORPUS.values()} | {h.unscreened for h in CORPUS.values()}
+    assert {"inconsistent", "not_a_kernel", "mutates_input", "tampering", "crash", "timeout", "runtime",
+            "incorrect", "correct"} <= classes
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_screened(screened, spec, name, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-secret-do-not-leak")
+    hostile = CORPUS[name]
+    result = screened.evaluate(spec, hostile.source)
+    if hostile.screened == "correct":
+        assert result.correct, f"{result.failure}: {result.message}"
+        return
+    assert not result.correct and result.fitness == 0.0
+    assert result.failure == hostile.screened, (result.failure, result.message)
+    assert hostile.words in result.message, result.message
+    assert "\n" not in result.message
+    assert "sk-test-secret-do-not-leak" not in result.log + result.message
+
+
+@pytest.mark.parametrize("name", sorted(n for n, h in CORPUS.items() if h.unscreened is not None))
+def test_unscreened(unscreened, spec, name, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-secret-do-not-leak")
+    hostile = CORPUS[name]
+    before = _marker_processes()
+    result = unscreened.evaluate(spec, hostile.source)
+    if hostile.unscreened == "correct":
+        assert result.correct, f"{result.failure}: {result.message}"
+    else:
+        assert result.failure == hostile.unscreened, (result.failure, result.message)
+        assert result.fitness == 0.0
+    assert "sk-test-secret-do-not-leak" not in result.log + result.message
+    # Nothing of the candidate outlives its verdict, and nothing it wrote escaped its scratch.
+    deadline = time.monotonic() + 5
+    while _marker_processes() - before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not (_marker_processes() - before)
+    assert not list(Path("/tmp").glob("kernelevolve-escape-*"))
+
+
+def _marker_processes() -> set[int]:
+    """Processes running a harness script (what a candidate's forks would be)."""
+    out = set()
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"kernelevolve-eval-" in cmd and b"harness.py" in cmd:
+                out.add(int(pid))
+    return out
