@@ -15,6 +15,7 @@ import torch  # noqa: E402
 from kernelevolve.evaluation.interpreter_compat import patch_triton_interpreter  # noqa: E402
 from kernelevolve.operators.tunables import read_declared, rewrite_config  # noqa: E402
 from kernelevolve.paths import KNOWLEDGE_BASE, SPECS  # noqa: E402
+from tests.seeding import seed  # noqa: E402,F401  (autouse: every draw seeded, the seed printed on failure)
 
 patch_triton_interpreter()
 sys.path.insert(0, str(KNOWLEDGE_BASE / "kernels"))  # the kernels' shared _launch_heuristics, as the evaluator does

@@ -1,12 +1,13 @@
 """The flash attention, IKBO linear compression and IKBO target attention reference kernels under
 the Triton interpreter.
 
-Every check draws fresh random inputs, runs ModelNew while torch.empty & co. hand out NaN-filled
-memory (an unwritten element fails), and compares with the spec's reference module run in float64
-on the same rounded inputs. Shapes are tiny and deliberately ragged (sequence, K, N and M not
-multiples of the blocks, Lq not a power of two, uneven and unsorted candidate-to-user maps), and
-both the TMA-descriptor and the pointer paths run. A seeded sample of TUNABLES combinations is
-written into the CONFIG line the way the search rewrites it.
+Every check draws random inputs (seeded per test, the seed printed on failure: tests/seeding.py),
+runs ModelNew while torch.empty & co. hand out NaN-filled memory (an unwritten element fails), and
+compares with the spec's reference module run in float64 on the same rounded inputs. Shapes are tiny
+and deliberately ragged (sequence, K, N and M not multiples of the blocks, Lq not a power of two,
+uneven and unsorted candidate-to-user maps), and both the TMA-descriptor and the pointer paths run.
+A seeded sample of TUNABLES combinations is written into the CONFIG line the way the search rewrites
+it.
 """
 
 from __future__ import annotations

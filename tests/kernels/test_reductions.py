@@ -1,10 +1,10 @@
 """The RMSNorm, softmax and cross-entropy reference kernels under the Triton interpreter.
 
-Each check draws fresh random inputs (the seed is in the failure message), runs ModelNew with
-torch.empty & co. handing out NaN-filled memory (so an unwritten element fails), and compares
-with the spec's reference module run in float64 on the same rounded inputs, within the spec's
-per-dtype tolerances. Small CONFIG thresholds (values from TUNABLES) send small rows down the
-long-row kernels, so every kernel of every file runs.
+Each check draws random inputs from a seed of its own (in its failure message, and drawn from the
+test's seed: tests/seeding.py), runs ModelNew with torch.empty & co. handing out NaN-filled memory
+(so an unwritten element fails), and compares with the spec's reference module run in float64 on
+the same rounded inputs, within the spec's per-dtype tolerances. Small CONFIG thresholds (values
+from TUNABLES) send small rows down the long-row kernels, so every kernel of every file runs.
 """
 
 from __future__ import annotations
@@ -132,10 +132,10 @@ def test_cooperative_grid_keeps_every_program_resident(monkeypatch):
     assert cooperative_grid(10, 133, cuda) is None  # more chunks than SMs could deadlock
 
 @pytest.mark.parametrize("name", KERNELS)
-def test_sampled_tunables_combinations_are_correct(name, tmp_path):
+def test_sampled_tunables_combinations_are_correct(name, tmp_path, seed):
     """The search may write any TUNABLES combination into CONFIG: all must stay correct."""
     declared = read_declared((KNOWLEDGE_BASE / "kernels" / f"{name}.py").read_text())
-    rng = random.Random()
+    rng = random.Random(seed)
     combos = [{k: min(v) for k, v in declared.tunables.items()}, {k: max(v) for k, v in declared.tunables.items()}]
     combos += [{k: rng.choice(v) for k, v in declared.tunables.items()} for _ in range(4)]
     for combo in combos:

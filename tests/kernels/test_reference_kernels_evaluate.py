@@ -21,5 +21,6 @@ def test_every_reference_kernel_has_a_spec():
 def test_reference_kernel_passes_the_evaluator(name, spec_name):
     spec = load_spec(SPECS / f"{spec_name}.yaml")
     result = Evaluator(device="interpret", timeout_s=120).evaluate(spec, KnowledgeBase.load().reference_kernel(name).source)
-    assert result.correct, f"{result.failure}: {result.message}\n{result.log[-2000:]}"
+    seed = result.environment.get("seed")  # the evaluator draws its trials' inputs from it
+    assert result.correct, f"evaluator seed {seed}: {result.failure}: {result.message}\n{result.log[-2000:]}"
     assert [s.correct for s in result.shapes] == [True] * len(spec.interpret_shapes)

@@ -4,6 +4,7 @@ the tuned values of the shipped reference kernels (which change as they are re-m
 import pytest
 
 from kernelevolve.knowledge import KnowledgeBase
+from tests.seeding import seed  # noqa: F401  (autouse: every draw seeded, the seed printed on failure)
 
 KERNEL = '''"""
 ---

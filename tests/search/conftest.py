@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.seeding import seed  # noqa: F401  (autouse: every draw seeded, the seed printed on failure)
+
 FIXTURES = Path(__file__).parent / "fixtures"
 PG_SKIP = ("PostgreSQL tests skipped: KERNELEVOLVE_TEST_PG_URL is unset. To run them: "
            "`.ci/start-postgres.sh && source \"$(.ci/start-postgres.sh --env-file)\"`")

@@ -1,6 +1,6 @@
 """The engine: budgets, crash recovery from the database, memory hooks, operator failures."""
 
-import random
+import itertools
 
 import pytest
 
@@ -37,8 +37,10 @@ def test_run_spends_its_node_budget_and_records_everything(tmp_path, spec, polic
 
 
 def test_same_seed_same_search(tmp_path, spec):
+    databases = itertools.count()
+
     def search(seed):
-        repo, run_id = _start(f"sqlite:///{tmp_path / f'{seed}-{random.random()}.db'}", spec, "mcts", seed=seed)
+        repo, run_id = _start(f"sqlite:///{tmp_path / f'{seed}-{next(databases)}.db'}", spec, "mcts", seed=seed)
         _engine(repo, run_id, evaluator=SyntheticEvaluator(parallelism=1)).run()
         return [(n.parents, n.source) for n in repo.load_graph(run_id).nodes()]
 

@@ -52,7 +52,7 @@ def test_re_evaluation_replaces_and_never_duplicates(db_url, spec):
     repo = Repository(db_url)
     run_id = _run(repo, spec)
     _write(repo, run_id, Node(0, source="a"), result(failure="timeout"))
-    repo.record_evaluation(run_id, 0, result(1.2), policy_state={}, rng_state=rng_state(random.Random()), elapsed_s=1)
+    repo.record_evaluation(run_id, 0, result(1.2), policy_state={}, rng_state=rng_state(random.Random(1)), elapsed_s=1)
     with repo.engine.connect() as conn:
         assert conn.execute(text("select count(*) from evaluations where run_id = :r"), {"r": run_id}).scalar() == 1
     assert repo.load_graph(run_id)[0].fitness == pytest.approx(1.2)
