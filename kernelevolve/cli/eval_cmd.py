@@ -85,5 +85,7 @@ def print_result(result: EvalResult, spec_name: str, candidate_name: str) -> Non
         console.print(f"fitness: — ({note})")
     else:
         console.print(f"fitness: [bold]{fitness:.3f}[/] (geometric-mean speedup over {len(result.shapes)} cases)")
+    for mark, reason in result.marks.items():
+        console.print(f"[yellow]{mark}:[/] {reason}; not to be trusted until a person has looked", highlight=False)
     phases = ", ".join(f"{k} {v:.1f}s" for k, v in result.phases_s.items())
     console.print(f"[dim]evaluated in {result.duration_s:.1f}s ({phases})[/]")

@@ -248,9 +248,14 @@ def show_command(
                   f"{run.elapsed_s:.0f}s", highlight=False)
     for line in tree_lines(graph):
         console.print(line, highlight=False, markup=False)
+    for n in graph.evaluated():
+        if n.held:
+            for mark, reason in n.evaluation.marks.items():
+                console.print(f"node {n.id} held for review ({mark}): {reason}; a person may approve it with "
+                              f"`kernelevolve review {run_id} {n.id} --approve`", highlight=False, markup=False)
     best = best_nodes(graph, 5)
     if not best:
-        console.print("no correct node yet")
+        console.print("no correct node yet" + (" that is not held for review" if any(n.held for n in graph.evaluated()) else ""))
         return
     table = Table("node", "kind", "fitness", title="best nodes")
     for n in best:

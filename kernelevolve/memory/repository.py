@@ -163,12 +163,15 @@ class Repository:
             for e in s.scalars(select(EdgeRow).where(EdgeRow.run_id == run_id)):
                 parents.setdefault(e.child_id, []).append((e.position, e.parent_id))
             evals = {e.node_id: e for e in s.scalars(select(EvaluationRow).where(EvaluationRow.run_id == run_id))}
+            verdicts = {r.node_id: r.verdict for r in s.scalars(
+                select(ReviewRow).where(ReviewRow.run_id == run_id).order_by(ReviewRow.id))}  # the latest counts
             for row in s.scalars(select(NodeRow).where(NodeRow.run_id == run_id).order_by(NodeRow.id)):
                 ev = evals.get(row.id) if row.state == EVALUATED else None
                 graph.add(Node(
                     id=row.id, parents=tuple(p for _, p in sorted(parents.get(row.id, []))), source=row.source,
                     note=row.note, evaluation=EvalResult.from_dict(ev.result) if ev else None,
                     created_at=row.created_at, tokens=row.tokens, cost_usd=row.cost_usd,
+                    approved=verdicts.get(row.id) == "approve",
                 ))
         return graph
 

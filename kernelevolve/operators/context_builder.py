@@ -14,6 +14,7 @@ from pathlib import Path
 
 import jinja2
 
+from kernelevolve.evaluation.result import EXPLANATIONS
 from kernelevolve.operators.base import OperatorContext, ParentView
 from kernelevolve.operators.budget import Fitted, Section, fit
 from kernelevolve.spec import Spec
@@ -89,6 +90,8 @@ def evaluation_summary(view: ParentView) -> str:
     lines = []
     if not ev.correct:
         lines.append(f"- failure class: {ev.failure or 'unknown'}")
+        if ev.failure in EXPLANATIONS:  # the anti-cheat checks: say what was checked and what is allowed
+            lines.append(f"- what this check means: {EXPLANATIONS[ev.failure]}")
         lines.append(f"- message: {ev.message or '(none)'}")
         for s in ev.shapes:
             if s.correct is False:

@@ -16,6 +16,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from kernelevolve.evaluation import plausibility
 from kernelevolve.evaluation.result import EvalResult, Failure
 from kernelevolve.operators.base import LLMCallRecord, OperatorContext, ParentView, Proposal
 from kernelevolve.search.graph import Node, SearchGraph
@@ -42,10 +43,11 @@ def restore_rng(state: dict) -> random.Random:
 
 @dataclass
 class _Task:
-    stage: str  # propose | evaluate | insight
+    stage: str  # propose | evaluate | recheck | insight
     expansion: Expansion | None = None
     node_id: int | None = None
     calls: list[tuple[int, LLMCallRecord]] = field(default_factory=list)
+    first: EvalResult | None = None  # recheck: the evaluation being confirmed
 
 
 class SearchEngine:
@@ -82,8 +84,9 @@ class SearchEngine:
             "nodes": len(self.graph), "evaluated": len(done), "max_nodes": self.limits.max_nodes,
             "in_flight": len(self.in_flight_work()),
             "failures": dict(Counter(n.failure for n in done if n.failure)),
+            "held": dict(Counter(m for n in done if n.held for m in n.evaluation.marks)),
             "correct": sum(1 for n in done if n.correct),
-            "best": None if best is None or not best.correct else
+            "best": None if best is None or not best.correct or best.held else
             {"id": best.id, "fitness": best.fitness, "score": best.score},
             "elapsed_s": self.elapsed_s, "wall_clock_s": self.limits.wall_clock_s,
             "tokens": tokens, "cost_usd": cost,
@@ -205,7 +208,30 @@ class SearchEngine:
                                        device=self.device)
         else:
             result = future.result()
-        self._record(self.graph[task.node_id], result)
+        if task.stage == "recheck":
+            self._record(self.graph[task.node_id], self._confirmed(task.first, result))
+        elif self._would_lead(result):
+            # A new best is evaluated again in a fresh process, with new seeds, before it counts.
+            self._submit(_Task("recheck", node_id=task.node_id, first=result), self._evaluate,
+                         self.graph[task.node_id].source)
+        else:
+            self._record(self.graph[task.node_id], result)
+
+    def _would_lead(self, result: EvalResult) -> bool:
+        fitness = result.fitness
+        if not fitness or result.marks:  # untimed, failed, or already held for a person
+            return False
+        best = self.graph.best()
+        return best is None or best.fitness is None or fitness > best.score
+
+    @staticmethod
+    def _confirmed(first: EvalResult, second: EvalResult) -> EvalResult:
+        first.recheck = {"fitness": second.fitness, "failure": second.failure,
+                         "latency_ms": [s.latency_ms for s in second.shapes]}
+        reason = plausibility.disagreement(first, second)
+        if reason:
+            first.marks["unstable"] = reason
+        return first
 
     def _proposed(self, task: _Task, future: Future) -> None:
         error = future.exception()
@@ -228,8 +254,7 @@ class SearchEngine:
         self._emit("node", node)
         if node.source is None:
             failure = proposal.failure or str(Failure.NO_CODE)
-            self._record(node, EvalResult.failed(Failure(failure) if failure in Failure._value2member_map_ else
-                                                 Failure.NO_CODE, proposal.message or "the reply held no kernel",
+            self._record(node, EvalResult.failed(Failure.parse(failure), proposal.message or "the reply held no kernel",
                                                  device=self.device))
         else:
             self._submit(_Task("evaluate", node_id=node.id), self._evaluate, node.source)

@@ -28,6 +28,7 @@ class Node:
     created_at: float = field(default_factory=time.time)
     tokens: int = 0
     cost_usd: float = 0.0
+    approved: bool = False  # a person approved this kernel (kernelevolve review): marks no longer hold it back
     # EvalResult.fitness is a geometric mean: computed once per evaluation, not per selection.
     _fitness_of: EvalResult | None = field(default=None, repr=False, compare=False)
     _fitness: float | None = field(default=None, repr=False, compare=False)
@@ -54,9 +55,16 @@ class Node:
         return self._fitness
 
     @property
+    def held(self) -> bool:
+        """Marked suspicious or unstable and not approved by a person: never a run's best."""
+        return bool(self.evaluation is not None and self.evaluation.marks and not self.approved)
+
+    @property
     def score(self) -> float:
         """Selection surrogate, never shown as a speedup: the fitness when timed, else
-        1.0 for a correct candidate and 0.0 for a failed or pending one."""
+        1.0 for a correct candidate and 0.0 for a failed, pending or held one."""
+        if self.held:
+            return 0.0
         fit = self.fitness
         if fit is not None:
             return fit

@@ -29,7 +29,8 @@ def _budget_text(p: dict) -> str:
 
 def summary_line(p: dict) -> str:
     failures = ", ".join(f"{k} {v}" for k, v in sorted(p["failures"].items())) or "none"
-    return (f"{p['evaluated']}/{p['max_nodes']} done, {p['in_flight']} in flight | failures: {failures} | "
+    held = "".join(f", {k} {v}" for k, v in sorted(p.get("held", {}).items()))
+    return (f"{p['evaluated']}/{p['max_nodes']} done, {p['in_flight']} in flight | failures: {failures}{held} | "
             f"best: {_best_text(p)} | {_budget_text(p)} | {p['elapsed_s']:.0f}s")
 
 
@@ -70,6 +71,8 @@ class ProgressView:
         table.add_row("nodes", f"{p['evaluated']} done / {p['in_flight']} in flight / {p['max_nodes']} budget")
         failures = ", ".join(f"{k} {v}" for k, v in sorted(p["failures"].items())) or "none"
         table.add_row("failures", failures)
+        if p.get("held"):
+            table.add_row("held for review", ", ".join(f"{k} {v}" for k, v in sorted(p["held"].items())))
         table.add_row("best", _best_text(p))
         table.add_row("budget", f"{_budget_text(p)}; {p['elapsed_s']:.0f}s elapsed, {p['tokens']} tokens, ${p['cost_usd']:.2f}")
         if node is not None and node.evaluation is not None:

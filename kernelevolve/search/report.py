@@ -11,8 +11,9 @@ def fitness_text(node: Node) -> str:
         return "pending"
     if not node.correct:
         return f"failed ({node.failure})"
+    held = ", ".join(node.evaluation.marks) if node.held else ""
     if node.fitness is not None:
-        return f"{node.fitness:.3f}x"
+        return f"{node.fitness:.3f}x" + (f" [{held}: held for review]" if held else "")
     return "correct (untimed on interpret)"
 
 
@@ -22,6 +23,8 @@ def node_dict(graph: SearchGraph, node: Node, with_source: bool = False) -> dict
         "id": node.id, "parents": list(node.parents), "kind": graph.kind(node.id), "state": node.state,
         "correct": node.correct if ev is not None else None, "fitness": node.fitness, "failure": node.failure,
         "message": ev.message if ev is not None else "", "note": node.note,
+        "marks": dict(ev.marks) if ev is not None else {}, "approved": node.approved,
+        "recheck": ev.recheck if ev is not None else None,
         "debug_depth": graph.debug_depth(node.id), "best_descendant": graph.best_descendant(node.id),
         "tokens": node.tokens, "cost_usd": node.cost_usd,
         "shapes": [] if ev is None else [
@@ -36,7 +39,7 @@ def node_dict(graph: SearchGraph, node: Node, with_source: bool = False) -> dict
 
 
 def best_nodes(graph: SearchGraph, limit: int = 5) -> list[Node]:
-    ranked = sorted((n for n in graph.evaluated() if n.correct), key=lambda n: (-n.score, n.id))
+    ranked = sorted((n for n in graph.evaluated() if n.correct and not n.held), key=lambda n: (-n.score, n.id))
     return ranked[:limit]
 
 

@@ -46,7 +46,7 @@ class Limits:
         before each new expansion so that it never overshoots.
         """
         if self.target_fitness is not None:
-            if any((n.fitness or 0.0) >= self.target_fitness for n in graph.evaluated()):
+            if any((n.fitness or 0.0) >= self.target_fitness and not n.held for n in graph.evaluated()):
                 return "target_fitness"
         if len(graph) >= self.max_nodes:
             return "nodes"
