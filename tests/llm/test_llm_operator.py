@@ -8,6 +8,7 @@ import time
 import pytest
 
 from kernelevolve.evaluation.result import EvalResult, ShapeResult
+from kernelevolve.llm.base import LLMError
 from kernelevolve.llm.cache import ReplyCache
 from kernelevolve.llm.file_provider import FileProvider
 from kernelevolve.llm.providers import OpenAIProvider
@@ -78,30 +79,35 @@ def test_file_provider_writes_the_prompt_and_waits_for_the_reply(tmp_path, spec)
     folder = tmp_path / "exchange"
     op = resolve_operator(f"file:{folder}")
     provider = op.provider
-    provider.poll_s = 0.05
+    # The provider waits up to an hour by default: if the answer never comes, fail in seconds instead.
+    provider.wait_s, provider.poll_s = 10.0, 0.05
+    answered = threading.Event()
 
     def answer():  # a person answering in another window
-        for _ in range(200):
+        deadline = time.monotonic() + provider.wait_s
+        while time.monotonic() < deadline:
             prompts = list(folder.glob("*.prompt.md"))
             if prompts:
                 prompts[0].with_name(prompts[0].name.replace(".prompt.md", ".reply.md")).write_text(KERNEL)
+                answered.set()
                 return
             time.sleep(0.02)
 
-    helper = threading.Thread(target=answer)
+    helper = threading.Thread(target=answer, daemon=True)
     helper.start()
     p = op.draft(spec, _ctx(spec, []))
     helper.join()
-    assert "class ModelNew" in p.source
+    assert answered.is_set() and "class ModelNew" in p.source
     (prompt_file,) = folder.glob("*.prompt.md")
     assert "Output contract" in prompt_file.read_text()
 
 
 def test_file_provider_times_out_with_a_clear_message(tmp_path):
     provider = FileProvider(tmp_path, wait_s=0.2, poll_s=0.05)
-    with pytest.raises(Exception) as e:
+    with pytest.raises(LLMError) as e:
         provider.complete("a prompt nobody answers")
     message = str(e.value)
+    assert e.value.permanent  # not retried: the run stops and tells the person what to write where
     assert "no reply after 0 s" in message and ".reply.md" in message and "resume the run" in message
 
 
