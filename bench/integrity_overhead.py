@@ -1,0 +1,92 @@
+"""What the integrity checks cost, and that honest kernels keep their fitness: today's evaluator
+(an older checkout, given with --old) against this one, alternating, on honest kernels.
+
+    python bench/integrity_overhead.py --old DIR --out DIR [--repeat 3]
+
+For each (spec, kernel): old and new evaluations alternate, the first of each with an empty
+baseline cache (the uncached latency), the rest cached. Writes DIR/integrity_overhead.json and
+prints fitness and evaluation latency side by side. Then every reference kernel's spec through
+the new evaluator (DIR/reference_kernels_eval.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIRS = [("tests/evaluation/hostile/softmax.yaml", "tests/evaluation/hostile/honest.py"),
+         ("specs/softmax.yaml", "knowledge_base/kernels/softmax.py"),
+         ("specs/rmsnorm.yaml", "knowledge_base/kernels/rmsnorm.py")]
+KERNELS = ["rmsnorm", "softmax", "cross_entropy", "flash_attention", "ikbo_lce", "ikbo_target_attention"]
+
+
+def evaluate(code_root: Path, spec: str, kernel: str, cache: Path) -> dict:
+    env = {**os.environ, "KERNELEVOLVE_CACHE_DIR": str(cache),
+           "PYTHONPATH": os.pathsep.join([str(code_root)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                                                            if p and Path(p).resolve() != ROOT])}
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", "from kernelevolve.cli import main; main()", "eval",
+                           str(ROOT / spec), str(ROOT / kernel), "--device", "cuda", "--json"],
+                          capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(), timeout=900)
+    wall = time.monotonic() - t0
+    try:
+        out = json.loads(proc.stdout)
+    except ValueError:
+        return {"error": (proc.stderr or proc.stdout)[-500:], "wall_s": wall}
+    return {"correct": out["correct"], "failure": out["failure"], "message": out["message"], "fitness": out["fitness"],
+            "wall_s": round(wall, 2), "duration_s": out["duration_s"], "phases_s": out["phases_s"],
+            "latency_ms": [s["latency_ms"] for s in out["shapes"]], "baseline_ms": [s["baseline_ms"] for s in out["shapes"]],
+            "marks": out.get("marks", {}), "sandbox": out.get("environment", {}).get("sandbox", {})}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--old", type=Path, required=True, help="a checkout of the evaluator to compare with")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--part", choices=["compare", "kernels", "all"], default="all")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.part in ("compare", "all"):
+        rows = []
+        for spec, kernel in PAIRS:
+            with tempfile.TemporaryDirectory() as c_old, tempfile.TemporaryDirectory() as c_new:
+                runs = {"old": [], "new": []}
+                for i in range(args.repeat):
+                    for which, root, cache in (("old", args.old.resolve(), c_old), ("new", ROOT, c_new)):
+                        r = evaluate(root, spec, kernel, Path(cache))
+                        runs[which].append(r)
+                        print(f"{spec:40s} {which} #{i}: fitness {r.get('fitness')} in {r.get('duration_s')} s "
+                              f"{r.get('error', '')[:200]}", flush=True)
+            fit = {w: [r.get("fitness") for r in rs] for w, rs in runs.items()}
+            dur = {w: [r.get("duration_s") for r in rs] for w, rs in runs.items()}
+            summary = {"spec": spec, "kernel": kernel, "runs": runs,
+                       "fitness_median": {w: statistics.median([f for f in v if f]) if any(v) else None for w, v in fit.items()},
+                       "uncached_s": {w: v[0] for w, v in dur.items()},
+                       "cached_s_median": {w: statistics.median([d for d in v[1:] if d]) if len(v) > 1 else None
+                                           for w, v in dur.items()}}
+            rows.append(summary)
+            print(json.dumps({k: v for k, v in summary.items() if k != "runs"}), flush=True)
+        (args.out / "integrity_overhead.json").write_text(json.dumps(rows, indent=1))
+    if args.part in ("kernels", "all"):
+        results = {}
+        with tempfile.TemporaryDirectory() as cache:
+            for name in KERNELS:
+                results[name] = evaluate(ROOT, f"specs/{name}.yaml", f"knowledge_base/kernels/{name}.py", Path(cache))
+                r = results[name]
+                print(f"{name:24s} correct {r.get('correct')} fitness {r.get('fitness')} {r.get('failure') or ''} "
+                      f"{r.get('message', '')[:150]} {r.get('error', '')[:300]}", flush=True)
+        (args.out / "reference_kernels_eval.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
