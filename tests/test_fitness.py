@@ -1,0 +1,215 @@
+"""The CPU-testable half of timing: fitness (geometric mean of speedups), the evaluator's reading of
+the benchmark processes' JSON, GB/s and TFLOP/s from the spec's bytes/flops, and the baseline store.
+
+The GPU processes are replaced by a fake `run_script` that answers with the JSON a harness process
+would leave; everything between that JSON and the EvalResult is the real evaluator.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+
+import pytest
+
+from kernelevolve.evaluation import evaluator as evaluator_module
+from kernelevolve.evaluation.baselines import JsonBaselineStore
+from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
+from kernelevolve.evaluation.sandbox import Outcome
+from kernelevolve.paths import SPECS
+from kernelevolve.spec import load_spec
+
+
+def timed(*pairs: tuple[float, float], correct: bool = True) -> EvalResult:
+    """A timed result with one shape per (latency_ms, baseline_ms)."""
+    shapes = [ShapeResult(label=f"s{i}", params={}, dtype="bfloat16", correct=True, latency_ms=lat, baseline_ms=base)
+              for i, (lat, base) in enumerate(pairs)]
+    return EvalResult(correct=correct, shapes=shapes, device="cuda", timed=True)
+
+
+# -- fitness ---------------------------------------------------------------------------------------
+
+def test_fitness_is_geometric():
+    # Speedups 4x and 1x: geometric mean 2.0, arithmetic mean 2.5.
+    assert timed((1.0, 4.0), (2.0, 2.0)).fitness == pytest.approx(2.0)
+    # 2x faster on one shape and 2x slower on another is no gain (arithmetic: 1.25).
+    assert timed((1.0, 2.0), (2.0, 1.0)).fitness == pytest.approx(1.0)
+    # Three shapes: (8 * 1 * 1) ** (1/3) = 2 (arithmetic: 3.33; median: 1).
+    assert timed((0.5, 4.0), (3.0, 3.0), (1.0, 1.0)).fitness == pytest.approx(2.0)
+    assert timed((1.0, 1.5)).fitness == pytest.approx(1.5)
+
+
+def test_fitness_is_zero_when_anything_failed_and_none_when_untimed():
+    one_wrong = timed((1.0, 4.0), (1.0, 4.0))
+    one_wrong.shapes[1].correct = False
+    assert one_wrong.fitness == 0.0
+    unchecked = timed((1.0, 4.0), (1.0, 4.0))
+    unchecked.shapes[1].correct = None  # an earlier failure stopped the run before this shape
+    assert unchecked.fitness == 0.0
+    assert timed((1.0, 4.0), correct=False).fitness == 0.0
+    assert EvalResult.failed(Failure.COMPILE, "boom").fitness == 0.0
+    untimed = timed((1.0, 4.0))
+    untimed.timed = False  # the interpreter: correct, no speedup to claim
+    assert untimed.fitness is None
+    missing = timed((1.0, 4.0), (None, 2.0))  # a shape without a latency
+    assert missing.fitness is None
+    assert ShapeResult("x", {}, "bfloat16", latency_ms=0.0, baseline_ms=1.0).speedup is None  # never infinite
+
+
+def test_fitness_and_speedups_survive_a_round_trip():
+    result = timed((0.5, 1.0), (2.0, 1.0))
+    stored = json.loads(json.dumps(result.to_dict()))
+    assert stored["fitness"] == pytest.approx(1.0) and [s["speedup"] for s in stored["shapes"]] == [2.0, 0.5]
+    again = EvalResult.from_dict(stored)
+    assert again.fitness == pytest.approx(result.fitness) and again.shapes == result.shapes
+
+
+# -- the evaluator's timing path, with the GPU processes faked ------------------------------------
+
+SOURCE = "import torch\nimport triton\n"
+SHAPES = [{"M": 32768, "N": 4096}, {"M": 1024, "N": 262144}]
+
+
+class FakeGPU:
+    """Stands in for run_script: answers each harness process with the JSON it would leave."""
+
+    def __init__(self, latency_ms: dict, baseline_ms: dict, candidate_failure: dict | None = None):
+        self.latency_ms, self.baseline_ms, self.candidate_failure = latency_ms, baseline_ms, candidate_failure
+        self.runs: list[tuple[str, list[str]]] = []  # (phase, case labels)
+
+    def render(self, name: str, config: dict) -> str:
+        return json.dumps({"name": name, "config": config})
+
+    def run_script(self, script: str, workdir, *, limits, env, result_path) -> Outcome:
+        rendered = json.loads(script)
+        config = rendered["config"]
+        labels = [c["label"] for c in config["cases"]]
+        phase = "correctness" if rendered["name"] == "correctness" else config["mode"]
+        self.runs.append((phase, labels))
+        data = {"stage": "done", "environment": {"gpu": "NVIDIA H200"}}
+        if phase == "correctness":
+            data["cases"] = [{"label": label, "correct": True, "max_abs_err": 0.0} for label in labels]
+        elif phase == "baseline":
+            data["cases"] = [{"label": label, "baseline_ms": self.baseline_ms[label]} for label in labels]
+        elif self.candidate_failure is not None:
+            data.update(stage="timing", failure=self.candidate_failure, cases=[])
+        else:
+            data["cases"] = [{"label": label, "latency_ms": self.latency_ms.get(label)} for label in labels]
+        return Outcome(returncode=0, timed_out=False, signal_name=None, duration_s=0.01, stdout="", stderr="",
+                       result=data)
+
+
+@pytest.fixture
+def spec():
+    return load_spec(SPECS / "softmax.yaml")  # bytes: 2*M*N*e, flops: 5*M*N
+
+
+@pytest.fixture
+def gpu(monkeypatch, spec):
+    labels = [c.label for c in spec.cases("cuda", SHAPES)]
+    fake = FakeGPU(latency_ms={labels[0]: 0.5, labels[1]: 2.0}, baseline_ms={labels[0]: 1.0, labels[1]: 1.0})
+    monkeypatch.setattr(evaluator_module, "run_script", fake.run_script)
+    monkeypatch.setattr(evaluator_module, "render", fake.render)
+    monkeypatch.setattr(evaluator_module, "_software", lambda slot: ("NVIDIA H200", "2.13.0", "3.6.0"))
+    fake.labels = labels
+    return fake
+
+
+def _evaluator(tmp_path, store=None):
+    return evaluator_module.Evaluator(device="cuda", gpus=[0], baseline_store=store or JsonBaselineStore(tmp_path / "b.json"),
+                                      scratch_root=tmp_path)
+
+
+def test_timed_evaluation_reads_latencies_and_derives_speedup_bandwidth_and_throughput(tmp_path, spec, gpu):
+    result = _evaluator(tmp_path).evaluate(spec, SOURCE, shapes=SHAPES)
+    assert result.correct and result.timed and result.failure is None, result.message
+    first, second = result.shapes
+    assert (first.latency_ms, first.baseline_ms, second.latency_ms, second.baseline_ms) == (0.5, 1.0, 2.0, 1.0)
+    assert (first.speedup, second.speedup) == (2.0, 0.5)
+    assert result.fitness == pytest.approx(1.0)  # 2x and 0.5x: no gain overall
+    for shape, params in zip(result.shapes, SHAPES):
+        seconds = shape.latency_ms / 1e3
+        moved = 2 * params["M"] * params["N"] * 2  # bf16: 2 bytes an element, read once and written once
+        assert shape.gbps == pytest.approx(moved / seconds / 1e9)
+        assert shape.tflops == pytest.approx(5 * params["M"] * params["N"] / seconds / 1e12)
+    assert first.gbps == pytest.approx(1073.741824)  # 2^29 bytes in 0.5 ms
+    assert "suspicious" not in result.marks
+
+
+def test_a_shape_without_a_latency_leaves_the_result_untimed(tmp_path, spec, gpu):
+    del gpu.latency_ms[gpu.labels[1]]
+    result = _evaluator(tmp_path).evaluate(spec, SOURCE, shapes=SHAPES)
+    assert result.correct and not result.timed and result.fitness is None
+    assert result.shapes[1].gbps is None and result.shapes[0].gbps == pytest.approx(1073.741824)
+
+
+def test_a_failure_reported_by_the_benchmark_process_is_the_results_failure(tmp_path, spec, gpu):
+    gpu.candidate_failure = {"class": "timing", "message": "work launched on another stream\nmore detail",
+                             "traceback": "Traceback ...\nTimingError"}
+    result = _evaluator(tmp_path).evaluate(spec, SOURCE, shapes=SHAPES)
+    assert (result.correct, result.failure, result.message) == (False, "timing", "work launched on another stream")
+    assert result.fitness == 0.0 and "TimingError" in result.log
+
+
+def test_baselines_are_timed_once_then_cached_per_gpu_and_software(tmp_path, spec, gpu, monkeypatch):
+    store = JsonBaselineStore(tmp_path / "b.json")
+    first = _evaluator(tmp_path, store).evaluate(spec, SOURCE, shapes=SHAPES)
+    assert [p for p, _ in gpu.runs] == ["correctness", "baseline", "candidate"]
+    assert gpu.runs[1][1] == gpu.labels and not any(s.baseline_cached for s in first.shapes)
+    keys = json.loads((tmp_path / "b.json").read_text())
+    assert sorted(keys.values()) == [1.0, 1.0]
+    assert all(k.startswith(spec.fingerprint) and "NVIDIA H200" in k and "2.13.0" in k and "3.6.0" in k for k in keys)
+
+    gpu.runs.clear()
+    gpu.baseline_ms = {}  # a second baseline run would raise KeyError
+    again = _evaluator(tmp_path, store).evaluate(spec, SOURCE, shapes=SHAPES)
+    assert [p for p, _ in gpu.runs] == ["correctness", "candidate"]
+    assert all(s.baseline_cached for s in again.shapes) and again.fitness == pytest.approx(first.fitness)
+
+    # Another Triton is another baseline: timed afresh, never read from the other version's entry.
+    monkeypatch.setattr(evaluator_module, "_software", lambda slot: ("NVIDIA H200", "2.13.0", "3.9.0"))
+    gpu.runs.clear()
+    gpu.baseline_ms = {gpu.labels[0]: 3.0, gpu.labels[1]: 3.0}
+    other = _evaluator(tmp_path, store).evaluate(spec, SOURCE, shapes=SHAPES)
+    assert [p for p, _ in gpu.runs] == ["correctness", "baseline", "candidate"]
+    assert [s.baseline_ms for s in other.shapes] == [3.0, 3.0] and len(json.loads((tmp_path / "b.json").read_text())) == 4
+
+
+# -- the baseline store ----------------------------------------------------------------------------
+
+def test_json_baseline_store_persists_filters_by_prefix_and_survives_a_corrupt_file(tmp_path):
+    path = tmp_path / "baselines.json"
+    store = JsonBaselineStore(path)
+    assert store.lookup("abc") == {}  # no file yet
+    store.save("abc|M=1 bfloat16|torch.compile|H200|2.13|3.6", 0.25)
+    store.save("abc|M=2 bfloat16|torch.compile|H200|2.13|3.6", 0.5)
+    store.save("xyz|M=1 bfloat16|eager|H200|2.13|3.6", 9.0)
+    fresh = JsonBaselineStore(path)  # another process, later
+    assert fresh.lookup("abc") == {"abc|M=1 bfloat16|torch.compile|H200|2.13|3.6": 0.25,
+                                   "abc|M=2 bfloat16|torch.compile|H200|2.13|3.6": 0.5}
+    assert list(fresh.lookup("xyz").values()) == [9.0]
+    fresh.save("abc|M=1 bfloat16|torch.compile|H200|2.13|3.6", 0.3)  # re-timed: replaced
+    assert store.lookup("abc|M=1")["abc|M=1 bfloat16|torch.compile|H200|2.13|3.6"] == 0.3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["baselines.json"]  # no temporary files left
+    path.write_text("{ not json")
+    assert store.lookup("abc") == {}
+    store.save("abc|k", 1.0)
+    assert json.loads(path.read_text()) == {"abc|k": 1.0}
+
+
+def test_json_baseline_store_keeps_every_concurrent_save(tmp_path):
+    store = JsonBaselineStore(tmp_path / "baselines.json")
+    threads = [threading.Thread(target=lambda i=i: store.save(f"spec|shape {i}", float(i))) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert store.lookup("spec|") == {f"spec|shape {i}": float(i) for i in range(16)}
+
+
+def test_geometric_mean_matches_the_log_formula_on_many_shapes():
+    pairs = [(1.0, 1.0 + 0.37 * i) for i in range(7)]
+    expected = math.exp(sum(math.log(b / lat) for lat, b in pairs) / len(pairs))
+    assert timed(*pairs).fitness == pytest.approx(expected)
+    assert timed(*pairs).fitness < sum(b / lat for lat, b in pairs) / len(pairs)  # strictly below the arithmetic mean
