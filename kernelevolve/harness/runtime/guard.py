@@ -37,6 +37,13 @@ class Tripwire:
     those added where they would shadow one (a class attribute over a base-class method)."""
 
     def __init__(self) -> None:
+        # Modules that rebind torch attributes when first imported (torch._dynamo wraps
+        # torch.manual_seed; the profiler imports it): imported now, so that is not a change.
+        for name in ("torch._dynamo", "torch.profiler"):
+            try:
+                __import__(name)
+            except Exception:
+                pass
         self._objs = dict(_watched())
         self._keys = {name: set(vars(obj)) for name, obj in self._objs.items()}
         self._seen = {(name, key): value for name, obj in self._objs.items() for key, value in list(vars(obj).items())
