@@ -108,6 +108,12 @@ def main(config: dict) -> None:
         changed = tripwire.changed()
         if changed:
             result.finish("tampering", f"the candidate replaced {', '.join(changed[:4])} while it ran")
+        # Where the work ran comes first: off-stream work also makes checked outputs race.
+        if profile.get("other_streams"):
+            result.finish("timing", f"{label}: kernels ran on stream(s) {profile['other_streams']} instead of the "
+                          f"caller's current stream, unseen by its timer")
+        if profile.get("not_a_kernel"):
+            result.finish("not_a_kernel", f"{label}: {profile['not_a_kernel']}")
         for call, pool, outs in timing.checked:
             exp, refs = expected[pool]
             ok, message, _, _ = cmp.compare(outs, exp, refs, config["tolerances"][case["dtype"]])
@@ -121,11 +127,6 @@ def main(config: dict) -> None:
                            f"{timing.median_ms:.4f} ms: work escapes the timed region")
         if problem:
             result.finish("timing", f"{label}: {problem}")
-        if profile.get("other_streams"):
-            result.finish("timing", f"{label}: kernels ran on stream(s) {profile['other_streams']} instead of the "
-                          f"caller's current stream, unseen by its timer")
-        if profile.get("not_a_kernel"):
-            result.finish("not_a_kernel", f"{label}: {profile['not_a_kernel']}")
         del new
         torch.cuda.empty_cache()
     result.finish()
