@@ -1,0 +1,97 @@
+"""The harness's checks as plain, importable Python: screen, tripwire, kernel monitor, input guard,
+and the timing cross-check (the GPU loop itself runs only in bench/ on a GPU)."""
+
+import os
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from kernelevolve.harness.runtime.guard import InputGuard, KernelMonitor, Tripwire
+from kernelevolve.harness.runtime.screen import screen_source
+from kernelevolve.harness.runtime.timing import Timing, cross_check
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+@pytest.mark.parametrize("code, words", [
+    ("import ctypes\n", "imports ctypes"),
+    ("import torch\ntorch.softmax = None\n", "assigns to torch.softmax"),
+    ("import torch\ntorch.cuda.Event.elapsed_time = None\n", "assigns to torch.cuda.Event.elapsed_time"),
+    ("import os\nos.kill(1, 9)\n", "calls os.kill"),
+    ("x = eval('1')\n", "calls eval()"),
+    ("import torch\nf = getattr(torch, 'soft' + 'max')\n", "getattr with a computed name"),
+    ("import torch\nx = torch.__dict__\n", "reaches __dict__"),
+    ("from . import harness\n", "imports"),
+])
+def test_screen_flags_tampering(code, words):
+    problems = screen_source(code)
+    assert problems and any(words in p for p in problems), problems
+
+
+def test_screen_passes_a_plain_kernel_module():
+    code = ("import math\nimport torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n"
+            "import os\nDEBUG = os.environ.get('X')\n"
+            "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n")
+    assert screen_source(code) == []
+
+
+def test_tripwire_sees_replaced_and_shadowing_callables():
+    wire = Tripwire()
+    assert wire.changed() == []
+    saved = torch.allclose
+    try:
+        torch.allclose = lambda *a, **k: True
+        assert "torch.allclose" in wire.changed()
+    finally:
+        torch.allclose = saved
+    torch.Tensor.__sub__ = lambda a, b: a  # shadows the C method of the base class
+    try:
+        assert "torch.Tensor.__sub__" in wire.changed()
+    finally:
+        del torch.Tensor.__sub__
+    assert wire.changed() == []
+
+
+@triton.jit
+def _copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def test_kernel_monitor_counts_launches_and_torch_compute():
+    x = torch.randn(16)
+    with KernelMonitor() as m:
+        y = torch.empty_like(x)
+        _copy_kernel[(1,)](x, y, 16, BLOCK=16)
+    assert m.launches == {"_copy_kernel": 1} and m.compute_ops == {} and m.verdict() is None
+    with KernelMonitor() as m:
+        torch.softmax(x, dim=0)
+    assert "launched no triton kernel" in m.verdict() and "torch.softmax" in m.verdict()
+    with KernelMonitor({"exp"}) as m:
+        y = torch.empty_like(x)
+        _copy_kernel[(1,)](x.exp(), y, 16, BLOCK=16)
+    assert m.verdict() is None  # the spec allowed exp
+    with KernelMonitor() as m:
+        y = torch.empty_like(x)
+        _copy_kernel[(1,)](x.exp(), y, 16, BLOCK=16)
+    assert "torch.exp x1" in m.verdict()
+
+
+def test_input_guard_sees_writes_and_aliasing():
+    x = torch.randn(4, 4)
+    guard = InputGuard([x, 3])
+    assert guard.mutated() == [] and guard.aliased([torch.zeros(4, 4)]) == []
+    assert guard.aliased([x[1:]]) == [(0, 0)]
+    x[0, 0] += 1
+    assert guard.mutated() == [0]
+
+
+def test_timing_cross_check():
+    honest = Timing(median_ms=0.1, calls=1000, wall_ms=130.0, stream_ms=125.0)
+    assert cross_check(honest) is None
+    lying_timer = Timing(median_ms=0.1, calls=1000, wall_ms=50.0, stream_ms=48.0)  # events exceed the wall clock
+    assert "wall time" in cross_check(lying_timer)
+    off_stream = Timing(median_ms=0.001, calls=1000, wall_ms=400.0, stream_ms=20.0)
+    assert "outside the timed region" in cross_check(off_stream)
