@@ -204,6 +204,7 @@ class Evaluator:
         data = outcome.result or {}
         result.environment.update(data.get("environment", {}))
         result.environment["sandbox"] = outcome.sandbox
+        result.environment.setdefault("stages_s", {})[phase] = data.get("stages_s", {})  # where the time went
         by_label = {s.label: s for s in result.shapes}
         for case in data.get("cases", []):
             shape = by_label.get(case["label"])

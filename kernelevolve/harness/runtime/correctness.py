@@ -112,6 +112,9 @@ def main(config: dict) -> None:
                 result.finish(entry["failure"], f"{label}: " + one_line(exc), exc)
             if (changed := tripwire.changed()):  # before any comparison is trusted
                 result.finish("tampering", f"the candidate replaced {', '.join(changed[:4])} while it ran")
+            if monitor is not None and (reason := monitor.stream_verdict()):
+                entry.update(correct=False, failure="timing", message=reason)
+                result.finish("timing", f"{label}: {reason}")
             if monitor is not None and (reason := monitor.verdict()):
                 entry.update(correct=False, failure="not_a_kernel", message=reason)
                 result.finish("not_a_kernel", f"{label}: {reason}")

@@ -37,13 +37,6 @@ class Tripwire:
     those added where they would shadow one (a class attribute over a base-class method)."""
 
     def __init__(self) -> None:
-        # Modules that rebind torch attributes when first imported (torch._dynamo wraps
-        # torch.manual_seed; the profiler imports it): imported now, so that is not a change.
-        for name in ("torch._dynamo", "torch.profiler"):
-            try:
-                __import__(name)
-            except Exception:
-                pass
         self._objs = dict(_watched())
         self._keys = {name: set(vars(obj)) for name, obj in self._objs.items()}
         self._seen = {(name, key): value for name, obj in self._objs.items() for key, value in list(vars(obj).items())
@@ -52,7 +45,8 @@ class Tripwire:
     def changed(self) -> list[str]:
         out = []
         for (name, key), value in self._seen.items():
-            if vars(self._objs[name]).get(key, None) is not value:
+            current = vars(self._objs[name]).get(key, None)
+            if current is not value and not _torch_own_wrapper(current, value):
                 out.append(f"{name}.{key}")
         for name, obj in self._objs.items():
             for key in set(vars(obj)) - self._keys[name]:
@@ -60,6 +54,15 @@ class Tripwire:
                 if isinstance(obj, type) or isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
                     out.append(f"{name}.{key}")
         return sorted(out)
+
+
+def _torch_own_wrapper(current, original) -> bool:
+    """torch._dynamo, when first imported (by the profiler, say), rebinds a few torch functions to
+    wrappers made in torch/_compile.py around the originals: not the candidate's doing. (Importing
+    torch._dynamo up front instead costs seconds per evaluation.)"""
+    code = getattr(current, "__code__", None)
+    return (getattr(current, "__wrapped__", None) is original and code is not None
+            and code.co_filename.replace("\\", "/").endswith("torch/_compile.py"))
 
 
 # -- kernel-language check ------------------------------------------------------------------
@@ -101,6 +104,9 @@ class KernelMonitor(TorchFunctionMode):
         self.compute_ops: dict[str, int] = {}
         self._depth = 0
         self._patched: list[tuple[type, str, object]] = []
+        # The caller's CUDA stream: Triton launches on any other stream escape the caller's timer.
+        self.home_stream = torch.cuda.current_stream().cuda_stream if torch.cuda.is_available() else None
+        self.off_stream: dict[str, int] = {}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if self._depth == 0:
@@ -119,6 +125,8 @@ class KernelMonitor(TorchFunctionMode):
             name = getattr(getattr(fn_self, "fn", None), "__name__", None) or getattr(fn_self, "__name__", "kernel")
             if monitor._depth == 0:
                 monitor.launches[name] = monitor.launches.get(name, 0) + 1
+                if monitor.home_stream is not None and torch.cuda.current_stream().cuda_stream != monitor.home_stream:
+                    monitor.off_stream[name] = monitor.off_stream.get(name, 0) + 1
             monitor._depth += 1
             try:
                 return original(fn_self, *args, **kwargs)
@@ -144,6 +152,14 @@ class KernelMonitor(TorchFunctionMode):
             setattr(cls, attr, original)
         self._patched.clear()
         return out
+
+    def stream_verdict(self) -> str | None:
+        """None when every launch used the caller's current stream; else the one-line reason."""
+        if not self.off_stream:
+            return None
+        names = ", ".join(f"{k} x{n}" for k, n in sorted(self.off_stream.items())[:4])
+        return (f"kernels launched on a stream other than the caller's current stream ({names}): their work is "
+                f"unseen by the caller's timer and unordered with its next call")
 
     def verdict(self, language: str = "triton") -> str | None:
         """None when the forward computed with kernels; else the one-line reason it did not."""

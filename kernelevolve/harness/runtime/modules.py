@@ -2,7 +2,9 @@
 
 The reference follows the KernelBench convention (Model, get_inputs, get_init_inputs, module
 constants); a case's parameters replace top-level constant assignments before the module body
-runs, so constants derived from them follow the shape.
+runs, so constants derived from them follow the shape. The rewriting (constant expressions,
+chained and unpacking assignments, tuple values) is kernelevolve/shapes.py's, the same code
+that checks `--shape` values when a spec is loaded.
 """
 
 from __future__ import annotations
@@ -25,12 +27,9 @@ def load_module(path: str, name: str, overrides: dict | None = None) -> types.Mo
         source = f.read()
     tree = ast.parse(source, filename=path)
     if overrides:
-        for node in tree.body:
-            targets = (node.targets if isinstance(node, ast.Assign)
-                       else [node.target] if isinstance(node, ast.AnnAssign) else [])
-            if len(targets) == 1 and isinstance(targets[0], ast.Name) and targets[0].id in overrides:
-                node.value = ast.copy_location(ast.Constant(overrides[targets[0].id]), node.value or node)
-        ast.fix_missing_locations(tree)
+        from kernelevolve.shapes import override_tree
+
+        override_tree(tree, overrides)
     module = types.ModuleType(name)
     module.__file__ = path
     sys.modules[name] = module  # triton.jit needs to find the kernel's module source

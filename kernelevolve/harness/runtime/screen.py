@@ -23,7 +23,7 @@ FORBIDDEN_OS = {"kill", "killpg", "fork", "forkpty", "system", "popen", "_exit",
                 "remove", "unlink", "rmdir", "rename", "replace", "chmod", "chown", "symlink", "link", "open",
                 "write", "dup", "dup2", "putenv", "unsetenv", "pidfd_open", "getppid", "nice", "sched_setaffinity"}
 FORBIDDEN_ATTRS = {"_getframe", "f_back", "f_globals", "f_locals", "gi_frame", "cr_frame", "tb_frame", "modules",
-                   "_C", "_dynamo", "_ops", "ctypes", "_disable_torch_function", "DisableTorchFunction",
+                   "_C", "_dynamo", "_ops", "ops", "_inductor", "_refs", "_prims", "ctypes", "_disable_torch_function", "DisableTorchFunction",
                    "DisableTorchFunctionSubclass"}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 
 
@@ -15,7 +16,9 @@ class Result:
 
     def __init__(self, path: str):
         self.path = path
-        self.data: dict = {"stage": "start", "cases": [], "environment": {}, "failure": None, "checks": {}}
+        self.data: dict = {"stage": "start", "cases": [], "environment": {}, "failure": None, "stages_s": {}}
+        self._clock = time.monotonic
+        self._last = self._clock()
         # Captured now: a candidate that rebinds os.replace or json.dump cannot redirect the verdict.
         self._replace, self._dump, self._exit, self._open = os.replace, json.dump, os._exit, open
 
@@ -24,8 +27,16 @@ class Result:
         return self.data["cases"]
 
     def stage(self, text: str) -> None:
+        """Enter a stage; the time spent in the previous one is kept (where evaluation time goes)."""
+        self._close_stage()
         self.data["stage"] = text
         self.write()
+
+    def _close_stage(self) -> None:
+        now = self._clock()
+        previous = self.data["stage"]
+        self.data["stages_s"][previous] = round(self.data["stages_s"].get(previous, 0.0) + now - self._last, 3)
+        self._last = now
 
     def write(self) -> None:
         tmp = self.path + ".tmp"
@@ -35,6 +46,7 @@ class Result:
 
     def finish(self, failure: str | None = None, message: str = "", exc: BaseException | None = None) -> None:
         """Write the verdict and leave at once (no atexit hooks of the candidate's run)."""
+        self._close_stage()
         if failure:
             self.data["failure"] = {"class": failure, "message": message,
                                     "traceback": traceback.format_exc(limit=20)[-6000:] if exc else ""}
