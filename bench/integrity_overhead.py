@@ -44,7 +44,8 @@ def evaluate(code_root: Path, spec: str, kernel: str, cache: Path) -> dict:
     return {"correct": out["correct"], "failure": out["failure"], "message": out["message"], "fitness": out["fitness"],
             "wall_s": round(wall, 2), "duration_s": out["duration_s"], "phases_s": out["phases_s"],
             "latency_ms": [s["latency_ms"] for s in out["shapes"]], "baseline_ms": [s["baseline_ms"] for s in out["shapes"]],
-            "marks": out.get("marks", {}), "sandbox": out.get("environment", {}).get("sandbox", {})}
+            "marks": out.get("marks", {}), "sandbox": out.get("environment", {}).get("sandbox", {}),
+            "stages_s": out.get("environment", {}).get("stages_s", {})}
 
 
 def main() -> int:
@@ -53,11 +54,12 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--part", choices=["compare", "kernels", "all"], default="all")
+    ap.add_argument("--pairs", type=int, default=len(PAIRS), help="compare only the first N (spec, kernel) pairs")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.part in ("compare", "all"):
         rows = []
-        for spec, kernel in PAIRS:
+        for spec, kernel in PAIRS[:args.pairs]:
             with tempfile.TemporaryDirectory() as c_old, tempfile.TemporaryDirectory() as c_new:
                 runs = {"old": [], "new": []}
                 for i in range(args.repeat):
