@@ -16,6 +16,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from kernelevolve import shapes as shapes_mod
+
 
 FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")
 
@@ -49,7 +51,20 @@ class Budget(BaseModel):
     target_fitness: float | None = Field(default=None, gt=0)
 
 
-ShapeValue = int | float | bool | str
+# A constant's new value: a number, a flag, a string, or a tuple/list of numbers (`input_shape=(64,)`).
+ShapeValue = bool | int | float | str | tuple[int | float, ...] | list[int | float]
+
+
+def format_value(value: ShapeValue) -> str:
+    """`64`, `(64,)`, `(64, 128)`: tuples and lists read the same (JSON turns one into the other)."""
+    if isinstance(value, (list, tuple)):
+        return f"({value[0]},)" if len(value) == 1 else "(" + ", ".join(map(str, value)) + ")"
+    return str(value)
+
+
+def shape_text(shape: dict[str, ShapeValue]) -> str:
+    """`M=4096,N=512`; `default` for the module's own constants."""
+    return ",".join(f"{k}={format_value(v)}" for k, v in shape.items()) or "default"
 
 
 class Case(BaseModel):
@@ -60,8 +75,7 @@ class Case(BaseModel):
 
     @property
     def label(self) -> str:
-        shape = ",".join(f"{k}={v}" for k, v in self.params.items()) or "default"
-        return f"{shape} {self.dtype}"
+        return f"{shape_text(self.params)} {self.dtype}"
 
 
 class Spec(BaseModel):
@@ -153,8 +167,7 @@ class Spec(BaseModel):
     def roofline(self, case: Case) -> tuple[float | None, float | None]:
         """(bytes, flops) for one case, from the spec's expressions; None where not given."""
         scope: dict[str, Any] = {"e": _element_size(case.dtype), "math": math}
-        scope.update(self._module_constants())
-        scope.update(case.params)
+        scope.update(shapes_mod.constants(self.reference_source, case.params))
         out = []
         for expr in (self.bytes, self.flops):
             try:
@@ -164,23 +177,16 @@ class Spec(BaseModel):
         return out[0], out[1]
 
     def check_shape(self, shape: dict[str, ShapeValue], where: str = "--shape") -> None:
-        unknown = set(shape) - set(self._module_constants())
-        if unknown:
-            raise SpecError(
-                f"{where}: {', '.join(sorted(unknown))} is not a module-level constant of "
-                f"{self.reference.name} (constants: {', '.join(sorted(self._module_constants())) or 'none'})"
-            )
+        """SpecError unless every name is a module-level constant of the reference and its value
+        is of the kind the module uses (see kernelevolve/shapes.py, shared with the harness)."""
+        try:
+            shapes_mod.check(shape, self.reference_source, self.reference.name, where)
+        except shapes_mod.ShapeError as e:
+            raise SpecError(str(e)) from None
 
     def _module_constants(self) -> dict[str, Any]:
-        """Module-level literal constants of the reference (parsed, never executed)."""
-        consts: dict[str, Any] = {}
-        for node in ast.parse(self.reference_source).body:
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                try:
-                    consts[node.targets[0].id] = ast.literal_eval(node.value)
-                except ValueError:
-                    pass
-        return consts
+        """Module-level constants of the reference (parsed, never executed)."""
+        return shapes_mod.constants(self.reference_source)
 
 
 def _element_size(dtype: str) -> int:
@@ -249,15 +255,17 @@ def _check_reference(ref: Path, where: str) -> None:
 
 
 def parse_shape_option(text: str) -> dict[str, ShapeValue]:
-    """`M=4096,N=512` -> {"M": 4096, "N": 512}; values are Python literals, else strings."""
-    out: dict[str, ShapeValue] = {}
-    for item in text.split(","):
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or not name.isidentifier():
-            raise SpecError(f"--shape {text!r}: expected NAME=VALUE[,NAME=VALUE...]")
-        try:
-            out[name] = ast.literal_eval(value.strip())
-        except (ValueError, SyntaxError):
-            out[name] = value.strip()
+    """`M=4096,N=512` -> {"M": 4096, "N": 512}; values are Python literals or constant
+    expressions (`N=2048*2`), tuples as `input_shape=(64,)` or `input_shape=64,`; else strings.
+    A value that is none of a number, flag, string or tuple of numbers is a SpecError."""
+    try:
+        out = shapes_mod.parse_option(text)
+    except shapes_mod.ShapeError as e:
+        raise SpecError(str(e)) from None
+    for name, value in out.items():
+        ok = isinstance(value, (int, float, str)) or (
+            isinstance(value, (list, tuple)) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value))
+        if not ok:
+            raise SpecError(f"--shape {text!r}: {name}: a number, True/False, a string or a tuple of numbers, "
+                            f"not {value!r}")
     return out
