@@ -3,6 +3,8 @@
 It answers POST .../v1/messages (Anthropic) and POST .../chat/completions (OpenAI) with JSON in
 each API's shape, usage included. A test gives it a `responder(api, prompt, request)` that
 returns (status, text or error message, extra headers); every request is kept for inspection.
+With status 200, a dict in place of the text is sent as the whole JSON body (a malformed reply);
+a responder may also sleep, to make the client time out.
 """
 
 from __future__ import annotations
@@ -59,7 +61,9 @@ class FakeLLMServer:
                     payload = ({"type": "error", "error": {"type": kind, "message": text}} if api == "anthropic"
                                else {"error": {"message": text, "type": kind, "code": None}})
                     return self._send(status, payload, headers)
-                if api == "anthropic":
+                if isinstance(text, dict):
+                    payload = text
+                elif api == "anthropic":
                     payload = {"id": f"msg_{len(server.requests)}", "type": "message", "role": "assistant",
                                "model": body["model"], "content": [{"type": "text", "text": text}],
                                "stop_reason": "end_turn", "stop_sequence": None,
@@ -82,7 +86,13 @@ class FakeLLMServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address):  # a client that timed out and left: expected
+                pass
+
+        self._server = Server(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         return self
