@@ -75,7 +75,11 @@ class Evaluator:
         self.max_memory_bytes = max_memory_bytes if device == "interpret" else None
 
     # ------------------------------------------------------------------------------------
-    def evaluate(self, spec: Spec, source: str, shapes: list[dict[str, ShapeValue]] | None = None) -> EvalResult:
+    def evaluate(self, spec: Spec, source: str, shapes: list[dict[str, ShapeValue]] | None = None, *,
+                 deep: bool = False) -> EvalResult:
+        """Screen, check and (cuda) time one candidate. `deep` adds a profiled call on the GPU (where its
+        kernels ran and how much GPU time was Triton's): seconds more, so a search spends it on the
+        re-evaluation of a new best, and `kernelevolve eval` always."""
         start = time.monotonic()
         cases = spec.cases(self.device, shapes)
         try:
@@ -92,7 +96,7 @@ class Evaluator:
         slot = self._slots.get()
         workdir = Path(tempfile.mkdtemp(prefix="kernelevolve-eval-", dir=self.scratch_root))
         try:
-            return self._finish(self._evaluate_in(workdir, slot, spec, source, cases), start)
+            return self._finish(self._evaluate_in(workdir, slot, spec, source, cases, deep), start)
         finally:
             self._slots.put(slot)
             if not self.keep_workdirs:
@@ -102,7 +106,8 @@ class Evaluator:
         result.duration_s = time.monotonic() - start
         return result
 
-    def _evaluate_in(self, workdir: Path, slot: str, spec: Spec, source: str, cases: list[Case]) -> EvalResult:
+    def _evaluate_in(self, workdir: Path, slot: str, spec: Spec, source: str, cases: list[Case],
+                     deep: bool) -> EvalResult:
         (workdir / "candidate.py").write_text(source)
         shutil.copy(spec.reference, workdir / "reference.py")
         seed = secrets.randbits(30)
@@ -133,7 +138,7 @@ class Evaluator:
         if not result.correct or self.device != "cuda":
             return result
 
-        bench = dict(config, mode="candidate", baseline=spec.baseline, warmup_ms=self.warmup_ms, rep_ms=self.rep_ms,
+        bench = dict(config, mode="candidate", profile=deep, baseline=spec.baseline, warmup_ms=self.warmup_ms, rep_ms=self.rep_ms,
                      result_path=str(workdir / "bench.json"))
         baseline_ms = self._baselines(spec, bench, workdir, slot, env, limits, result)
         outcome = run_script(render("benchmark", bench), workdir / "bench", limits=limits, env=env, result_path=workdir / "bench.json")

@@ -185,8 +185,9 @@ class SearchEngine:
             return self.operator.draft(self.spec, context)
         return self.operator.improve(parents, context)
 
-    def _evaluate(self, source: str) -> EvalResult:
-        return self.evaluator.evaluate(self.spec, source, shapes=self.shapes)
+    def _evaluate(self, source: str, deep: bool = False) -> EvalResult:
+        """`deep`: the re-evaluation of a would-be best also profiles where its kernels ran."""
+        return self.evaluator.evaluate(self.spec, source, shapes=self.shapes, deep=deep)
 
     # -- back on the loop thread ----------------------------------------------------------
     def _complete(self, future: Future, task: _Task) -> None:
@@ -213,7 +214,7 @@ class SearchEngine:
         elif self._would_lead(result):
             # A new best is evaluated again in a fresh process, with new seeds, before it counts.
             self._submit(_Task("recheck", node_id=task.node_id, first=result), self._evaluate,
-                         self.graph[task.node_id].source)
+                         self.graph[task.node_id].source, True)
         else:
             self._record(self.graph[task.node_id], result)
 

@@ -41,7 +41,7 @@ def landscape(seed):
 class Eval:
     parallelism = 1
     def __init__(self, lat): self.lat, self.n, self.noise = lat, 0, random.Random(0)
-    def evaluate(self, spec, source, shapes=None):
+    def evaluate(self, spec, source, shapes=None, deep=False):
         self.n += 1
         cfg = read_declared(source).config
         s = ShapeResult(label="M=1,N=1 bfloat16", params={}, dtype="bfloat16", correct=True,

@@ -128,7 +128,7 @@ class SyntheticEvaluator:
         self.calls: list[str] = []
         self._lock = threading.Lock()
 
-    def evaluate(self, spec, source, shapes=None) -> EvalResult:
+    def evaluate(self, spec, source, shapes=None, deep=False) -> EvalResult:
         with self._lock:
             self.calls.append(source)
         if "FAILS = True" in source:

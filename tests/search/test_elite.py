@@ -20,8 +20,8 @@ class FlakyEvaluator(SyntheticEvaluator):
         self.seen: dict[str, int] = {}
         self._seen_lock = threading.Lock()
 
-    def evaluate(self, spec, source, shapes=None):
-        out = super().evaluate(spec, source, shapes)
+    def evaluate(self, spec, source, shapes=None, deep=False):
+        out = super().evaluate(spec, source, shapes, deep)
         with self._seen_lock:
             n = self.seen[source] = self.seen.get(source, 0) + 1
         if n > 1 and out.fitness and out.fitness > self.flaky_above:
@@ -33,8 +33,8 @@ class FlakyEvaluator(SyntheticEvaluator):
 class SuspiciousEvaluator(SyntheticEvaluator):
     """Marks results above a fitness as the real evaluator does for implausible speedups."""
 
-    def evaluate(self, spec, source, shapes=None):
-        out = super().evaluate(spec, source, shapes)
+    def evaluate(self, spec, source, shapes=None, deep=False):
+        out = super().evaluate(spec, source, shapes, deep)
         if out.fitness and out.fitness > 1.2:
             out.marks["suspicious"] = f"{out.fitness:.1f}x over the baseline, above the bound"
         return out
@@ -84,9 +84,9 @@ def test_a_suspicious_node_is_shown_but_not_best_until_a_person_approves_it(tmp_
 
 def test_a_recheck_that_fails_marks_the_node_unstable(tmp_path, spec):
     class FailsSecondTime(SyntheticEvaluator):
-        def evaluate(self, spec, source, shapes=None):
+        def evaluate(self, spec, source, shapes=None, deep=False):
             first = source not in self.calls
-            out = super().evaluate(spec, source, shapes)
+            out = super().evaluate(spec, source, shapes, deep)
             return out if first else result(failure="inconsistent")
 
     repo, run_id = _start(f"sqlite:///{tmp_path / 'f.db'}", spec, "greedy", nodes=6)

@@ -96,7 +96,16 @@ def main(config: dict) -> None:
             with torch.no_grad():
                 new(*buffers[0])  # compile / autotune outside the timed region
             clock.sync()
-            profile = _profile(new, buffers[0], clock, KernelMonitor(set(config.get("allow_torch_ops", []))))
+            monitor = KernelMonitor(set(config.get("allow_torch_ops", [])))
+            if config.get("profile"):
+                profile = _profile(new, buffers[0], clock, monitor)
+            else:  # without the profiler (seconds to start): where the Triton launches went
+                with monitor, torch.no_grad():
+                    new(*buffers[0])
+                clock.sync()
+                profile = {"kernel_ms": None, "launches": dict(monitor.launches)}
+            if (reason := monitor.stream_verdict()):
+                result.finish("timing", f"{label}: {reason}")
             entry["profile"] = profile
             timing = clock.measure(new, buffers, pools, warmup_ms=config["warmup_ms"], rep_ms=config["rep_ms"],
                                    rng=rng, keep_outputs=keep)
