@@ -28,10 +28,14 @@ class LLMError(RuntimeError):
 class RetryableError(Exception):
     """One attempt failed in a way worth retrying; `retry_after` is the server's hint in seconds."""
 
-    def __init__(self, message: str, retry_after: float | None = None, status: int | None = None):
+    def __init__(self, message: str, retry_after: float | None = None, status: int | None = None,
+                 connect: bool = False):
         super().__init__(message)
         self.retry_after = retry_after
         self.status = status
+        # No connection at all (refused, DNS, TLS): a dead or mistyped endpoint, not a busy one.
+        # Retried only CONNECT_RETRIES times with short waits, so a run fails in seconds, not minutes.
+        self.connect = connect
 
 
 @dataclass
@@ -47,6 +51,9 @@ class LLMReply:
 
 
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504, 529}
+CONNECT_RETRIES = 2  # attempts after the first when nothing answers at all
+CONNECT_BACKOFF_S = 1.0
+CHECK_PROMPT = "Reply with the single word OK."
 
 
 def parse_retry_after(headers) -> float | None:
@@ -86,11 +93,35 @@ class Provider:
     def label(self) -> str:
         return f"{self.name}:{self.model}"
 
+    @property
+    def endpoint(self) -> str:
+        """Where requests go (the base URL); part of the reply-cache key."""
+        return ""
+
+    def settings(self) -> dict:
+        """Everything besides the prompt that changes a reply (for the reply-cache key)."""
+        return {"provider": self.name, "model": self.model, "endpoint": self.endpoint,
+                "temperature": self.temperature, "max_tokens": self.max_tokens}
+
+    def check(self) -> None:
+        """One cheap request (a few tokens) to see that the endpoint, key and model work;
+        LLMError with the provider's message when they do not. Connection errors are not retried."""
+        saved = self.max_retries
+        self.max_retries = min(saved, 1)
+        try:
+            self.complete(CHECK_PROMPT, system="", max_tokens=16, connect_retries=0)
+        finally:
+            self.max_retries = saved
+
     def _send(self, prompt: str, system: str | None, max_tokens: int) -> LLMReply:
         raise NotImplementedError
 
-    def complete(self, prompt: str, system: str | None = None, max_tokens: int | None = None) -> LLMReply:
-        """One reply, retried with exponential back-off; LLMError when none came."""
+    def complete(self, prompt: str, system: str | None = None, max_tokens: int | None = None,
+                 connect_retries: int = CONNECT_RETRIES) -> LLMReply:
+        """One reply, retried with exponential back-off; LLMError when none came.
+
+        A request that reaches no server at all (connection refused, unknown host) is retried
+        at most `connect_retries` times, a second apart: a dead endpoint fails in seconds."""
         system = system if system is not None else self.system
         max_tokens = max_tokens or self.max_tokens
         retries: list[str] = []
@@ -100,9 +131,13 @@ class Provider:
                 reply = self._send(prompt, system, max_tokens)
             except RetryableError as e:
                 retries.append(str(e))
-                if attempt == self.max_retries:
-                    raise LLMError(f"{self.label}: gave up after {attempt + 1} attempts: {e}", status=e.status) from None
-                delay = e.retry_after if e.retry_after is not None else self.backoff_s * 2**attempt * (0.5 + self._jitter.random())
+                last = attempt == self.max_retries or (e.connect and attempt >= connect_retries)
+                if last:
+                    raise LLMError(f"{self.label}: gave up after {attempt + 1} attempt{'s' if attempt else ''}: {e}", status=e.status) from None
+                if e.connect:
+                    delay = min(self.backoff_s, CONNECT_BACKOFF_S)
+                else:
+                    delay = e.retry_after if e.retry_after is not None else self.backoff_s * 2**attempt * (0.5 + self._jitter.random())
                 self._sleep(min(delay, self.max_backoff_s))
                 continue
             reply.latency_s = time.monotonic() - start

@@ -1,9 +1,14 @@
-"""Reply cache: a resumed (or repeated) run does not pay twice for the same prompt.
+"""The opt-in reply cache (`kernelevolve run --reply-cache`, or KERNELEVOLVE_REPLY_CACHE=1).
 
-Keyed by sha256 over (provider, model, temperature, system, prompt). Each key holds a list of
-replies: the n-th identical request within one operator's life takes the n-th stored reply, so
-two drafts from the same prompt still get two samples, and a run replayed from the start
-gets the same replies in the same order without a single paid call.
+Off by default: a new search asks the model afresh (a cache that replays old replies makes a run
+against a dead server "find" kernels, and repeats the same search). A resumed run never pays
+twice without it: it replays its own recorded calls from the experiment database (see
+LLMOperator.replay). With the cache on, replies are files under paths.cache_dir()/llm_replies,
+keyed by sha256 over everything that changes a reply: provider, model, endpoint (base URL),
+temperature, reply token limit, system prompt and prompt (the prompt holds the spec, shapes,
+dtypes, tolerances and device). Each key holds a list: the n-th identical request within one
+operator's life takes the n-th stored reply, so two drafts from one prompt are still two samples.
+`kernelevolve cache clear` deletes them.
 """
 
 from __future__ import annotations
@@ -17,9 +22,28 @@ from pathlib import Path
 from kernelevolve.llm.base import LLMReply
 
 
-def cache_key(provider: str, model: str, temperature: float | None, prompt: str, system: str | None = None) -> str:
-    payload = json.dumps([provider, model, temperature, system or "", prompt], ensure_ascii=False)
+def cache_key(settings: dict, prompt: str, system: str | None = None) -> str:
+    """`settings`: Provider.settings() (provider, model, endpoint, temperature, max_tokens)."""
+    payload = json.dumps([sorted(settings.items()), system or "", prompt], ensure_ascii=False, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def default_root() -> Path:
+    from kernelevolve import paths
+
+    return paths.cache_dir() / "llm_replies"
+
+
+def clear(root: str | Path | None = None) -> int:
+    """Delete every cached reply; the number of keys removed."""
+    import shutil
+
+    root = Path(root) if root is not None else default_root()
+    if not root.exists():
+        return 0
+    count = sum(1 for _ in root.glob("*/*.json"))
+    shutil.rmtree(root)
+    return count
 
 
 class ReplyCache:
@@ -27,9 +51,7 @@ class ReplyCache:
 
     def __init__(self, root: str | Path | None = None):
         if root is None:
-            from kernelevolve import paths
-
-            root = paths.cache_dir() / "llm_replies"
+            root = default_root()
         self.root = Path(root)
         self._lock = threading.Lock()
 

@@ -29,6 +29,10 @@ class AnthropicProvider(Provider):
         self._sdk = anthropic
         self._client = anthropic.Anthropic(api_key=key, max_retries=0, timeout=self.timeout_s)
 
+    @property
+    def endpoint(self) -> str:
+        return str(self._client.base_url)
+
     def _send(self, prompt: str, system: str | None, max_tokens: int) -> LLMReply:
         sdk = self._sdk
         kwargs = {"model": self.model, "max_tokens": max_tokens, "messages": [{"role": "user", "content": prompt}]}
@@ -41,8 +45,10 @@ class AnthropicProvider(Provider):
             response = self._client.messages.create(**kwargs)
         except sdk.APIStatusError as e:
             raise classify_status(self.label, e.status_code, _message(e), e.response.headers) from None
-        except (sdk.APITimeoutError, sdk.APIConnectionError) as e:
-            raise RetryableError(f"{type(e).__name__}: {e}") from None
+        except sdk.APITimeoutError as e:
+            raise RetryableError(f"{type(e).__name__}: {e} (no reply within {self.timeout_s:g}s)") from None
+        except sdk.APIConnectionError as e:
+            raise RetryableError(_connection_message(e, self.endpoint), connect=True) from None
         except sdk.APIError as e:  # malformed response and the like
             raise LLMError(f"{self.label}: {type(e).__name__}: {e}") from None
         text = "".join(getattr(block, "text", "") for block in response.content if getattr(block, "type", "") == "text")
@@ -66,6 +72,10 @@ class OpenAIProvider(Provider):
         self._client = openai.OpenAI(api_key=key or "unused", max_retries=0, timeout=self.timeout_s)
         self.official = OPENAI_DEFAULT_HOST in str(self._client.base_url)
 
+    @property
+    def endpoint(self) -> str:
+        return str(self._client.base_url)
+
     def _send(self, prompt: str, system: str | None, max_tokens: int) -> LLMReply:
         sdk = self._sdk
         messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
@@ -78,8 +88,10 @@ class OpenAIProvider(Provider):
             response = self._client.chat.completions.create(**kwargs)
         except sdk.APIStatusError as e:
             raise classify_status(self.label, e.status_code, _message(e), e.response.headers) from None
-        except (sdk.APITimeoutError, sdk.APIConnectionError) as e:
-            raise RetryableError(f"{type(e).__name__}: {e}") from None
+        except sdk.APITimeoutError as e:
+            raise RetryableError(f"{type(e).__name__}: {e} (no reply within {self.timeout_s:g}s)") from None
+        except sdk.APIConnectionError as e:
+            raise RetryableError(_connection_message(e, self.endpoint), connect=True) from None
         except sdk.APIError as e:
             raise LLMError(f"{self.label}: {type(e).__name__}: {e}") from None
         if not response.choices:
@@ -94,6 +106,13 @@ class OpenAIProvider(Provider):
         if not self.official and not os.environ.get("KERNELEVOLVE_PRICE"):
             return 0.0  # a self-hosted server
         return cost_usd(self.model, input_tokens, output_tokens)
+
+
+def _connection_message(error, endpoint: str) -> str:
+    """`APIConnectionError: cannot reach http://host:port/v1/: [Errno 111] Connection refused`."""
+    cause = error.__cause__ or error.__context__
+    detail = f"{cause}".strip().splitlines()[0][:200] if cause is not None and str(cause).strip() else str(error)
+    return f"{type(error).__name__}: cannot reach {endpoint}: {detail}"
 
 
 def _message(error) -> str:

@@ -11,8 +11,8 @@ alone never starts paid calls. Settings come from keyword options or, failing th
 environment: KERNELEVOLVE_TEMPERATURE, KERNELEVOLVE_MAX_TOKENS (reply limit, default 8192),
 KERNELEVOLVE_LLM_TIMEOUT (seconds per request, default 600), KERNELEVOLVE_LLM_RETRIES (default 6),
 KERNELEVOLVE_CONTEXT_TOKENS (prompt budget, default 24000), KERNELEVOLVE_LLM_INSIGHTS=0 (rule-based
-insights only), KERNELEVOLVE_REPLY_CACHE=0 (no reply cache), KERNELEVOLVE_FILE_WAIT (seconds the
-file provider waits for a reply, default 3600).
+insights only), KERNELEVOLVE_REPLY_CACHE=1 (turn the opt-in reply cache on, like `run --reply-cache`;
+off by default), KERNELEVOLVE_FILE_WAIT (seconds the file provider waits for a reply, default 3600).
 """
 
 from __future__ import annotations

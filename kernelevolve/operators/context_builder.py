@@ -40,6 +40,11 @@ def system_prompt() -> str:
     return render("system.j2")
 
 
+def insight_system_prompt() -> str:
+    """The insight contract: one or two plain sentences, never code (see insight.j2)."""
+    return render("insight_system.j2")
+
+
 def fenced(source: str, lang: str = "python") -> str:
     return f"```{lang}\n{source.rstrip()}\n```"
 
@@ -61,14 +66,32 @@ def constructor_signature(reference_source: str) -> str:
     return "ModelNew(...)  # same as Model"
 
 
-def spec_summary(spec: Spec, device: str) -> str:
+def spec_summary(spec: Spec, device: str, shapes: list[dict] | None = None) -> str:
+    """The operator as the search evaluates it: the shapes actually used (`--shape` ones when
+    given, with the module constants they resolve to), dtypes, tolerances, baseline, device."""
+    from kernelevolve.shapes import constants
+    from kernelevolve.spec import format_value, shape_text
+
     lines = [f"- name: {spec.name}" + (f" (family: {spec.family})" if spec.family else "")]
     if spec.description:
         lines.append(f"- what it computes: {spec.description.strip()}")
-    shown = list(dict.fromkeys(c.label.rsplit(" ", 1)[0] for c in spec.cases(device)))
-    lines.append(f"- shapes evaluated (module constants): {'; '.join(shown)}")
-    if device == "interpret" and spec.interpret_shapes and spec.shapes != spec.interpret_shapes:
-        target = "; ".join(",".join(f"{k}={v}" for k, v in s.items()) or "default" for s in spec.shapes)
+    shown = list(dict.fromkeys(shape_text(c.params) for c in spec.cases(device, shapes)))
+    origin = "given with --shape" if shapes else ("the spec's interpret_shapes" if device == "interpret" and spec.interpret_shapes
+                                                  else "the spec's shapes")
+    lines.append(f"- shapes evaluated (module constants, {origin}): {'; '.join(shown)}")
+    try:
+        base = constants(spec.reference_source)
+        resolved = []
+        for params in dict.fromkeys(tuple(c.params.items()) for c in spec.cases(device, shapes)):
+            values = constants(spec.reference_source, dict(params))
+            resolved.append(", ".join(f"{k}={format_value(v)}" for k, v in values.items()
+                                      if isinstance(v, (int, float, tuple, list)) and not isinstance(v, bool)))
+        if base and resolved:
+            lines.append(f"- module constants at each evaluated shape: {' | '.join(resolved)}")
+    except SyntaxError:
+        pass
+    if device == "interpret" and not shapes and spec.interpret_shapes and spec.shapes != spec.interpret_shapes:
+        target = "; ".join(shape_text(s) for s in spec.shapes)
         lines.append(f"- production shapes on the GPU (tune for these): {target}")
     tolerances = ", ".join(f"{d} (atol {spec.tolerance(d).atol:g}, rtol {spec.tolerance(d).rtol:g})" for d in spec.dtypes)
     lines.append(f"- dtypes: {tolerances}")
@@ -155,7 +178,7 @@ class PromptBuilder:
 
     def _common(self, spec: Spec, context: OperatorContext, exclude: set[int], draft: bool) -> list[Section]:
         sections = [
-            Section("spec", [spec_summary(spec, context.device)], 100, required=True),
+            Section("spec", [spec_summary(spec, context.device, context.extra.get("shapes"))], 100, required=True),
             Section("reference", [fenced(spec.reference_source)], PRIORITY["reference"]),
             Section("insights", [f"- {i.strip()}" for i in context.insights if i.strip()], PRIORITY["insights"]),
             Section("ancestry", [ancestry_line(v) for v in context.ancestry if v.node_id not in exclude],

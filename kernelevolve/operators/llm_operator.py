@@ -2,9 +2,14 @@
 
 draft: spec + knowledge -> first kernel. improve with one parent: a debug prompt when it failed
 (failure class, message, trimmed log), an optimise prompt when it passed (per-shape timings
-against the baseline); with two parents: crossover. Every call goes through the reply cache and
-is recorded with its tokens and cost; the reply's kernel is extracted here, and a reply without
+against the baseline); with two parents: crossover. Every call is recorded with its tokens and
+cost; a resumed run first replays its own recorded calls (`replay`), and the opt-in reply cache
+(`use_cache`) is consulted next. The reply's kernel is extracted here, and a reply without
 `class ModelNew` becomes a `no_code` proposal that the debug path can work on.
+
+Two output contracts, each with its own system prompt: kernel prompts ask for a `Change:` line
+and one code block; insight prompts ask for one or two plain sentences, and a reply that breaks
+that (code, a code block, a long text) is dropped, never stored as an insight.
 """
 
 from __future__ import annotations
@@ -12,18 +17,36 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+from collections import defaultdict
 
 from kernelevolve.llm.base import LLMError, LLMReply, Provider
 from kernelevolve.llm.cache import ReplyCache, cache_key
 from kernelevolve.llm.extract import extract_kernel
 from kernelevolve.operators.base import LLMCallRecord, OperatorContext, ParentView, Proposal
-from kernelevolve.operators.context_builder import PromptBuilder, evaluation_summary, render, system_prompt
+from kernelevolve.operators.context_builder import (PromptBuilder, evaluation_summary, insight_system_prompt, render,
+                                                   system_prompt)
 from kernelevolve.operators.errors import OperatorError
 from kernelevolve.operators.insights import rule_insight, step_label
 from kernelevolve.spec import Spec
 
 _CHANGE = re.compile(r"^\W*change\W*:\s*(.+)$", re.I | re.M)
 INSIGHT_MAX_TOKENS = 300
+INSIGHT_MAX_CHARS = 400
+_CODE_MARKERS = re.compile(r"```|~~~|^\s*(import |from \S+ import |def |class |@triton|return )|\bModelNew\b|tl\.\w+\(", re.M)
+
+
+def insight_problem(reply: str) -> str | None:
+    """Why a reply breaks the insight contract (one or two plain sentences), or None."""
+    text = (reply or "").strip()
+    if not text:
+        return "empty reply"
+    if _CODE_MARKERS.search(text):
+        return "it holds code"
+    if len(" ".join(text.split())) > INSIGHT_MAX_CHARS:
+        return f"longer than {INSIGHT_MAX_CHARS} characters"
+    if len([ln for ln in text.splitlines() if ln.strip()]) > 3:
+        return "more than a few lines"
+    return None
 
 
 def reply_note(reply: str, kind: str) -> str:
@@ -34,29 +57,49 @@ def reply_note(reply: str, kind: str) -> str:
 
 class LLMOperator:
     def __init__(self, provider: Provider, *, token_budget: int = 24000, cache: ReplyCache | None = None,
-                 use_cache: bool = True, llm_insights: bool = True, knowledge=None):
+                 use_cache: bool = False, llm_insights: bool = True, knowledge=None):
         self.provider = provider
         self.name = provider.label
         self.builder = PromptBuilder(token_budget=token_budget, knowledge=knowledge)
-        self.cache = (cache or ReplyCache()) if use_cache else None
+        self.cache = cache if cache is not None else (ReplyCache() if use_cache else None)
         self.llm_insights = llm_insights
         self._occurrences: dict[str, int] = {}
+        self._replay: dict[str, list[LLMReply]] = defaultdict(list)
         self._lock = threading.Lock()
+        self.dropped_insights: list[str] = []  # why each model insight was refused (for tests, logs)
+
+    def check_endpoint(self) -> None:
+        """One cheap request before a run starts: OperatorError with the provider's message."""
+        try:
+            self.provider.check()
+        except LLMError as e:
+            raise OperatorError(str(e)) from None
+
+    def replay(self, calls) -> int:
+        """Replies this run already paid for and recorded (the database's llm_calls rows not
+        attached to a node: a proposal or insight in flight when the run stopped); an identical
+        request takes them, in order, before any cache or paid call. Returns how many."""
+        n = 0
+        for c in calls:
+            if c.error is None and c.node_id is None and c.provider == self.provider.name and c.model == self.provider.model:
+                self._replay[hashlib.sha256(c.prompt.encode()).hexdigest()].append(
+                    LLMReply(text=c.reply, input_tokens=c.input_tokens, output_tokens=c.output_tokens, cached=True))
+                n += 1
+        return n
 
     # -- one model call, cached and recorded --------------------------------------------------
     def ask(self, prompt: str, context: OperatorContext | None, *, max_tokens: int | None = None,
-            record_llm_call=None) -> LLMReply:
-        system = system_prompt()
+            record_llm_call=None, system: str | None = None) -> LLMReply:
+        system = system_prompt() if system is None else system
         p = self.provider
-        key = cache_key(p.name, p.model, p.temperature, prompt, system)
+        key = cache_key(dict(p.settings(), max_tokens=max_tokens or p.max_tokens), prompt, system)
         with self._lock:
             index = self._occurrences.get(key, 0)
             self._occurrences[key] = index + 1
-        reply = self.cache.get(key, index) if self.cache else None
-        finder = context.extra.get("find_llm_reply") if context is not None else None
-        if reply is None and index == 0 and callable(finder):  # the experiment database's cache (any run)
-            text = finder(hashlib.sha256(prompt.encode()).hexdigest())
-            reply = LLMReply(text=text, cached=True) if text else None
+            queued = self._replay.get(hashlib.sha256(prompt.encode()).hexdigest())
+            reply = queued.pop(0) if queued else None
+        if reply is None and self.cache:
+            reply = self.cache.get(key, index)
         record = (context.record_llm_call if context is not None else record_llm_call) or (lambda r: None)
         if reply is None:
             try:
@@ -109,8 +152,12 @@ class LLMOperator:
             parent_result=evaluation_summary(parents[0]) if len(parents) == 1 else "",
         )
         try:
-            text = self.ask(prompt, None, max_tokens=INSIGHT_MAX_TOKENS, record_llm_call=record_llm_call).text
+            text = self.ask(prompt, None, max_tokens=INSIGHT_MAX_TOKENS, record_llm_call=record_llm_call,
+                            system=insight_system_prompt()).text
         except OperatorError:
             return fallback
-        text = " ".join(text.split())[:500]
-        return f"{step_label(child, parents)}: {text}" if text else fallback
+        problem = insight_problem(text)
+        if problem:  # broke the contract: dropped, never stored or shown to a later prompt
+            self.dropped_insights.append(problem)
+            return fallback
+        return f"{step_label(child, parents)}: {' '.join(text.split())}"
