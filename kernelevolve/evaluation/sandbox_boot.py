@@ -1,20 +1,92 @@
 """First code run in a sandboxed evaluation process (stdlib only; started as a script).
 
-Usage: python sandbox_boot.py LIMITS_JSON SCRIPT
-It tightens resource limits, drops the network where the OS allows it (a new network namespace,
-then a new user+network namespace), records what it achieved in `sandbox.json`, then runs the
-harness script as __main__. Doing this in the child itself, rather than in a preexec_fn, keeps
-the parent safe to call from many threads.
+Usage: python sandbox_boot.py CONFIG_JSON SCRIPT   (run from the package, never from the scratch
+dir, so that nothing a candidate planted there is imported before the sandbox is up)
+
+Three processes, each doing what only it can:
+
+  boot (this process, started by sandbox.run_script in its own session)
+      decides the harness's uid (65534 when root and everything the harness needs is reachable by
+      it, chown'ing the scratch dir, the result dir and the extra writable dirs; else uid 0 without
+      capabilities), unshares new mount/PID/IPC/network namespaces (a user namespace too when not
+      root), seals the filesystem (empty /run, private /tmp and /dev/shm, the writable directories
+      bound back, every other mount read-only), waits until the parent has moved it into the run's
+      pids cgroup, then forks `init` and waits for it. It dies the way the harness died
+      (re-raising its signal), so the parent still sees e.g. SIGSEGV. On SIGTERM (the parent's
+      timeout) it SIGKILLs init, which takes every process of the namespace with it, and returns
+      only once they are gone.
+  init (pid 1 of the new PID namespace)
+      mounts a /proc of its own namespace, forks the harness, reaps orphans, reports the
+      harness's wait status to boot and exits, at which the kernel kills what is left.
+  harness
+      applies the per-process limits, drops privileges, reports what was achieved over an
+      inherited pipe that it closes before any candidate code runs, then runs SCRIPT as __main__.
+
+Every step is best effort: where the OS refuses one, the evaluation still runs and the report
+says what is missing (without a PID namespace, init is a subreaper that kills what is left).
 """
 
 import ctypes
+import errno
 import json
+import os
+import re
 import resource
 import runpy
+import signal
+import stat
 import sys
 
+CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE, MS_RELATIME = 1024, 2048, 4096, 16384, 1 << 18, 1 << 21
+MS_STRICTATIME = 1 << 24
+MNT_DETACH = 2
+# statvfs f_flag bits -> the mount flags a bind remount must keep
+_KEEP_FLAGS = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
+               (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME))
+
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_SECUREBITS = 1, 24, 28
+PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 36, 38, 47, 4
+# SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP, SECBIT_KEEP_CAPS_LOCKED, SECBIT_NO_CAP_AMBIENT_RAISE and their locks
+SECURE_BITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
+CAP_VERSION_3 = 0x20080522
+
+_libc = None
+
+
+def libc():
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+        _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    return _libc
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+
+
+def mount(source, target, fstype, flags, data=None) -> None:
+    enc = lambda s: None if s is None else os.fsencode(s)  # noqa: E731
+    _check(libc().mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
+
+
+def umount(target) -> None:
+    libc().umount2(os.fsencode(target), MNT_DETACH)
+
+
+def prctl(option: int, arg: int = 0) -> None:
+    _check(libc().prctl(option, arg, 0, 0, 0), f"prctl {option}")
 
 
 def _set_limit(kind: int, value: int) -> None:
@@ -25,32 +97,563 @@ def _set_limit(kind: int, value: int) -> None:
         resource.setrlimit(kind, (value, hard))
 
 
-def _drop_network() -> str:
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+# ----------------------------------------------------------------------------- namespaces
+
+def unshare_namespaces(want_net: bool, notes: list) -> tuple:
+    """Returns (flags obtained, whether a user namespace was needed)."""
+    base = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | (CLONE_NEWNET if want_net else 0)
+    if libc().unshare(base) == 0:
+        return base, False
+    first = ctypes.get_errno()
+    if os.geteuid() != 0:  # an unprivileged user: a user namespace gives the rights over the others
+        uid, gid = os.geteuid(), os.getegid()
+        if libc().unshare(base | CLONE_NEWUSER) == 0:
+            try:
+                _write("/proc/self/setgroups", "deny")
+                _write("/proc/self/uid_map", f"0 {uid} 1")
+                _write("/proc/self/gid_map", f"0 {gid} 1")
+            except OSError as e:
+                notes.append(f"user namespace maps: {e}")
+            return base | CLONE_NEWUSER, True
+    notes.append(f"unshare all: {os.strerror(first)}")
+    got = 0
+    for flag in (CLONE_NEWNET if want_net else 0, CLONE_NEWIPC, CLONE_NEWNS, CLONE_NEWPID):
+        if flag and libc().unshare(flag) == 0:
+            got |= flag
+    return got, False
+
+
+# ----------------------------------------------------------------------------- cgroup
+
+def await_cgroup(cfg: dict, notes: list) -> str | None:
+    """The parent moves this process into the run's pids cgroup while Python starts up here
+    (a cgroup v1 move can take ~10 ms); wait for its word before forking anything."""
+    fd = cfg.get("go_fd")
+    if fd is None:
+        return None
+    try:
+        joined = os.read(fd, 1) == b"1"
     except OSError:
+        joined = False
+    finally:
+        os.close(fd)
+    try:
+        with open("/proc/self/cgroup") as f:
+            joined = joined and os.path.basename(cfg["cgroup"]) in f.read()
+        with open(os.path.join(cfg["cgroup"], "pids.max")) as f:
+            limit = f.read().strip()
+    except OSError:
+        joined = False
+    if not joined:
+        notes.append("cgroup: not joined")
+        return None
+    return f"cgroup pids.max={limit}"
+
+
+# ----------------------------------------------------------------------------- privileges
+
+def _can(st: os.stat_result, uid: int, bits: int) -> bool:
+    mode = st.st_mode
+    if st.st_uid == uid:
+        return (mode >> 6) & bits == bits
+    if st.st_gid == uid:  # the target gid equals the target uid (65534:65534)
+        return (mode >> 3) & bits == bits
+    return mode & bits == bits
+
+
+def _reachable(path: str, uid: int, given: set) -> str | None:
+    """None when `uid` can reach `path`: search every ancestor and read it (what it will be given
+    counts as its own); else the first directory in the way."""
+    parts = path.rstrip("/").split("/")
+    for i in range(1, len(parts) + 1):
+        here = "/".join(parts[:i]) or "/"
+        if here in given:
+            continue
+        try:
+            st = os.stat(here)
+        except OSError:
+            return None if i == len(parts) else here
+        need = 1 if i < len(parts) else (5 if stat.S_ISDIR(st.st_mode) else 4)
+        if not _can(st, uid, need):
+            return here
+    return None
+
+
+def needed_paths(script: str) -> list:
+    """What the harness will read: Python and its import paths, this package, and every existing
+    file or directory the (trusted, generated) script names: candidate, reference, import paths."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    needed = {os.path.realpath(sys.executable), sys.prefix, sys.base_prefix, sys.exec_prefix, script,
+              os.path.dirname(os.path.dirname(here))}
+    needed.update(p for p in sys.path if p and os.path.isabs(p) and os.path.exists(p) and p != here)
+    needed.update(p for p in os.environ.get("PYTHONPATH", "").split(":") if p and os.path.exists(p))
+    try:
+        with open(script) as f:
+            text = f.read(1 << 20)
+        named = sorted(set(re.findall(r"/[\w.+@/-]+", text)))[:500]
+        needed.update(p for p in named if len(p) > 1 and (os.path.isfile(p) or os.path.isdir(p)))
+    except OSError:
+        pass
+    return sorted(needed)
+
+
+def plan_uid(cfg: dict, script: str, notes: list) -> int | None:
+    """The uid the harness can run as, if all it needs is reachable by it (else None: keep uid 0)."""
+    uid = cfg.get("uid")
+    if uid is None or os.geteuid() != 0:
+        return None
+    workdir, result_dir = cfg["workdir"], cfg.get("result_dir")
+    if result_dir and result_dir != workdir:
+        # Only a directory that is already the sandbox's, or the private (0700, mkdtemp-like)
+        # parent of the scratch dir, is handed over; never an arbitrary folder of the caller's.
+        st = os.stat(result_dir)
+        private = result_dir == os.path.dirname(workdir) and st.st_uid == os.geteuid() and not st.st_mode & 0o077
+        if st.st_uid != uid and not private:
+            notes.append(f"uid {uid}: result dir {result_dir} is not private to the run")
+            return None
+    given = {p for p in [workdir, result_dir] + list(cfg.get("writable", [])) if p}
+    for path in sorted(set(needed_paths(script)) | given):
+        blocked = _reachable(path, uid, given)
+        if blocked:
+            notes.append(f"uid {uid} cannot reach {path} ({blocked})")
+            return None
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "unset") != "":  # the GPU is in use: its device files
+        for dev in sorted(os.listdir("/dev")):
+            if dev.startswith("nvidia") and not _can(os.stat(f"/dev/{dev}"), uid, 6 if dev != "nvidia-caps" else 5):
+                notes.append(f"uid {uid} cannot open /dev/{dev}")
+                return None
+    return uid
+
+
+def _chown_tree(top: str, uid: int) -> None:
+    """Never through a symlink, never a file hard-linked from elsewhere."""
+    for root, dirs, files in os.walk(top):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            st = os.lstat(path)
+            if stat.S_ISDIR(st.st_mode) or st.st_nlink == 1:
+                os.chown(path, uid, uid, follow_symlinks=False)
+    os.chown(top, uid, uid, follow_symlinks=False)
+
+
+def give_to(uid: int, cfg: dict, notes: list) -> bool:
+    """chown what the harness must write: the scratch dir (whole), the result dir, the extra dirs."""
+    try:
+        _chown_tree(cfg["workdir"], uid)
+        if cfg.get("result_dir"):
+            os.chown(cfg["result_dir"], uid, uid, follow_symlinks=False)
+        for path in cfg.get("writable", []):
+            if os.lstat(path).st_uid != uid:  # else handed over by an earlier run
+                _chown_tree(path, uid)
+        return True
+    except OSError as e:
+        notes.append(f"chown for uid {uid}: {e}")
+        return False
+
+
+def _status_caps() -> dict:
+    caps = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(("CapEff:", "CapPrm:", "CapBnd:")):
+                    key, value = line.split(":")
+                    caps[key] = int(value.strip(), 16)
+    except OSError:
+        pass
+    return caps
+
+
+def drop_capabilities() -> None:
+    """Clear every capability for good: bounding set, ambient, permitted/effective/inheritable."""
+    try:
+        prctl(PR_SET_SECUREBITS, SECURE_BITS)  # uid 0 gets no capabilities back on execve
+    except OSError:
+        pass
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            last = int(f.read())
+    except (OSError, ValueError):
+        last = 63
+    for cap in range(last + 1):
+        libc().prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    libc().prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(CAP_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    _check(libc().capset(ctypes.byref(header), ctypes.byref(data)), "capset")
+
+
+def drop_privileges(uid: int | None, userns: bool) -> str:
+    if uid is not None:
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+        except OSError:
+            uid = None
+    if uid is None or os.geteuid() == 0:
+        try:
+            drop_capabilities()
+        except OSError:
+            pass
+    try:
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+    except OSError:
+        pass
+    caps = _status_caps()
+    no_caps = caps.get("CapEff", 1) == 0 and caps.get("CapPrm", 1) == 0
+    if os.getuid() != 0 and os.geteuid() != 0 and uid is not None:
+        return str(os.getuid())
+    if no_caps:
+        return "unchanged (user namespace), capabilities dropped" if userns else "0, capabilities dropped"
+    return "unchanged"
+
+
+# ----------------------------------------------------------------------------- filesystem
+
+_OPTION_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
+                 "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
+
+
+def _mounts() -> list:
+    """(mount point, flags a bind remount must keep, read-only?) from mountinfo: no call into
+    the file systems themselves, which could hang (a dead network mount)."""
+    mounts = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+            options = fields[5].split(",")
+            flags = sum(_OPTION_FLAGS.get(o, 0) for o in options)
+            if not flags & (MS_NOATIME | MS_RELATIME):
+                flags |= MS_STRICTATIME
+            mounts.append((point, flags, "ro" in options))
+    return mounts
+
+
+def _keep_flags(path: str) -> int:
+    flags = os.statvfs(path).f_flag
+    keep = sum(ms for st, ms in _KEEP_FLAGS if flags & st)
+    return keep if flags & (os.ST_NOATIME | os.ST_RELATIME) else keep | MS_STRICTATIME
+
+
+def hide_devices(notes: list) -> None:
+    """For a capability-less uid 0: bind /dev/null over block devices and a few other nodes whose
+    file modes would otherwise let uid 0 at them (raw disks, loop control, the kernel log)."""
+    targets = []
+    for folder in ("/dev", "/dev/mapper"):
+        try:
+            for entry in os.scandir(folder):
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISBLK(st.st_mode) or entry.name in ("kmsg", "loop-control", "control", "mem", "kmem", "port"):
+                    targets.append(entry.path)
+        except OSError:
+            pass
+    for path in targets:
+        try:
+            mount("/dev/null", path, None, MS_BIND)
+        except OSError as e:
+            notes.append(f"hide {path}: {e}")
+
+
+def seal_filesystem(cfg: dict, needed: list, notes: list) -> str:
+    """Private /tmp and /dev/shm, writable dirs bound back, every other mount read-only."""
+    try:
+        mount(None, "/", None, MS_REC | MS_PRIVATE)
+    except OSError as e:
+        notes.append(str(e))
         return "unavailable"
-    for flags, name in ((CLONE_NEWNET, "netns"), (CLONE_NEWUSER | CLONE_NEWNET, "userns+netns")):
-        if libc.unshare(flags) == 0:
-            return name
-    return "unavailable"
+    writable = []
+    for path in [cfg["workdir"], cfg.get("result_dir")] + list(cfg.get("writable", [])):
+        if path and not any(_within(path, w) for w in writable):
+            writable = [w for w in writable if not _within(w, path)] + [path]
+    writable.sort(key=len)
+    # What the harness reads from under the places about to be covered (a venv in /tmp, say)
+    # comes back read-only.
+    covered = ("/tmp", "/run", "/var/run", "/dev/shm", os.path.realpath("/dev/shm"))
+    visible = []
+    for path in needed:
+        path = path if os.path.isdir(path) else os.path.dirname(path)
+        if path not in covered and any(_within(path, c) for c in covered) and not any(_within(path, w) for w in writable):
+            if not any(_within(path, v) for v in visible):
+                visible = [v for v in visible if not _within(v, path)] + [path]
+    visible.sort(key=len)
+    fds = {}
+    made = []  # mounts to take down again if a writable dir cannot be bound back
+    try:
+        for path in writable + visible:  # handles on them before /tmp is covered
+            fds[path] = os.open(path, os.O_PATH | os.O_DIRECTORY)
+        # /run holds daemons' sockets (databases, container runtimes, systemd): an empty one
+        for place in ("/run", "/var/run"):
+            if os.path.isdir(place) and not os.path.islink(place):
+                try:
+                    mount("tmpfs", place, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=755,size=1m")
+                    made.append(place)
+                except OSError as e:
+                    notes.append(f"{place} not masked: {e}")
+        size = f"size={cfg.get('tmpfs_bytes', 1 << 30)}"
+        for place in ("/tmp", "/dev/shm"):
+            place = os.path.realpath(place)  # /dev/shm may be a link into /run
+            os.makedirs(place, exist_ok=True)
+            mount("tmpfs", place, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,{size}")
+            made.append(place)
+        for path in sorted(writable + visible, key=len):  # outer ones first
+            if not os.path.isdir(path):
+                os.makedirs(path, mode=0o755)  # its mount point inside a fresh tmpfs
+            mount(f"/proc/self/fd/{fds[path]}", path, None, MS_BIND)
+            made.append(path)
+            if path in visible:
+                mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | _keep_flags(path))
+    except OSError as e:
+        notes.append(f"private tmp / writable binds: {e}")
+        for place in reversed(made):
+            umount(place)
+        return "unavailable"
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    if cfg.get("hide_devices"):
+        hide_devices(notes)
+    skip = made + ["/proc"]
+    root_ro, left = False, []
+    for point, flags, ro in _mounts():
+        if any(_within(point, s) for s in skip):
+            continue
+        if ro and point != "/":
+            continue
+        try:
+            mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
+            root_ro = root_ro or point == "/"
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.EINVAL):  # hidden under another mount
+                left.append(point)
+    if left:
+        notes.append("left writable: " + ", ".join(left[:10]))
+    ro = "ro-root" if root_ro and not left else ("ro-root(partial)" if root_ro else "")
+    return "+".join(x for x in (ro, "private-tmp") if x)
+
+
+def private_proc(notes: list) -> bool:
+    """In the new PID namespace: its own /proc, with the kernel-tuning parts read-only."""
+    ok = True
+    try:
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    except OSError as e:
+        notes.append(f"proc: {e}")
+        ok = False
+    for part in ("sys", "sysrq-trigger", "irq", "bus", "fs"):
+        path = f"/proc/{part}"
+        try:
+            mount(path, path, None, MS_BIND)
+            mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | _keep_flags(path))
+        except OSError:
+            pass
+    return ok
+
+
+# ----------------------------------------------------------------------------- processes
+
+def run_harness(cfg: dict, script: str, report: dict, report_fd: int, uid, userns: bool) -> None:
+    """The harness process: last limits, drop privileges, report, run the script."""
+    try:
+        os.chdir(cfg["workdir"])  # through the writable bind, not the read-only mount beneath it
+    except OSError as e:
+        report["notes"].append(f"chdir: {e}")
+    _set_limit(resource.RLIMIT_FSIZE, cfg["max_file_bytes"])
+    if cfg.get("max_memory_bytes"):
+        _set_limit(resource.RLIMIT_AS, cfg["max_memory_bytes"])
+    if not report.get("processes"):
+        _set_limit(resource.RLIMIT_NPROC, cfg["max_processes"])
+    report["uid"] = drop_privileges(uid, userns)
+    if not report.get("processes"):
+        capable = _status_caps().get("CapEff", 0) & ((1 << 21) | (1 << 24))  # SYS_ADMIN, SYS_RESOURCE
+        report["processes"] = "unavailable" if capable else f"rlimit nproc={cfg['max_processes']}"
+    if not report["notes"]:
+        del report["notes"]
+    try:
+        os.write(report_fd, json.dumps(report).encode())
+    except OSError:
+        pass
+    # the report pipe included: nothing of the sandbox stays open (its fds are all below the limit)
+    os.closerange(3, max(1024, resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
+    sys.argv = [script]
+    sys.path[0] = os.path.dirname(script)  # as if the script had been started itself
+    runpy.run_path(script, run_name="__main__")
+
+
+def _wait_for(pid: int) -> int:
+    """Reap until `pid` ends (init: orphans too); its wait status."""
+    while True:
+        try:
+            done, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 0
+        if done == pid:
+            return status
+
+
+def run_init(cfg: dict, script: str, report: dict, report_fd: int, status_w: int, alive_r: int, uid, flags: int, userns: bool) -> None:
+    """pid 1 of the new PID namespace (or, without one, a subreaper): harness in a child."""
+    try:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        # boot may have died before the line above: its end of `alive` is then closed
+        import select
+        if select.select([alive_r], [], [], 0)[0]:
+            os._exit(1)
+    except OSError:
+        pass
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # pid 1 ignores signals it has no handler for
+    in_pidns = bool(flags & CLONE_NEWPID)
+    if in_pidns:
+        report["pid"] = "pidns" if private_proc(report["notes"]) else "pidns, host /proc"
+        # Out of boot's process group, which kill(0, ...) would reach across the namespace.
+        os.setsid()
+    else:
+        report["pid"] = "unavailable"
+        try:
+            prctl(PR_SET_CHILD_SUBREAPER, 1)
+        except OSError:
+            pass
+    harness = os.fork()
+    if harness == 0:
+        os.close(status_w)
+        run_harness(cfg, script, report, report_fd, uid, userns)
+        return
+    os.close(report_fd)
+    status = _wait_for(harness)
+    os.write(status_w, str(status).encode())
+    if not in_pidns:  # no namespace to take the rest down: kill what was left behind (reparented here)
+        for _ in range(500):
+            kids = _children()
+            for pid in kids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                while os.waitpid(-1, 0 if kids else os.WNOHANG)[0]:
+                    pass
+            except ChildProcessError:
+                break
+    os._exit(0)
+
+
+def _children() -> list:
+    me = os.getpid()
+    try:
+        with open(f"/proc/{me}/task/{me}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        pass
+    kids = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                    kids.append(int(name))
+        except (OSError, ValueError, IndexError):
+            pass
+    return kids
+
+
+def _die_like(status: int) -> None:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass  # SIGKILL/SIGSTOP: default already
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
 def main() -> None:
-    limits = json.loads(sys.argv[1])
+    cfg = json.loads(sys.argv[1])
     script = sys.argv[2]
-    report = {}
+    report_fd = cfg["report_fd"]
+    report = {"notes": []}
+    notes = report["notes"]
     _set_limit(resource.RLIMIT_CORE, 0)
-    _set_limit(resource.RLIMIT_NOFILE, limits["max_open_files"])
-    _set_limit(resource.RLIMIT_NPROC, limits["max_processes"])
-    _set_limit(resource.RLIMIT_FSIZE, limits["max_file_bytes"])
-    if limits.get("max_memory_bytes"):
-        _set_limit(resource.RLIMIT_AS, limits["max_memory_bytes"])
-    report["network"] = _drop_network() if limits.get("isolate_network", True) else "shared"
-    with open("sandbox.json", "w") as f:
-        json.dump(report, f)
-    sys.argv = [script]
-    runpy.run_path(script, run_name="__main__")
+    _set_limit(resource.RLIMIT_NOFILE, cfg["max_open_files"])
+
+    want_net = cfg.get("isolate_network", True)
+    uid = None
+    try:
+        uid = plan_uid(cfg, script, notes)
+        if uid is not None and not give_to(uid, cfg, notes):
+            uid = None
+    except Exception as e:  # noqa: BLE001 - never fail the evaluation over a protection
+        notes.append(f"uid plan: {e!r}")
+    cfg["hide_devices"] = uid is None and os.geteuid() == 0
+
+    flags, userns = 0, False
+    try:
+        flags, userns = unshare_namespaces(want_net, notes)
+    except Exception as e:  # noqa: BLE001
+        notes.append(f"unshare: {e!r}")
+    if not want_net:
+        report["network"] = "shared"
+    else:
+        report["network"] = ("userns+netns" if userns else "netns") if flags & CLONE_NEWNET else "unavailable"
+    report["ipc"] = "ipcns" if flags & CLONE_NEWIPC else "unavailable"
+    report["filesystem"] = "unavailable"
+    if flags & CLONE_NEWNS:
+        try:
+            report["filesystem"] = seal_filesystem(cfg, needed_paths(script), notes)
+        except Exception as e:  # noqa: BLE001
+            notes.append(f"filesystem: {e!r}")
+    report["output"] = "truncated"
+    report["processes"] = await_cgroup(cfg, notes)
+
+    status_r, status_w = os.pipe()
+    alive_r, alive_w = os.pipe()
+    try:
+        init = os.fork()
+    except OSError as e:  # no room for a second process: run the harness here, unprotected by pid
+        notes.append(f"fork: {e}")
+        report["pid"] = "unavailable"
+        run_harness(cfg, script, report, report_fd, uid, userns)
+        return
+    if init == 0:
+        os.close(status_r)
+        os.close(alive_w)
+        run_init(cfg, script, report, report_fd, status_w, alive_r, uid, flags, userns)
+        return
+    os.close(status_w)
+    os.close(alive_r)
+    os.close(report_fd)
+    try:
+        handle = os.pidfd_open(init)
+        kill_init = lambda: signal.pidfd_send_signal(handle, signal.SIGKILL)  # noqa: E731 - no pid reuse race
+    except (AttributeError, OSError):
+        kill_init = lambda: os.kill(init, signal.SIGKILL)  # noqa: E731
+
+    def on_term(signum, frame):  # the parent's timeout: take the whole namespace down
+        try:
+            kill_init()
+        except OSError:
+            pass
+        if not flags & CLONE_NEWPID:
+            os.killpg(0, signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, on_term)
+    _, init_status = os.waitpid(init, 0)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    reported = os.read(status_r, 64)
+    _die_like(int(reported) if reported else init_status)
 
 
 if __name__ == "__main__":
