@@ -14,6 +14,7 @@ import queue
 import secrets
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -129,18 +130,23 @@ class Evaluator:
         limits = Limits(timeout_s=self.timeout_s, max_memory_bytes=self.max_memory_bytes)
         result = EvalResult(correct=False, device=self.device, shapes=[_shape(c) for c in cases])
 
+        bench = dict(config, mode="candidate", profile=deep, baseline=spec.baseline, warmup_ms=self.warmup_ms,
+                     rep_ms=self.rep_ms, result_path=str(workdir / "bench.json"))
+        # A missing baseline is prepared (imports, compile) while the candidate is checked; it is timed after.
+        baselines = _BaselineJob(self, spec, bench, workdir, slot, env, result) if self.device == "cuda" else None
+
         outcome = run_script(render("correctness", config), workdir / "check", limits=limits, env=env, result_path=workdir / "check.json")
         result.phases_s["correctness"] = outcome.duration_s
         self._absorb(result, outcome, "correctness")
         result.environment["seed"] = seed
         if result.failure is None:
             result.correct = all(s.correct for s in result.shapes)
-        if not result.correct or self.device != "cuda":
+        if not result.correct or baselines is None:
+            if baselines is not None:
+                baselines.cancel()
             return result
 
-        bench = dict(config, mode="candidate", profile=deep, baseline=spec.baseline, warmup_ms=self.warmup_ms, rep_ms=self.rep_ms,
-                     result_path=str(workdir / "bench.json"))
-        baseline_ms = self._baselines(spec, bench, workdir, slot, env, limits, result)
+        baseline_ms = baselines.finish()
         outcome = run_script(render("benchmark", bench), workdir / "bench", limits=limits, env=env, result_path=workdir / "bench.json")
         result.phases_s["benchmark"] = outcome.duration_s
         self._absorb(result, outcome, "benchmark")
@@ -158,33 +164,6 @@ class Evaluator:
         if reason:
             result.marks["suspicious"] = reason
         return result
-
-    def _baselines(self, spec: Spec, bench: dict, workdir: Path, slot: str, env: dict, limits: Limits,
-                   result: EvalResult) -> dict[str, float]:
-        """Baseline medians by case label: cached per (spec, shape, GPU, torch, triton), else timed in
-        a process that never sees the candidate (so no candidate can slow it or forge it)."""
-        keys = {c["label"]: "|".join([spec.fingerprint, c["label"], spec.baseline, *_software(slot)])
-                for c in bench["cases"]}
-        cached = self.baselines.lookup(spec.fingerprint)
-        found = {label: cached[k] for label, k in keys.items() if k in cached}
-        result.environment["baselines_cached"] = sorted(found)
-        missing = [c for c in bench["cases"] if c["label"] not in found]
-        if not missing:
-            return found
-        config = dict(bench, mode="baseline", cases=missing, result_path=str(workdir / "baseline.json"))
-        outcome = run_script(render("benchmark", config), workdir / "baseline", limits=limits, env=env,
-                             result_path=workdir / "baseline.json")
-        result.phases_s["baseline"] = outcome.duration_s
-        data = outcome.result or {}
-        for case in data.get("cases", []):
-            if case.get("baseline_ms") is not None and case.get("label") in keys:
-                found[case["label"]] = case["baseline_ms"]
-                self.baselines.save(keys[case["label"]], case["baseline_ms"])
-        if len(found) < len(keys):
-            failure = (data.get("failure") or {}).get("message") or (
-                f"the baseline process ended without timings ({outcome.signal_name or outcome.returncode})")
-            result.environment["baseline_error"] = failure
-        return found
 
     def _environment(self, workdir: Path, slot: str) -> dict[str, str]:
         caches = cache_dir()
@@ -246,6 +225,65 @@ class Evaluator:
             if shape.correct is None and failure in (Failure.TIMEOUT, Failure.CRASH):
                 shape.failure = str(failure)
                 break
+
+
+class _BaselineJob:
+    """Baseline medians by case label: cached per (spec, shape, GPU, torch, triton), else timed in a
+    process that never sees the candidate (so no candidate can slow it down or forge it).
+
+    The process starts at once and prepares (imports, builds, compiles, warms up), then waits for
+    the file `go` in its scratch directory, so its timing never overlaps the candidate's checks."""
+
+    def __init__(self, evaluator: "Evaluator", spec: Spec, bench: dict, workdir: Path, slot: str, env: dict,
+                 result: EvalResult):
+        self.result, self.evaluator = result, evaluator
+        self.keys = {c["label"]: "|".join([spec.fingerprint, c["label"], spec.baseline, *_software(slot)])
+                     for c in bench["cases"]}
+        cached = evaluator.baselines.lookup(spec.fingerprint)
+        self.found = {label: cached[k] for label, k in self.keys.items() if k in cached}
+        result.environment["baselines_cached"] = sorted(self.found)
+        missing = [c for c in bench["cases"] if c["label"] not in self.found]
+        self.dir = workdir / "baseline"
+        self.outcome: Outcome | None = None
+        self.thread: threading.Thread | None = None
+        if not missing:
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        config = dict(bench, mode="baseline", cases=missing, result_path=str(workdir / "baseline.json"),
+                      go_path=str(self.dir / "go"), go_timeout_s=2 * evaluator.timeout_s)
+        limits = Limits(timeout_s=3 * evaluator.timeout_s, max_memory_bytes=evaluator.max_memory_bytes)
+        script = render("benchmark", config)
+
+        def run() -> None:
+            self.outcome = run_script(script, self.dir, limits=limits, env=env, result_path=workdir / "baseline.json")
+
+        self.thread = threading.Thread(target=run, name="kernelevolve-baseline", daemon=True)
+        self.thread.start()
+
+    def cancel(self) -> None:
+        """The candidate failed: the baseline process leaves without timing (its compile is not wasted:
+        inductor's cache keeps it)."""
+        if self.thread is not None:
+            (self.dir / "go").write_text("stop")
+            self.thread.join()
+
+    def finish(self) -> dict[str, float]:
+        if self.thread is None:
+            return self.found
+        (self.dir / "go").write_text("go")
+        self.thread.join()
+        outcome = self.outcome
+        self.result.phases_s["baseline"] = outcome.duration_s if outcome else 0.0
+        data = (outcome.result if outcome else None) or {}
+        for case in data.get("cases", []):
+            if case.get("baseline_ms") is not None and case.get("label") in self.keys:
+                self.found[case["label"]] = case["baseline_ms"]
+                self.evaluator.baselines.save(self.keys[case["label"]], case["baseline_ms"])
+        if len(self.found) < len(self.keys):
+            how = f"{outcome.signal_name or outcome.returncode}" if outcome else "not started"
+            self.result.environment["baseline_error"] = (data.get("failure") or {}).get("message") or (
+                f"the baseline process ended without timings ({how})")
+        return self.found
 
 
 @functools.lru_cache(maxsize=None)

@@ -56,21 +56,7 @@ def main(config: dict) -> None:
         prepared.append((case, ref_mod, dtype, reference, pools, buffers, expected))
 
     if config["mode"] == "baseline":
-        for case, ref_mod, dtype, reference, pools, buffers, _ in prepared:
-            entry = {"label": case["label"], "baseline_ms": None}
-            result.cases.append(entry)
-            result.stage(f"{case['label']} baseline")
-            base = torch.compile(reference) if config["baseline"] == "torch.compile" else reference
-            try:
-                with torch.no_grad():
-                    base(*buffers[0])
-                timing = clock.measure(base, buffers, pools, warmup_ms=config["warmup_ms"], rep_ms=config["rep_ms"])
-            except Exception as exc:  # the reference itself cannot run at this shape
-                result.finish("reference", f"{case['label']}: the baseline ({config['baseline']}) raised "
-                              + one_line(exc), exc)
-            entry["baseline_ms"] = timing.median_ms
-            result.write()
-        result.finish()
+        _time_baselines(config, result, prepared, clock)
 
     tripwire = Tripwire()
     result.stage("import")
@@ -138,6 +124,46 @@ def main(config: dict) -> None:
             result.finish("timing", f"{label}: {problem}")
         del new
         torch.cuda.empty_cache()
+    result.finish()
+
+
+def _time_baselines(config: dict, result: Result, prepared: list, clock) -> None:
+    """Build and warm every baseline, wait for the evaluator's go (the candidate's checks are done,
+    the GPU is ours), then time them. Never returns."""
+    import time
+
+    import torch
+
+    ready = []
+    for case, ref_mod, dtype, reference, pools, buffers, _ in prepared:
+        result.stage(f"{case['label']} baseline compile")
+        base = torch.compile(reference) if config["baseline"] == "torch.compile" else reference
+        try:
+            with torch.no_grad():
+                base(*buffers[0])
+        except Exception as exc:  # the reference itself cannot run at this shape
+            result.finish("reference", f"{case['label']}: the baseline ({config['baseline']}) raised " + one_line(exc), exc)
+        ready.append((case, base, pools, buffers))
+    clock.sync()
+    result.stage("waiting for the candidate's checks")
+    go_path = config.get("go_path")
+    deadline = time.monotonic() + config.get("go_timeout_s", 600)
+    while go_path and not os.path.exists(go_path):
+        if time.monotonic() > deadline:
+            result.finish("timeout", "the evaluator never said go")
+        time.sleep(0.02)
+    if go_path and open(go_path).read().strip() == "stop":
+        result.finish()
+    for case, base, pools, buffers in ready:
+        entry = {"label": case["label"], "baseline_ms": None}
+        result.cases.append(entry)
+        result.stage(f"{case['label']} baseline")
+        try:
+            timing = clock.measure(base, buffers, pools, warmup_ms=config["warmup_ms"], rep_ms=config["rep_ms"])
+        except Exception as exc:
+            result.finish("reference", f"{case['label']}: the baseline ({config['baseline']}) raised " + one_line(exc), exc)
+        entry["baseline_ms"] = timing.median_ms
+        result.write()
     result.finish()
 
 

@@ -67,15 +67,16 @@ class Clock:
             return buffer_sets[i % S], pools[pool], pool
 
         with torch.no_grad():
-            # Estimate the cost of one call (compile/autotune happened before), as do_bench does.
+            # Estimate one iteration (refresh + flush + call) as do_bench does (its estimate includes
+            # the flush), so the loop's wall time stays near warmup_ms + rep_ms.
             self.sync()
             est = []
             for i in range(5):
                 bufs, vals, _ = plan(i)
-                self._refresh(bufs, vals)
-                self._zero(self._flush)
                 a, b = self._event(), self._event()
                 self._record(a, self.stream)
+                self._refresh(bufs, vals)
+                self._zero(self._flush)
                 fn(*bufs)
                 self._record(b, self.stream)
                 self.sync()
