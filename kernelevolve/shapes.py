@@ -137,7 +137,8 @@ def check(overrides: dict[str, Any], source: str, module_name: str, where: str =
     for name, value in overrides.items():
         problem = _mismatch(name, value, consts[name])
         if problem:
-            raise ShapeError(f"{where}: {name}={_show(value) if isinstance(value, (list, tuple)) else value!r}: "
+            shown = _show(value) if isinstance(value, (list, tuple)) else repr(value)
+            raise ShapeError(f"{where}: {name}={shown}: "
                              f"{problem} ({module_name} has {name} = {_show(consts[name])})")
 
 

@@ -30,7 +30,9 @@ EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 
 def fail(message: str, code: int = EXIT_UNUSABLE) -> NoReturn:
     """One-line error on stderr, then exit: never a traceback for bad input."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     sys.exit(code)
 
 
@@ -80,11 +82,65 @@ def resolve_device(device: str | None) -> str:
 DB_HELP = "SQLAlchemy URL of the experiment database (default: $KERNELEVOLVE_DB, else sqlite:///kernelevolve.db)."
 
 
+# SQLAlchemy dialect -> what to install for its driver.
+_DRIVERS = {
+    "postgresql+psycopg": "pip install 'kernelevolve[postgres]' (psycopg 3)",
+    "postgresql": "pip install 'kernelevolve[postgres]' and write the URL as postgresql+psycopg://...",
+    "postgresql+psycopg2": "pip install psycopg2-binary, or pip install 'kernelevolve[postgres]' and write postgresql+psycopg://...",
+    "mysql": "pip install mysqlclient (KernelEvolve is tested on SQLite and PostgreSQL: pip install 'kernelevolve[postgres]')",
+}
+
+
 def repo_or_fail(db: str | None):
-    """The experiment database at `db` (or the default); an unusable URL ends with one line."""
+    """The experiment database at `db` (or the default); an unusable URL or a database driver
+    that is not installed ends with one line naming what to install."""
     from kernelevolve.memory import DatabaseError, Repository
+    from kernelevolve.memory.repository import database_url
 
     try:
         return Repository(db)
     except DatabaseError as e:
         fail(str(e))
+    except ImportError as e:  # the URL's driver is not installed
+        url = database_url(db)
+        dialect = url.split("://", 1)[0]
+        hint = _DRIVERS.get(dialect) or _DRIVERS.get(dialect.split("+")[0]) or f"install the Python driver for {dialect}"
+        fail(f"--db {_hide_password(url)}: the database driver is not installed "
+             f"({getattr(e, 'name', None) or e}): {hint}")
+
+
+def _hide_password(url: str) -> str:
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url
+
+
+def preflight_or_fail(spec, device: str, shapes, timeout_s: float, quiet: bool = False) -> None:
+    """The reference runs once per case in the sandbox before anything is spent (see
+    kernelevolve/preflight.py); a reference that cannot run ends the command with one line."""
+    from kernelevolve.preflight import preflight
+
+    out = err_console
+    if quiet or not out.is_terminal:
+        result = preflight(spec, device, shapes, timeout_s=timeout_s)
+    else:
+        with out.status(f"preflight: running the reference {spec.reference.name} at each shape…"):
+            result = preflight(spec, device, shapes, timeout_s=timeout_s)
+    if not result.ok:
+        fail(result.message)
+
+
+def check_model_or_fail(operator, model: str | None) -> None:
+    """One cheap request to the model before a run starts (`--no-model-check` skips it)."""
+    from kernelevolve.operators import OperatorError
+
+    check = getattr(operator, "check_endpoint", None)
+    if not callable(check):
+        return  # the offline operator and plugins: nothing to reach
+    try:
+        check()
+    except OperatorError as e:
+        fail(f"--model {model}: the model check failed: {e} (skip it with --no-model-check)")

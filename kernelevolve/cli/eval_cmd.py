@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from kernelevolve.cli.app import (
@@ -16,6 +17,7 @@ from kernelevolve.cli.app import (
     console,
     fail,
     load_spec_or_fail,
+    preflight_or_fail,
     resolve_device,
     shapes_or_fail,
 )
@@ -29,9 +31,14 @@ def eval_command(
     device: Optional[str] = typer.Option(None, "--device", help="cuda (check + time on a GPU) or interpret (CPU, TRITON_INTERPRET=1, correctness only). Default: cuda if a GPU is visible."),
     shape: Optional[list[str]] = typer.Option(None, "--shape", metavar="NAME=VALUE[,NAME=VALUE...]", help="Override the reference's module constants; repeat for several shapes (they replace the spec's)."),
     timeout: float = typer.Option(300.0, "--timeout", min=1, metavar="SECONDS", help="Wall-clock limit per phase (correctness, benchmark); the process group is killed after it."),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip running the reference alone once per shape first."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the table."),
 ) -> None:
     """Evaluate one candidate kernel against a spec: correctness, then timing on a GPU.
+
+    First the reference runs alone once per shape in the sandbox: a reference that cannot run
+    there (too big for its memory, too slow, an error) is exit 2 with a hint to use --shape,
+    never a failure of the candidate.
 
     Exit status: 0 correct, 1 evaluated and failed, 2 could not evaluate (bad spec, arguments or file).
 
@@ -46,46 +53,75 @@ def eval_command(
     except (OSError, UnicodeDecodeError) as e:
         fail(f"{candidate}: cannot read: {e}")
     device = resolve_device(device)
+    if not no_preflight:
+        preflight_or_fail(spec, device, shapes, timeout, quiet=as_json)
 
     from kernelevolve.evaluation.evaluator import Evaluator
 
     evaluator = Evaluator(device=device, timeout_s=timeout)
     if as_json:
-        result = evaluator.evaluate(spec, source, shapes)
+        result = evaluator.evaluate(spec, source, shapes, deep=True)
         typer.echo(json.dumps(result.to_dict(), indent=2))
     else:
         with console.status(f"evaluating {candidate.name} on {device} ({spec.name}, {len(spec.cases(device, shapes))} cases)…"):
-            result = evaluator.evaluate(spec, source, shapes)
+            result = evaluator.evaluate(spec, source, shapes, deep=True)
         print_result(result, spec.name, candidate.name)
+    _warn_unsealed(result)
     raise typer.Exit(EXIT_OK if result.correct else EXIT_FAILED)
 
 
+def _warn_unsealed(result: EvalResult) -> None:
+    """One line on stderr when the OS refused part of the sandbox (the verdict still stands)."""
+    from kernelevolve.evaluation.sandbox import missing_protections
+
+    missing = missing_protections(result.environment.get("sandbox") or {})
+    if missing and result.failure != "tampering":  # a screened candidate never ran: nothing to warn about
+        typer.echo(f"warning: the candidate ran without part of its sandbox ({'; '.join(missing)})", err=True)
+
+
 def _num(value: float | None, fmt: str) -> str:
-    return "—" if value is None else format(value, fmt)
+    return "-" if value is None else format(value, fmt)
 
 
 def print_result(result: EvalResult, spec_name: str, candidate_name: str) -> None:
-    table = Table(title=f"{candidate_name} vs {spec_name} ({result.device})", title_justify="left")
-    for col in ("shape", "ok", "max abs err", "rel err", "latency ms", "baseline ms", "speedup", "GB/s"):
-        table.add_column(col, justify="left" if col == "shape" else "right", no_wrap=col == "shape")
+    """A table that reads at 80 columns: timing columns only when something was timed."""
+    from kernelevolve.evaluation.result import EXPLANATIONS
+    from kernelevolve.search.report import UNTIMED, verdict
+
+    timed = any(s.latency_ms is not None or s.baseline_ms is not None for s in result.shapes)
+    console.print(f"{candidate_name} vs {spec_name} on {result.device}:", highlight=False, markup=False)
+    columns = ["shape", "result", "max abs err", "rel err"] + (["latency ms", "baseline ms", "speedup", "GB/s"] if timed else [])
+    table = Table(box=None, pad_edge=False)
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("shape", "result") else "right", no_wrap=col == "shape")
     for s in result.shapes:
-        ok = {True: "[green]yes[/]", False: f"[red]{s.failure or 'no'}[/]", None: "—"}[s.correct]
-        base = _num(s.baseline_ms, ".4f") + (" (cached)" if s.baseline_cached else "")
-        table.add_row(s.label, ok, _num(s.max_abs_err, ".2e"), _num(s.max_rel_err, ".2e"), _num(s.latency_ms, ".4f"),
-                      base, _num(s.speedup, ".2f") + ("x" if s.speedup else ""), _num(s.gbps, ".0f"))
+        text = verdict(s.correct, s.failure)
+        row = [s.label, f"[green]{text}[/]" if s.correct else f"[red]{text}[/]" if s.correct is False or s.failure else text,
+               _num(s.max_abs_err, ".2e"), _num(s.max_rel_err, ".2e")]
+        if timed:
+            base = _num(s.baseline_ms, ".4f") + (" (cached)" if s.baseline_cached else "")
+            row += [_num(s.latency_ms, ".4f"), base, _num(s.speedup, ".2f") + ("x" if s.speedup else ""), _num(s.gbps, ".0f")]
+        table.add_row(*row)
     console.print(table)
     if result.failure:
-        console.print(f"[red]failed ({result.failure}):[/] {result.message}", highlight=False)
+        console.print(f"[red]failed ({result.failure}):[/] {escape(result.message)}", highlight=False)
+        if result.failure in EXPLANATIONS:
+            console.print(f"  what this check means: {EXPLANATIONS[result.failure]}", highlight=False, markup=False)
         for s in result.shapes:
             if s.message and s.message not in result.message:
-                console.print(f"  {s.label}: {s.message}", highlight=False)
+                console.print(f"  {s.label}: {s.message}", highlight=False, markup=False)
     fitness = result.fitness
-    if fitness is None:
-        note = "correct; untimed (the interpreter checks correctness only, run with --device cuda for speedups)"
-        console.print(f"fitness: — ({note})")
+    n = len(result.shapes)
+    if not result.correct:
+        console.print(f"result: failed ({result.failure or 'incorrect'}); fitness 0", highlight=False)
+    elif fitness is None:
+        console.print(f"result: {UNTIMED} at all {n} shape{'s' if n != 1 else ''}; the interpreter checks "
+                      "correctness only (--device cuda measures speedups)", highlight=False)
     else:
-        console.print(f"fitness: [bold]{fitness:.3f}[/] (geometric-mean speedup over {len(result.shapes)} cases)")
+        console.print(f"result: correct; fitness [bold]{fitness:.3f}x[/] (geometric-mean speedup over {n} "
+                      f"shape{'s' if n != 1 else ''})", highlight=False)
     for mark, reason in result.marks.items():
-        console.print(f"[yellow]{mark}:[/] {reason}; not to be trusted until a person has looked", highlight=False)
+        console.print(f"[yellow]{mark}:[/] {escape(reason)}; held for review: not to be trusted until a person has looked",
+                      highlight=False)
     phases = ", ".join(f"{k} {v:.1f}s" for k, v in result.phases_s.items())
     console.print(f"[dim]evaluated in {result.duration_s:.1f}s ({phases})[/]")

@@ -10,8 +10,13 @@ import typer
 from rich.console import Console
 from rich.table import Column, Table
 
-from kernelevolve.cli.app import (DB_HELP, EXIT_FAILED, EXIT_OK, app, console, err_console, fail, load_spec_or_fail,
-                                  repo_or_fail, resolve_device, shapes_or_fail)
+from kernelevolve.cli.app import (DB_HELP, EXIT_FAILED, EXIT_OK, app, check_model_or_fail, console, err_console, fail,
+                                  load_spec_or_fail, preflight_or_fail, repo_or_fail, resolve_device, shapes_or_fail)
+
+REPLY_CACHE_HELP = ("Reuse LLM replies cached by earlier runs (off by default, or KERNELEVOLVE_REPLY_CACHE=1): keyed by "
+                    "provider, model, endpoint, temperature, reply limit and the whole prompt (spec, shapes, dtypes, "
+                    "device); `kernelevolve cache clear` empties it. A resumed run replays its own recorded calls "
+                    "either way, so it never pays twice.")
 
 
 def _positive(name: str, value, allow_zero: bool = False) -> None:
@@ -41,11 +46,17 @@ def run_command(
     debug_depth: int = typer.Option(3, "--debug-depth", help="Most debug attempts in a row on a failing line."),
     exploration: float = typer.Option(1.4, "--exploration", help="MCTS: UCT exploration constant."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Expansions in flight at once (default: the evaluator's parallelism)."),
+    reply_cache: bool = typer.Option(False, "--reply-cache", help=REPLY_CACHE_HELP),
+    no_model_check: bool = typer.Option(False, "--no-model-check", help="Skip the one cheap request that checks --model's endpoint, key and model before the run."),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip running the reference once per shape in the sandbox before the run."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout (progress goes to stderr)."),
 ) -> None:
     """Search for a faster kernel: drafts, then debug/improve steps chosen by the policy.
 
-    The run id comes first; `kernelevolve resume RUN_ID` continues a run that was stopped or killed.
+    Before anything is spent, the reference runs once per shape in the sandbox (a reference too
+    big for it stops the run with a hint to use --shape) and --model gets one cheap check
+    request. The run id comes first; `kernelevolve resume RUN_ID` continues a run that was
+    stopped or killed. LLM replies are not cached across runs unless --reply-cache is given.
     Exit status: 0 a correct kernel was found, 1 none was, 2 unusable input.
 
     Example: kernelevolve run specs/softmax.yaml --policy mcts --budget 30
@@ -75,21 +86,28 @@ def run_command(
         fail(f"--temperature {temperature}: must be between 0 and 2")
     _positive("--max-tokens", max_tokens)
     model_options = {k: v for k, v in (("temperature", temperature), ("max_tokens", max_tokens)) if v is not None}
+    if reply_cache:
+        model_options["use_cache"] = True  # kept in the run's settings: a resume uses it too
     device = resolve_device(device)
+    repo = repo_or_fail(db)  # an unusable database fails before anything is spent
     operator = _operator_or_fail(model, spec, model_options)
+    if not no_preflight:
+        preflight_or_fail(spec, device, shapes, timeout)
+    if not no_model_check:
+        check_model_or_fail(operator, model)
     limits = Limits.from_budget(spec.budget, max_nodes=budget, wall_clock_s=wall_clock, tokens=tokens,
                                 cost_usd=cost, stall=stall, target_fitness=target)
     settings = RunSettings(policy=policy, policy_options=options, limits=limits, device=device, shapes=shapes,
                            model=model, model_options=model_options, timeout_s=timeout, seed=seed, workers=workers)
-    repo = repo_or_fail(db)
     try:
         run_id = start_run(repo, spec, settings)
     except (SessionError, ValueError) as e:
         fail(str(e))
     where = "" if db is None else f" --db {db}"
-    (err_console if as_json else console).print(
-        f"run [bold]{run_id}[/] ({spec.name}, {policy}, {device}, budget {limits.max_nodes} nodes): "
-        f"resume with `kernelevolve resume {run_id}{where}`", highlight=False, soft_wrap=True)
+    out = err_console if as_json else console
+    out.print(f"run [bold]{run_id}[/] ({spec.name}, {policy}, {device}, budget {limits.max_nodes} nodes, "
+              f"{operator.name}); resume with:", highlight=False)
+    out.print(f"  kernelevolve resume {run_id}{where}", highlight=False, soft_wrap=True, markup=False)
     _search(repo, run_id, operator, as_json, db)
 
 
@@ -119,7 +137,9 @@ def resume_command(
         fail(f"run {run_id} already finished ({run.termination_reason}) with {nodes} nodes; "
              f"pass --budget N (more than {nodes}) to search on")
     operator = _operator_or_fail(settings.model, options=settings.model_options)
-    (err_console if as_json else console).print(f"resuming run [bold]{run_id}[/] ({nodes} nodes so far)", highlight=False)
+    replayed = operator.replay(repo.llm_calls(run_id)) if callable(getattr(operator, "replay", None)) else 0
+    more = f"; {replayed} recorded model repl{'y' if replayed == 1 else 'ies'} to replay" if replayed else ""
+    (err_console if as_json else console).print(f"resuming run [bold]{run_id}[/] ({nodes} nodes so far{more})", highlight=False)
     _search(repo, run_id, operator, as_json, db, max_nodes=budget)
 
 
@@ -176,10 +196,17 @@ def _search(repo, run_id: str, operator, as_json: bool, db: str | None, max_node
         done = graph.evaluated()
         console.print(f"finished: {reason}; {len(done)} nodes, {sum(n.correct for n in done)} correct, "
                       f"{engine.elapsed_s:.0f}s", highlight=False)
+        if reason == "operator_error":
+            last = next((n for n in reversed(graph.nodes()) if n.evaluation is not None and not n.correct), None)
+            if last is not None:
+                console.print(f"the operator failed {engine.operator_errors} times in a row; last: "
+                              f"{last.evaluation.message}", highlight=False, markup=False)
         if best:
             where = "" if db is None else f" --db {db}"
-            console.print(f"best: node {best[0].id} ({graph.kind(best[0].id)}): {fitness_text(best[0])}; "
-                          f"source: `kernelevolve show {run_id} --node {best[0].id}{where}`", highlight=False)
+            console.print(f"best: node {best[0].id} ({graph.kind(best[0].id)}): {fitness_text(best[0])}; its source:",
+                          highlight=False, markup=False)
+            console.print(f"  kernelevolve show {run_id} --node {best[0].id}{where}", highlight=False, soft_wrap=True,
+                          markup=False)
         else:
             console.print("no correct kernel found", highlight=False)
     raise typer.Exit(EXIT_OK if best else EXIT_FAILED)
@@ -190,29 +217,49 @@ def runs_command(
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list."),
 ) -> None:
-    """List the runs in the experiment database, newest first."""
+    """List the runs in the experiment database, newest first: spec, model, status, nodes,
+    best result and LLM cost."""
+    from kernelevolve.search.report import best_nodes, fitness_text
+
     repo = repo_or_fail(db)
     counts = repo.node_counts()
     rows = []
     for run in repo.runs():
         c = counts.get(run.id, {})
+        best = best_nodes(repo.load_graph(run.id), 1)
+        tokens, cost = repo.totals(run.id)
         rows.append({"id": run.id, "spec": run.spec_name, "policy": run.policy, "device": run.device,
+                     "model": run.settings.get("model") or "offline",
                      "status": run.status, "termination_reason": run.termination_reason,
                      "nodes": c.get("nodes", 0), "evaluated": c.get("evaluated", 0), "correct": c.get("correct", 0),
-                     "budget": run.settings.get("limits", {}).get("max_nodes"), "created_at": run.created_at})
+                     "budget": run.settings.get("limits", {}).get("max_nodes"),
+                     "best": None if not best else {"id": best[0].id, "fitness": best[0].fitness,
+                                                    "text": fitness_text(best[0])},
+                     "tokens": tokens, "cost_usd": cost, "created_at": run.created_at})
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
     if not rows:
-        console.print(f"no runs in {repo.display_url}")
+        console.print(f"no runs in {repo.display_url}", highlight=False, soft_wrap=True)
         return
-    table = Table("spec", "policy", "device", "status", "nodes", "correct", "created")
-    table.columns.insert(0, Column("run", no_wrap=True))
+    lines = []
     for r in rows:
-        status = r["status"] + (f" ({r['termination_reason']})" if r["termination_reason"] else "")
-        table.add_row(r["id"], r["spec"], r["policy"], r["device"], status, f"{r['evaluated']}/{r['budget']}",
-                      str(r["correct"]), time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created_at"])))
-    console.print(table)
+        stop = r["status"] + (f" ({r['termination_reason']})" if r["termination_reason"] else "")
+        best = "none" if r["best"] is None else f"#{r['best']['id']} {r['best']['text']}"
+        lines.append([r["id"], r["spec"], r["model"], stop, f"{r['correct']}/{r['evaluated']}/{r['budget']}", best,
+                      f"${r['cost_usd']:.2f}", time.strftime("%m-%d %H:%M", time.localtime(r["created_at"]))])
+    header = ["run", "spec", "model", "status", "nodes", "best", "cost", "created"]
+    widths = [max(len(x[i]) for x in [header, *lines]) for i in range(len(header))]
+    if sum(widths) + 2 * (len(widths) - 1) <= console.width:  # one row per run, nothing cut or wrapped
+        for row in [header, *lines]:
+            text = "  ".join(cell.ljust(w) if i != 4 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+            console.print(text.rstrip(), highlight=False, markup=False, soft_wrap=True)
+    else:  # narrow terminals and files: two lines per run, words never broken
+        for row in lines:
+            console.print(f"{row[0]}  {row[1]}  {row[2]}  {row[7]}", highlight=False, markup=False, soft_wrap=True)
+            console.print(f"  {row[3]}, nodes {row[4]}, best {row[5]}, {row[6]}", highlight=False, markup=False,
+                          soft_wrap=True)
+    console.print("nodes: correct/evaluated/budget", style="dim", highlight=False)
 
 
 @app.command("show")
@@ -223,7 +270,7 @@ def show_command(
     as_json: bool = typer.Option(False, "--json", help="Print the run and its nodes as JSON."),
 ) -> None:
     """A run: its search tree, best nodes and their per-shape numbers; or one node's source."""
-    from kernelevolve.search.report import best_nodes, fitness_text, node_dict, run_dict, tree_lines
+    from kernelevolve.search.report import best_nodes, fitness_text, node_dict, run_dict, tree_lines, verdict
 
     repo = repo_or_fail(db)
     run = repo.run(run_id)
@@ -243,26 +290,41 @@ def show_command(
     if as_json:
         typer.echo(json.dumps(run_dict(run, graph), indent=2))
         return
+    width = console.width
     status = run.status + (f" ({run.termination_reason})" if run.termination_reason else "")
-    console.print(f"run {run.id}: {run.spec_name}, {run.policy} on {run.device}, {status}, {len(graph)} nodes, "
-                  f"{run.elapsed_s:.0f}s", highlight=False)
-    for line in tree_lines(graph):
-        console.print(line, highlight=False, markup=False)
+    model = run.settings.get("model") or "offline"
+    tokens, cost = repo.totals(run_id)
+    console.print(f"run {run.id}: {run.spec_name}, {run.policy} on {run.device}, {model}, {status}, {len(graph)} nodes, "
+                  f"{run.elapsed_s:.0f}s, {tokens} tokens, ${cost:.2f}", highlight=False, markup=False)
+    for line in tree_lines(graph, width=width):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     for n in graph.evaluated():
         if n.held:
             for mark, reason in n.evaluation.marks.items():
-                console.print(f"node {n.id} held for review ({mark}): {reason}; a person may approve it with "
-                              f"`kernelevolve review {run_id} {n.id} --approve`", highlight=False, markup=False)
+                console.print(f"node {n.id} held for review ({mark}): {reason}; a person may approve it with:",
+                              highlight=False, markup=False)
+                console.print(f"  kernelevolve review {run_id} {n.id} --approve", highlight=False, markup=False,
+                              soft_wrap=True)
     best = best_nodes(graph, 5)
     if not best:
         console.print("no correct node yet" + (" that is not held for review" if any(n.held for n in graph.evaluated()) else ""))
         return
-    table = Table("node", "kind", "fitness", title="best nodes")
+    console.print("best nodes:", highlight=False)
+    table = Table(Column("node", justify="right", no_wrap=True), Column("kind", no_wrap=True),
+                  Column("result", no_wrap=True), Column("change", overflow="fold"), box=None, pad_edge=False)
     for n in best:
-        table.add_row(str(n.id), graph.kind(n.id), fitness_text(n))
+        table.add_row(str(n.id), graph.kind(n.id), fitness_text(n), n.note if n.note != graph.kind(n.id) else "")
     console.print(table)
-    shapes = Table("shape", "correct", "max abs err", "latency ms", "baseline ms", "speedup", title=f"node {best[0].id} per shape")
-    for s in best[0].evaluation.shapes:
-        fmt = lambda v, f="{:.4g}": "-" if v is None else f.format(v)  # noqa: E731
-        shapes.add_row(s.label, str(s.correct), fmt(s.max_abs_err), fmt(s.latency_ms), fmt(s.baseline_ms), fmt(s.speedup, "{:.3f}x"))
+    ev = best[0].evaluation
+    console.print(f"node {best[0].id} per shape:", highlight=False)
+    fmt = lambda v, f="{:.4g}": "-" if v is None else f.format(v)  # noqa: E731
+    if ev.timed:
+        shapes = Table("shape", "result", "max abs err", "latency ms", "baseline ms", "speedup", box=None, pad_edge=False)
+        for s in ev.shapes:
+            shapes.add_row(s.label, verdict(s.correct, s.failure), fmt(s.max_abs_err), fmt(s.latency_ms),
+                           fmt(s.baseline_ms), fmt(s.speedup, "{:.3f}x"))
+    else:  # untimed: no latency columns that could only say "-"
+        shapes = Table("shape", "result", "max abs err", "rel err", box=None, pad_edge=False)
+        for s in ev.shapes:
+            shapes.add_row(s.label, verdict(s.correct, s.failure), fmt(s.max_abs_err), fmt(s.max_rel_err))
     console.print(shapes)

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from kernelevolve.search.report import fitness_text
+from kernelevolve.search.report import UNTIMED, clip, failure_line, fitness_text
 
 
 def _best_text(p: dict) -> str:
@@ -16,7 +16,13 @@ def _best_text(p: dict) -> str:
     if best is None:
         return "none correct yet"
     fit = best["fitness"]
-    return f"#{best['id']} " + (f"{fit:.3f}x" if fit is not None else "correct (untimed on interpret)")
+    return f"#{best['id']} " + (f"{fit:.3f}x" if fit is not None else UNTIMED)
+
+
+def node_line(node, kind: str) -> str:
+    """`node 3 debug: failed (no_code): operator error: ... connection refused` — a failed node
+    carries its failure line, so a dead endpoint is visible where the run is watched."""
+    return f"node {node.id} {kind}: " + (failure_line(node) or fitness_text(node))
 
 
 def _budget_text(p: dict) -> str:
@@ -62,8 +68,8 @@ class ProgressView:
             return
         if event == "evaluated":
             kind = engine.graph.kind(node.id)
-            self.console.print(f"node {node.id} {kind}: {fitness_text(node)} | {summary_line(p)}",
-                               highlight=False, soft_wrap=True)
+            self.console.print(f"{clip(node_line(node, kind), 300)} | {summary_line(p)}",
+                               highlight=False, soft_wrap=True, markup=False)
 
     def _panel(self, p: dict, engine, node) -> Table:
         table = Table.grid(padding=(0, 2))
@@ -76,5 +82,6 @@ class ProgressView:
         table.add_row("best", _best_text(p))
         table.add_row("budget", f"{_budget_text(p)}; {p['elapsed_s']:.0f}s elapsed, {p['tokens']} tokens, ${p['cost_usd']:.2f}")
         if node is not None and node.evaluation is not None:
-            table.add_row("last", f"#{node.id} {engine.graph.kind(node.id)}: {fitness_text(node)}")
+            width = max(20, self.console.width - 12)
+            table.add_row("last", clip(node_line(node, engine.graph.kind(node.id)), width))
         return table

@@ -1,8 +1,26 @@
-"""What a run looks like to a person or a script: summaries for `runs`, `show` and `run`."""
+"""What a run looks like to a person or a script: summaries for `runs`, `show`, `run` and `eval`.
+
+One vocabulary everywhere: a node or shape is `correct`, `failed (CLASS)` or `pending`/`not
+checked`; a timed correct one shows its speedup as `1.234x`; an untimed one (the interpreter)
+is `correct (untimed)`, never a speedup; marks are `[suspicious: held for review]`.
+"""
 
 from __future__ import annotations
 
 from kernelevolve.search.graph import Node, SearchGraph
+
+UNTIMED = "correct (untimed)"
+
+
+def verdict(correct: bool | None, failure: str | None = None) -> str:
+    """One shape's or one evaluation's outcome in the shared vocabulary."""
+    if correct is None:
+        return f"failed ({failure})" if failure else "not checked"
+    return "correct" if correct else f"failed ({failure or 'incorrect'})"
+
+
+def marks_text(marks: dict) -> str:
+    return f" [{', '.join(marks)}: held for review]" if marks else ""
 
 
 def fitness_text(node: Node) -> str:
@@ -11,10 +29,25 @@ def fitness_text(node: Node) -> str:
         return "pending"
     if not node.correct:
         return f"failed ({node.failure})"
-    held = ", ".join(node.evaluation.marks) if node.held else ""
+    held = marks_text(node.evaluation.marks) if node.held else ""
     if node.fitness is not None:
-        return f"{node.fitness:.3f}x" + (f" [{held}: held for review]" if held else "")
-    return "correct (untimed on interpret)"
+        return f"{node.fitness:.3f}x" + held
+    return UNTIMED + held
+
+
+def failure_line(node: Node) -> str:
+    """`failed (CLASS): message` for a failed node (the message's first line), else ''."""
+    if node.evaluation is None or node.correct:
+        return ""
+    message = " ".join((node.evaluation.message or "").split()).replace("operator error: OperatorError: ", "operator error: ")
+    return f"failed ({node.failure})" + (f": {message}" if message else "")
+
+
+def clip(text: str, width: int | None) -> str:
+    """`text` cut to `width` characters with an ellipsis (None: uncut)."""
+    if width is None or len(text) <= width:
+        return text
+    return text[: max(1, width - 1)] + "…"
 
 
 def node_dict(graph: SearchGraph, node: Node, with_source: bool = False) -> dict:
@@ -55,8 +88,11 @@ def run_dict(run, graph: SearchGraph, with_source: bool = False) -> dict:
     }
 
 
-def tree_lines(graph: SearchGraph, max_lines: int = 200) -> list[str]:
-    """An indented tree under the first parent (a crossover also names its second parent)."""
+def tree_lines(graph: SearchGraph, max_lines: int = 200, width: int | None = None) -> list[str]:
+    """An indented tree under the first parent (a crossover also names its second parent).
+
+    Each line: id, kind, outcome, then the node's note (the model's one-line summary of its
+    change) or, for a failed node, its failure line; cut to `width` columns."""
     kids: dict[int, list[int]] = {}
     for n in graph.nodes():
         if n.parents:
@@ -67,8 +103,13 @@ def tree_lines(graph: SearchGraph, max_lines: int = 200) -> list[str]:
         node_id, depth = stack.pop()
         node = graph[node_id]
         extra = f" x #{', #'.join(map(str, node.parents[1:]))}" if len(node.parents) > 1 else ""
-        note = f"  {node.note}" if node.note else ""
-        lines.append(f"{'  ' * depth}#{node.id} {graph.kind(node.id)}{extra}: {fitness_text(node)}{note}")
+        kind = graph.kind(node.id)
+        note = node.note if node.note and node.note != kind else ""
+        if node.evaluation is not None and not node.correct:
+            outcome = failure_line(node) + (f" | {note}" if note else "")
+        else:
+            outcome = fitness_text(node) + (f" | {note}" if note else "")
+        lines.append(clip(f"{'  ' * depth}#{node.id} {kind}{extra}: {outcome}", width))
         stack.extend((c, depth + 1) for c in reversed(kids.get(node_id, [])))
     if len(graph) > len(lines):
         lines.append(f"... {len(graph) - len(lines)} more nodes (see --json)")

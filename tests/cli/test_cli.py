@@ -1,0 +1,255 @@
+"""The `kernelevolve` command as a user meets it (issue 9, issue 18 items 3 and 4): the preflight
+before anything is spent, problem files that resize and evaluate, one-line errors and never a
+traceback (a missing database driver included), `eval`'s exit statuses 0/1/2, and output that
+reads at 80 columns and in files, with one vocabulary for correct and failed."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from kernelevolve.cli import app
+from kernelevolve.paths import KNOWLEDGE_BASE, REPO_ROOT
+
+SOFTMAX = REPO_ROOT / "specs" / "softmax.yaml"
+SOFTMAX_KERNEL = KNOWLEDGE_BASE / "kernels" / "softmax.py"
+LLM_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "KERNELEVOLVE_MODEL",
+           "KERNELEVOLVE_DB", "KERNELEVOLVE_REPLY_CACHE", "KERNELEVOLVE_DEBUG")
+
+# A KernelBench-style problem whose default sizes the sandbox cannot hold (256 GiB in float64),
+# written the ways real problem files are: a constant expression, a chained assignment, a tuple
+# derived from both.
+PROBLEM = '''import torch
+import torch.nn as nn
+
+batch_size = 1024 * 64
+height = width = 2048
+input_shape = (height, width)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return x * 2.0
+
+
+def get_inputs():
+    return [torch.randn(batch_size, *input_shape)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+CANDIDATE = '''import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=ok) * 2.0, mask=ok)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        n = x.numel()
+        _double[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
+        return y
+'''
+WRONG = CANDIDATE.replace("* 2.0, mask=ok)", "* 3.0, mask=ok)")
+
+
+def _env(tmp_path, **extra):
+    env = {k: v for k, v in os.environ.items() if k not in LLM_ENV}
+    env.update(COLUMNS="80", KERNELEVOLVE_CACHE_DIR=str(tmp_path / "cache"), **extra)
+    return env
+
+
+def _cli(args, tmp_path, timeout=300, **env):
+    return subprocess.run([sys.executable, "-c", "from kernelevolve.cli import main; main()", *map(str, args)],
+                          env=_env(tmp_path, **env), cwd=tmp_path, capture_output=True, text=True, timeout=timeout)
+
+
+def _one_line_error(proc, code=2):
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    return lines[0]
+
+
+@pytest.fixture
+def problem(tmp_path):
+    (tmp_path / "42_Double.py").write_text(PROBLEM)
+    (tmp_path / "good.py").write_text(CANDIDATE)
+    (tmp_path / "wrong.py").write_text(WRONG)
+    return tmp_path / "42_Double.py"
+
+
+# -- 2. the preflight: a reference that cannot run is never blamed on the candidate ---------------
+
+def test_eval_preflight_stops_a_reference_too_big_for_the_sandbox(problem, tmp_path):
+    """Was: `failed (crash)` for the candidate, nothing suggesting --shape."""
+    line = _one_line_error(_cli(["eval", problem, tmp_path / "good.py", "--device", "interpret"], tmp_path))
+    assert "the reference 42_Double.py cannot run at the module's own sizes" in line
+    assert "out of memory" in line and "--shape" in line
+
+
+def test_run_preflight_stops_before_any_model_call_or_run(problem, tmp_path):
+    from tests.llm.fake_llm_server import FakeLLMServer
+
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    with FakeLLMServer(lambda api, prompt, body: (200, "OK", {})) as server:
+        proc = _cli(["run", problem, "--model", "openai:m", "--device", "interpret", "--budget", "3", "--db", db],
+                    tmp_path, OPENAI_BASE_URL=server.url + "/v1")
+        requests = list(server.requests)
+    line = _one_line_error(proc)
+    assert "cannot run" in line and "--shape" in line
+    assert requests == []  # not even the model check
+    assert json.loads(_cli(["runs", "--db", db, "--json"], tmp_path).stdout) == []
+
+
+# -- 3. problem files resize and evaluate ---------------------------------------------------------
+
+@pytest.mark.parametrize("shape", ["batch_size=2,height=4", "batch_size=2,input_shape=8,16",
+                                   "batch_size=2*2,input_shape=(8, 16)"])
+def test_a_resized_problem_file_evaluates(problem, tmp_path, shape):
+    good = _cli(["eval", problem, tmp_path / "good.py", "--device", "interpret", "--shape", shape, "--json"], tmp_path)
+    assert good.returncode == 0, good.stderr
+    result = json.loads(good.stdout)
+    assert result["correct"] and result["fitness"] is None and result["shapes"][0]["correct"]
+
+
+def test_eval_exit_1_on_a_wrong_kernel_without_speedup_wording(problem, tmp_path):
+    """Issue 18 #4 (exit 1 was never run); issue 9 #9: a failed interpreter eval printed
+    'fitness 0.000 (geometric-mean speedup over 1 cases)'."""
+    proc = _cli(["eval", problem, tmp_path / "wrong.py", "--device", "interpret", "--shape", "batch_size=2,height=4"],
+                tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    out = proc.stdout
+    assert "failed (incorrect)" in out and "result: failed (incorrect); fitness 0" in out
+    assert "speedup" not in out and "latency" not in out and "True" not in out and "yes" not in out.split()
+    assert all(len(line) <= 80 for line in out.splitlines()), out
+
+
+def test_eval_correct_under_the_interpreter_says_untimed(tmp_path):
+    proc = _cli(["eval", SOFTMAX, SOFTMAX_KERNEL, "--device", "interpret"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "correct (untimed) at all 2 shapes" in proc.stdout and "speedup over" not in proc.stdout
+    assert re.search(r"^M=4,N=256 bfloat16\s+correct\s", proc.stdout, re.M)
+    assert all(len(line) <= 80 for line in proc.stdout.splitlines()), proc.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--shape", "input_shape=64"], "input_shape=64: a tuple is needed: write input_shape=(64,) or input_shape=64,"),
+    (["--shape", "input_shape=[1.5]"], "input_shape=(1.5,): element 1.5 is a float"),
+    (["--shape", "height=abc"], "height='abc': an integer is needed"),
+    (["--shape", "depth=3"], "depth is not a module-level constant of 42_Double.py"),
+    (["--shape", "=3"], "expected NAME=VALUE"),
+    (["--device", "tpu"], "--device 'tpu'"),
+])
+def test_eval_exit_2_on_bad_arguments(problem, tmp_path, args, message):
+    out = CliRunner().invoke(app, ["eval", str(problem), str(tmp_path / "good.py"), *args])
+    assert out.exit_code == 2 and isinstance(out.exception, SystemExit), out.output
+    assert out.output.startswith("error: ") and out.output.count("\n") == 1 and message in out.output, out.output
+
+
+def test_shape_given_as_a_list_is_accepted(problem, tmp_path):
+    from kernelevolve.spec import load_spec, parse_shape_option
+
+    load_spec(problem).check_shape(parse_shape_option("input_shape=[64, 8]"))  # was a pydantic traceback
+
+
+# -- issue 18 #3: spec validation, one line naming the file and the field -------------------------
+
+@pytest.mark.parametrize("yaml_text, reference, message", [
+    ("name: x\nreference: ref.py\nshapes: [{M: 4}\n", PROBLEM, "not valid YAML"),
+    ("- just\n- a list\n", PROBLEM, "a spec is a YAML mapping"),
+    ("name: x\n", PROBLEM, "field `reference`: missing"),
+    ("name: x\nreference: ref.py\ndtypes: [float8]\n", PROBLEM, "field `dtypes`: Value error, unknown dtype 'float8'"),
+    ("name: x\nreference: ref.py\nshapes: [{nope: 4}]\n", PROBLEM, "field `shapes[0]`: nope is not a module-level constant"),
+    ("name: x\nreference: ref.py\nshapes: [{height: 1.5}]\n", PROBLEM, "field `shapes[0]`: height=1.5: an integer is needed"),
+    ("name: x\nreference: ref.py\ncolour: red\n", PROBLEM, "field `colour`: Extra inputs are not permitted"),
+    ("name: x\nreference: ref.py\n", PROBLEM.replace("class Model(", "class Other("), "defines no `Model`"),
+    ("name: x\nreference: ref.py\n", PROBLEM.replace("def get_inputs(", "def inputs("), "defines no `get_inputs`"),
+    ("name: x\nreference: ref.py\n", "def broken(:\n", "ref.py line 1"),
+    ("name: x\nreference: missing.py\n", PROBLEM, "missing.py does not exist"),
+])
+def test_bad_specs_are_one_line_errors(tmp_path, yaml_text, reference, message):
+    (tmp_path / "ref.py").write_text(reference)
+    (tmp_path / "spec.yaml").write_text(yaml_text)
+    (tmp_path / "good.py").write_text(CANDIDATE)
+    out = CliRunner().invoke(app, ["eval", str(tmp_path / "spec.yaml"), str(tmp_path / "good.py")])
+    assert out.exit_code == 2 and isinstance(out.exception, SystemExit), out.output
+    assert out.output.startswith("error: ") and out.output.count("\n") == 1, out.output
+    assert "spec.yaml" in out.output and message in out.output, out.output
+
+
+# -- 5. no tracebacks: a missing database driver, and anything no command foresaw ----------------
+
+DB_COMMANDS = [["runs"], ["show", "r-1"], ["resume", "r-1"], ["review", "r-1", "0", "--approve"],
+               ["export", "r-1", "0"], ["insights"], ["run", str(SOFTMAX), "--device", "interpret"]]
+
+
+@pytest.mark.parametrize("url, hint", [
+    ("mysql://u@h/d", "pip install mysqlclient"),
+    ("postgresql+psycopg2://u:secret@h/d", "pip install psycopg2-binary"),
+])
+@pytest.mark.parametrize("command", DB_COMMANDS, ids=lambda c: c[0])
+def test_a_missing_database_driver_names_what_to_install(tmp_path, url, hint, command):
+    """Was: ModuleNotFoundError tracebacks for mysql:// and postgresql+psycopg2://."""
+    out = CliRunner().invoke(app, [*command, "--db", url])
+    assert out.exit_code == 2 and isinstance(out.exception, SystemExit), out.output
+    assert out.output.count("\n") == 1 and "the database driver is not installed" in out.output
+    assert hint in out.output and "secret" not in out.output
+
+
+def test_the_readmes_postgres_url_without_the_extra_names_the_extra(tmp_path):
+    """psycopg is installed here; hide it the way a machine without the `postgres` extra lacks it."""
+    code = ("import sys; sys.modules['psycopg'] = None\n"
+            "from kernelevolve.cli import main; sys.argv = ['kernelevolve', 'runs', '--db', "
+            "'postgresql+psycopg://u@h/kernels']; main()")
+    proc = subprocess.run([sys.executable, "-c", code], env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+    line = _one_line_error(proc)
+    assert "pip install 'kernelevolve[postgres]'" in line
+
+
+def test_an_unforeseen_error_is_one_line_not_a_traceback(tmp_path):
+    code = ("import kernelevolve.memory.repository as r\n"
+            "def boom(self): raise RuntimeError('disk on fire')\n"
+            "r.Repository.runs = boom\n"
+            "import sys; from kernelevolve.cli import main\n"
+            f"sys.argv = ['kernelevolve', 'runs', '--db', 'sqlite:///{tmp_path / 'x.db'}']; main()")
+    proc = subprocess.run([sys.executable, "-c", code], env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+    line = _one_line_error(proc, code=3)
+    assert "internal error: RuntimeError: disk on fire" in line and "KERNELEVOLVE_DEBUG=1" in line
+
+
+def test_help_documents_the_reply_cache_and_the_checks():
+    out = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "200"})
+    text = " ".join(out.output.split())
+    assert "--reply-cache" in text and "off by default" in text and "kernelevolve cache clear" in text
+    assert "--no-model-check" in text and "--no-preflight" in text
+
+
+def test_cache_clear(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELEVOLVE_CACHE_DIR", str(tmp_path))
+    (tmp_path / "llm_replies" / "ab").mkdir(parents=True)
+    (tmp_path / "llm_replies" / "ab" / "abcd.json").write_text("{}")
+    out = CliRunner().invoke(app, ["cache", "clear"])
+    assert out.exit_code == 0 and "removed 1 cached reply" in out.output
+    assert not (tmp_path / "llm_replies").exists()

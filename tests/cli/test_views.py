@@ -1,0 +1,132 @@
+"""What `runs` and `show` tell about model-driven runs (issue 9, problems 8 and 9): the model's
+one-line summary of each change, the failure line of failed nodes, model / best / cost per run,
+everything readable at 80 columns and in a file; and greedy's breadth-first tie-break for
+untimed searches, where every correct node scores the same."""
+
+import os
+import random
+import subprocess
+import sys
+
+from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
+from kernelevolve.memory import Repository
+from kernelevolve.operators.base import LLMCallRecord
+from kernelevolve.paths import REPO_ROOT
+from kernelevolve.search.graph import Node, SearchGraph
+from kernelevolve.search.policies import make_policy
+from kernelevolve.search.session import RunSettings, start_run
+from kernelevolve.search.termination import Limits
+from kernelevolve.spec import load_spec
+
+SOFTMAX = REPO_ROOT / "specs" / "softmax.yaml"
+LONG_NOTE = "one program per row with an online max and sum, BLOCK_N the next power of two of N"
+ERROR = ("operator error: OperatorError: openai:local-coder: gave up after 3 attempts: APIConnectionError: "
+         "cannot reach http://127.0.0.1:9/v1/: [Errno 111] Connection refused")
+
+
+def _untimed(correct=True, failure=None, message=""):
+    shapes = [ShapeResult("M=4,N=256 bfloat16", {"M": 4, "N": 256}, "bfloat16", correct, failure, max_abs_err=1e-3)]
+    if failure:
+        return EvalResult.failed(Failure(failure), message, shapes=shapes)
+    return EvalResult(correct=True, shapes=shapes)
+
+
+def _db(tmp_path):
+    url = f"sqlite:///{tmp_path / 'v.db'}"
+    repo = Repository(url)
+    settings = RunSettings(policy="greedy", limits=Limits(max_nodes=4), device="interpret",
+                           model="openai:local-coder", seed=1)
+    run_id = start_run(repo, load_spec(SOFTMAX), settings)
+    cost = {"tokens": 1500, "cost_usd": 0.0125}
+    nodes = [(Node(0, (), "# k0", note=LONG_NOTE, **cost), _untimed()),
+             (Node(1, (), None, note="draft"), _untimed(False, "no_code", ERROR)),
+             (Node(2, (0,), "# k2", note="BLOCK_N 1024 -> 2048", **cost),
+              _untimed(False, "incorrect", "M=4,N=256 bfloat16: 12 of 1024 elements outside atol=1e-07")),
+             (Node(3, (), "# k3", note="two-pass softmax", **cost), _untimed())]
+    for node, ev in nodes:
+        call = repo.record_llm_call(run_id, None, LLMCallRecord("openai", "local-coder", "p", "r", 1000, 500, 0.0125))
+        repo.add_node(run_id, node, rng_state={"version": 3, "internal": [0] * 625, "gauss": None}, elapsed_s=1.0,
+                      llm_call_ids=[call])
+        repo.record_evaluation(run_id, node.id, ev, policy_state={}, rng_state=None, elapsed_s=2.0)
+    repo.update_run(run_id, status="finished", termination_reason="nodes")
+    return url, run_id
+
+
+def _cli(args, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "KERNELEVOLVE_DB"}
+    env["COLUMNS"] = "80"
+    return subprocess.run([sys.executable, "-c", "from kernelevolve.cli import main; main()", *args], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+
+def test_show_prints_notes_and_failure_lines_at_80_columns(tmp_path):
+    """Was: notes were just draft/optimise/debug, failed nodes showed no message, and `show`
+    printed `True`/`-` where `eval` printed `yes`/`—`."""
+    url, run_id = _db(tmp_path)
+    proc = _cli(["show", run_id, "--db", url], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    lines = out.splitlines()
+    assert all(len(line) <= 80 for line in lines), out
+    assert lines[0].startswith(f"run {run_id}: softmax, greedy on interpret, openai:local-coder")
+    assert "#0 draft: correct (untimed) | one program per row with an online max" in out
+    assert "#1 draft: failed (no_code): operator error: openai:local-coder: gave up" in out
+    assert "#2 improve: failed (incorrect): M=4,N=256 bfloat16: 12 of 1024" in out
+    assert "#3 draft: correct (untimed) | two-pass softmax" in out
+    assert "True" not in out and "False" not in out and "speedup" not in out and "latency" not in out
+    assert any(line.split()[:2] == ["M=4,N=256", "bfloat16"] and "correct" in line for line in lines)
+
+
+def test_runs_shows_model_best_and_cost_at_80_columns(tmp_path):
+    """Was: `runs` showed neither the model nor the best result nor the cost."""
+    url, run_id = _db(tmp_path)
+    proc = _cli(["runs", "--db", url], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), proc.stdout
+    row = next(line for line in lines if line.startswith(run_id))
+    assert "openai:local-coder" in row + proc.stdout and "#0 correct (untimed)" in proc.stdout
+    assert "$0.04" in proc.stdout and "2/4/4" in proc.stdout and "finished (nodes)" in proc.stdout
+
+
+def test_printed_commands_stay_whole_on_their_own_line(tmp_path):
+    """Was: `resume with `kernelevolve resume ... --db ...`` broken across lines at 80 columns."""
+    folder = tmp_path / ("a-rather-long-directory-name-" * 2)
+    folder.mkdir()
+    db = f"sqlite:///{folder / 'runs.db'}"
+    proc = _cli(["run", str(SOFTMAX), "--device", "interpret", "--budget", "1", "--drafts", "1", "--db", db,
+                 "--no-preflight"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    run_id = lines[0].split()[1]
+    assert f"  kernelevolve resume {run_id} --db {db}" in lines
+    assert f"  kernelevolve show {run_id} --node 0 --db {db}" in lines
+    # Commands, and the one-line-per-node progress log written to files and pipes, are never wrapped.
+    assert all(len(line) <= 80 for line in lines if not line.startswith(("  kernelevolve ", "node "))), proc.stdout
+
+
+def test_greedy_explores_equally_correct_nodes_breadth_first():
+    """Was: under the interpreter every correct node ties and greedy only ever expanded node 0."""
+    graph = SearchGraph()
+    for i in range(3):
+        graph.add(Node(i, (), f"# {i}"))
+        graph.set_evaluation(i, _untimed())
+    policy = make_policy("greedy", drafts=3, max_debug_depth=0)
+    rng = random.Random(0)
+    chosen = []
+    for step in range(6):
+        (expansion,) = policy.select(graph, 1, rng)
+        chosen.append(expansion.parents[0])
+        child = graph.add(Node(3 + step, expansion.parents, "# child"))
+        graph.set_evaluation(child.id, _untimed())
+    assert chosen[:3] == [0, 1, 2] and len(set(chosen)) > 3
+
+
+def test_greedy_still_takes_the_fastest_when_timed():
+    graph = SearchGraph()
+    for i, speed in enumerate([1.0, 2.0, 1.5]):
+        shape = ShapeResult("N=8 float32", {"N": 8}, "float32", True, latency_ms=1.0, baseline_ms=speed)
+        graph.add(Node(i, (), f"# {i}"))
+        graph.set_evaluation(i, EvalResult(correct=True, timed=True, device="cuda", shapes=[shape]))
+    policy = make_policy("greedy", drafts=3, max_debug_depth=0)
+    assert [e.parents for e in policy.select(graph, 2, random.Random(0))] == [(1,), (1,)]
