@@ -36,6 +36,19 @@ def fail(message: str, code: int = EXIT_UNUSABLE) -> NoReturn:
     sys.exit(code)
 
 
+def print_entries(entries: list[tuple[str, str]], indent: int = 4) -> None:
+    """Listings that read at any width and in files: each entry's head on one line (never
+    wrapped), its text wrapped at word boundaries under it (long words are never broken)."""
+    import textwrap
+
+    width = max(40, console.width)
+    for head, text in entries:
+        console.print(head, highlight=False, markup=False, soft_wrap=True)
+        for line in textwrap.wrap(" ".join(text.split()), width=width - indent, break_long_words=False,
+                                  break_on_hyphens=False) or [""]:
+            console.print(" " * indent + line, highlight=False, markup=False, soft_wrap=True)
+
+
 # -- options shared by `eval`, `run` and friends -------------------------------------------
 
 def load_spec_or_fail(path: str):

@@ -7,9 +7,7 @@ import time
 from typing import Optional
 
 import typer
-from rich.table import Table
-
-from kernelevolve.cli.app import DB_HELP, app, console, fail, repo_or_fail
+from kernelevolve.cli.app import DB_HELP, app, console, fail, print_entries, repo_or_fail
 
 
 @app.command("insights")
@@ -41,11 +39,9 @@ def insights_command(
         what = " ".join(x for x in (f"family {family}" if family else "", f"hardware {hardware}" if hardware else "") if x)
         console.print(f"no insights{' for ' + what if what else ''} in {repo.display_url}", highlight=False)
         return
-    table = Table(show_header=True, header_style="bold")
-    for col in ("when", "run", "node", "family", "hardware", "insight"):
-        table.add_column(col, overflow="fold")
+    entries = []
     for r in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at))
-        table.add_row(when, r.run_id or "-", "-" if r.node_id is None else f"#{r.node_id}", r.family or "-",
-                      r.hardware or "-", r.text)
-    console.print(table)
+        node = "" if r.node_id is None else f" node {r.node_id}"
+        entries.append((f"{when}  run {r.run_id or '-'}{node}  {r.family or '-'} on {r.hardware or '-'}", r.text))
+    print_entries(entries)

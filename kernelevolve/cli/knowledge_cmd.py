@@ -6,9 +6,7 @@ import json
 from typing import Optional
 
 import typer
-from rich.table import Table
-
-from kernelevolve.cli.app import app, console, fail
+from kernelevolve.cli.app import app, console, fail, print_entries
 
 kb_app = typer.Typer(
     help="Search and read the knowledge base (hardware notes, Triton constraints, guidance, reference kernels).",
@@ -50,15 +48,9 @@ def search_cmd(
     if not hits:
         console.print("no matching document")
         raise typer.Exit(1)
-    table = Table(show_header=True, header_style="bold")
-    table.add_column("#", justify="right")
-    table.add_column("score", justify="right")
-    table.add_column("document", no_wrap=True)  # the name `kb show` takes: never broken
-    for col in ("title", "hardware", "family"):
-        table.add_column(col, overflow="fold")
-    for i, (d, s) in enumerate(hits, 1):
-        table.add_row(str(i), f"{s:.2f}", d.ref, d.title, ", ".join(d.hardware), ", ".join(d.family))
-    console.print(table)
+    # The document name (what `kb show` takes) heads each entry, whole; the title wraps under it.
+    print_entries([(f"{i}. {d.ref}  (score {s:.2f})", f"{d.title} (hardware: {', '.join(d.hardware) or '-'}; "
+                    f"family: {', '.join(d.family) or '-'})") for i, (d, s) in enumerate(hits, 1)])
 
 
 @kb_app.command("show")

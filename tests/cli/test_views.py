@@ -130,3 +130,24 @@ def test_greedy_still_takes_the_fastest_when_timed():
         graph.set_evaluation(i, EvalResult(correct=True, timed=True, device="cuda", shapes=[shape]))
     policy = make_policy("greedy", drafts=3, max_debug_depth=0)
     assert [e.parents for e in policy.select(graph, 2, random.Random(0))] == [(1,), (1,)]
+
+
+def test_kb_search_and_insights_read_at_80_columns(tmp_path):
+    """Was: tables folding cells a few letters per line ('dimensio / n', 'cross_e / ntropy')."""
+    from kernelevolve.knowledge import KnowledgeBase
+
+    proc = _cli(["kb", "search", "online softmax long rows", "--hardware", "h200"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), proc.stdout
+    title = KnowledgeBase.load().get("kernels/softmax").title
+    assert " ".join(title.split()) in " ".join(proc.stdout.split())  # whole words, in order
+    assert any(line.startswith("1. kernels/") for line in lines)
+
+    url, run_id = _db(tmp_path)
+    repo = Repository(url)
+    long = "Power-of-two aranges fixed the compile error; keep BLOCK_N a power of two and split rows longer than 65536"
+    repo.add_insight(run_id, 0, "softmax", "h200", long)
+    proc = _cli(["insights", "--db", url], tmp_path)
+    assert all(len(line) <= 80 for line in proc.stdout.splitlines()), proc.stdout
+    assert long in " ".join(proc.stdout.split()) and f"run {run_id} node 0" in proc.stdout
