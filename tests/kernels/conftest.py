@@ -24,7 +24,16 @@ _counter = itertools.count()
 
 @pytest.fixture(autouse=True, scope="session")
 def _interpreter_on():
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+
     assert os.environ.get("TRITON_INTERPRET") == "1"
+    # Triton decides at import whether its own @jit library (tl.cdiv, tl.sum's helpers...) is
+    # interpreted: a test module that imports triton before setting TRITON_INTERPRET=1 breaks every
+    # kernel here with "Cannot call @triton.jit'd outside of the scope of a kernel".
+    assert isinstance(tl.cdiv, InterpretedFunction), (
+        "triton was imported before TRITON_INTERPRET=1 was set (by a test module collected before "
+        "tests/kernels): set os.environ['TRITON_INTERPRET'] = '1' before `import triton` there")
 
 
 def load_kernel(name: str, tmp_path: Path | None = None, **config):
