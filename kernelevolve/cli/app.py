@@ -49,6 +49,16 @@ def print_entries(entries: list[tuple[str, str]], indent: int = 4) -> None:
             console.print(" " * indent + line, highlight=False, markup=False, soft_wrap=True)
 
 
+def print_table_or_entries(table, entries: list[tuple[str, str]]) -> None:
+    """`table` when its natural width fits the console, else the same facts as `entries`
+    (a table squeezed below its natural width cuts or folds its cells)."""
+    natural = console.measure(table, options=console.options.update(width=10_000)).maximum
+    if natural <= console.width:
+        console.print(table)
+    else:
+        print_entries(entries)
+
+
 # -- options shared by `eval`, `run` and friends -------------------------------------------
 
 def load_spec_or_fail(path: str):

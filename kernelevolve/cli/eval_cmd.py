@@ -18,6 +18,7 @@ from kernelevolve.cli.app import (
     fail,
     load_spec_or_fail,
     preflight_or_fail,
+    print_table_or_entries,
     resolve_device,
     shapes_or_fail,
 )
@@ -93,16 +94,22 @@ def print_result(result: EvalResult, spec_name: str, candidate_name: str) -> Non
     columns = ["shape", "result", "max abs err", "rel err"] + (["latency ms", "baseline ms", "speedup", "GB/s"] if timed else [])
     table = Table(box=None, pad_edge=False)
     for col in columns:
-        table.add_column(col, justify="left" if col in ("shape", "result") else "right", no_wrap=col == "shape")
+        table.add_column(col, justify="left" if col in ("shape", "result") else "right", no_wrap=True)
+    entries = []
     for s in result.shapes:
         text = verdict(s.correct, s.failure)
         row = [s.label, f"[green]{text}[/]" if s.correct else f"[red]{text}[/]" if s.correct is False or s.failure else text,
                _num(s.max_abs_err, ".2e"), _num(s.max_rel_err, ".2e")]
+        facts = f"{text}; max abs err {_num(s.max_abs_err, '.2e')}, rel err {_num(s.max_rel_err, '.2e')}"
         if timed:
             base = _num(s.baseline_ms, ".4f") + (" (cached)" if s.baseline_cached else "")
             row += [_num(s.latency_ms, ".4f"), base, _num(s.speedup, ".2f") + ("x" if s.speedup else ""), _num(s.gbps, ".0f")]
+            cached = " (cached)" if s.baseline_cached else ""
+            facts += (f"; {_num(s.latency_ms, '.4f')} ms against a baseline of {_num(s.baseline_ms, '.4f')} ms{cached}"
+                      + (f", speedup {s.speedup:.2f}x" if s.speedup else "") + (f", {s.gbps:.0f} GB/s" if s.gbps else ""))
         table.add_row(*row)
-    console.print(table)
+        entries.append((f"{s.label}:", facts))
+    print_table_or_entries(table, entries)
     if result.failure:
         console.print(f"[red]failed ({result.failure}):[/] {escape(result.message)}", highlight=False)
         if result.failure in EXPLANATIONS:
@@ -115,7 +122,7 @@ def print_result(result: EvalResult, spec_name: str, candidate_name: str) -> Non
     if not result.correct:
         console.print(f"result: failed ({result.failure or 'incorrect'}); fitness 0", highlight=False)
     elif fitness is None:
-        console.print(f"result: {UNTIMED} at all {n} shape{'s' if n != 1 else ''}; the interpreter checks "
+        console.print(f"result: {UNTIMED} at {f'all {n} shapes' if n != 1 else 'its one shape'}; the interpreter checks "
                       "correctness only (--device cuda measures speedups)", highlight=False)
     else:
         console.print(f"result: correct; fitness [bold]{fitness:.3f}x[/] (geometric-mean speedup over {n} "

@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from kernelevolve.cli.app import (DB_HELP, EXIT_FAILED, EXIT_OK, app, check_model_or_fail, console, err_console, fail,
-                                  load_spec_or_fail, preflight_or_fail, repo_or_fail, resolve_device, shapes_or_fail)
+                                  load_spec_or_fail, preflight_or_fail, print_table_or_entries, repo_or_fail,
+                                  resolve_device, shapes_or_fail)
 
 REPLY_CACHE_HELP = ("Reuse LLM replies cached by earlier runs (off by default, or KERNELEVOLVE_REPLY_CACHE=1): keyed by "
                     "provider, model, endpoint, temperature, reply limit and the whole prompt (spec, shapes, dtypes, "
@@ -318,13 +319,19 @@ def show_command(
     ev = best[0].evaluation
     console.print(f"node {best[0].id} per shape:", highlight=False)
     fmt = lambda v, f="{:.4g}": "-" if v is None else f.format(v)  # noqa: E731
+    entries = []
     if ev.timed:
         shapes = Table("shape", "result", "max abs err", "latency ms", "baseline ms", "speedup", box=None, pad_edge=False)
         for s in ev.shapes:
             shapes.add_row(s.label, verdict(s.correct, s.failure), fmt(s.max_abs_err), fmt(s.latency_ms),
                            fmt(s.baseline_ms), fmt(s.speedup, "{:.3f}x"))
+            entries.append((f"{s.label}:", f"{verdict(s.correct, s.failure)}; max abs err {fmt(s.max_abs_err)}; "
+                                           f"{fmt(s.latency_ms)} ms against {fmt(s.baseline_ms)} ms baseline, "
+                                           f"speedup {fmt(s.speedup, '{:.3f}x')}"))
     else:  # untimed: no latency columns that could only say "-"
         shapes = Table("shape", "result", "max abs err", "rel err", box=None, pad_edge=False)
         for s in ev.shapes:
             shapes.add_row(s.label, verdict(s.correct, s.failure), fmt(s.max_abs_err), fmt(s.max_rel_err))
-    console.print(shapes)
+            entries.append((f"{s.label}:", f"{verdict(s.correct, s.failure)}; max abs err {fmt(s.max_abs_err)}, "
+                                           f"rel err {fmt(s.max_rel_err)}"))
+    print_table_or_entries(shapes, entries)

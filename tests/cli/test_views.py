@@ -151,3 +151,30 @@ def test_kb_search_and_insights_read_at_80_columns(tmp_path):
     proc = _cli(["insights", "--db", url], tmp_path)
     assert all(len(line) <= 80 for line in proc.stdout.splitlines()), proc.stdout
     assert long in " ".join(proc.stdout.split()) and f"run {run_id} node 0" in proc.stdout
+
+
+def test_a_timed_eval_reads_at_80_columns_and_wide():
+    """Timed results have eight columns: at 80 columns they become entries, not squeezed cells."""
+    from rich.console import Console
+
+    import importlib
+
+    app_module = importlib.import_module("kernelevolve.cli.app")
+    eval_cmd = importlib.import_module("kernelevolve.cli.eval_cmd")
+
+    shapes = [ShapeResult("M=32768,N=4096 bfloat16", {}, "bfloat16", True, max_abs_err=3.4e-3, max_rel_err=3.8e-3,
+                          latency_ms=0.4123, baseline_ms=0.5234, baseline_cached=True, gbps=2600.0)]
+    result = EvalResult(correct=True, timed=True, device="cuda", shapes=shapes, marks={"suspicious": "above peak"})
+    for width in (80, 160):
+        console = Console(width=width, record=True, file=open(os.devnull, "w"))
+        saved = app_module.console, eval_cmd.console
+        app_module.console = eval_cmd.console = console
+        try:
+            eval_cmd.print_result(result, "softmax", "softmax.py")
+        finally:
+            app_module.console, eval_cmd.console = saved
+        text = console.export_text()
+        assert all(len(line) <= width for line in text.splitlines()), text
+        assert "…" not in text and "1.27x" in text and "(cached)" in text and "0.5234" in text
+        assert "fitness 1.269x (geometric-mean speedup over 1 shape)" in text
+        assert "suspicious: above peak; held for review" in text
