@@ -33,6 +33,9 @@ class FileProvider(Provider):
         except OSError as e:
             raise LLMError(f"file:{folder}: cannot create the folder ({e.strerror})", permanent=True) from None
 
+    def check(self) -> None:
+        """Nothing to reach: the folder was created (or found) in __init__; no question is asked."""
+
     def paths_for(self, prompt: str, system: str | None, occurrence: int = 0) -> tuple[Path, Path]:
         digest = hashlib.sha256(f"{system or ''}\n\n{prompt}\n{occurrence}".encode()).hexdigest()[:24]
         return self.folder / f"{digest}.prompt.md", self.folder / f"{digest}.reply.md"

@@ -222,3 +222,42 @@ def test_a_closed_port_stops_the_run_in_seconds_with_the_error_on_the_progress_l
     show = _cli(["show", json.loads(_cli(["runs", "--db", db, "--json"], env, tmp_path).stdout)[0]["id"], "--db", db],
                 env, tmp_path)
     assert "#0 draft: failed (no_code): operator error: openai:local-coder" in show.stdout
+
+
+def test_the_file_provider_is_not_asked_a_check_question(tmp_path):
+    op = resolve_operator(f"file:{tmp_path / 'answers'}")
+    start = time.monotonic()
+    op.check_endpoint()
+    assert time.monotonic() - start < 1 and list((tmp_path / "answers").iterdir()) == []
+
+
+@pytest.mark.timeout(300)
+def test_resume_replays_a_call_the_stopped_run_paid_for(tmp_path, monkeypatch):
+    """A run stopped after a reply was recorded but before its node was written: `resume` takes
+    the recorded reply instead of asking (and paying) again, without --reply-cache."""
+    from kernelevolve.memory import Repository
+    from kernelevolve.search.session import RunSettings, start_run
+    from kernelevolve.search.termination import Limits
+
+    spec = load_spec(SOFTMAX)
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    repo = Repository(db)
+    settings = RunSettings(policy="greedy", policy_options={"drafts": 1}, limits=Limits(max_nodes=1),
+                           device="interpret", model="openai:local-coder", seed=1)
+    run_id = start_run(repo, spec, settings)
+    repo.update_run(run_id, status="interrupted", owner="")
+    with FakeLLMServer(_reply) as server:
+        op = LLMOperator(_openai(monkeypatch, server.url), llm_insights=False)
+        prompt = op.builder.draft(spec, _context(spec)).prompt  # what the run's first step asks
+        reply = _reply("openai", prompt, {})[1]
+        repo.record_llm_call(run_id, None, LLMCallRecord("openai", "local-coder", prompt, reply, 1000, 500, 0.01))
+        env = {k: v for k, v in os.environ.items() if k not in LLM_ENV}
+        env.update(OPENAI_BASE_URL=server.url + "/v1", KERNELEVOLVE_LLM_INSIGHTS="0",
+                   KERNELEVOLVE_CACHE_DIR=str(tmp_path / "cache"))
+        proc = _cli(["resume", run_id, "--db", db], env, tmp_path, timeout=240)
+        asked = [r.prompt for r in server.requests]
+    assert proc.returncode == 0, proc.stderr
+    assert "1 recorded model reply to replay" in proc.stdout
+    assert asked == []  # nothing paid twice
+    node = repo.load_graph(run_id)[0]
+    assert node.correct and node.note == "one program per row, online max" and node.cost_usd == 0
