@@ -126,14 +126,18 @@ class Evaluator:
             # Candidates may import the knowledge base's shared launch helpers (_launch_heuristics).
             "import_paths": [str(KNOWLEDGE_BASE / "kernels")],
         }
-        env = self._environment(workdir, slot)
-        limits = Limits(timeout_s=self.timeout_s, max_memory_bytes=self.max_memory_bytes)
+        env = self._environment(workdir, slot, trusted=False)
+        # The candidate's processes compile into a cache of their own (shared by its correctness and
+        # benchmark runs): a shared cache they could write is a cache they could poison.
+        limits = Limits(timeout_s=self.timeout_s, max_memory_bytes=self.max_memory_bytes,
+                        writable=[workdir / "cache"])
         result = EvalResult(correct=False, device=self.device, shapes=[_shape(c) for c in cases])
 
         bench = dict(config, mode="candidate", profile=deep, baseline=spec.baseline, warmup_ms=self.warmup_ms,
                      rep_ms=self.rep_ms, result_path=str(workdir / "bench.json"))
         # A missing baseline is prepared (imports, compile) while the candidate is checked; it is timed after.
-        baselines = _BaselineJob(self, spec, bench, workdir, slot, env, result) if self.device == "cuda" else None
+        baselines = (_BaselineJob(self, spec, bench, workdir, slot, self._environment(workdir, slot, trusted=True), result)
+                     if self.device == "cuda" else None)
 
         outcome = run_script(render("correctness", config), workdir / "check", limits=limits, env=env, result_path=workdir / "check.json")
         result.phases_s["correctness"] = outcome.duration_s
@@ -165,8 +169,10 @@ class Evaluator:
             result.marks["suspicious"] = reason
         return result
 
-    def _environment(self, workdir: Path, slot: str) -> dict[str, str]:
-        caches = cache_dir()
+    def _environment(self, workdir: Path, slot: str, trusted: bool) -> dict[str, str]:
+        """`trusted`: the baseline process (no candidate code) compiles into the shared caches."""
+        caches = cache_dir() if trusted else workdir / "cache"
+        caches.mkdir(parents=True, exist_ok=True)
         extra = {
             "HOME": str(workdir),
             "TMPDIR": str(workdir),
@@ -251,7 +257,11 @@ class _BaselineJob:
         self.dir.mkdir(parents=True, exist_ok=True)
         config = dict(bench, mode="baseline", cases=missing, result_path=str(workdir / "baseline.json"),
                       go_path=str(self.dir / "go"), go_timeout_s=2 * evaluator.timeout_s)
-        limits = Limits(timeout_s=3 * evaluator.timeout_s, max_memory_bytes=evaluator.max_memory_bytes)
+        shared = cache_dir()
+        limits = Limits(timeout_s=3 * evaluator.timeout_s, max_memory_bytes=evaluator.max_memory_bytes,
+                        writable=[shared / "triton", shared / "inductor"])
+        for d in limits.writable:
+            d.mkdir(parents=True, exist_ok=True)
         script = render("benchmark", config)
 
         def run() -> None:

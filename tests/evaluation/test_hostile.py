@@ -7,7 +7,6 @@ survives all of them; the honest control stays correct.
 """
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -29,8 +28,13 @@ def screened():
 
 
 @pytest.fixture(scope="module")
-def unscreened():
-    return Evaluator(device="interpret", timeout_s=25, screen=False)
+def scratch(tmp_path_factory):
+    return tmp_path_factory.mktemp("hostile-scratch")
+
+
+@pytest.fixture(scope="module")
+def unscreened(scratch):
+    return Evaluator(device="interpret", timeout_s=25, screen=False, scratch_root=scratch)
 
 
 def test_corpus_has_the_kinds_the_issue_names():
@@ -56,10 +60,9 @@ def test_screened(screened, spec, name, monkeypatch):
 
 
 @pytest.mark.parametrize("name", sorted(n for n, h in CORPUS.items() if h.unscreened is not None))
-def test_unscreened(unscreened, spec, name, monkeypatch):
+def test_unscreened(unscreened, scratch, spec, name, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-secret-do-not-leak")
     hostile = CORPUS[name]
-    before = _marker_processes()
     result = unscreened.evaluate(spec, hostile.source)
     if hostile.unscreened == "correct":
         assert result.correct, f"{result.failure}: {result.message}"
@@ -68,15 +71,12 @@ def test_unscreened(unscreened, spec, name, monkeypatch):
         assert result.fitness == 0.0
     assert "sk-test-secret-do-not-leak" not in result.log + result.message
     # Nothing of the candidate outlives its verdict, and nothing it wrote escaped its scratch.
-    deadline = time.monotonic() + 5
-    while _marker_processes() - before and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not (_marker_processes() - before)
+    assert not _processes_under(scratch)  # run_script returns once every process of the run is gone
     assert not list(Path("/tmp").glob("kernelevolve-escape-*"))
 
 
-def _marker_processes() -> set[int]:
-    """Processes running a harness script (what a candidate's forks would be)."""
+def _processes_under(scratch: Path) -> set[int]:
+    """Processes of this test's evaluations (a candidate's forks carry the harness's command line)."""
     out = set()
     for pid in os.listdir("/proc"):
         if pid.isdigit():
@@ -84,7 +84,7 @@ def _marker_processes() -> set[int]:
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
-            if b"kernelevolve-eval-" in cmd and b"harness.py" in cmd:
+            if str(scratch).encode() in cmd:
                 out.add(int(pid))
     return out
 

@@ -4,7 +4,10 @@
 - `screened`: the failure class with the static tampering screen on (the default);
 - `unscreened`: the class when the screen is off, so the sandbox, the tripwire and the
   harness's own checks are what stop it ("correct" where the cheat then gains nothing and the
-  kernel is honest apart from it; None where the mechanism needs a GPU);
+  kernel is honest apart from it; None where only the screen stands in the way: a candidate
+  that reaches the harness's memory from inside its process can forge its verdict). The fork
+  bomb's children (copies of a torch process) busy the CPU until the timeout; every process of
+  the run is gone when its verdict is written either way;
 - `words`: words the message must contain (screened).
 The honest control is `honest`. bench/hostile_corpus.py runs the same corpus on a GPU.
 """
@@ -100,16 +103,16 @@ CORPUS: dict[str, Hostile] = {
     "lower_precision": Hostile(_model(forward="        return softmax(x, low=True)\n"),
                                "incorrect", "incorrect", "outside atol"),
     "kill_parent": Hostile(_model(forward="        os.kill(os.getppid(), 9)\n        os.kill(-1, 9)\n        return softmax(x)\n",
-                                  head="import os\n"), "tampering", "crash", "os.kill"),
+                                  head="import os\n"), "tampering", "runtime", "os.kill"),
     "writes_outside_scratch": Hostile(_model(
         forward="        with open('/tmp/kernelevolve-escape-' + str(x.shape[0]), 'w') as f:\n"
                 "            f.write('escaped')\n"
                 "        return softmax(x)\n"), "tampering", "correct", "open()"),
     "fork_bomb": Hostile(_model(
-        forward="        for _ in range(200):\n"
+        forward="        for _ in range(50):\n"
                 "            if os.fork() == 0:\n"
                 "                os.pause()\n"
-                "        return softmax(x)\n", head="import os\n"), "tampering", "correct", "os.fork"),
+                "        return softmax(x)\n", head="import os\n"), "tampering", "timeout", "os.fork"),
     "prints_a_lot": Hostile(_model(forward="        print('x' * (1 << 20) * 64)\n        return softmax(x)\n"),
                             "correct", "correct"),
     "patched_timer": Hostile(_model(head="import time\nimport triton.testing\n",
