@@ -15,12 +15,45 @@ for _mod in pkgutil.iter_modules(__path__):
 EXIT_INTERNAL = 3
 
 
-def main() -> None:
-    """The console script. Never a traceback at the user: an error no command foresaw becomes
-    one line (exit 3) naming it; KERNELEVOLVE_DEBUG=1 shows the traceback instead."""
+def _click_errors() -> tuple[tuple, tuple, tuple]:
+    """(no-args-help, ClickException, Abort) classes of click and of the copy typer vendors."""
+    import click.exceptions
+
+    modules = [click.exceptions]
     try:
-        app()
-    except (KeyboardInterrupt, SystemExit):
+        import typer.core
+
+        vendored = getattr(getattr(typer.core, "_click", None), "exceptions", None)
+        if vendored is not None:
+            modules.append(vendored)
+    except ImportError:
+        pass
+    pick = lambda name: tuple(getattr(m, name) for m in modules if hasattr(m, name))  # noqa: E731
+    return pick("NoArgsIsHelpError"), pick("ClickException"), pick("Abort")
+
+
+def main() -> None:
+    """The console script. Never a traceback at the user: a bad option or argument is one line
+    (exit 2) naming the command's --help; an error no command foresaw becomes one line (exit 3)
+    naming it; KERNELEVOLVE_DEBUG=1 shows the traceback instead."""
+    no_args, usage, abort = _click_errors()
+    try:
+        code = app(standalone_mode=False, prog_name="kernelevolve")
+        sys.exit(code if isinstance(code, int) else 0)
+    except no_args as exc:  # `kernelevolve` alone, `kernelevolve kb`: the help
+        exc.show()
+        sys.exit(0)
+    except usage as exc:  # bad option or argument, unknown command
+        where = f" (see `{exc.ctx.command_path} --help`)" if getattr(exc, "ctx", None) is not None else ""
+        message = " ".join(exc.format_message().split())
+        print(f"error: {message}{where}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except abort:
+        print("aborted", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except SystemExit:
         raise
     except Exception as exc:  # noqa: BLE001
         if os.environ.get("KERNELEVOLVE_DEBUG"):

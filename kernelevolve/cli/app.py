@@ -32,7 +32,7 @@ def fail(message: str, code: int = EXIT_UNUSABLE) -> NoReturn:
     """One-line error on stderr, then exit: never a traceback for bad input."""
     from rich.markup import escape
 
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True, emoji=False)
     sys.exit(code)
 
 

@@ -253,3 +253,24 @@ def test_cache_clear(tmp_path, monkeypatch):
     out = CliRunner().invoke(app, ["cache", "clear"])
     assert out.exit_code == 0 and "removed 1 cached reply" in out.output
     assert not (tmp_path / "llm_replies").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["kb", "search", "x", "--limit", "0"], "error: Invalid value for '--limit'"),
+    (["run", SOFTMAX, "--seed", "abc"], "error: Invalid value for '--seed'"),
+    (["run"], "error: Missing argument 'SPEC'. (see `kernelevolve run --help`)"),
+    (["nosuch"], "error: No such command 'nosuch'."),
+    (["run", SOFTMAX, "--model", "openai:x", "--device", "interpret"], "error: --model openai:x: openai: OPENAI_API_KEY"),
+    (["eval", SOFTMAX, "missing.py"], "error: missing.py: no such file"),
+    (["eval", SOFTMAX, SOFTMAX_KERNEL, "--shape", "input_shape=[64]"], "input_shape is not a module-level constant"),
+])
+def test_the_console_script_answers_bad_values_in_one_line(tmp_path, args, message):
+    """Was: option errors in a multi-line box, and ':x' in '--model openai:x' rendered as an emoji."""
+    line = _one_line_error(_cli(args, tmp_path))
+    assert line.startswith(message) or message in line, line
+
+
+def test_help_and_bare_commands_exit_0(tmp_path):
+    for args in ([], ["kb"], ["cache"], ["run", "--help"]):
+        proc = _cli(args, tmp_path)
+        assert proc.returncode == 0 and "Usage: kernelevolve" in proc.stdout, (args, proc.stderr)
