@@ -261,3 +261,20 @@ def test_resume_replays_a_call_the_stopped_run_paid_for(tmp_path, monkeypatch):
     assert asked == []  # nothing paid twice
     node = repo.load_graph(run_id)[0]
     assert node.correct and node.note == "one program per row, online max" and node.cost_usd == 0
+
+
+@pytest.mark.timeout(300)
+def test_a_run_with_shape_tells_the_model_those_shapes(tmp_path):
+    """Was: with --shape, every prompt still named the spec's shapes."""
+    env = {k: v for k, v in os.environ.items() if k not in LLM_ENV}
+    with FakeLLMServer(lambda api, prompt, body: (200, "OK", {}) if "single word OK" in prompt else _reply(api, prompt, body)) as server:
+        env.update(OPENAI_BASE_URL=server.url + "/v1", KERNELEVOLVE_LLM_INSIGHTS="0",
+                   KERNELEVOLVE_CACHE_DIR=str(tmp_path / "cache"))
+        proc = _cli(["run", str(SOFTMAX), "--model", "openai:local-coder", "--device", "interpret", "--budget", "1",
+                     "--drafts", "1", "--shape", "M=8,N=128", "--shape", "M=2,N=64", "--db",
+                     f"sqlite:///{tmp_path / 'r.db'}"], env, tmp_path, timeout=240)
+        prompts = [r.prompt for r in server.requests]
+    assert proc.returncode == 0, proc.stderr
+    tasks = [p for p in prompts if p.startswith("# Task:")]
+    assert len(tasks) == 1 and "(module constants, given with --shape): M=8,N=128; M=2,N=64" in tasks[0]
+    assert "M=4,N=256" not in tasks[0] and "M=32768" not in tasks[0]
