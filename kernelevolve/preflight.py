@@ -60,6 +60,14 @@ def _short(why: str) -> str:
 
 
 def suggestion(spec: Spec, device: str) -> str:
+    from kernelevolve.shapes import constants
+
+    try:
+        if not constants(spec.reference_source):
+            return (f"{spec.reference.name} has no module-level size constants that --shape could override: "
+                    "write its sizes as constants (batch_size = 16 ...) or make a smaller copy of it")
+    except SyntaxError:
+        pass
     if device == "interpret" and not spec.interpret_shapes and spec.path is not None:
         return f"give smaller shapes with --shape NAME=VALUE, or add interpret_shapes to {spec.path.name}"
     return "give smaller shapes with --shape NAME=VALUE" + (

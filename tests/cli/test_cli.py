@@ -274,3 +274,37 @@ def test_help_and_bare_commands_exit_0(tmp_path):
     for args in ([], ["kb"], ["cache"], ["run", "--help"]):
         proc = _cli(args, tmp_path)
         assert proc.returncode == 0 and "Usage: kernelevolve" in proc.stdout, (args, proc.stderr)
+
+
+def _reference(tmp_path, name, body):
+    path = tmp_path / name
+    path.write_text("import time\nimport torch\nimport torch.nn as nn\n\nsize = 8\n\n"
+                    f"class Model(nn.Module):\n    def forward(self, x):\n{body}\n\n"
+                    "def get_inputs():\n    return [torch.randn(size)]\n\n"
+                    "def get_init_inputs():\n    return []\n")
+    (tmp_path / "good.py").write_text(CANDIDATE)
+    return path
+
+
+def test_preflight_names_a_reference_that_raises(tmp_path):
+    ref = _reference(tmp_path, "raises.py", "        raise ValueError('bad reference')")
+    line = _one_line_error(_cli(["eval", ref, tmp_path / "good.py", "--device", "interpret"], tmp_path))
+    assert "the reference raises.py cannot run at the module's own sizes" in line
+    assert "ValueError: bad reference" in line
+
+
+def test_preflight_names_a_reference_too_slow_for_the_timeout(tmp_path):
+    ref = _reference(tmp_path, "slow.py", "        time.sleep(600)\n        return x")
+    proc = _cli(["eval", ref, tmp_path / "good.py", "--device", "interpret", "--timeout", "10"], tmp_path)
+    line = _one_line_error(proc)
+    assert "the reference slow.py cannot run" in line and "no result after 10s" in line
+
+
+def test_preflight_on_a_module_without_constants_says_so(tmp_path):
+    ref = tmp_path / "fixed.py"
+    ref.write_text("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+                   "        return x * 2.0\n\ndef get_inputs():\n    return [torch.randn(1 << 16, 1 << 20)]\n\n"
+                   "def get_init_inputs():\n    return []\n")
+    (tmp_path / "good.py").write_text(CANDIDATE)
+    line = _one_line_error(_cli(["eval", ref, tmp_path / "good.py", "--device", "interpret"], tmp_path))
+    assert "out of memory" in line and "fixed.py has no module-level size constants that --shape could override" in line
