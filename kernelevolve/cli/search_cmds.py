@@ -191,7 +191,7 @@ def _search(repo, run_id: str, operator, as_json: bool, db: str | None, max_node
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if as_json:
         summary = run_dict(run, graph)
-        summary["nodes"] = [{k: n[k] for k in ("id", "parents", "kind", "fitness", "failure")} for n in summary["nodes"]]
+        summary["nodes"] = [{k: n[k] for k in ("id", "parents", "kind", "fitness", "failure", "message", "note")} for n in summary["nodes"]]
         typer.echo(json.dumps(summary, indent=2))
     else:
         done = graph.evaluated()

@@ -101,6 +101,12 @@ def test_printed_commands_stay_whole_on_their_own_line(tmp_path):
     run_id = lines[0].split()[1]
     assert f"  kernelevolve resume {run_id} --db {db}" in lines
     assert f"  kernelevolve show {run_id} --node 0 --db {db}" in lines
+    summary = _cli(["run", str(SOFTMAX), "--device", "interpret", "--budget", "1", "--drafts", "1", "--db", db,
+                    "--no-preflight", "--json"], tmp_path)
+    import json
+
+    node = json.loads(summary.stdout)["nodes"][0]
+    assert node["note"] and "message" in node  # --json carries each node's note and failure message
     # Commands, and the one-line-per-node progress log written to files and pipes, are never wrapped.
     assert all(len(line) <= 80 for line in lines if not line.startswith(("  kernelevolve ", "node "))), proc.stdout
 
