@@ -24,7 +24,7 @@ from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
 from kernelevolve.evaluation.sandbox import Limits, Outcome, clean_environment, run_script
 from kernelevolve.harness import render
 from kernelevolve.harness.runtime.screen import screen_source
-from kernelevolve.paths import KNOWLEDGE_BASE, cache_dir
+from kernelevolve.paths import KNOWLEDGE_BASE
 from kernelevolve.spec import Case, Spec, ShapeValue
 
 DEVICES = ("cuda", "interpret")
@@ -159,6 +159,8 @@ class Evaluator:
             shape.baseline_cached = shape.label in result.environment.get("baselines_cached", [])
         if result.failure is None:
             result.timed = all(s.latency_ms is not None and s.baseline_ms is not None for s in result.shapes)
+            if not result.timed and result.environment.get("baseline_error"):  # correct, but no speedup to give
+                result.message = "not timed: " + result.environment["baseline_error"]
         for shape, case in zip(result.shapes, cases):
             nbytes, flops = spec.roofline(case)
             if shape.latency_ms:
@@ -170,8 +172,9 @@ class Evaluator:
         return result
 
     def _environment(self, workdir: Path, slot: str, trusted: bool) -> dict[str, str]:
-        """`trusted`: the baseline process (no candidate code) compiles into the shared caches."""
-        caches = cache_dir() if trusted else workdir / "cache"
+        """Compiler caches per evaluation: the candidate's processes share one, the baseline process
+        (no candidate code) has its own that they cannot write, so neither can be poisoned."""
+        caches = workdir / ("baseline-cache" if trusted else "cache")
         caches.mkdir(parents=True, exist_ok=True)
         extra = {
             "HOME": str(workdir),
@@ -257,11 +260,8 @@ class _BaselineJob:
         self.dir.mkdir(parents=True, exist_ok=True)
         config = dict(bench, mode="baseline", cases=missing, result_path=str(workdir / "baseline.json"),
                       go_path=str(self.dir / "go"), go_timeout_s=2 * evaluator.timeout_s)
-        shared = cache_dir()
         limits = Limits(timeout_s=3 * evaluator.timeout_s, max_memory_bytes=evaluator.max_memory_bytes,
-                        writable=[shared / "triton", shared / "inductor"])
-        for d in limits.writable:
-            d.mkdir(parents=True, exist_ok=True)
+                        writable=[workdir / "baseline-cache"])
         script = render("benchmark", config)
 
         def run() -> None:
@@ -291,8 +291,9 @@ class _BaselineJob:
                 self.evaluator.baselines.save(self.keys[case["label"]], case["baseline_ms"])
         if len(self.found) < len(self.keys):
             how = f"{outcome.signal_name or outcome.returncode}" if outcome else "not started"
+            last = (outcome.stderr.strip().splitlines() or [""])[-1][:300] if outcome else ""
             self.result.environment["baseline_error"] = (data.get("failure") or {}).get("message") or (
-                f"the baseline process ended without timings ({how})")
+                f"the baseline process ended without timings ({how}): {last}")
         return self.found
 
 
