@@ -14,9 +14,9 @@ from kernelevolve.cli.app import (DB_HELP, EXIT_FAILED, EXIT_OK, app, check_mode
                                   load_spec_or_fail, preflight_or_fail, print_table_or_entries, repo_or_fail,
                                   resolve_device, shapes_or_fail)
 
-REPLY_CACHE_HELP = ("Reuse LLM replies cached by earlier runs (off by default, or KERNELEVOLVE_REPLY_CACHE=1): keyed by "
-                    "provider, model, endpoint, temperature, reply limit and the whole prompt (spec, shapes, dtypes, "
-                    "device); `kernelevolve cache clear` empties it. A resumed run replays its own recorded calls "
+REPLY_CACHE_HELP = ("Reuse LLM replies cached by earlier runs in the same --db database (off by default, or "
+                    "KERNELEVOLVE_REPLY_CACHE=1): keyed by provider, model, endpoint, temperature, reply limit and the "
+                    "whole prompt (spec, shapes, dtypes, device); `kernelevolve cache clear` empties it. A resumed run replays its own recorded calls "
                     "either way, so it never pays twice.")
 
 
@@ -167,6 +167,10 @@ def _search(repo, run_id: str, operator, as_json: bool, db: str | None, max_node
     from kernelevolve.search.report import best_nodes, fitness_text, run_dict
     from kernelevolve.search.session import SessionError, build_engine
 
+    if getattr(operator, "cache", None) is not None:  # --reply-cache: kept in the experiment database
+        from kernelevolve.llm.cache import DatabaseReplyCache
+
+        operator.cache = DatabaseReplyCache(repo)
     out = Console(stderr=True) if as_json else console
     view = ProgressView(out)
     try:

@@ -9,6 +9,10 @@ temperature, reply token limit, system prompt and prompt (the prompt holds the s
 dtypes, tolerances and device). Each key holds a list: the n-th identical request within one
 operator's life takes the n-th stored reply, so two drafts from one prompt are still two samples.
 `kernelevolve cache clear` deletes them.
+
+The command line keeps the cache in the experiment database (`DatabaseReplyCache`, table
+reply_cache of the `--db` database), the one store a team shares and a run already uses;
+`ReplyCache` (files) is for library use without a database.
 """
 
 from __future__ import annotations
@@ -86,3 +90,20 @@ class ReplyCache:
             tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
             tmp.write_text(json.dumps({"replies": replies}, ensure_ascii=False))
             os.replace(tmp, path)
+
+
+class DatabaseReplyCache:
+    """The same interface as ReplyCache, in the experiment database (Repository.cached_reply)."""
+
+    def __init__(self, repo):
+        self.repo = repo
+
+    def get(self, key: str, index: int = 0) -> LLMReply | None:
+        row = self.repo.cached_reply(key, index)
+        if row is None:
+            return None
+        return LLMReply(text=row.reply, input_tokens=row.input_tokens, output_tokens=row.output_tokens,
+                        cost_usd=0.0, cached=True)
+
+    def put(self, key: str, reply: LLMReply, index: int) -> None:
+        self.repo.cache_reply(key, index, reply.text, reply.input_tokens, reply.output_tokens)

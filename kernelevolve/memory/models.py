@@ -127,6 +127,19 @@ class LLMCallRow(Base):
     created_at: Mapped[float] = mapped_column(Float, default=_now)
 
 
+class ReplyCacheRow(Base):
+    """The opt-in LLM reply cache (`run --reply-cache`): the `position`-th reply to one cache key
+    (sha256 over provider, model, endpoint, temperature, reply limit, system prompt, prompt)."""
+
+    __tablename__ = "reply_cache"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    reply: Mapped[str] = mapped_column(Text)
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[float] = mapped_column(Float, default=_now)
+
+
 class ReviewRow(Base):
     __tablename__ = "reviews"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

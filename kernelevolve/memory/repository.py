@@ -20,7 +20,7 @@ from sqlalchemy.orm import sessionmaker
 
 from kernelevolve.evaluation.result import EvalResult
 from kernelevolve.memory.models import (BaselineRow, Base, EdgeRow, EvaluationRow, InsightRow, LLMCallRow,
-                                        NodeRow, ReviewRow, RunRow)
+                                        NodeRow, ReplyCacheRow, ReviewRow, RunRow)
 from kernelevolve.operators.base import LLMCallRecord
 from kernelevolve.search.graph import EVALUATED, Node, SearchGraph
 
@@ -222,6 +222,27 @@ class Repository:
             return s.scalar(select(LLMCallRow.reply)
                             .where(LLMCallRow.prompt_sha256 == prompt_sha, LLMCallRow.error.is_(None))
                             .order_by(LLMCallRow.id.desc()).limit(1))
+
+    # -- the opt-in reply cache (kernelevolve/llm/cache.py: DatabaseReplyCache) ----------
+    def cached_reply(self, key: str, position: int) -> ReplyCacheRow | None:
+        with self.Session() as s:
+            return s.get(ReplyCacheRow, (key, position))
+
+    def cache_reply(self, key: str, position: int, reply: str, input_tokens: int = 0, output_tokens: int = 0) -> None:
+        """Store the `position`-th reply for `key`; one already there is kept."""
+        from sqlalchemy.exc import IntegrityError
+
+        try:
+            with self.Session.begin() as s:
+                if s.get(ReplyCacheRow, (key, position)) is None:
+                    s.add(ReplyCacheRow(key=key, position=position, reply=reply, input_tokens=input_tokens,
+                                        output_tokens=output_tokens))
+        except IntegrityError:  # another process stored it first
+            pass
+
+    def clear_reply_cache(self) -> int:
+        with self.Session.begin() as s:
+            return s.execute(delete(ReplyCacheRow)).rowcount or 0
 
     def llm_calls(self, run_id: str) -> list[LLMCallRow]:
         with self.Session() as s:

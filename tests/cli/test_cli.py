@@ -247,12 +247,19 @@ def test_help_documents_the_reply_cache_and_the_checks():
 
 
 def test_cache_clear(tmp_path, monkeypatch):
+    from kernelevolve.memory import Repository
+
     monkeypatch.setenv("KERNELEVOLVE_CACHE_DIR", str(tmp_path))
     (tmp_path / "llm_replies" / "ab").mkdir(parents=True)
-    (tmp_path / "llm_replies" / "ab" / "abcd.json").write_text("{}")
-    out = CliRunner().invoke(app, ["cache", "clear"])
-    assert out.exit_code == 0 and "removed 1 cached reply" in out.output
-    assert not (tmp_path / "llm_replies").exists()
+    (tmp_path / "llm_replies" / "ab" / "abcd.json").write_text("{}")  # an older version's file cache
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    Repository(db).cache_reply("k" * 64, 0, "reply")
+    out = CliRunner().invoke(app, ["cache", "clear", "--db", db])
+    assert out.exit_code == 0 and "removed 2 cached replies" in out.output, out.output
+    assert not (tmp_path / "llm_replies").exists() and Repository(db).cached_reply("k" * 64, 0) is None
+    missing = tmp_path / "none.db"
+    assert CliRunner().invoke(app, ["cache", "clear", "--db", f"sqlite:///{missing}"]).exit_code == 0
+    assert not missing.exists()  # no database is created to be emptied
 
 
 @pytest.mark.parametrize("args, message", [

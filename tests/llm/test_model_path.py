@@ -278,3 +278,25 @@ def test_a_run_with_shape_tells_the_model_those_shapes(tmp_path):
     tasks = [p for p in prompts if p.startswith("# Task:")]
     assert len(tasks) == 1 and "(module constants, given with --shape): M=8,N=128; M=2,N=64" in tasks[0]
     assert "M=4,N=256" not in tasks[0] and "M=32768" not in tasks[0]
+
+
+@pytest.mark.timeout(400)
+def test_reply_cache_lives_in_the_database_and_only_when_asked_for(tmp_path):
+    """Issue 10/9 #6: the same search run twice asks the model twice; with --reply-cache the second
+    run takes the first one's replies from the experiment database, and nothing goes to files."""
+    env = {k: v for k, v in os.environ.items() if k not in LLM_ENV}
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    answer = lambda api, prompt, body: (200, "OK", {}) if "single word OK" in prompt else _reply(api, prompt, body)  # noqa: E731
+    args = ["run", str(SOFTMAX), "--model", "openai:local-coder", "--device", "interpret", "--budget", "1",
+            "--drafts", "1", "--seed", "1", "--db", db, "--no-preflight", "--no-model-check"]
+    asked = []
+    with FakeLLMServer(answer) as server:
+        env.update(OPENAI_BASE_URL=server.url + "/v1", KERNELEVOLVE_LLM_INSIGHTS="0",
+                   KERNELEVOLVE_CACHE_DIR=str(tmp_path / "cache"))
+        for extra in ([], [], ["--reply-cache"], ["--reply-cache"]):
+            before = len(server.requests)
+            proc = _cli(args + extra, env, tmp_path, timeout=240)
+            assert proc.returncode == 0, proc.stderr
+            asked.append(len(server.requests) - before)
+    assert asked == [1, 1, 1, 0]
+    assert not (tmp_path / "cache" / "llm_replies").exists()
