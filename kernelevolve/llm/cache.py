@@ -3,16 +3,15 @@
 Off by default: a new search asks the model afresh (a cache that replays old replies makes a run
 against a dead server "find" kernels, and repeats the same search). A resumed run never pays
 twice without it: it replays its own recorded calls from the experiment database (see
-LLMOperator.replay). With the cache on, replies are files under paths.cache_dir()/llm_replies,
-keyed by sha256 over everything that changes a reply: provider, model, endpoint (base URL),
+LLMOperator.replay). With the cache on, replies are stored in the experiment database
+(`DatabaseReplyCache`, table reply_cache of the `--db` database: the one store a team shares and
+a run already uses), keyed by sha256 over everything that changes a reply: provider, model, endpoint (base URL),
 temperature, reply token limit, system prompt and prompt (the prompt holds the spec, shapes,
 dtypes, tolerances and device). Each key holds a list: the n-th identical request within one
 operator's life takes the n-th stored reply, so two drafts from one prompt are still two samples.
-`kernelevolve cache clear` deletes them.
-
-The command line keeps the cache in the experiment database (`DatabaseReplyCache`, table
-reply_cache of the `--db` database), the one store a team shares and a run already uses;
-`ReplyCache` (files) is for library use without a database.
+`kernelevolve cache clear` deletes them. `ReplyCache` keeps the same in files, for library use
+without a database (an LLMOperator built by resolve_operator(use_cache=True) starts with it; the
+command line swaps in the database's).
 """
 
 from __future__ import annotations
