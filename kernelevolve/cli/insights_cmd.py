@@ -39,9 +39,14 @@ def insights_command(
         what = " ".join(x for x in (f"family {family}" if family else "", f"hardware {hardware}" if hardware else "") if x)
         console.print(f"no insights{' for ' + what if what else ''} in {repo.display_url}", highlight=False)
         return
+    from kernelevolve.operators.context_builder import usable_insight
+
     entries = []
     for r in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at))
         node = "" if r.node_id is None else f" node {r.node_id}"
-        entries.append((f"{when}  run {r.run_id or '-'}{node}  {r.family or '-'} on {r.hardware or '-'}", r.text))
+        text = r.text if usable_insight(r.text) else (
+            f"(stored before insights were checked: it holds code or is {len(r.text)} characters long; "
+            "never put into a prompt; see --json)")
+        entries.append((f"{when}  run {r.run_id or '-'}{node}  {r.family or '-'} on {r.hardware or '-'}", text))
     print_entries(entries)

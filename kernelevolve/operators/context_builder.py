@@ -10,6 +10,7 @@ for the token budget (see budget.py); the output contract is in every prompt.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import jinja2
@@ -43,6 +44,17 @@ def system_prompt() -> str:
 def insight_system_prompt() -> str:
     """The insight contract: one or two plain sentences, never code (see insight.j2)."""
     return render("insight_system.j2")
+
+
+_STORED_CODE = re.compile(r"```|~~~|\bclass ModelNew\b|^\s*(import |from \S+ import |def |@triton)", re.M)
+STORED_INSIGHT_MAX_CHARS = 800
+
+
+def usable_insight(text: str) -> bool:
+    """False for an insight stored before the insight contract was enforced that holds code (or
+    is a blob): it would teach a later prompt nothing and cost its budget."""
+    text = (text or "").strip()
+    return bool(text) and not _STORED_CODE.search(text) and len(text) <= STORED_INSIGHT_MAX_CHARS
 
 
 def fenced(source: str, lang: str = "python") -> str:
@@ -180,7 +192,7 @@ class PromptBuilder:
         sections = [
             Section("spec", [spec_summary(spec, context.device, context.extra.get("shapes"))], 100, required=True),
             Section("reference", [fenced(spec.reference_source)], PRIORITY["reference"]),
-            Section("insights", [f"- {i.strip()}" for i in context.insights if i.strip()], PRIORITY["insights"]),
+            Section("insights", [f"- {i.strip()}" for i in context.insights if usable_insight(i)], PRIORITY["insights"]),
             Section("ancestry", [ancestry_line(v) for v in context.ancestry if v.node_id not in exclude],
                     PRIORITY["ancestry"], keep="tail"),
         ]

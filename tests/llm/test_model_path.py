@@ -300,3 +300,25 @@ def test_reply_cache_lives_in_the_database_and_only_when_asked_for(tmp_path):
             asked.append(len(server.requests) - before)
     assert asked == [1, 1, 1, 0]
     assert not (tmp_path / "cache" / "llm_replies").exists()
+
+
+def test_code_blob_insights_stored_earlier_are_kept_out_of_prompts_and_listings(monkeypatch, tmp_path):
+    """Was: code blobs stored as insights were shown by `insights` and fed to later prompts."""
+    from typer.testing import CliRunner
+
+    from kernelevolve.cli import app
+    from kernelevolve.memory import Repository
+    from kernelevolve.operators.context_builder import PromptBuilder
+
+    blob = f"draft #0: Here is the kernel:\n```python\n{KERNEL}```"
+    good = "draft #1: one tile per row is correct at every shape; try two-pass for long rows"
+    spec = load_spec(SOFTMAX)
+    context = _context(spec)
+    context.insights = [blob, good]
+    prompt = PromptBuilder(knowledge=None).draft(spec, context).prompt
+    assert good in prompt and "Here is the kernel" not in prompt
+    db = f"sqlite:///{tmp_path / 'i.db'}"
+    repo = Repository(db)
+    repo.add_insight(None, None, "softmax", "h200", blob)
+    out = CliRunner().invoke(app, ["insights", "--db", db])
+    assert out.exit_code == 0 and "holds code" in out.output and "@triton.jit" not in out.output
