@@ -288,7 +288,10 @@ def show_command(
         if as_json:
             typer.echo(json.dumps(node_dict(graph, graph[node], with_source=True), indent=2))
         elif graph[node].source is None:
-            fail(f"node {node} has no source ({graph[node].failure}: the operator's reply held no kernel)", EXIT_FAILED)
+            from kernelevolve.search.report import failure_line
+
+            fail(f"node {node} has no source (the operator's reply held no kernel): {failure_line(graph[node])}",
+                 EXIT_FAILED)
         else:
             typer.echo(graph[node].source)
         return

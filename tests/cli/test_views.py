@@ -77,6 +77,13 @@ def test_show_prints_notes_and_failure_lines_at_80_columns(tmp_path):
     assert any(line.split()[:2] == ["M=4,N=256", "bfloat16"] and "correct" in line for line in lines)
 
 
+def test_show_node_without_source_says_why(tmp_path):
+    url, run_id = _db(tmp_path)
+    proc = _cli(["show", run_id, "--db", url, "--node", "1"], tmp_path)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "node 1 has no source" in proc.stderr and "Connection refused" in proc.stderr
+
+
 def test_runs_shows_model_best_and_cost_at_80_columns(tmp_path):
     """Was: `runs` showed neither the model nor the best result nor the cost."""
     url, run_id = _db(tmp_path)
