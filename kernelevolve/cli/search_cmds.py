@@ -87,7 +87,7 @@ def run_command(
         fail(f"--temperature {temperature}: must be between 0 and 2")
     _positive("--max-tokens", max_tokens)
     model_options = {k: v for k, v in (("temperature", temperature), ("max_tokens", max_tokens)) if v is not None}
-    if reply_cache:
+    if reply_cache and not (model or "").startswith(("plugin:", "offline")):
         model_options["use_cache"] = True  # kept in the run's settings: a resume uses it too
     device = resolve_device(device)
     repo = repo_or_fail(db)  # an unusable database fails before anything is spent
