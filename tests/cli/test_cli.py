@@ -202,7 +202,7 @@ def test_bad_specs_are_one_line_errors(tmp_path, yaml_text, reference, message):
 # -- 5. no tracebacks: a missing database driver, and anything no command foresaw ----------------
 
 DB_COMMANDS = [["runs"], ["show", "r-1"], ["resume", "r-1"], ["review", "r-1", "0", "--approve"],
-               ["export", "r-1", "0"], ["insights"], ["run", str(SOFTMAX), "--device", "interpret"]]
+               ["export", "r-1", "0"], ["insights"], ["run", str(SOFTMAX), "--device", "interpret"], ["cache", "clear"]]
 
 
 @pytest.mark.parametrize("url, hint", [
