@@ -127,10 +127,8 @@ class Evaluator:
             "import_paths": [str(KNOWLEDGE_BASE / "kernels")],
         }
         env = self._environment(workdir, slot, trusted=False)
-        # The candidate's processes compile into a cache of their own (shared by its correctness and
-        # benchmark runs): a shared cache they could write is a cache they could poison.
         limits = Limits(timeout_s=self.timeout_s, max_memory_bytes=self.max_memory_bytes,
-                        writable=[workdir / "cache"])
+                        writable=[workdir / "cache", _candidate_compile_cache()])
         result = EvalResult(correct=False, device=self.device, shapes=[_shape(c) for c in cases])
 
         bench = dict(config, mode="candidate", profile=deep, baseline=spec.baseline, warmup_ms=self.warmup_ms,
@@ -172,14 +170,16 @@ class Evaluator:
         return result
 
     def _environment(self, workdir: Path, slot: str, trusted: bool) -> dict[str, str]:
-        """Compiler caches per evaluation: the candidate's processes share one, the baseline process
-        (no candidate code) has its own that they cannot write, so neither can be poisoned."""
+        """Compiler caches. Candidates share one Triton cache across evaluations (recompiling every
+        kernel costs seconds each time); whatever it hands a candidate is still checked, timed calls
+        included, so writing into it gains a candidate nothing. The baseline process (no candidate
+        code) compiles into a cache of its own that candidates cannot write."""
         caches = workdir / ("baseline-cache" if trusted else "cache")
         caches.mkdir(parents=True, exist_ok=True)
         extra = {
             "HOME": str(workdir),
             "TMPDIR": str(workdir),
-            "TRITON_CACHE_DIR": str(caches / "triton"),
+            "TRITON_CACHE_DIR": str(caches / "triton" if trusted else _candidate_compile_cache()),
             "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
             "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 2) // self.parallelism)),
         }
@@ -295,6 +295,13 @@ class _BaselineJob:
             self.result.environment["baseline_error"] = (data.get("failure") or {}).get("message") or (
                 f"the baseline process ended without timings ({how}): {last}")
         return self.found
+
+
+def _candidate_compile_cache() -> Path:
+    """Under the system temp dir, not the user's home: the sandbox's unprivileged uid must reach it."""
+    path = Path(tempfile.gettempdir()) / f"kernelevolve-triton-cache-{os.getuid()}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
 
 
 @functools.lru_cache(maxsize=None)
