@@ -28,13 +28,25 @@ PAIRS = [("tests/evaluation/hostile/softmax.yaml", "tests/evaluation/hostile/hon
 KERNELS = ["rmsnorm", "softmax", "cross_entropy", "flash_attention", "ikbo_lce", "ikbo_target_attention"]
 
 
-def evaluate(code_root: Path, spec: str, kernel: str, cache: Path) -> dict:
+# What a search does per candidate (no profiler: that is for a would-be best and for `kernelevolve eval`).
+SEARCH_PATH = """
+import json, sys
+from kernelevolve.evaluation.evaluator import Evaluator
+from kernelevolve.spec import load_spec
+r = Evaluator(device="cuda").evaluate(load_spec(sys.argv[1]), open(sys.argv[2]).read(), deep=False)
+print(json.dumps(r.to_dict()))
+"""
+
+
+def evaluate(code_root: Path, spec: str, kernel: str, cache: Path, search_path: bool = False) -> dict:
     env = {**os.environ, "KERNELEVOLVE_CACHE_DIR": str(cache),
            "PYTHONPATH": os.pathsep.join([str(code_root)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                                                             if p and Path(p).resolve() != ROOT])}
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", "from kernelevolve.cli import main; main()", "eval",
-                           str(ROOT / spec), str(ROOT / kernel), "--device", "cuda", "--json"],
+    command = ([sys.executable, "-c", SEARCH_PATH, str(ROOT / spec), str(ROOT / kernel)] if search_path else
+               [sys.executable, "-c", "from kernelevolve.cli import main; main()", "eval",
+                str(ROOT / spec), str(ROOT / kernel), "--device", "cuda", "--json"])
+    proc = subprocess.run(command,
                           capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(), timeout=900)
     wall = time.monotonic() - t0
     try:
@@ -54,6 +66,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--part", choices=["compare", "kernels", "all"], default="all")
+    ap.add_argument("--search-path", action="store_true",
+                    help="evaluate the new side as a search does (no profiled call), not through `kernelevolve eval`")
     ap.add_argument("--pairs", type=int, default=len(PAIRS), help="compare only the first N (spec, kernel) pairs")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -64,7 +78,7 @@ def main() -> int:
                 runs = {"old": [], "new": []}
                 for i in range(args.repeat):
                     for which, root, cache in (("old", args.old.resolve(), c_old), ("new", ROOT, c_new)):
-                        r = evaluate(root, spec, kernel, Path(cache))
+                        r = evaluate(root, spec, kernel, Path(cache), args.search_path and which == "new")
                         runs[which].append(r)
                         print(f"{spec:40s} {which} #{i}: fitness {r.get('fitness')} in {r.get('duration_s')} s "
                               f"{r.get('error', '')[:200]}", flush=True)
