@@ -64,8 +64,8 @@ def _synthetic_build(real):
 class RaisingEvaluator(SyntheticEvaluator):
     """Raises on its 2nd and 5th calls, as an evaluator bug or a lost GPU would."""
 
-    def evaluate(self, spec, source, shapes=None):
-        result = super().evaluate(spec, source, shapes)
+    def evaluate(self, spec, source, shapes=None, deep=False):
+        result = super().evaluate(spec, source, shapes, deep)
         if len(self.calls) in (2, 5):
             raise RuntimeError("the GPU fell off the bus")
         return result
