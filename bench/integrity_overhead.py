@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PAIRS = [("tests/evaluation/hostile/softmax.yaml", "tests/evaluation/hostile/honest.py"),
+HONEST = "hostile-corpus:honest"  # the corpus's honest control, written to a file when needed
+PAIRS = [("tests/evaluation/hostile/softmax.yaml", HONEST),
          ("specs/softmax.yaml", "knowledge_base/kernels/softmax.py"),
          ("specs/rmsnorm.yaml", "knowledge_base/kernels/rmsnorm.py")]
 KERNELS = ["rmsnorm", "softmax", "cross_entropy", "flash_attention", "ikbo_lce", "ikbo_target_attention"]
@@ -38,14 +39,25 @@ print(json.dumps(r.to_dict()))
 """
 
 
+def _kernel_file(kernel: str) -> Path:
+    if kernel != HONEST:
+        return ROOT / kernel
+    sys.path.insert(0, str(ROOT))
+    from tests.evaluation.hostile.corpus import CORPUS
+
+    path = Path(tempfile.gettempdir()) / "kernelevolve-honest-control.py"
+    path.write_text(CORPUS["honest"].source)
+    return path
+
+
 def evaluate(code_root: Path, spec: str, kernel: str, cache: Path, search_path: bool = False) -> dict:
     env = {**os.environ, "KERNELEVOLVE_CACHE_DIR": str(cache),
            "PYTHONPATH": os.pathsep.join([str(code_root)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                                                             if p and Path(p).resolve() != ROOT])}
     t0 = time.monotonic()
-    command = ([sys.executable, "-c", SEARCH_PATH, str(ROOT / spec), str(ROOT / kernel)] if search_path else
+    command = ([sys.executable, "-c", SEARCH_PATH, str(ROOT / spec), str(_kernel_file(kernel))] if search_path else
                [sys.executable, "-c", "from kernelevolve.cli import main; main()", "eval",
-                str(ROOT / spec), str(ROOT / kernel), "--device", "cuda", "--json"])
+                str(ROOT / spec), str(_kernel_file(kernel)), "--device", "cuda", "--json"])
     proc = subprocess.run(command,
                           capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(), timeout=900)
     wall = time.monotonic() - t0

@@ -16,7 +16,7 @@ import random
 import secrets
 import sys
 
-from kernelevolve.harness.runtime.state import Result, failure_class, one_line
+from kernelevolve.harness.runtime.state import Result, failure_class, import_candidate, one_line
 
 
 def main(config: dict) -> None:
@@ -59,12 +59,7 @@ def main(config: dict) -> None:
         _time_baselines(config, result, prepared, clock)
 
     tripwire = Tripwire()
-    result.stage("import")
-    sys.path[:0] = config.get("import_paths", [])
-    try:
-        candidate = modules.load_module(config["candidate_path"], "kernelevolve_candidate")
-    except Exception as exc:
-        result.finish("import", "importing the candidate raised " + one_line(exc), exc)
+    candidate = import_candidate(config, result)
 
     def keep(out):
         return [t.detach().clone() if isinstance(t, torch.Tensor) else t for t in modules.flatten(out)]

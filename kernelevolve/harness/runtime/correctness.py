@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from kernelevolve.harness.runtime.state import Result, failure_class, one_line
+from kernelevolve.harness.runtime.state import Result, failure_class, import_candidate, one_line
 
 REPEAT_CALLS = 6  # after the trials: buffers X, Y alternate, values cycle over the trials' inputs
 
@@ -65,16 +65,7 @@ def main(config: dict) -> None:
         prepared.append((case, ref_mod, dtype, runs, repeat))
 
     tripwire = Tripwire()
-    result.stage("import")
-    sys.path[:0] = config.get("import_paths", [])
-    try:
-        candidate = modules.load_module(config["candidate_path"], "kernelevolve_candidate")
-    except SyntaxError as exc:
-        result.finish("syntax", f"line {exc.lineno}: {exc.msg}", exc)
-    except Exception as exc:
-        result.finish("import", "importing the candidate raised " + one_line(exc), exc)
-    if not isinstance(getattr(candidate, "ModelNew", None), type):
-        result.finish("import", "the candidate defines no class ModelNew")
+    candidate = import_candidate(config, result)
 
     allowed = set(config.get("allow_torch_ops", []))
     inplace = bool(config.get("inplace", False))

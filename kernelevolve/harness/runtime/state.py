@@ -72,3 +72,21 @@ def failure_class(exc: BaseException) -> str:
                             "InterpreterError"):
             return "compile"
     return "runtime"
+
+
+def import_candidate(config: dict, result: Result):
+    """The candidate's module, imported last (after everything the judge relies on was captured);
+    a candidate that cannot be imported, or defines no ModelNew, ends the process with its verdict."""
+    from kernelevolve.harness.runtime.modules import load_module
+
+    result.stage("import")
+    sys.path[:0] = config.get("import_paths", [])
+    try:
+        candidate = load_module(config["candidate_path"], "kernelevolve_candidate")
+    except SyntaxError as exc:
+        result.finish("syntax", f"line {exc.lineno}: {exc.msg}", exc)
+    except Exception as exc:
+        result.finish("import", "importing the candidate raised " + one_line(exc), exc)
+    if not isinstance(getattr(candidate, "ModelNew", None), type):
+        result.finish("import", "the candidate defines no class ModelNew")
+    return candidate
