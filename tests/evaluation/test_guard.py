@@ -3,16 +3,16 @@ and the timing cross-check (the GPU loop itself runs only in bench/ on a GPU).""
 
 import os
 
-import pytest
-import torch
-import triton
-import triton.language as tl
+os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported: it reads this once
 
-from kernelevolve.harness.runtime.guard import InputGuard, KernelMonitor, Tripwire
-from kernelevolve.harness.runtime.screen import screen_source
-from kernelevolve.harness.runtime.timing import Timing, cross_check
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+from kernelevolve.harness.runtime.guard import InputGuard, KernelMonitor, Tripwire  # noqa: E402
+from kernelevolve.harness.runtime.screen import screen_source  # noqa: E402
+from kernelevolve.harness.runtime.timing import Timing, cross_check  # noqa: E402
 
 
 @pytest.mark.parametrize("code, words", [

@@ -5,9 +5,8 @@
 - `unscreened`: the class when the screen is off, so the sandbox, the tripwire and the
   harness's own checks are what stop it ("correct" where the cheat then gains nothing and the
   kernel is honest apart from it; None where only the screen stands in the way: a candidate
-  that reaches the harness's memory from inside its process can forge its verdict). The fork
-  bomb's children (copies of a torch process) busy the CPU until the timeout; every process of
-  the run is gone when its verdict is written either way;
+  that reaches the harness's memory from inside its process can forge its verdict). Every
+  process of the run is gone when its verdict is written;
 - `words`: words the message must contain (screened).
 The honest control is `honest`. bench/hostile_corpus.py runs the same corpus on a GPU.
 """
@@ -111,8 +110,8 @@ CORPUS: dict[str, Hostile] = {
     "fork_bomb": Hostile(_model(
         forward="        for _ in range(50):\n"
                 "            if os.fork() == 0:\n"
-                "                os.pause()\n"
-                "        return softmax(x)\n", head="import os\n"), "tampering", "timeout", "os.fork"),
+                "                signal.pause()\n"
+                "        return softmax(x)\n", head="import os\nimport signal\n"), "tampering", "correct", "os.fork"),
     "prints_a_lot": Hostile(_model(forward="        print('x' * (1 << 20) * 64)\n        return softmax(x)\n"),
                             "correct", "correct"),
     "patched_timer": Hostile(_model(head="import time\nimport triton.testing\n",
