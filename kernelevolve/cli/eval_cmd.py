@@ -131,4 +131,5 @@ def print_result(result: EvalResult, spec_name: str, candidate_name: str) -> Non
         console.print(f"[yellow]{mark}:[/] {escape(reason)}; held for review: not to be trusted until a person has looked",
                       highlight=False)
     phases = ", ".join(f"{k} {v:.1f}s" for k, v in result.phases_s.items())
-    console.print(f"[dim]evaluated in {result.duration_s:.1f}s ({phases})[/]")
+    how = phases or "no process started: the source was refused before it ran"
+    console.print(f"[dim]evaluated in {result.duration_s:.1f}s ({how})[/]")

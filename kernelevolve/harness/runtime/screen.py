@@ -44,7 +44,7 @@ def screen_source(source: str) -> list[str]:
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for name in names:
                 if name.split(".")[0] not in ALLOWED_IMPORTS or node.__class__ is ast.ImportFrom and node.level:
-                    flag(node, f"imports {name or '.'} (allowed: {', '.join(sorted(ALLOWED_IMPORTS - {'__future__'}))})")
+                    flag(node, f"imports {name or '.'} (a kernel may import: {', '.join(sorted(ALLOWED_IMPORTS - {'__future__'}))})")
             for alias in node.names:
                 modules.add((alias.asname or alias.name).split(".")[0])
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
