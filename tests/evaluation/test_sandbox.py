@@ -136,17 +136,7 @@ def test_writes_outside_the_scratch_dir_do_not_persist(tmp_path, report):
     try:
         outcome = run(
             tmp_path,
-            f"""
-            errors = {{}}
-            for path in {[str(p) for p in outside]!r} + ['inside.txt']:
-                try:
-                    with open(path, 'w') as f:
-                        f.write('escaped')
-                    errors[path] = None
-                except OSError as e:
-                    errors[path] = e.strerror
-            report(errors=errors)
-            """,
+            _write_probe([str(p) for p in outside] + ["inside.txt"], "errors"),
         )
         assert outcome.returncode == 0, outcome.stderr
         errors = outcome.result["errors"]
@@ -314,23 +304,13 @@ def test_extra_writable_directories(tmp_path, report):
     other.mkdir()
     outcome = run(
         tmp_path,
-        f"""
-        result = {{}}
-        for path in ({str(cache / 'entry')!r}, {str(other / 'entry')!r}):
-            try:
-                with open(path, 'w') as f:
-                    f.write('x')
-                result[path] = None
-            except OSError as e:
-                result[path] = e.strerror
-        report(**result)
-        """,
+        _write_probe([str(cache / "entry"), str(other / "entry")], "result"),
         writable=[cache],
     )
-    assert outcome.result[str(cache / "entry")] is None and (cache / "entry").exists()
+    assert outcome.result["result"][str(cache / "entry")] is None and (cache / "entry").exists()
     if report["filesystem"] == "ro-root+private-tmp":
         # read-only, or not there at all when it lies under the host's /tmp (the sandbox has its own)
-        assert outcome.result[str(other / "entry")] in ("Read-only file system", "No such file or directory")
+        assert outcome.result["result"][str(other / "entry")] in ("Read-only file system", "No such file or directory")
         assert not (other / "entry").exists()
 
 
@@ -370,3 +350,18 @@ def test_what_the_script_names_under_tmp_stays_readable(tmp_path, report):
         for f in shared.iterdir():
             f.unlink()
         shared.rmdir()
+
+
+def _write_probe(paths: list[str], key: str) -> str:
+    """A script that tries to write each path and reports {path: None or the OS error} under `key`."""
+    return f"""
+    outcome = {{}}
+    for path in {paths!r}:
+        try:
+            with open(path, 'w') as f:
+                f.write('escaped')
+            outcome[path] = None
+        except OSError as e:
+            outcome[path] = e.strerror
+    report({key}=outcome)
+    """
