@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from kernelevolve.evaluation import evaluator as evaluator_module
-from kernelevolve.evaluation.baselines import JsonBaselineStore
+from kernelevolve.memory.repository import BaselineTable, Repository
 from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
 from kernelevolve.evaluation.sandbox import Outcome
 from kernelevolve.paths import SPECS
@@ -117,7 +117,7 @@ def gpu(monkeypatch, spec):
 
 
 def _evaluator(tmp_path, store=None):
-    return evaluator_module.Evaluator(device="cuda", gpus=[0], baseline_store=store or JsonBaselineStore(tmp_path / "b.json"),
+    return evaluator_module.Evaluator(device="cuda", gpus=[0], baseline_store=store or BaselineTable(Repository(f"sqlite:///{tmp_path / 'b.db'}")),
                                       scratch_root=tmp_path)
 
 
@@ -153,12 +153,12 @@ def test_a_failure_reported_by_the_benchmark_process_is_the_results_failure(tmp_
 
 
 def test_baselines_are_timed_once_then_cached_per_gpu_and_software(tmp_path, spec, gpu, monkeypatch):
-    store = JsonBaselineStore(tmp_path / "b.json")
+    store = BaselineTable(Repository(f"sqlite:///{tmp_path / 'b.db'}"))
     first = _evaluator(tmp_path, store).evaluate(spec, SOURCE, shapes=SHAPES)
     # The baseline process starts beside the candidate's correctness check; the candidate is timed last.
     assert sorted(p for p, _ in gpu.runs) == ["baseline", "candidate", "correctness"] and gpu.runs[-1][0] == "candidate"
     assert dict(gpu.runs)["baseline"] == gpu.labels and not any(s.baseline_cached for s in first.shapes)
-    keys = json.loads((tmp_path / "b.json").read_text())
+    keys = store.lookup(spec.fingerprint)
     assert sorted(keys.values()) == [1.0, 1.0]
     assert all(k.startswith(spec.fingerprint) and "NVIDIA H200" in k and "2.13.0" in k and "3.6.0" in k for k in keys)
 
@@ -174,39 +174,36 @@ def test_baselines_are_timed_once_then_cached_per_gpu_and_software(tmp_path, spe
     gpu.baseline_ms = {gpu.labels[0]: 3.0, gpu.labels[1]: 3.0}
     other = _evaluator(tmp_path, store).evaluate(spec, SOURCE, shapes=SHAPES)
     assert sorted(p for p, _ in gpu.runs) == ["baseline", "candidate", "correctness"]
-    assert [s.baseline_ms for s in other.shapes] == [3.0, 3.0] and len(json.loads((tmp_path / "b.json").read_text())) == 4
+    assert [s.baseline_ms for s in other.shapes] == [3.0, 3.0] and len(store.lookup(spec.fingerprint)) == 4
 
 
 # -- the baseline store ----------------------------------------------------------------------------
 
-def test_json_baseline_store_persists_filters_by_prefix_and_survives_a_corrupt_file(tmp_path):
-    path = tmp_path / "baselines.json"
-    store = JsonBaselineStore(path)
-    assert store.lookup("abc") == {}  # no file yet
+def test_the_database_baseline_store_persists_across_processes_and_filters_by_prefix(tmp_path):
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    store = BaselineTable(Repository(url))
+    assert store.lookup("abc") == {}
     store.save("abc|M=1 bfloat16|torch.compile|H200|2.13|3.6", 0.25)
     store.save("abc|M=2 bfloat16|torch.compile|H200|2.13|3.6", 0.5)
     store.save("xyz|M=1 bfloat16|eager|H200|2.13|3.6", 9.0)
-    fresh = JsonBaselineStore(path)  # another process, later
+    fresh = BaselineTable(Repository(url))  # another process, later
     assert fresh.lookup("abc") == {"abc|M=1 bfloat16|torch.compile|H200|2.13|3.6": 0.25,
                                    "abc|M=2 bfloat16|torch.compile|H200|2.13|3.6": 0.5}
     assert list(fresh.lookup("xyz").values()) == [9.0]
-    fresh.save("abc|M=1 bfloat16|torch.compile|H200|2.13|3.6", 0.3)  # re-timed: replaced
+    fresh.save("abc|M=1 bfloat16|torch.compile|H200|2.13|3.6", 0.3)  # re-timed: the newest counts
     assert store.lookup("abc|M=1")["abc|M=1 bfloat16|torch.compile|H200|2.13|3.6"] == 0.3
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["baselines.json"]  # no temporary files left
-    path.write_text("{ not json")
-    assert store.lookup("abc") == {}
-    store.save("abc|k", 1.0)
-    assert json.loads(path.read_text()) == {"abc|k": 1.0}
+    assert store.lookup("abc|M=1 bfloat16|eager") == {}  # another baseline kind is another timing
 
 
-def test_json_baseline_store_keeps_every_concurrent_save(tmp_path):
-    store = JsonBaselineStore(tmp_path / "baselines.json")
-    threads = [threading.Thread(target=lambda i=i: store.save(f"spec|shape {i}", float(i))) for i in range(16)]
+def test_the_database_baseline_store_keeps_every_concurrent_save(tmp_path):
+    store = BaselineTable(Repository(f"sqlite:///{tmp_path / 'k.db'}"))
+    threads = [threading.Thread(target=lambda i=i: store.save(f"spec|shape {i}|eager|H200|2.13|3.6", float(i)))
+               for i in range(16)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert store.lookup("spec|") == {f"spec|shape {i}": float(i) for i in range(16)}
+    assert store.lookup("spec|") == {f"spec|shape {i}|eager|H200|2.13|3.6": float(i) for i in range(16)}
 
 
 def test_geometric_mean_matches_the_log_formula_on_many_shapes():

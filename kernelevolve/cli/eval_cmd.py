@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kernelevolve.cli.app import (
+    DB_HELP,
     EXIT_FAILED,
     EXIT_OK,
     app,
@@ -19,6 +20,7 @@ from kernelevolve.cli.app import (
     load_spec_or_fail,
     preflight_or_fail,
     print_table_or_entries,
+    repo_or_fail,
     resolve_device,
     shapes_or_fail,
 )
@@ -33,6 +35,7 @@ def eval_command(
     shape: Optional[list[str]] = typer.Option(None, "--shape", metavar="NAME=VALUE[,NAME=VALUE...]", help="Override the reference's module constants; repeat for several shapes (they replace the spec's)."),
     timeout: float = typer.Option(300.0, "--timeout", min=1, metavar="SECONDS", help="Wall-clock limit per phase (correctness, benchmark); the process group is killed after it."),
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip running the reference alone once per shape first."),
+    db: Optional[str] = typer.Option(None, "--db", help="Where baseline timings are cached on a GPU: " + DB_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the table."),
 ) -> None:
     """Evaluate one candidate kernel against a spec: correctness, then timing on a GPU.
@@ -59,7 +62,12 @@ def eval_command(
 
     from kernelevolve.evaluation.evaluator import Evaluator
 
-    evaluator = Evaluator(device=device, timeout_s=timeout)
+    store = None
+    if device == "cuda":  # only timings need the database: a CPU check leaves no file behind
+        from kernelevolve.memory.repository import BaselineTable
+
+        store = BaselineTable(repo_or_fail(db))
+    evaluator = Evaluator(device=device, timeout_s=timeout, baseline_store=store)
     if as_json:
         result = evaluator.evaluate(spec, source, shapes, deep=True)
         typer.echo(json.dumps(result.to_dict(), indent=2))

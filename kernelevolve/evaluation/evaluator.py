@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from kernelevolve.evaluation import plausibility
-from kernelevolve.evaluation.baselines import BaselineStore, JsonBaselineStore
+from kernelevolve.evaluation.baselines import BaselineStore, MemoryBaselineStore
 from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
 from kernelevolve.evaluation.sandbox import Limits, Outcome, clean_environment, run_script
 from kernelevolve.harness import render
@@ -54,7 +54,7 @@ class Evaluator:
         self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
         self.keep_workdirs = keep_workdirs
         self.scratch_root = scratch_root  # where per-candidate scratch folders go (default: TMPDIR)
-        self.baselines = baseline_store or JsonBaselineStore()
+        self.baselines = baseline_store if baseline_store is not None else MemoryBaselineStore()
         self.screen = screen  # the static tampering screen; off only to test the sandbox behind it
         self.speedup_bound = speedup_bound
         if device == "cuda":

@@ -15,7 +15,7 @@ import time
 from typing import Iterable
 
 from sqlalchemy import Integer, create_engine, delete, event, func, select, update
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import sessionmaker
 
 from kernelevolve.evaluation.result import EvalResult
@@ -137,19 +137,38 @@ class Repository:
             s.execute(update(NodeRow).where(NodeRow.run_id == run_id, NodeRow.id == node_id).values(state=EVALUATED))
             s.execute(update(RunRow).where(RunRow.id == run_id).values(
                 policy_state=policy_state, rng_state=rng_state, elapsed_s=elapsed_s, updated_at=time.time()))
-            self._add_baselines(s, run_id, result)
 
-    def _add_baselines(self, s, run_id: str, result: EvalResult) -> None:
-        run = s.get(RunRow, run_id)
-        env = result.environment or {}
-        device = str(env.get("gpu") or result.device)
-        software = f"torch {env.get('torch', '?')} triton {env.get('triton', '?')}"
-        for shape in result.shapes:
-            if shape.baseline_ms is None or shape.baseline_cached:
+    # -- baselines: the evaluator's cache of baseline timings (the one store; see BaselineStore) ---
+    # A key is "fingerprint|case label|eager or torch.compile|GPU|torch|triton", built by the evaluator
+    # from what it knows itself (never from what a candidate's process reported).
+    def baseline_timings(self, prefix: str) -> dict[str, float]:
+        """Every baseline timing whose key starts with `prefix` (a spec's fingerprint); newest wins."""
+        out: dict[str, float] = {}
+        with self.Session() as s:
+            rows = s.scalars(select(BaselineRow).where(BaselineRow.spec_fingerprint == prefix.split("|")[0])
+                             .order_by(BaselineRow.id))
+            for r in rows:
+                kind, torch_v, triton_v = (r.software.split("|") + ["", "", ""])[:3]
+                key = "|".join([r.spec_fingerprint, r.shape, kind, r.device, torch_v, triton_v])
+                if key.startswith(prefix):
+                    out[key] = r.baseline_ms
+        return out
+
+    def save_baseline(self, key: str, milliseconds: float) -> None:
+        """Insert or replace one timing (a re-timed baseline replaces the old one)."""
+        fingerprint, label, kind, gpu, torch_v, triton_v = key.split("|")
+        where = dict(spec_fingerprint=fingerprint, shape=label, device=gpu, software="|".join([kind, torch_v, triton_v]))
+        for _ in range(2):  # a second process may insert the same key between our select and insert
+            try:
+                with self.Session.begin() as s:
+                    row = s.scalar(select(BaselineRow).filter_by(**where))
+                    if row is None:
+                        s.add(BaselineRow(baseline_ms=milliseconds, **where))
+                    else:
+                        row.baseline_ms, row.created_at = milliseconds, time.time()
+                return
+            except IntegrityError:
                 continue
-            key = dict(spec_fingerprint=run.spec_fingerprint, shape=shape.label, device=device, software=software)
-            if s.scalar(select(BaselineRow.id).filter_by(**key)) is None:
-                s.add(BaselineRow(baseline_ms=shape.baseline_ms, run_id=run_id, **key))
 
     def baselines(self, spec_fingerprint: str) -> list[BaselineRow]:
         with self.Session() as s:
@@ -259,6 +278,19 @@ class Repository:
     def reviews(self, run_id: str) -> list[ReviewRow]:
         with self.Session() as s:
             return list(s.scalars(select(ReviewRow).where(ReviewRow.run_id == run_id).order_by(ReviewRow.id)))
+
+
+class BaselineTable:
+    """The experiment database as the evaluator's baseline store (safe across processes and hosts)."""
+
+    def __init__(self, repo: Repository) -> None:
+        self.repo = repo
+
+    def lookup(self, prefix: str) -> dict[str, float]:
+        return self.repo.baseline_timings(prefix)
+
+    def save(self, key: str, milliseconds: float) -> None:
+        self.repo.save_baseline(key, milliseconds)
 
 
 def _make_engine(url: str):

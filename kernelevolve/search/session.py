@@ -108,7 +108,9 @@ def build_engine(repo, run_id: str, *, operator=None, evaluator=None, insight_wr
     if evaluator is None:
         from kernelevolve.evaluation.evaluator import Evaluator
 
-        evaluator = Evaluator(device=settings.device, timeout_s=settings.timeout_s)
+        from kernelevolve.memory.repository import BaselineTable
+
+        evaluator = Evaluator(device=settings.device, timeout_s=settings.timeout_s, baseline_store=BaselineTable(repo))
     if insight_writer is None:
         insight_writer = getattr(operator, "write_insight", None)
     policy = make_policy(run.policy, **settings.policy_options)

@@ -96,14 +96,14 @@ def test_llm_calls_are_recorded_with_their_node(db_url, spec):
 def test_reviews_and_baselines(db_url, spec):
     repo = Repository(db_url)
     run_id = _run(repo, spec)
-    timed = result(1.8)
-    timed.environment = {"gpu": "NVIDIA H200", "torch": "2.11", "triton": "3.6"}
-    _write(repo, run_id, Node(0, source="a"), timed)
+    _write(repo, run_id, Node(0, source="a"), result(1.8))
     repo.add_review(run_id, 0, "alice", "approved", "checked the masking")
     assert [(r.reviewer, r.verdict) for r in repo.reviews(run_id)] == [("alice", "approved")]
-    rows = [r for r in repo.baselines(spec.fingerprint) if r.run_id == run_id]  # other tests share the spec
-    assert [(r.shape, r.device, r.software, r.baseline_ms) for r in rows] == [
-        ("N=8 float32", "NVIDIA H200", "torch 2.11 triton 3.6", 1.8)]
+    # Baselines are the evaluator's (BaselineTable), never copied from a candidate's evaluation.
+    assert repo.baseline_timings(spec.fingerprint + "|N=8 float32|eager|NVIDIA H200") == {}
+    repo.save_baseline(f"{spec.fingerprint}|N=8 float32|eager|NVIDIA H200|2.11|3.6", 1.8)
+    assert repo.baseline_timings(spec.fingerprint + "|N=8 float32|eager|NVIDIA H200") == {
+        f"{spec.fingerprint}|N=8 float32|eager|NVIDIA H200|2.11|3.6": 1.8}
 
 
 def test_sqlite_uses_wal_and_foreign_keys(tmp_path):
