@@ -235,13 +235,6 @@ class Repository:
             s.flush()
             return row.id
 
-    def find_llm_reply(self, prompt_sha: str) -> str | None:
-        """The latest successful reply to exactly this prompt, from any run (the reply cache)."""
-        with self.Session() as s:
-            return s.scalar(select(LLMCallRow.reply)
-                            .where(LLMCallRow.prompt_sha256 == prompt_sha, LLMCallRow.error.is_(None))
-                            .order_by(LLMCallRow.id.desc()).limit(1))
-
     # -- the opt-in reply cache (kernelevolve/llm/cache.py: DatabaseReplyCache) ----------
     def cached_reply(self, key: str, position: int) -> ReplyCacheRow | None:
         with self.Session() as s:
