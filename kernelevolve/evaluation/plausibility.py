@@ -7,12 +7,15 @@ knowledge base's hardware document). `unstable`: a fresh re-evaluation's timings
 
 from __future__ import annotations
 
+import functools
+
 from kernelevolve.evaluation.result import EvalResult
 
 SPEEDUP_BOUND = 10.0
 RECHECK_TOLERANCE = 0.15  # per-shape latency may differ this much (relative) between two evaluations
 
 
+@functools.lru_cache(maxsize=None)  # read once per process, not once per evaluation
 def hardware_peaks(hardware: str) -> tuple[float | None, float | None]:
     """(GB/s, TFLOP/s) from knowledge_base/hardware/<hardware>.md front matter; None where absent."""
     from kernelevolve.knowledge.frontmatter import split_front_matter

@@ -77,7 +77,7 @@ GLUE_OPS = {
     "storage_offset", "is_floating_point", "is_complex", "device", "dtype", "shape", "get_device", "fill_", "zero_",
     "copy_", "clone", "detach", "requires_grad_", "is_cuda", "layout", "ndim", "nbytes", "itemsize", "untyped_storage",
     "__len__", "__iter__", "__format__", "__repr__", "__bool__", "__index__", "__int__", "item", "tolist", "cpu",
-    "cuda", "is_leaf", "requires_grad", "grad", "data", "names", "stride", "__setitem__", "is_set_to", "storage",
+    "cuda", "is_leaf", "requires_grad", "grad", "data", "names", "__setitem__", "is_set_to", "storage",
     "_is_view", "_base", "is_sparse", "is_quantized", "is_meta", "is_nested", "is_mkldnn", "output_nr", "_version",
     "__hash__", "__eq__", "__ne__", "__contains__", "__reduce_ex__", "__deepcopy__", "__get__", "cat", "stack",
     "empty_cache", "current_stream", "current_device", "get_device_properties", "device_count", "synchronize",
