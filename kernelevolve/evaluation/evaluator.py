@@ -144,8 +144,8 @@ class Evaluator:
         if result.failure is None:
             result.correct = all(s.correct for s in result.shapes)
         if not result.correct or baselines is None:
-            if baselines is not None:
-                baselines.cancel()
+            if baselines is not None:  # timed and cached all the same: the next candidate will need it
+                baselines.finish()
             return result
 
         baseline_ms = baselines.finish()
@@ -269,13 +269,6 @@ class _BaselineJob:
 
         self.thread = threading.Thread(target=run, name="kernelevolve-baseline", daemon=True)
         self.thread.start()
-
-    def cancel(self) -> None:
-        """The candidate failed: the baseline process leaves without timing (its compile is not wasted:
-        inductor's cache keeps it)."""
-        if self.thread is not None:
-            (self.dir / "go").write_text("stop")
-            self.thread.join()
 
     def finish(self) -> dict[str, float]:
         if self.thread is None:
