@@ -1,0 +1,116 @@
+"""Run one profiling harness (torch.profiler, Nsight Compute or Proton) on a candidate, sandboxed.
+
+The same sealed sandbox as every evaluation (evaluation/sandbox.run_script), with a timeout of
+its own; the tool's raw outputs stay in the run's scratch directory for the parsers. Nothing here
+judges the candidate: profiles are taken of candidates the evaluator already passed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernelevolve.evaluation.evaluator import _candidate_compile_cache
+from kernelevolve.evaluation.sandbox import Limits, clean_environment, run_script
+from kernelevolve.harness import PACKAGE_ROOT, render
+from kernelevolve.paths import KNOWLEDGE_BASE
+from kernelevolve.spec import Case, Spec
+
+TOOLS = ("torch", "ncu", "proton")
+DEFAULT_CALLS = 3  # forward calls per torch/proton profile (ncu profiles one)
+NCU_LAUNCH_COUNT = 32  # kernels per ncu profile at most: a candidate launching more is cut there
+
+
+class ToolUnavailable(Exception):
+    """What the machine lacks for a tool (no GPU, no ncu on PATH): one line for the user."""
+
+
+@dataclass
+class ToolRun:
+    tool: str
+    directory: Path  # where the raw outputs are
+    outputs: dict[str, str] = field(default_factory=dict)  # case label -> raw output file name
+    error: str | None = None  # how the run failed, one line
+    duration_s: float = 0.0
+    sandbox: dict = field(default_factory=dict)
+    dropped_metrics: list[str] = field(default_factory=list)
+
+
+def find_ncu() -> str | None:
+    return shutil.which("ncu")
+
+
+def check_available(tools: list[str], device: str) -> None:
+    """ToolUnavailable naming the first thing missing for `tools` on this machine."""
+    if device != "cuda":
+        raise ToolUnavailable("profiles need a CUDA GPU and none is visible (the interpreter measures no GPU time)")
+    if "ncu" in tools and find_ncu() is None:
+        raise ToolUnavailable("ncu (Nsight Compute) is not on PATH; install it or use --tool torch or --tool proton")
+
+
+def run_tool(tool: str, spec: Spec, source: str, cases: list[Case], workdir: Path, *, device: str = "cuda",
+             gpu: str = "0", timeout_s: float = 300.0, calls: int = DEFAULT_CALLS,
+             isolate_network: bool = True) -> ToolRun:
+    """Render profile_<tool>, run it in the sandbox under `workdir`/<tool>, and say what it left."""
+    if tool not in TOOLS:
+        raise ValueError(f"unknown profiling tool {tool!r} (have: {', '.join(TOOLS)})")
+    base = Path(workdir) / tool
+    base.mkdir(parents=True, exist_ok=True)
+    base.chmod(0o700)  # private to the run: the sandbox then hands the result file's folder to its uid
+    (base / "candidate.py").write_text(source)
+    shutil.copy(spec.reference, base / "reference.py")
+    run_dir = base / "run"  # the harness's scratch: its raw outputs land here
+    config = {
+        "device": device,
+        "candidate_path": str(base / "candidate.py"),
+        "reference_path": str(base / "reference.py"),
+        "result_path": str(base / "result.json"),
+        "output_dir": str(run_dir),
+        "cases": [{"label": c.label, "params": c.params, "dtype": c.dtype} for c in cases],
+        "seed": secrets.randbits(30),
+        "calls": calls,
+        "import_paths": [str(KNOWLEDGE_BASE / "kernels")],
+        "package_root": str(PACKAGE_ROOT),
+        "ncu_path": find_ncu() or "ncu",
+        "ncu_launch_count": NCU_LAUNCH_COUNT,
+        "ncu_timeout_s": max(1.0, timeout_s - 30.0),  # leaves the harness time to write its verdict
+    }
+    env = clean_environment({
+        "HOME": str(run_dir), "TMPDIR": str(run_dir),
+        "TRITON_CACHE_DIR": str(_candidate_compile_cache()),
+        "TORCHINDUCTOR_CACHE_DIR": str(base / "inductor"),
+    })
+    if device == "cuda":
+        env.pop("TRITON_INTERPRET", None)
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    else:
+        env["TRITON_INTERPRET"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    limits = Limits(timeout_s=timeout_s, isolate_network=isolate_network,
+                    max_memory_bytes=None if device == "cuda" else 16 << 30,
+                    writable=[_candidate_compile_cache(), base / "inductor"])
+    outcome = run_script(render(f"profile_{tool}", config), run_dir, limits=limits, env=env,
+                         result_path=base / "result.json")
+    run = ToolRun(tool=tool, directory=run_dir, duration_s=outcome.duration_s, sandbox=outcome.sandbox)
+    data = outcome.result or {}
+    run.outputs = {c["label"]: c["output"] for c in data.get("cases", []) if c.get("output")}
+    run.dropped_metrics = list(data.get("dropped_metrics", []))
+    failure = data.get("failure")
+    if outcome.timed_out:
+        run.error = f"{tool}: no result after {timeout_s:g}s (during {data.get('stage', 'start-up')})"
+    elif failure:
+        run.error = f"{tool}: {failure['message']}"
+    elif data.get("stage") != "done":
+        last = (outcome.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        run.error = f"{tool}: the harness ended during {data.get('stage', 'start-up')} " \
+                    f"({outcome.signal_name or outcome.returncode}): {last}"
+    return run
+
+
+def scratch_dir(root: Path | None = None) -> Path:
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix="kernelevolve-profile-", dir=root or os.environ.get("TMPDIR")))
