@@ -1,0 +1,127 @@
+"""
+---
+title: Conv1D with bias, "same" padding, as an implicit GEMM (tl.dot over CIN x KSIZE), bias fused
+kind: kernels
+family: [conv1d, convolution]
+tags: [convolution, conv1d, implicit-gemm, tensor-core, epilogue-fusion, recommendation, fp16, fp32, tf32x3]
+hardware: [any]
+spec: conv1d
+---
+y[b, co, l] = bias[co] + sum over ci, t of w[co, ci, t] * x[b, ci, l + t - KSIZE // 2] (zero
+outside [0, L)). x [B, CIN, L], w [COUT, CIN, KSIZE], y [B, COUT, L]; any strides.
+
+One program computes a [BLOCK_CO, BLOCK_L] tile of y for one sample: the GEMM
+W [COUT, CIN * KSIZE] @ im2col(x) [CIN * KSIZE, L] without building im2col. The contraction
+walks CIN in BLOCK_CI slices and, inside each, the KSIZE taps: tap t multiplies the weight slice
+w[:, ci, t] with x[ci, l + t - pad], a copy of the same x tile shifted by one column, which the
+second and third loads find in L1. The accumulator is fp32; the bias is added in the epilogue
+and y is written once in x's dtype, so x is read from HBM about once and y written once: the
+fewest bytes possible.
+
+Precision: fp16/bf16 inputs go to the tensor cores as they are (fp32 accumulation). fp32 inputs
+use CONFIG["fp32_precision"]: "tf32x3" (three tf32 products recover ~fp32 accuracy, still on
+tensor cores) or "ieee" (plain fp32 FMA, slow); plain "tf32" misses the spec's atol 1e-4,
+rtol 5e-4 and is not offered.
+
+Tiling notes: L = 200 is not a power of two, so an L tile of 256 wastes 22%, tiles of 64 or 128
+waste the same 56 columns; COUT = 96 is covered by BLOCK_CO = 32 (three tiles, x re-read from L2)
+or one masked 128-row tile (25% of the MMA work wasted, x read once). Which is faster depends on
+the dtype: the benchmark (bench/recsys_operators.py) times the TUNABLES variants.
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+CONFIG = {'BLOCK_CO': 128, 'BLOCK_L': 64, 'BLOCK_CI': 32, 'num_warps': 4, 'num_stages': 3, 'fp32_precision': 'tf32x3'}
+
+TUNABLES = {
+    "BLOCK_CO": [32, 64, 128],
+    "BLOCK_L": [32, 64, 128, 256],
+    "BLOCK_CI": [16, 32, 64],
+    "num_warps": [4, 8],
+    "num_stages": [1, 2, 3, 4],
+    "fp32_precision": ["tf32x3", "ieee"],
+}
+
+
+@triton.jit
+def _conv1d_kernel(
+    x_ptr, w_ptr, bias_ptr, y_ptr,
+    C_IN, C_OUT, L, tiles_l, tiles_co,
+    stride_xb, stride_xc, stride_xl,
+    stride_wo, stride_wi, stride_wk,
+    stride_yb, stride_yc, stride_yl,
+    KSIZE: tl.constexpr, PAD: tl.constexpr, HAS_BIAS: tl.constexpr,
+    BLOCK_CO: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_CI: tl.constexpr,
+    PRECISION: tl.constexpr, NUM_STAGES: tl.constexpr,
+):
+    # Programs of one sample are adjacent (its x columns stay in L2 for the other COUT tiles).
+    pid = tl.program_id(0)
+    b = pid // (tiles_l * tiles_co)
+    rest = pid % (tiles_l * tiles_co)
+    pid_co = rest // tiles_l
+    pid_l = rest % tiles_l
+    co = pid_co * BLOCK_CO + tl.arange(0, BLOCK_CO)
+    l_out = pid_l * BLOCK_L + tl.arange(0, BLOCK_L)
+    co_ok = co < C_OUT
+    x_base = x_ptr + b.to(tl.int64) * stride_xb
+    acc = tl.zeros([BLOCK_CO, BLOCK_L], dtype=tl.float32)
+    for ci0 in tl.range(0, C_IN, BLOCK_CI, num_stages=NUM_STAGES):
+        ci = ci0 + tl.arange(0, BLOCK_CI)
+        ci_ok = ci < C_IN
+        for t in tl.static_range(KSIZE):
+            w = tl.load(w_ptr + co[:, None] * stride_wo + ci[None, :] * stride_wi + t * stride_wk,
+                        mask=co_ok[:, None] & ci_ok[None, :], other=0.0)
+            pos = l_out + (t - PAD)
+            x = tl.load(x_base + ci[:, None] * stride_xc + pos[None, :] * stride_xl,
+                        mask=ci_ok[:, None] & ((pos >= 0) & (pos < L))[None, :], other=0.0)
+            acc = tl.dot(w, x, acc, input_precision=PRECISION)
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + co, mask=co_ok, other=0.0).to(tl.float32)[:, None]
+    y = y_ptr + b.to(tl.int64) * stride_yb + co[:, None] * stride_yc + l_out[None, :] * stride_yl
+    tl.store(y, acc.to(y_ptr.dtype.element_ty), mask=co_ok[:, None] & (l_out < L)[None, :])
+
+
+def _pow2_at_most(limit: int, n: int) -> int:
+    """The configured block, shrunk for small sizes (never below 16, tl.dot's smallest)."""
+    return max(16, min(limit, triton.next_power_of_2(n)))
+
+
+def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """conv1d(x, weight, bias, padding=KSIZE // 2) for odd KSIZE, with the CONFIG in force at call time."""
+    batch, c_in, length = x.shape
+    c_out, w_in, ksize = weight.shape
+    if w_in != c_in or ksize % 2 == 0 or (bias is not None and bias.shape != (c_out,)):
+        raise ValueError(f"conv1d: x {tuple(x.shape)}, weight {tuple(weight.shape)}, bias "
+                         f"{None if bias is None else tuple(bias.shape)}: need weight [COUT, CIN, odd KSIZE]")
+    y = torch.empty(batch, c_out, length, dtype=x.dtype, device=x.device)
+    if y.numel() == 0:
+        return y
+    cfg = CONFIG
+    block_co = _pow2_at_most(cfg["BLOCK_CO"], c_out)
+    block_l = _pow2_at_most(cfg["BLOCK_L"], length)
+    block_ci = _pow2_at_most(cfg["BLOCK_CI"], c_in)
+    tiles_l, tiles_co = triton.cdiv(length, block_l), triton.cdiv(c_out, block_co)
+    precision = cfg["fp32_precision"] if x.dtype == torch.float32 else "tf32"  # ignored for 16-bit inputs
+    _conv1d_kernel[(batch * tiles_co * tiles_l,)](
+        x, weight, bias if bias is not None else weight, y,
+        c_in, c_out, length, tiles_l, tiles_co,
+        *x.stride(), *weight.stride(), *y.stride(),
+        KSIZE=ksize, PAD=ksize // 2, HAS_BIAS=bias is not None,
+        BLOCK_CO=block_co, BLOCK_L=block_l, BLOCK_CI=block_ci,
+        PRECISION=precision, NUM_STAGES=cfg["num_stages"], num_warps=cfg["num_warps"],
+    )
+    return y
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(out_channels, in_channels, kernel_size))
+        self.bias = nn.Parameter(torch.zeros(out_channels))
+        nn.init.kaiming_uniform_(self.weight, a=5 ** 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return conv1d_forward(x, self.weight, self.bias)
