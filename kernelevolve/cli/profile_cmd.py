@@ -1,0 +1,131 @@
+"""`kernelevolve profile SPEC CANDIDATE.py`: where a kernel's time goes, and what limits it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from kernelevolve.cli.app import EXIT_FAILED, EXIT_OK, app, console, fail, load_spec_or_fail, print_entries, \
+    print_table_or_entries, shapes_or_fail
+from kernelevolve.profiling.schema import ProfileSummary, ncu_line
+
+
+@app.command("profile")
+def profile_command(
+    spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec YAML (specs/softmax.yaml) or a KernelBench reference module (.py)."),
+    candidate: Path = typer.Argument(..., metavar="CANDIDATE.py", help="Python source defining class ModelNew(nn.Module)."),
+    tool: str = typer.Option("all", "--tool", help="torch (torch.profiler), ncu (Nsight Compute), proton (triton.profiler) or all."),
+    shape: Optional[list[str]] = typer.Option(None, "--shape", metavar="NAME=VALUE[,NAME=VALUE...]", help="Profile at these shapes instead of the spec's; repeat for several."),
+    timeout: float = typer.Option(300.0, "--timeout", min=10, metavar="SECONDS", help="Wall-clock limit per tool; the sandboxed process group is killed after it."),
+    keep: Optional[Path] = typer.Option(None, "--keep", metavar="DIR", help="Keep the tools' raw outputs (Chrome trace, ncu CSV, Proton hatchet) in DIR/<tool>/."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the tables."),
+) -> None:
+    """Profile one candidate kernel on a GPU: kernels per call, Nsight Compute metrics, the roofline line.
+
+    Each tool runs the candidate in the evaluation sandbox. ncu uses a fixed metric set (duration,
+    DRAM bytes and % of peak, SM %, occupancy, registers, local-memory spills, shared memory, L2
+    hit rate, top warp stalls) with --clock-control none, so durations compare with do_bench.
+    Needs a CUDA GPU (and ncu on PATH for --tool ncu or all): without them, one line and exit 2.
+
+    Exit status: 0 every tool profiled every shape, 1 some tool failed on the candidate, 2 unusable input or machine.
+
+    Example: kernelevolve profile specs/softmax.yaml knowledge_base/kernels/softmax.py --shape M=32768,N=4096
+    """
+    from kernelevolve.profiling.runner import TOOLS, ToolUnavailable, check_available
+
+    if tool not in (*TOOLS, "all"):
+        fail(f"--tool {tool!r}: use one of {', '.join(TOOLS)} or all")
+    tools = list(TOOLS) if tool == "all" else [tool]
+    spec = load_spec_or_fail(spec_path)
+    shapes = shapes_or_fail(spec, shape)
+    if not candidate.is_file():
+        fail(f"{candidate}: no such file")
+    try:
+        source = candidate.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        fail(f"{candidate}: cannot read: {e}")
+    import torch
+
+    try:
+        check_available(tools, "cuda" if torch.cuda.is_available() else "none")
+    except ToolUnavailable as e:
+        fail(f"profile: {e}")
+    from kernelevolve.harness.runtime.screen import screen_source
+
+    problems = screen_source(source)
+    if problems:
+        fail(f"{candidate}: refused before it ran (it tampers with its evaluation): {problems[0]}", EXIT_FAILED)
+    from kernelevolve.profiling.collect import profile_candidate
+
+    cases = spec.cases("cuda", shapes)
+    if as_json:
+        summaries = profile_candidate(spec, source, cases, tools, timeout_s=timeout, raw_dir=keep)
+        typer.echo(json.dumps({"spec": spec.name, "candidate": str(candidate), "tools": tools,
+                               "profiles": [s.model_dump() for s in summaries]}, indent=2))
+    else:
+        with console.status(f"profiling {candidate.name} with {', '.join(tools)} ({len(cases)} shapes)…"):
+            summaries = profile_candidate(spec, source, cases, tools, timeout_s=timeout, raw_dir=keep)
+        console.print(f"{candidate.name} vs {spec.name}: profiles ({', '.join(tools)})", highlight=False, markup=False)
+        for s in summaries:
+            print_profile(s)
+    complete = all(not s.errors.keys() & set(tools) for s in summaries)
+    raise typer.Exit(EXIT_OK if complete else EXIT_FAILED)
+
+
+def print_profile(s: ProfileSummary) -> None:
+    """One case's profile: the roofline line, then one block per tool; tables only where they fit."""
+    console.print()
+    console.print(f"[bold]{s.label}[/] ({s.seconds:.1f} s of profiling)", highlight=False)
+    if s.roofline:
+        console.print("  " + s.roofline.line(), highlight=False, markup=False)
+    if s.torch:
+        t = s.torch
+        console.print(f"  torch.profiler: GPU {t.gpu_ms:.4f} ms and host {t.host_ms:.4f} ms per call "
+                      f"({t.launch_api_ms:.4f} ms in launch calls); allocates {_bytes(t.allocated_bytes_per_call)} per call, "
+                      f"peak {_bytes(t.peak_allocated_bytes)}", highlight=False, markup=False)
+        _kernel_table([(k.name, f"{k.launches:g}", f"{k.gpu_ms:.4f}") for k in t.kernels])
+    if s.ncu:
+        table = Table(box=None, pad_edge=False)
+        cols = ["ncu kernel", "ms", "DRAM MiB", "DRAM %", "SM %", "occ %", "regs", "spill KiB", "smem KiB", "L2 hit %",
+                "top stalls"]
+        for c in cols:
+            table.add_column(c, justify="left" if c in ("ncu kernel", "top stalls") else "right", no_wrap=True)
+        for k in s.ncu:
+            table.add_row(k.name[:40], f"{k.duration_ms:.4f}",
+                          f"{((k.dram_read_bytes or 0) + (k.dram_write_bytes or 0)) / 2**20:.1f}",
+                          _f(k.dram_throughput_pct), _f(k.sm_throughput_pct), _f(k.achieved_occupancy_pct),
+                          str(k.registers_per_thread if k.registers_per_thread is not None else "-"),
+                          f"{((k.local_load_bytes or 0) + (k.local_store_bytes or 0)) / 1024:.1f}",
+                          f"{(k.shared_bytes_per_block or 0) / 1024:.1f}", _f(k.l2_hit_rate_pct),
+                          ", ".join(f"{x.reason} {x.cycles_per_issue:.1f}" for x in k.top_stalls))
+        print_table_or_entries(table, [("  ncu:", ncu_line(k)) for k in s.ncu])
+    if s.proton:
+        _kernel_table([(k.name, f"{k.launches:g}", f"{k.gpu_ms:.4f}") for k in s.proton.kernels], "proton kernel")
+        for sc in s.proton.scopes:
+            console.print(f"  proton scope {sc.name}: {sc.gpu_ms:.4f} ms per call", highlight=False, markup=False)
+    for tool, err in s.errors.items():
+        console.print(f"  [red]{tool}:[/] no profile", highlight=False)
+        print_entries([("", err)], indent=4)
+
+
+def _kernel_table(rows: list[tuple[str, str, str]], head: str = "torch.profiler kernel") -> None:
+    table = Table(box=None, pad_edge=False)
+    for c in (head, "launches/call", "GPU ms/call"):
+        table.add_column(c, justify="left" if c == head else "right", no_wrap=True)
+    for r in rows:
+        table.add_row(*r)
+    print_table_or_entries(table, [(f"  {n}:", f"{launches} launches, {ms} ms per call") for n, launches, ms in rows])
+
+
+def _f(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}"
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 1024:.1f} KiB"
