@@ -30,11 +30,14 @@ KERNELS = ["rmsnorm", "softmax", "cross_entropy", "flash_attention", "ikbo_lce",
 
 
 # What a search does per candidate (no profiler: that is for a would-be best and for `kernelevolve eval`).
+# Baselines cached in an experiment database, as a search keeps them.
 SEARCH_PATH = """
 import json, sys
 from kernelevolve.evaluation.evaluator import Evaluator
+from kernelevolve.memory.repository import BaselineTable, Repository
 from kernelevolve.spec import load_spec
-r = Evaluator(device="cuda").evaluate(load_spec(sys.argv[1]), open(sys.argv[2]).read(), deep=False)
+store = BaselineTable(Repository(sys.argv[3]))
+r = Evaluator(device="cuda", baseline_store=store).evaluate(load_spec(sys.argv[1]), open(sys.argv[2]).read(), deep=False)
 print(json.dumps(r.to_dict()))
 """
 
@@ -54,10 +57,12 @@ def evaluate(code_root: Path, spec: str, kernel: str, cache: Path, search_path: 
     env = {**os.environ, "KERNELEVOLVE_CACHE_DIR": str(cache),
            "PYTHONPATH": os.pathsep.join([str(code_root)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                                                             if p and Path(p).resolve() != ROOT])}
+    db = f"sqlite:///{cache / 'baselines.db'}"  # the new evaluator's baseline store (the old one used the cache dir)
+    new = Path(code_root).resolve() == ROOT
     t0 = time.monotonic()
-    command = ([sys.executable, "-c", SEARCH_PATH, str(ROOT / spec), str(_kernel_file(kernel))] if search_path else
+    command = ([sys.executable, "-c", SEARCH_PATH, str(ROOT / spec), str(_kernel_file(kernel)), db] if search_path else
                [sys.executable, "-c", "from kernelevolve.cli import main; main()", "eval",
-                str(ROOT / spec), str(_kernel_file(kernel)), "--device", "cuda", "--json"])
+                str(ROOT / spec), str(_kernel_file(kernel)), "--device", "cuda", "--json"] + (["--db", db] if new else []))
     proc = subprocess.run(command,
                           capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(), timeout=900)
     wall = time.monotonic() - t0

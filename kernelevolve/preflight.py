@@ -87,13 +87,13 @@ def preflight(spec: Spec, device: str, shapes: list[dict[str, ShapeValue]] | Non
         config = {
             "device": device,
             "reference_path": str(workdir / "reference.py"),
-            "result_path": str(workdir / "preflight.json"),
+            "result_path": str(workdir / "run" / "result.json"),
             "cases": [{"label": c.label, "params": c.params, "dtype": c.dtype} for c in cases],
             "seed": secrets.randbits(30),
         }
         limits = Limits(timeout_s=timeout_s, max_memory_bytes=max_memory_bytes if device == "interpret" else None)
         outcome = run_script(render("preflight", config), workdir / "run", limits=limits,
-                             env=_environment(workdir, device), result_path=workdir / "preflight.json")
+                             env=_environment(workdir, device), result_path=workdir / "run" / "result.json")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     data = outcome.result or {}

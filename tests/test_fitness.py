@@ -81,9 +81,15 @@ class FakeGPU:
     def render(self, name: str, config: dict) -> str:
         return json.dumps({"name": name, "config": config})
 
-    def run_script(self, script: str, workdir, *, limits, env, result_path) -> Outcome:
+    def run_script(self, script: str, workdir, *, limits, env, result_path, clock=None, prepare_timeout_s=0.0) -> Outcome:
         rendered = json.loads(script)
         config = rendered["config"]
+        if clock is not None:  # a process that prepares, then waits for the evaluator's go (or stop)
+            assert clock.wait(10), "the evaluator never said go or stop"
+            if (workdir / "stop").exists():
+                self.runs.append(("stopped " + config["mode"], []))
+                return Outcome(returncode=0, timed_out=False, signal_name=None, duration_s=0.01, stdout="", stderr="",
+                               result={"stage": "done", "cancelled": True})
         labels = [c["label"] for c in config["cases"]]
         phase = "correctness" if rendered["name"] == "correctness" else config["mode"]
         self.runs.append((phase, labels))
@@ -155,8 +161,9 @@ def test_a_failure_reported_by_the_benchmark_process_is_the_results_failure(tmp_
 def test_baselines_are_timed_once_then_cached_per_gpu_and_software(tmp_path, spec, gpu, monkeypatch):
     store = BaselineTable(Repository(f"sqlite:///{tmp_path / 'b.db'}"))
     first = _evaluator(tmp_path, store).evaluate(spec, SOURCE, shapes=SHAPES)
-    # The baseline process starts beside the candidate's correctness check; the candidate is timed last.
-    assert sorted(p for p, _ in gpu.runs) == ["baseline", "candidate", "correctness"] and gpu.runs[-1][0] == "candidate"
+    # The baseline and candidate timing processes start beside the candidate's correctness check and
+    # time only after it, one after the other.
+    assert [p for p, _ in gpu.runs] == ["correctness", "baseline", "candidate"]
     assert dict(gpu.runs)["baseline"] == gpu.labels and not any(s.baseline_cached for s in first.shapes)
     keys = store.lookup(spec.fingerprint)
     assert sorted(keys.values()) == [1.0, 1.0]
@@ -173,8 +180,25 @@ def test_baselines_are_timed_once_then_cached_per_gpu_and_software(tmp_path, spe
     gpu.runs.clear()
     gpu.baseline_ms = {gpu.labels[0]: 3.0, gpu.labels[1]: 3.0}
     other = _evaluator(tmp_path, store).evaluate(spec, SOURCE, shapes=SHAPES)
-    assert sorted(p for p, _ in gpu.runs) == ["baseline", "candidate", "correctness"]
+    assert [p for p, _ in gpu.runs] == ["correctness", "baseline", "candidate"]
     assert [s.baseline_ms for s in other.shapes] == [3.0, 3.0] and len(store.lookup(spec.fingerprint)) == 4
+
+
+def test_a_candidate_that_fails_its_checks_is_never_timed_but_its_baseline_is(tmp_path, spec, gpu, monkeypatch):
+    store = BaselineTable(Repository(f"sqlite:///{tmp_path / 'b.db'}"))
+    real = gpu.run_script
+
+    def wrong(script, workdir, **kw):
+        outcome = real(script, workdir, **kw)
+        if json.loads(script)["name"] == "correctness":
+            outcome.result["cases"][0].update(correct=False, failure="incorrect", message="outside atol")
+        return outcome
+
+    monkeypatch.setattr(evaluator_module, "run_script", wrong)
+    result = _evaluator(tmp_path, store).evaluate(spec, SOURCE, shapes=SHAPES)
+    assert not result.correct and result.fitness == 0.0 and "benchmark" not in result.phases_s
+    assert [p for p, _ in gpu.runs] == ["correctness", "stopped candidate", "baseline"]
+    assert sorted(store.lookup(spec.fingerprint).values()) == [1.0, 1.0]  # the next candidate will need it
 
 
 # -- the baseline store ----------------------------------------------------------------------------

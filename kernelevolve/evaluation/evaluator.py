@@ -112,11 +112,13 @@ class Evaluator:
         (workdir / "candidate.py").write_text(source)
         shutil.copy(spec.reference, workdir / "reference.py")
         seed = secrets.randbits(30)
+        # Each sandboxed process writes only its own folder (its result file included): none can touch
+        # the candidate, the reference or another process's signals in `workdir`.
         config = {
             "device": self.device,
             "candidate_path": str(workdir / "candidate.py"),
             "reference_path": str(workdir / "reference.py"),
-            "result_path": str(workdir / "check.json"),
+            "result_path": str(workdir / "check" / "result.json"),
             "cases": [{"label": c.label, "params": c.params, "dtype": c.dtype} for c in cases],
             "tolerances": {d: spec.tolerance(d).model_dump() for d in spec.dtypes},
             "trials": self.trials,
@@ -132,25 +134,31 @@ class Evaluator:
         result = EvalResult(correct=False, device=self.device, shapes=[_shape(c) for c in cases])
 
         bench = dict(config, mode="candidate", profile=deep, baseline=spec.baseline, warmup_ms=self.warmup_ms,
-                     rep_ms=self.rep_ms, result_path=str(workdir / "bench.json"))
-        # A missing baseline is prepared (imports, compile) while the candidate is checked; it is timed after.
-        baselines = (_BaselineJob(self, spec, bench, workdir, slot, self._environment(workdir, slot, trusted=True), result)
-                     if self.device == "cuda" else None)
+                     rep_ms=self.rep_ms)
+        baselines = timing = None
+        if self.device == "cuda":
+            # Both processes start now and prepare (imports, inputs, the reference's outputs, compiles)
+            # while the candidate is checked; each times only when told to, one after the other.
+            baselines = _BaselineJob(self, spec, bench, workdir, slot, self._environment(workdir, slot, trusted=True), result)
+            timing = _WaitingRun(lambda go: render("benchmark", dict(bench, **go)), workdir / "bench",
+                                 limits=limits, env=env, prepare_timeout_s=2 * self.timeout_s)
 
-        outcome = run_script(render("correctness", config), workdir / "check", limits=limits, env=env, result_path=workdir / "check.json")
+        outcome = run_script(render("correctness", config), workdir / "check", limits=limits, env=env,
+                             result_path=workdir / "check" / "result.json")
         result.phases_s["correctness"] = outcome.duration_s
         self._absorb(result, outcome, "correctness")
         result.environment["seed"] = seed
         if result.failure is None:
             result.correct = all(s.correct for s in result.shapes)
-        if not result.correct or baselines is None:
-            if baselines is not None:  # timed and cached all the same: the next candidate will need it
-                baselines.finish()
+        if not result.correct or timing is None:
+            if timing is not None:
+                timing.stop()
+                baselines.finish()  # timed and cached all the same: the next candidate will need it
             return result
 
         baseline_ms = baselines.finish()
-        outcome = run_script(render("benchmark", bench), workdir / "bench", limits=limits, env=env, result_path=workdir / "bench.json")
-        result.phases_s["benchmark"] = outcome.duration_s
+        outcome = timing.go()
+        result.phases_s["benchmark"] = timing.after_go_s
         self._absorb(result, outcome, "benchmark")
         for shape in result.shapes:
             shape.baseline_ms = baseline_ms.get(shape.label)
@@ -236,12 +244,49 @@ class Evaluator:
                 break
 
 
+class _WaitingRun:
+    """A sandboxed harness process that starts at once, prepares, then waits for `go()` (its timeout
+    counts from then) or `stop()` (it leaves unused). `render(signals)` makes its script, given the
+    paths it watches; they lie in its own folder, which only this evaluator writes before the go."""
+
+    def __init__(self, render_script, folder: Path, *, limits: Limits, env: dict, prepare_timeout_s: float):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self.result_path = folder / "result.json"
+        self._clock = threading.Event()
+        self.outcome: Outcome | None = None
+        self.after_go_s = 0.0
+        script = render_script({"go_path": str(folder / "go"), "stop_path": str(folder / "stop"),
+                                "go_timeout_s": prepare_timeout_s, "result_path": str(self.result_path)})
+
+        def run() -> None:
+            self.outcome = run_script(script, folder, limits=limits, env=env, result_path=self.result_path,
+                                      clock=self._clock, prepare_timeout_s=prepare_timeout_s)
+
+        self._thread = threading.Thread(target=run, name=f"kernelevolve-{folder.name}", daemon=True)
+        self._thread.start()
+
+    def go(self) -> Outcome | None:
+        start = time.monotonic()
+        self._signal("go")
+        self.after_go_s = time.monotonic() - start
+        return self.outcome
+
+    def stop(self) -> None:
+        self._signal("stop")
+
+    def _signal(self, name: str) -> None:
+        (self.folder / name).write_text(name)
+        self._clock.set()
+        self._thread.join()
+
+
 class _BaselineJob:
     """Baseline medians by case label: cached per (spec, shape, GPU, torch, triton), else timed in a
     process that never sees the candidate (so no candidate can slow it down or forge it).
 
-    The process starts at once and prepares (imports, builds, compiles, warms up), then waits for
-    the file `go` in its scratch directory, so its timing never overlaps the candidate's checks."""
+    The process starts at once and prepares (imports, builds, compiles, warms up) while the
+    candidate is checked; it times when told to, so its timing never overlaps the candidate's."""
 
     def __init__(self, evaluator: "Evaluator", spec: Spec, bench: dict, workdir: Path, slot: str, env: dict,
                  result: EvalResult):
@@ -252,31 +297,20 @@ class _BaselineJob:
         self.found = {label: cached[k] for label, k in self.keys.items() if k in cached}
         result.environment["baselines_cached"] = sorted(self.found)
         missing = [c for c in bench["cases"] if c["label"] not in self.found]
-        self.dir = workdir / "baseline"
-        self.outcome: Outcome | None = None
-        self.thread: threading.Thread | None = None
-        if not missing:
-            return
-        self.dir.mkdir(parents=True, exist_ok=True)
-        config = dict(bench, mode="baseline", cases=missing, result_path=str(workdir / "baseline.json"),
-                      go_path=str(self.dir / "go"), go_timeout_s=2 * evaluator.timeout_s)
-        limits = Limits(timeout_s=3 * evaluator.timeout_s, max_memory_bytes=evaluator.max_memory_bytes,
-                        writable=[workdir / "baseline-cache"])
-        script = render("benchmark", config)
-
-        def run() -> None:
-            self.outcome = run_script(script, self.dir, limits=limits, env=env, result_path=workdir / "baseline.json")
-
-        self.thread = threading.Thread(target=run, name="kernelevolve-baseline", daemon=True)
-        self.thread.start()
+        self.run: _WaitingRun | None = None
+        if missing:
+            config = dict(bench, mode="baseline", cases=missing)
+            limits = Limits(timeout_s=evaluator.timeout_s, max_memory_bytes=evaluator.max_memory_bytes,
+                            writable=[workdir / "baseline-cache"])
+            self.run = _WaitingRun(lambda go: render("benchmark", dict(config, **go)), workdir / "baseline",
+                                   limits=limits, env=env, prepare_timeout_s=2 * evaluator.timeout_s)
 
     def finish(self) -> dict[str, float]:
-        if self.thread is None:
+        if self.run is None:
             return self.found
-        (self.dir / "go").write_text("go")
-        self.thread.join()
-        outcome = self.outcome
-        self.result.phases_s["baseline"] = outcome.duration_s if outcome else 0.0
+        run, self.run = self.run, None
+        outcome = run.go()
+        self.result.phases_s["baseline"] = run.after_go_s
         data = (outcome.result if outcome else None) or {}
         for case in data.get("cases", []):
             if case.get("baseline_ms") is not None and case.get("label") in self.keys:

@@ -299,8 +299,25 @@ def _exited(pid: int, pidfd: int | None, timeout: float) -> bool:
         time.sleep(0.005)
 
 
-def run_script(script: str, workdir: Path, *, limits: Limits, env: dict[str, str], result_path: Path) -> Outcome:
-    """Write `script` into `workdir`, run it sandboxed, and collect the JSON it left at `result_path`."""
+def _exited_after(pid: int, pidfd: int | None, timeout: float, clock: threading.Event | None,
+                  prepare_timeout_s: float) -> bool:
+    """`_exited`, with the timeout starting when `clock` is set (if given)."""
+    if clock is not None:
+        end = time.monotonic() + prepare_timeout_s
+        while not clock.wait(0.05):
+            if _exited(pid, pidfd, 0.0):
+                return True
+            if time.monotonic() >= end:
+                return False
+    return _exited(pid, pidfd, timeout)
+
+
+def run_script(script: str, workdir: Path, *, limits: Limits, env: dict[str, str], result_path: Path,
+               clock: threading.Event | None = None, prepare_timeout_s: float = 0.0) -> Outcome:
+    """Write `script` into `workdir`, run it sandboxed, and collect the JSON it left at `result_path`.
+
+    With `clock`, the process may prepare for up to `prepare_timeout_s` before the event is set (it
+    waits for the evaluator's go meanwhile); `limits.timeout_s` counts from then."""
     workdir = Path(os.path.abspath(workdir))
     result_path = Path(os.path.abspath(result_path))
     _fresh_dir(workdir)
@@ -378,7 +395,7 @@ def run_script(script: str, workdir: Path, *, limits: Limits, env: dict[str, str
     except (AttributeError, OSError):
         pidfd = None
     try:
-        timed_out = not _exited(proc.pid, pidfd, limits.timeout_s)
+        timed_out = not _exited_after(proc.pid, pidfd, limits.timeout_s, clock, prepare_timeout_s)
         if timed_out:  # the boot SIGKILLs the namespace's pid 1 and returns once all is gone
             os.kill(proc.pid, signal.SIGTERM)
             if not _exited(proc.pid, pidfd, 10):

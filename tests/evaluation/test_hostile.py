@@ -88,3 +88,29 @@ def _processes_under(scratch: Path) -> set[int]:
                 out.add(int(pid))
     return out
 
+
+
+REWRITES_ITS_JUDGES = CORPUS["honest"].source.replace(
+    "class ModelNew", '''import os as _os
+
+for _name in ("../reference.py", "../candidate.py", "../bench/go", "../baseline/go", "../check.json"):
+    try:
+        with open(_name, "w") as _f:
+            _f.write("tampered")
+    except OSError:
+        pass
+
+
+class ModelNew''', 1)
+
+
+def test_a_candidate_cannot_write_beside_its_own_folder(spec, tmp_path):
+    """The evaluation folder holds the candidate, the reference every later process loads, and the
+    go/stop signals of the processes that wait: a candidate's process may write only its own folder."""
+    evaluator = Evaluator(device="interpret", timeout_s=60, screen=False, scratch_root=tmp_path, keep_workdirs=True)
+    result = evaluator.evaluate(spec, REWRITES_ITS_JUDGES)
+    assert result.correct, f"{result.failure}: {result.message}"
+    (workdir,) = tmp_path.iterdir()
+    assert (workdir / "reference.py").read_text() == Path(spec.reference).read_text()
+    assert (workdir / "candidate.py").read_text() == REWRITES_ITS_JUDGES
+    assert not (workdir / "bench").exists() and not (workdir / "check.json").exists()

@@ -16,7 +16,7 @@ import random
 import secrets
 import sys
 
-from kernelevolve.harness.runtime.state import Result, failure_class, import_candidate, one_line
+from kernelevolve.harness.runtime.state import Result, failure_class, import_candidate, one_line, wait_for_go
 
 
 def main(config: dict) -> None:
@@ -58,6 +58,7 @@ def main(config: dict) -> None:
     if config["mode"] == "baseline":
         _time_baselines(config, result, prepared, clock)
 
+    wait_for_go(config, result)  # started beside the candidate's checks: time nothing until they are done
     tripwire = Tripwire()
     candidate = import_candidate(config, result)
 
@@ -125,8 +126,6 @@ def main(config: dict) -> None:
 def _time_baselines(config: dict, result: Result, prepared: list, clock) -> None:
     """Build and warm every baseline, wait for the evaluator's go (the candidate's checks are done,
     the GPU is ours), then time them. Never returns."""
-    import time
-
     import torch
 
     ready = []
@@ -140,13 +139,7 @@ def _time_baselines(config: dict, result: Result, prepared: list, clock) -> None
             result.finish("reference", f"{case['label']}: the baseline ({config['baseline']}) raised " + one_line(exc), exc)
         ready.append((case, base, pools, buffers))
     clock.sync()
-    result.stage("waiting for the candidate's checks")
-    go_path = config.get("go_path")
-    deadline = time.monotonic() + config.get("go_timeout_s", 600)
-    while go_path and not os.path.exists(go_path):
-        if time.monotonic() > deadline:
-            result.finish("timeout", "the evaluator never said go")
-        time.sleep(0.02)
+    wait_for_go(config, result)
     for case, base, pools, buffers in ready:
         entry = {"label": case["label"], "baseline_ms": None}
         result.cases.append(entry)

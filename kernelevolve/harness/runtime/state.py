@@ -57,6 +57,26 @@ class Result:
         self._exit(0)
 
 
+def wait_for_go(config: dict, result: Result) -> None:
+    """Block until the evaluator writes `go_path` (the GPU is ours now); `stop_path` instead means the
+    evaluator no longer needs this process (the candidate failed its checks): leave quietly.
+
+    Lets a process start and prepare (imports, CUDA context, inputs, compiles) while another one
+    runs, and do its timing alone."""
+    go_path, stop_path = config.get("go_path"), config.get("stop_path")
+    if not go_path:
+        return
+    result.stage("waiting for the evaluator's go")
+    deadline = time.monotonic() + config.get("go_timeout_s", 600)
+    while not os.path.exists(go_path):
+        if stop_path and os.path.exists(stop_path):
+            result.data["cancelled"] = True
+            result.finish()
+        if time.monotonic() > deadline:
+            result.finish("timeout", "the evaluator never said go")
+        time.sleep(0.01)
+
+
 def one_line(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".strip()
     lines = [ln for ln in text.splitlines() if ln.strip()]

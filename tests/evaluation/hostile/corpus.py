@@ -131,7 +131,7 @@ CORPUS: dict[str, Hostile] = {
                                                "        raise SystemExit(0)\n"), "crash", "crash", "exited"),
     "forged_result_file": Hostile(_model(
         forward="        import json\n"
-                "        json.dump({'stage': 'done', 'failure': None, 'cases': []}, open('check.json', 'w'))\n"
+                "        json.dump({'stage': 'done', 'failure': None, 'cases': []}, open('result.json', 'w'))\n"
                 "        os._exit(0)\n", head="import os\n"), "tampering", None, "imports json"),
     "sleeps_past_timeout": Hostile(_model(forward="        time.sleep(3600)\n        return softmax(x)\n",
                                           head="import time\n"), "tampering", "timeout", "imports time"),
