@@ -46,18 +46,39 @@ def review_command(
 def export_command(
     run_id: str = typer.Argument(..., metavar="RUN_ID"),
     node: int = typer.Argument(..., metavar="NODE"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write here (default: print on stdout)."),
-    unreviewed: bool = typer.Option(False, "--unreviewed", help="Export even if nobody approved this kernel."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write here (default: print on stdout); "
+                                          "with --as-op, the folder to write the op into."),
+    as_op: Optional[str] = typer.Option(None, "--as-op", metavar="NAMESPACE::NAME",
+                                        help="Write a PyTorch custom op: kernel, torch.library registration with a "
+                                             "fake implementation, a pytest file and a GPU benchmark."),
+    unreviewed: bool = typer.Option(False, "--unreviewed", help="Export even if nobody approved this kernel "
+                                    "(or it is marked suspicious)."),
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
     """Write an approved kernel to a file, with a header saying where it came from, how fast and
-    how accurate it was, and who approved it.
+    how accurate it was, and who approved it; or, with --as-op, as a PyTorch custom op.
 
-    Example: kernelevolve export r-1a2b3c4d 7 -o rmsnorm_triton.py
+    Examples: kernelevolve export r-1a2b3c4d 7 -o rmsnorm_triton.py;
+    kernelevolve export r-1a2b3c4d 7 -o rmsnorm_op/ --as-op mylib::rmsnorm
     """
     from kernelevolve.review import ReviewError, export
 
     repo = repo_or_fail(db)
+    if as_op is not None:
+        from kernelevolve.review.export_op import export_package
+
+        if output is None:
+            fail("--as-op writes a folder: give it with -o DIR")
+        if output.exists() and not output.is_dir():
+            fail(f"{output}: exists and is not a folder")
+        try:
+            written = export_package(repo, run_id, node, output, as_op, allow_unreviewed=unreviewed)
+        except ReviewError as e:
+            fail(str(e))
+        name = as_op.split("::")[-1]
+        console.print(f"wrote {len(written)} files to {output}: check with `python -m pytest {output / (name + '_test.py')}`",
+                      highlight=False, markup=False, soft_wrap=True)
+        return
     try:
         text = export(repo, run_id, node, allow_unreviewed=unreviewed)
     except ReviewError as e:

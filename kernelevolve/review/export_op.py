@@ -1,0 +1,188 @@
+"""`kernelevolve export RUN NODE -o DIR --as-op NAMESPACE::NAME`: a node's kernel as a PyTorch
+custom op, in a folder of plain modules (no package to install):
+
+    NAME_kernel.py     the node's source with its provenance header (as `export` writes it)
+    NAME_reference.py  the spec's reference module
+    NAME_op.py         torch.library registration, fake implementation, a drop-in nn.Module
+    NAME_test.py       pytest: the op against the reference at the spec's shapes, and torch.compile
+    NAME_bench.py      GPU timing against the spec's baseline, compared with the recorded speedups
+    NAME_export.json   what the test and benchmark read: cases, tolerances, the recorded numbers
+
+The op's signature comes from the reference (trusted spec code), run once at a small shape on the
+CPU: the forward's inputs, its state_dict tensors, its outputs. The candidate's code is never run here.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from pathlib import Path
+
+from kernelevolve.review import ReviewError, export, verdicts
+
+OP_NAME = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)::([A-Za-z_][A-Za-z0-9_]*)$")
+WARMUP_MS, REP_MS = 25.0, 100.0  # the evaluator's defaults (kernelevolve/evaluation/evaluator.py)
+
+
+def parse_op_name(qualname: str) -> tuple[str, str]:
+    m = OP_NAME.match(qualname or "")
+    if not m:
+        raise ReviewError(f"--as-op {qualname!r}: give NAMESPACE::NAME, both Python identifiers (e.g. mylib::rmsnorm)")
+    return m[1], m[2]
+
+
+def export_package(repo, run_id: str, node_id: int, out_dir: Path, qualname: str,
+                   allow_unreviewed: bool = False) -> list[Path]:
+    """Write the op folder; ReviewError (one line) for a node that may not or cannot be exported."""
+    namespace, name = parse_op_name(qualname)
+    header_and_source = export(repo, run_id, node_id, allow_unreviewed=allow_unreviewed)
+    graph = repo.load_graph(run_id)
+    node = graph[node_id]
+    if node.evaluation.marks and not allow_unreviewed and not node.approved:
+        raise ReviewError(f"node {node_id} is marked {', '.join(node.evaluation.marks)}: a person must approve it "
+                          f"(or export with --unreviewed)")
+    run = repo.run(run_id)
+    spec = _spec_of(run)
+    signature = _signature(spec)
+    reserved = {"init_json", "torch", "Tensor", "json"}
+    input_names = [_identifier(n, reserved) for n in signature["inputs"]]
+    state_args = []
+    for key in signature["state"]:
+        arg = _identifier(key, reserved | set(input_names) | set(state_args))
+        state_args.append(arg)
+    params = [f"{n}: {t}" for n, t in zip(input_names, signature["input_types"])] + [f"{a}: Tensor" for a in state_args]
+    n_out = signature["outputs"]
+    first_tensor = next((n for n, t in zip(input_names, signature["input_types"]) if t == "Tensor"), None)
+    if first_tensor is None:
+        raise ReviewError("the reference's forward takes no tensor: nothing to register as a tensor op")
+    ev = node.evaluation
+    verdict = verdicts(repo, run_id).get(node_id)
+    context = {
+        "qualname": qualname, "namespace": namespace, "name": name, "run_id": run_id, "node_id": node_id,
+        "spec_name": spec.name, "input_names": input_names, "state_names": list(signature["state"]),
+        "state_args": state_args, "signature": ", ".join(params),
+        "returns": "Tensor" if n_out == 1 else f"tuple[{', '.join(['Tensor'] * n_out)}]", "n_outputs": n_out,
+        "first_tensor": first_tensor, "init_doc": "*init_inputs", "baseline": spec.baseline,
+        "warmup_ms": WARMUP_MS, "rep_ms": REP_MS,
+    }
+    record = {
+        "op": qualname, "run": run_id, "node": node_id, "spec": spec.name, "baseline": spec.baseline,
+        "review": None if verdict is None else {"verdict": verdict.verdict, "reviewer": verdict.reviewer,
+                                                 "notes": verdict.notes},
+        "tolerances": {d: spec.tolerance(d).model_dump() for d in spec.dtypes},
+        # The benchmark re-times the cases the node was timed at; the test checks the spec's shapes.
+        "cases_cuda": ([{"label": s.label, "params": s.params, "dtype": s.dtype} for s in ev.shapes] if ev.timed
+                       else [{"label": c.label, "params": c.params, "dtype": c.dtype} for c in spec.cases("cuda")]),
+        "cases_interpret": [{"label": c.label, "params": c.params, "dtype": c.dtype} for c in spec.cases("interpret")],
+        "recorded": {"device": ev.device, "gpu": ev.environment.get("gpu"), "fitness": ev.fitness,
+                     "shapes": [{"label": s.label, "latency_ms": s.latency_ms, "baseline_ms": s.baseline_ms,
+                                 "speedup": s.speedup} for s in ev.shapes]},
+    }
+    files = {
+        **_helper_modules(node.source),
+        f"{name}_kernel.py": header_and_source,
+        f"{name}_reference.py": spec.reference_source,
+        f"{name}_op.py": _render("op.py.j2", context),
+        f"{name}_test.py": _render("test_op.py.j2", context),
+        f"{name}_bench.py": _render("bench_op.py.j2", context),
+        f"{name}_export.json": json.dumps(record, indent=2) + "\n",
+    }
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        written = []
+        for fname, text in files.items():
+            (out_dir / fname).write_text(text)
+            written.append(out_dir / fname)
+    except OSError as e:
+        raise ReviewError(f"{out_dir}: cannot write: {e.strerror or e}") from None
+    return written
+
+
+def _helper_modules(source: str) -> dict[str, str]:
+    """The knowledge base's shared helper modules the kernel imports (as the evaluator puts them on
+    its import path), and the ones they import: the folder must run without the knowledge base."""
+    import ast
+
+    from kernelevolve.paths import KNOWLEDGE_BASE
+
+    found: dict[str, str] = {}
+    todo = [source]
+    while todo:
+        for stmt in ast.walk(ast.parse(todo.pop())):
+            names = ([a.name for a in stmt.names] if isinstance(stmt, ast.Import)
+                     else [stmt.module] if isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level else [])
+            for mod in names:
+                path = KNOWLEDGE_BASE / "kernels" / f"{mod.split('.')[0]}.py"
+                if path.name not in found and path.is_file():
+                    found[path.name] = path.read_text()
+                    todo.append(found[path.name])
+    return found
+
+
+def _spec_of(run):
+    from kernelevolve.spec import SpecError, load_spec
+
+    try:
+        spec = load_spec(run.spec_path)
+    except (SpecError, OSError) as e:
+        raise ReviewError(f"run {run.id}: its spec {run.spec_path} cannot be loaded ({e})") from None
+    if spec.fingerprint != run.spec_fingerprint:
+        raise ReviewError(f"run {run.id}: the reference of {run.spec_path} changed since the run: the exported op "
+                          f"would be checked against a different operator")
+    return spec
+
+
+def _signature(spec) -> dict:
+    """The reference's forward inputs (names, op types), state keys and output count, from one call
+    at its first interpreter shape on the CPU."""
+    import torch
+
+    from kernelevolve.harness.runtime import modules
+
+    case = spec.cases("interpret")[0]
+    try:
+        ref_module = modules.load_module(str(spec.reference), "kernelevolve_export_reference", case.params)
+        dtype = modules.dtype_of(case.model_dump())
+        model = modules.build_reference(ref_module, 0, dtype, "cpu")
+        inputs = modules.make_inputs(ref_module, 0, dtype, "cpu")
+        with torch.no_grad():
+            out = model(*inputs)
+        outputs = modules.flatten(out)
+    except Exception as e:  # the reference is the spec's, but say which part failed in one line
+        raise ReviewError(f"the reference {spec.reference.name} could not run at {case.label}: "
+                          f"{type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
+    if not isinstance(out, torch.Tensor) and not (isinstance(out, (tuple, list)) and
+                                                  all(isinstance(t, torch.Tensor) for t in out)):
+        raise ReviewError("the reference's forward returns nested outputs: a custom op returns a tensor or a flat tuple")
+    types = []
+    for i, x in enumerate(inputs):
+        kind = {torch.Tensor: "Tensor", bool: "bool", int: "int", float: "float"}.get(type(x))
+        if kind is None and isinstance(x, torch.Tensor):
+            kind = "Tensor"
+        if kind is None:
+            raise ReviewError(f"input {i} of the reference is a {type(x).__name__}: a custom op takes tensors, ints, "
+                              f"floats and bools")
+        types.append(kind)
+    params = [p for p in inspect.signature(ref_module.Model.forward).parameters.values()][1:]
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(names) != len(inputs):
+        names = [f"input{i}" for i in range(len(inputs))]
+    return {"inputs": names, "input_types": types, "state": list(model.state_dict().keys()), "outputs": len(outputs)}
+
+
+def _identifier(text: str, taken: set) -> str:
+    base = re.sub(r"\W", "_", text)
+    base = base if base and not base[0].isdigit() else "_" + base
+    name, k = base, 2
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    return name
+
+
+def _render(template: str, context: dict) -> str:
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    env = Environment(loader=PackageLoader("kernelevolve.review", "op_templates"), undefined=StrictUndefined,
+                      keep_trailing_newline=True)
+    return env.get_template(template).render(**context)

@@ -1,0 +1,118 @@
+"""What the review pages show, as plain JSON-able data: one summary per run (the tree, the
+fitness curve, the best nodes' per-shape numbers, the settings) and one detail per node (source,
+diffs against its parents, model calls, evaluation, reviews). `report` writes these to files,
+`serve` answers them over HTTP; both render them with the same static/app.js.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from kernelevolve.review import VERDICTS
+from kernelevolve.review.layout import tree_layout
+from kernelevolve.search.graph import SearchGraph
+from kernelevolve.search.report import best_nodes, fitness_text, node_dict
+
+LOG_TAIL_LINES = 80  # a failure's log is trimmed to its end: the traceback is there
+BEST_SHOWN = 5
+
+
+class PageError(LookupError):
+    """No such run or node; str() is one line."""
+
+
+def runs_index(repo) -> list[dict]:
+    """Every run in the database, newest first, with its node counts."""
+    counts = repo.node_counts()
+    return [{
+        "id": r.id, "spec": r.spec_name, "policy": r.policy, "device": r.device, "status": r.status,
+        "termination_reason": r.termination_reason, "created_at": r.created_at, "updated_at": r.updated_at,
+        "model": (r.settings or {}).get("model") or "offline", **counts.get(r.id, {"nodes": 0}),
+    } for r in repo.runs()]
+
+
+def run_summary(repo, run_id: str, graph: SearchGraph | None = None) -> dict:
+    """The run page's data: settings, the laid-out tree, the fitness curve, the best nodes."""
+    run = repo.run(run_id)
+    if run is None:
+        raise PageError(f"no run {run_id} in {repo.display_url}")
+    graph = graph if graph is not None else repo.load_graph(run_id)
+    tokens, cost = repo.totals(run_id)
+    calls = repo.llm_calls(run_id)
+    reviews = repo.reviews(run_id)
+    latest = {r.node_id: r.verdict for r in reviews}  # rows come oldest first
+    positions = tree_layout(graph)
+    nodes = []
+    for n in graph.nodes():
+        ev = n.evaluation
+        x, depth = positions[n.id]
+        nodes.append({
+            "id": n.id, "parents": list(n.parents), "kind": graph.kind(n.id), "state": n.state,
+            "correct": n.correct if ev is not None else None, "fitness": n.fitness, "failure": n.failure,
+            "held": n.held, "marks": sorted(ev.marks) if ev is not None else [], "verdict": latest.get(n.id),
+            "text": fitness_text(n), "note": n.note[:200], "x": x, "depth": depth,
+        })
+    best = best_nodes(graph, BEST_SHOWN)
+    return {
+        "id": run.id, "spec": run.spec_name, "spec_path": run.spec_path, "policy": run.policy,
+        "device": run.device, "status": run.status, "termination_reason": run.termination_reason,
+        "created_at": run.created_at, "updated_at": run.updated_at, "elapsed_s": run.elapsed_s,
+        "settings": run.settings, "model": (run.settings or {}).get("model") or "offline",
+        "tokens": tokens, "cost_usd": cost, "llm_calls": len(calls), "review_count": len(reviews),
+        "timed": any(n.fitness is not None for n in graph.evaluated()),
+        "nodes": nodes,
+        "best": [{"id": n.id, "text": fitness_text(n), "fitness": n.fitness, "kind": graph.kind(n.id),
+                  "note": n.note[:200],
+                  "shapes": [{"label": s.label, "latency_ms": s.latency_ms, "baseline_ms": s.baseline_ms,
+                              "speedup": s.speedup, "max_abs_err": s.max_abs_err, "gbps": s.gbps,
+                              "tflops": s.tflops} for s in n.evaluation.shapes]} for n in best],
+        "verdicts": list(VERDICTS),
+    }
+
+
+def node_details(repo, run_id: str, only: int | None = None, graph: SearchGraph | None = None) -> dict[int, dict]:
+    """Each node's page (or only node `only`'s): one query per table, whatever the run's size."""
+    if repo.run(run_id) is None:
+        raise PageError(f"no run {run_id} in {repo.display_url}")
+    graph = graph if graph is not None else repo.load_graph(run_id)
+    if only is not None and only not in graph:
+        raise PageError(f"run {run_id} has no node {only}")
+    calls: dict[int | None, list] = {}
+    for c in repo.llm_calls(run_id):
+        calls.setdefault(c.node_id, []).append(c)
+    reviews: dict[int, list] = {}
+    for r in repo.reviews(run_id):
+        reviews.setdefault(r.node_id, []).append(r)
+    wanted = [graph[only]] if only is not None else graph.nodes()
+    out = {}
+    for n in wanted:
+        d = node_dict(graph, n, with_source=True)
+        ev = n.evaluation
+        d["log_tail"] = "\n".join(ev.log.splitlines()[-LOG_TAIL_LINES:]) if ev is not None and ev.log else ""
+        d["environment"] = ev.environment if ev is not None else {}
+        d["phases_s"] = ev.phases_s if ev is not None else {}
+        d["timed"] = bool(ev is not None and ev.timed)
+        d["shapes"] = [dict(s, message=shape.message, gbps=shape.gbps, tflops=shape.tflops)
+                       for s, shape in zip(d["shapes"], ev.shapes if ev is not None else [])]
+        d["diffs"] = [{"parent": p, "diff": source_diff(graph[p].source, n.source, p, n.id)} for p in n.parents]
+        d["calls"] = [{"provider": c.provider, "model": c.model, "prompt": c.prompt, "reply": c.reply,
+                       "input_tokens": c.input_tokens, "output_tokens": c.output_tokens, "cost_usd": c.cost_usd,
+                       "latency_s": c.latency_s, "cached": c.cached, "error": c.error, "created_at": c.created_at}
+                      for c in calls.get(n.id, [])]
+        d["reviews"] = [{"reviewer": r.reviewer, "verdict": r.verdict, "notes": r.notes, "created_at": r.created_at}
+                        for r in reviews.get(n.id, [])]
+        d["run_id"] = run_id
+        out[n.id] = d
+    return out
+
+
+def node_detail(repo, run_id: str, node_id: int) -> dict:
+    return node_details(repo, run_id, only=node_id)[node_id]
+
+
+def source_diff(old: str | None, new: str | None, old_id: int, new_id: int) -> str:
+    """A unified diff of a parent's source against the child's ('' when either has none)."""
+    if old is None or new is None:
+        return ""
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                        fromfile=f"node {old_id}", tofile=f"node {new_id}", n=3))
