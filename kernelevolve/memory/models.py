@@ -1,5 +1,7 @@
 """The experiment database schema (SQLAlchemy 2 ORM): runs, nodes, edges, evaluations,
-baseline timings, insights, LLM calls and reviews. Works on SQLite and PostgreSQL alike."""
+baseline timings, insights, LLM calls and reviews. Works on SQLite and PostgreSQL alike.
+
+A change here needs a revision in kernelevolve/memory/migrations/versions/ (see its __init__)."""
 
 from __future__ import annotations
 
@@ -124,6 +126,7 @@ class LLMCallRow(Base):
     latency_s: Mapped[float] = mapped_column(Float, default=0.0)
     cached: Mapped[bool] = mapped_column(Boolean, default=False)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=1, server_default="1")  # requests the call took
     created_at: Mapped[float] = mapped_column(Float, default=_now)
 
 

@@ -19,7 +19,8 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, Ope
 from sqlalchemy.orm import sessionmaker
 
 from kernelevolve.evaluation.result import EvalResult
-from kernelevolve.memory.models import (BaselineRow, Base, EdgeRow, EvaluationRow, InsightRow, LLMCallRow,
+from kernelevolve.memory import migrations
+from kernelevolve.memory.models import (BaselineRow, EdgeRow, EvaluationRow, InsightRow, LLMCallRow,
                                         NodeRow, ReplyCacheRow, ReviewRow, RunRow)
 from kernelevolve.operators.base import LLMCallRecord
 from kernelevolve.search.graph import EVALUATED, Node, SearchGraph
@@ -50,7 +51,9 @@ class Repository:
         self.url = database_url(url)
         try:
             self.engine = _make_engine(self.url)
-            Base.metadata.create_all(self.engine)
+            migrations.upgrade(self.engine)
+        except migrations.SchemaError as e:
+            raise DatabaseError(f"cannot use the database {self.display_url}: {e}") from None
         except (ArgumentError, NoSuchModuleError, ValueError) as e:
             raise DatabaseError(f"--db {self.url!r}: not a usable SQLAlchemy URL ({_first_line(e)})") from None
         except (OperationalError, SQLAlchemyError) as e:
