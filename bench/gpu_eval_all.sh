@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # `kernelevolve eval` of every spec in specs/ with its knowledge-base reference kernel, on a GPU:
 # the whole evaluation path (sandbox, harness, float64 check, do_bench vs the spec's baseline) at
-# the production shapes. Usage (GPU host, repo root): bash bench/gpu_eval_all.sh OUTDIR
+# the production shapes. Usage (GPU host, repo root): bash bench/gpu_eval_all.sh OUTDIR [SPEC.yaml...]
+# (default: every spec; each is evaluated with the kernel its `kernel:` field names, else its own name)
 set -u
 out=${1:-bench/results}
 mkdir -p "$out"
 export KERNELEVOLVE_CACHE_DIR=$(mktemp -d)
-for spec in specs/*.yaml; do
+[ $# -gt 0 ] && shift
+specs=("$@"); [ ${#specs[@]} -eq 0 ] && specs=(specs/*.yaml)
+for spec in "${specs[@]}"; do
     name=$(basename "$spec" .yaml)
+    kernel=$(sed -n 's/^kernel: *//p' "$spec"); kernel=${kernel:-$name}
     start=$(date +%s.%N)
-    python3 -m kernelevolve eval "$spec" "knowledge_base/kernels/$name.py" --device cuda --json > "$out/eval_$name.json"
+    python3 -m kernelevolve eval "$spec" "knowledge_base/kernels/$kernel.py" --device cuda --json > "$out/eval_$name.json"
     rc=$?
     python3 - "$out/eval_$name.json" "$name" "$rc" "$start" <<'PY'
 import json, sys, time
