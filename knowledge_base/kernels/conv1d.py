@@ -20,8 +20,14 @@ fewest bytes possible.
 
 Precision: fp16/bf16 inputs go to the tensor cores as they are (fp32 accumulation). fp32 inputs
 use CONFIG["fp32_precision"]: "tf32x3" (three tf32 products recover ~fp32 accuracy, still on
-tensor cores) or "ieee" (plain fp32 FMA, slow); plain "tf32" misses the spec's atol 1e-4,
-rtol 5e-4 and is not offered.
+tensor cores), "bf16x3" / "bf16x6" (operands split into bf16 pieces, three or six bf16 products:
+bf16 MMAs run at twice the tf32 rate; bf16x3 keeps ~16 mantissa bits, enough for the spec's
+atol 1e-4, rtol 5e-4 at CIN * KSIZE = 288) or "ieee" (plain fp32 FMA, slow); plain "tf32"
+misses that tolerance and is not offered.
+
+The weight is read through a [KSIZE, COUT, CIN] copy (CONFIG["packed_weight"]), made once and
+kept by the module until the weight changes: every program re-reads the whole weight from L2,
+and in the native layout a tap's slice is elements KSIZE apart (no vector loads).
 
 Tiling notes: L = 200 is not a power of two, so an L tile of 256 wastes 22%, tiles of 64 or 128
 waste the same 56 columns; COUT = 96 is covered by BLOCK_CO = 32 (three tiles, x re-read from L2)
@@ -34,7 +40,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-CONFIG = {'BLOCK_CO': 128, 'BLOCK_L': 64, 'BLOCK_CI': 32, 'num_warps': 4, 'num_stages': 3, 'fp32_precision': 'tf32x3'}
+CONFIG = {'BLOCK_CO': 128, 'BLOCK_L': 128, 'BLOCK_CI': 32, 'num_warps': 8, 'num_stages': 3, 'fp32_precision': 'tf32x3', 'packed_weight': True}
 
 TUNABLES = {
     "BLOCK_CO": [32, 64, 128],
@@ -42,7 +48,8 @@ TUNABLES = {
     "BLOCK_CI": [16, 32, 64],
     "num_warps": [4, 8],
     "num_stages": [1, 2, 3, 4],
-    "fp32_precision": ["tf32x3", "ieee"],
+    "fp32_precision": ["tf32x3", "bf16x3", "bf16x6", "ieee"],
+    "packed_weight": [True, False],
 }
 
 
@@ -89,8 +96,16 @@ def _pow2_at_most(limit: int, n: int) -> int:
     return max(16, min(limit, triton.next_power_of_2(n)))
 
 
-def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """conv1d(x, weight, bias, padding=KSIZE // 2) for odd KSIZE, with the CONFIG in force at call time."""
+def pack_weight(weight: torch.Tensor) -> torch.Tensor:
+    """[COUT, CIN, KSIZE] -> a [KSIZE, COUT, CIN] copy: a tap's [BLOCK_CO, BLOCK_CI] slice is then
+    rows of contiguous CIN (vector loads) instead of elements KSIZE apart."""
+    return weight.detach().permute(2, 0, 1).contiguous()
+
+
+def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                   packed: torch.Tensor | None = None) -> torch.Tensor:
+    """conv1d(x, weight, bias, padding=KSIZE // 2) for odd KSIZE, with the CONFIG in force at call
+    time. `packed`: pack_weight(weight), used when CONFIG["packed_weight"] (made here if None)."""
     batch, c_in, length = x.shape
     c_out, w_in, ksize = weight.shape
     if w_in != c_in or ksize % 2 == 0 or (bias is not None and bias.shape != (c_out,)):
@@ -104,11 +119,17 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     block_l = _pow2_at_most(cfg["BLOCK_L"], length)
     block_ci = _pow2_at_most(cfg["BLOCK_CI"], c_in)
     tiles_l, tiles_co = triton.cdiv(length, block_l), triton.cdiv(c_out, block_co)
-    precision = cfg["fp32_precision"] if x.dtype == torch.float32 else "tf32"  # ignored for 16-bit inputs
+    # Only fp32 operands read it; the interpreter (CPU tensors) computes dots in fp32 and knows no bf16xN.
+    if cfg["packed_weight"]:
+        w = pack_weight(weight) if packed is None else packed
+        w_strides = (w.stride(1), w.stride(2), w.stride(0))  # as (COUT, CIN, KSIZE) strides
+    else:
+        w, w_strides = weight, weight.stride()
+    precision = cfg["fp32_precision"] if x.dtype == torch.float32 and x.is_cuda else "ieee"
     _conv1d_kernel[(batch * tiles_co * tiles_l,)](
-        x, weight, bias if bias is not None else weight, y,
+        x, w, bias if bias is not None else w, y,
         c_in, c_out, length, tiles_l, tiles_co,
-        *x.stride(), *weight.stride(), *y.stride(),
+        *x.stride(), *w_strides, *y.stride(),
         KSIZE=ksize, PAD=ksize // 2, HAS_BIAS=bias is not None,
         BLOCK_CO=block_co, BLOCK_L=block_l, BLOCK_CI=block_ci,
         PRECISION=precision, NUM_STAGES=cfg["num_stages"], num_warps=cfg["num_warps"],
@@ -122,6 +143,12 @@ class ModelNew(nn.Module):
         self.weight = nn.Parameter(torch.empty(out_channels, in_channels, kernel_size))
         self.bias = nn.Parameter(torch.zeros(out_channels))
         nn.init.kaiming_uniform_(self.weight, a=5 ** 0.5)
+        self._packed, self._packed_of = None, None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return conv1d_forward(x, self.weight, self.bias)
+        # The packed copy is remade whenever the weight changes: new storage, dtype, or an in-place
+        # write (load_state_dict, an optimiser step), which bumps the tensor's version counter.
+        of = (self.weight.data_ptr(), self.weight.dtype, self.weight._version)
+        if CONFIG["packed_weight"] and of != self._packed_of:
+            self._packed, self._packed_of = pack_weight(self.weight), of
+        return conv1d_forward(x, self.weight, self.bias, self._packed if CONFIG["packed_weight"] else None)
