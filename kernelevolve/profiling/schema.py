@@ -157,3 +157,22 @@ def ncu_line(k: NcuKernel) -> str:
             f"{k.registers_per_thread if k.registers_per_thread is not None else '?'} registers/thread, {spill}, "
             f"shared {((k.shared_bytes_per_block or 0) / 1024):.1f} KiB/block, L2 hit {_pct(k.l2_hit_rate_pct)}, "
             f"grid {k.grid_size}, block {k.block_size}, top stalls: {stalls}")
+
+
+class NodeProfile(BaseModel):
+    """A search node's profiles (one summary per profiled case); str() is what a prompt shows."""
+
+    summaries: list[ProfileSummary]
+    seconds: float = 0.0
+
+    @property
+    def roofline_fraction(self) -> float | None:
+        fs = [s.roofline.fraction for s in self.summaries if s.roofline and s.roofline.fraction is not None]
+        return max(fs) if fs else None
+
+    @property
+    def spills(self) -> bool:
+        return any(s.spills for s in self.summaries)
+
+    def __str__(self) -> str:
+        return "\n".join(s.prompt_text() for s in self.summaries)
