@@ -1,0 +1,182 @@
+"""The recommendation-model reference kernels (issue 16: conv1d, optimized_fm, pffn, mbdt) under the
+Triton interpreter, against their spec's reference module run in float64.
+
+Inputs come from the reference's own get_inputs() at small shapes (its constants overridden as a
+spec shape would), parameters are perturbed away from their initial values, torch.empty & co.
+hand out NaN-filled memory while the kernel runs (an unwritten element fails), and the tolerance
+is the spec's. CONFIG variants are values from each kernel's TUNABLES chosen to take every code
+path: several output tiles in each dimension, ragged tails, both weight layouts, both searches.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+import torch
+
+from kernelevolve.operators.tunables import read_declared
+from kernelevolve.paths import KNOWLEDGE_BASE, SPECS
+from kernelevolve.spec import load_spec
+
+from .conftest import load_kernel, load_reference, poisoned_allocations
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def build(name: str, constants: dict, dtype: torch.dtype, seed: int):
+    """(reference module, reference model at `dtype`, inputs at `dtype`), all drawn from `seed`."""
+    ref = load_reference(name, **constants)
+    torch.manual_seed(seed)
+    model = ref.Model(*ref.get_init_inputs())
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1 + 0.5 * torch.rand_like(p)).add_(0.05 * torch.randn_like(p))
+    inputs = [x.to(dtype) if x.is_floating_point() else x for x in ref.get_inputs()]
+    return ref, model.to(dtype), inputs
+
+
+def check(kernel, spec_name: str, constants: dict, dtype_name: str, seed: int, inputs_hook=None):
+    """ModelNew of `kernel` matches the float64 reference within the spec's tolerance."""
+    dtype = DTYPES[dtype_name]
+    ref, model, inputs = build(spec_name, constants, dtype, seed)
+    if inputs_hook:
+        inputs = inputs_hook(inputs)
+    new = kernel.ModelNew(*ref.get_init_inputs())
+    new.load_state_dict(model.state_dict())
+    new = new.to(dtype)
+    with torch.no_grad():
+        with poisoned_allocations():
+            out = new(*[x.clone() for x in inputs])
+        expected = model(*inputs)
+        want = copy.deepcopy(model).double()(*[x.double() if x.is_floating_point() else x for x in inputs])
+    where = f"{spec_name} {constants} {dtype_name} seed={seed}"
+    assert out.shape == expected.shape and out.dtype == expected.dtype, f"{where}: {out.shape} {out.dtype}"
+    if not out.is_floating_point():
+        wrong = (out != want).sum().item()
+        assert wrong == 0, f"{where}: {wrong} of {out.numel()} indices differ"
+        return new, out
+    tol = load_spec(SPECS / f"{spec_name}.yaml").tolerance(dtype_name)
+    got = out.double()
+    assert torch.isfinite(got).all(), f"{where}: {(~torch.isfinite(got)).sum().item()} NaN/Inf (unwritten?)"
+    err = (got - want).abs()
+    bad = err > tol.atol + tol.rtol * want.abs()
+    assert not bad.any(), f"{where}: {bad.sum().item()} elements out of tolerance, max abs err {err.max().item():.3g}"
+    return new, out
+
+
+def test_every_config_override_here_is_a_declared_tunable_value():
+    """The variants below are points of each kernel's declared search space, not ad-hoc settings."""
+    for name, cases in CASES.items():
+        declared = read_declared((KNOWLEDGE_BASE / "kernels" / f"{name}.py").read_text())
+        for config, _, _ in cases:
+            for key, value in config.items():
+                assert value in declared.tunables[key], f"{name}: {key}={value!r} not in TUNABLES"
+
+
+# kernel -> [(CONFIG overrides, reference constants, dtypes)]
+CASES = {
+    "conv1d": [
+        # 3 COUT tiles (the last partial), 3 L tiles (ragged), CIN in 2 slices (the last partial).
+        ({"BLOCK_CO": 32, "BLOCK_L": 32, "BLOCK_CI": 16}, {"B": 2, "CIN": 20, "COUT": 70, "L": 75}, ["float16", "float32"]),
+        # KSIZE 5 (pad 2 on both sides of a short row) in the weight's own layout; KSIZE 1.
+        ({"packed_weight": False}, {"B": 2, "CIN": 16, "COUT": 24, "L": 7, "KSIZE": 5}, ["float16", "float32"]),
+        ({}, {"B": 3, "CIN": 8, "COUT": 8, "L": 20, "KSIZE": 1}, ["float32"]),
+    ],
+    "optimized_fm": [
+        # N = 24 (padded to 32), D = 56 in slices of 16 (the last partial), K = 150 in tiles of 32.
+        ({"BLOCK_K": 32, "BLOCK_D": 16}, {"B": 2, "N": 24, "D": 56, "K": 150}, ["bfloat16", "float32"]),
+        ({}, {"B": 3, "N": 40, "D": 30, "K": 20}, ["bfloat16"]),
+    ],
+    "pffn": [
+        # Rows in 3 tiles of 16 (the last partial), D = 40 contracted in slices of 32, K = 24 and D = 40 padded.
+        ({"BLOCK_M": 16, "BLOCK_D": 32}, {"B": 2, "N": 40, "D": 40, "K": 24}, ["bfloat16", "float32"]),
+        ({}, {"B": 2, "N": 9, "D": 96, "K": 160}, ["bfloat16"]),
+    ],
+    "mbdt": [
+        # Features in 2 tiles of 32 (the last partial), rows in 3 tiles of 8; BORDERS 7 and 1.
+        ({"BLOCK_B": 8, "BLOCK_F": 32}, {"BATCH": 20, "FEATURES": 40, "BORDERS": 7}, ["float32"]),
+        ({"BLOCK_B": 8, "BLOCK_F": 32, "search": "linear"}, {"BATCH": 20, "FEATURES": 40, "BORDERS": 7}, ["float32"]),
+        ({}, {"BATCH": 5, "FEATURES": 3, "BORDERS": 1}, ["float32"]),
+        ({"search": "linear"}, {"BATCH": 64, "FEATURES": 2, "BORDERS": 16}, ["float32"]),
+    ],
+}
+SPEC_OF = {"conv1d": "conv1d", "optimized_fm": "optimized_fm", "pffn": "pffn", "mbdt": "mbdt"}
+
+
+@pytest.mark.parametrize("name, index", [(n, i) for n, cases in CASES.items() for i in range(len(cases))])
+def test_matches_float64_reference(name, index, tmp_path):
+    config, constants, dtypes = CASES[name][index]
+    kernel = load_kernel(name, tmp_path, **config)
+    for dtype_name in dtypes:
+        check(kernel, SPEC_OF[name], constants, dtype_name, random.randrange(2**31))
+
+
+def test_conv1d_reads_strided_input_and_follows_weight_updates(tmp_path):
+    """A transposed (non-contiguous) x is read through its strides; after an in-place weight update
+    the module's packed copy is remade, so the output follows the new weight."""
+    kernel = load_kernel("conv1d", tmp_path)
+    constants = {"B": 2, "CIN": 12, "COUT": 10, "L": 19}
+    strided = lambda inputs: [inputs[0].transpose(1, 2).contiguous().transpose(1, 2)]  # noqa: E731
+    new, first = check(kernel, "conv1d", constants, "float32", random.randrange(2**31), inputs_hook=strided)
+    ref, _, inputs = build("conv1d", constants, torch.float32, 7)
+    with torch.no_grad():
+        before = new(inputs[0])
+        new.weight.mul_(-2.0)
+        after = new(inputs[0])
+        bias = new.bias[None, :, None]
+    torch.testing.assert_close(after - bias, -2.0 * (before - bias), atol=1e-5, rtol=1e-5)
+
+
+def test_mbdt_ties_nan_and_infinities_land_where_searchsorted_puts_them(tmp_path):
+    """A value equal to a border counts that border as not below it (left side); NaN goes last."""
+    kernel = load_kernel("mbdt", tmp_path)
+
+    def edge_values(inputs):
+        values, borders, offsets = inputs
+        values = values.clone()
+        values[0, :] = borders[:, 0]  # equal to the first border: bin 0
+        values[1, :] = borders[:, -1]  # equal to the last border: bin BORDERS - 1
+        values[2, 0], values[2, 1], values[2, 2] = float("nan"), float("inf"), float("-inf")
+        return [values, borders, offsets]
+
+    _, out = check(kernel, "mbdt", {"BATCH": 6, "FEATURES": 3, "BORDERS": 4}, "float32", random.randrange(2**31),
+                   inputs_hook=edge_values)
+    offsets = torch.arange(3) * 5
+    assert out[0].tolist() == offsets.tolist()
+    assert out[1].tolist() == (offsets + 3).tolist()
+    assert out[2].tolist() == [0 + 4, 5 + 4, 10 + 0]
+
+
+def test_pffn_refuses_rows_longer_than_the_tile(tmp_path):
+    kernel = load_kernel("pffn", tmp_path)
+    x, w1, w2 = torch.randn(1, 2, 8), torch.randn(1, 8, 300), torch.randn(1, 300, 8)
+    vec = lambda n: torch.ones(n)  # noqa: E731
+    with pytest.raises(ValueError, match="K=300"):
+        kernel.pffn_forward(x, w1, w2, vec(300), vec(300), vec(8), vec(8), 1e-6)
+
+
+def test_benchmark_script_checks_every_variant_on_cpu(tmp_path):
+    """bench/recsys_operators.py --device interpret: a real run of the script at the interpreter
+    shapes, every sweep variant checked (what the GPU run will time), results written as JSON."""
+    import json
+    import subprocess
+    import sys
+
+    from kernelevolve.paths import REPO_ROOT
+
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "recsys_operators.py"), "--device", "interpret",
+                           "--only", "mbdt", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    report = json.loads((tmp_path / "recsys_operators.json").read_text())
+    spec = load_spec(SPECS / "mbdt.yaml")
+    assert [r["shape"] for r in report["results"]] == spec.interpret_shapes
+    for row in report["results"]:
+        assert row["default"]["ok"] and row["default"]["ms"] is None  # checked, never timed on CPU
+        assert len(row["variants"]) >= 5 and all(v["ok"] for v in row["variants"])
+    assert len(list((tmp_path / "cases").glob("mbdt_*.json"))) == len(spec.interpret_shapes)
+    no_gpu = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "recsys_operators.py"), "--out", str(tmp_path)],
+                            capture_output=True, text=True, timeout=300)
+    if not torch.cuda.is_available():
+        assert no_gpu.returncode == 2 and len(no_gpu.stderr.strip().splitlines()) == 1, no_gpu.stderr
