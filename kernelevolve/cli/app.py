@@ -160,10 +160,7 @@ def check_model_or_fail(operator, model: str | None) -> None:
     """One cheap request to the model before a run starts (`--no-model-check` skips it)."""
     from kernelevolve.operators import OperatorError
 
-    check = getattr(operator, "check_endpoint", None)
-    if not callable(check):
-        return  # the offline operator and plugins: nothing to reach
     try:
-        check()
+        operator.check_endpoint()  # the offline operator: nothing to reach
     except OperatorError as e:
         fail(f"--model {model}: the model check failed: {e} (skip it with --no-model-check)")

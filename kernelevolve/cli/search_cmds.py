@@ -138,7 +138,7 @@ def resume_command(
         fail(f"run {run_id} already finished ({run.termination_reason}) with {nodes} nodes; "
              f"pass --budget N (more than {nodes}) to search on")
     operator = _operator_or_fail(settings.model, options=settings.model_options)
-    replayed = operator.replay(repo.llm_calls(run_id)) if callable(getattr(operator, "replay", None)) else 0
+    replayed = operator.replay(repo.llm_calls(run_id))
     more = f"; {replayed} recorded model repl{'y' if replayed == 1 else 'ies'} to replay" if replayed else ""
     (err_console if as_json else console).print(f"resuming run [bold]{run_id}[/] ({nodes} nodes so far{more})", highlight=False)
     _search(repo, run_id, operator, as_json, db, max_nodes=budget)
@@ -151,7 +151,7 @@ def _operator_or_fail(model: str | None, spec=None, options: dict | None = None)
 
     try:
         operator = resolve_operator(model, **(options or {}))
-        if spec is not None and hasattr(operator, "check"):
+        if spec is not None:
             operator.check(spec)
         return operator
     except OperatorError as e:
@@ -167,10 +167,7 @@ def _search(repo, run_id: str, operator, as_json: bool, db: str | None, max_node
     from kernelevolve.search.report import best_nodes, fitness_text, run_dict
     from kernelevolve.search.session import SessionError, build_engine
 
-    if getattr(operator, "cache", None) is not None:  # --reply-cache: kept in the experiment database
-        from kernelevolve.llm.cache import DatabaseReplyCache
-
-        operator.cache = DatabaseReplyCache(repo)
+    operator.attach(repo)  # e.g. --reply-cache: kept in the experiment database
     out = Console(stderr=True) if as_json else console
     view = ProgressView(out)
     try:

@@ -232,7 +232,7 @@ class Repository:
                 run_id=run_id, node_id=node_id, provider=record.provider, model=record.model, prompt=record.prompt,
                 prompt_sha256=prompt_sha256(record.prompt), reply=record.reply, input_tokens=record.input_tokens,
                 output_tokens=record.output_tokens, cost_usd=record.cost_usd, latency_s=record.latency_s,
-                cached=record.cached, error=record.error,
+                cached=record.cached, error=record.error, attempts=record.attempts,
             )
             s.add(row)
             s.flush()

@@ -21,7 +21,7 @@ import importlib.util
 import os
 from pathlib import Path
 
-from kernelevolve.operators.base import Operator, OperatorContext, ParentView, Proposal
+from kernelevolve.operators.base import BaseOperator, Operator, OperatorContext, ParentView, Proposal
 from kernelevolve.operators.errors import OperatorError
 
 PROVIDERS = "anthropic:MODEL, openai:MODEL, file:DIR, offline, plugin:PATH.py:CLASS"
@@ -108,7 +108,31 @@ def _plugin(model: str, options: dict) -> Operator:
     cls = getattr(module, name, None)
     if cls is None:
         raise OperatorError(f"--model {model!r}: {path} defines no {name}")
-    return cls(**options)
+    operator = cls(**options)
+    return operator if isinstance(operator, BaseOperator) else PluginOperator(operator)
 
 
-__all__ = ["Operator", "OperatorContext", "OperatorError", "ParentView", "Proposal", "resolve_operator"]
+class PluginOperator(BaseOperator):
+    """A user's operator class that does not subclass BaseOperator: its `draft` and `improve`, and
+    those of the Operator hooks it defines (the others keep BaseOperator's defaults). The only place
+    that looks at which methods an operator has, because a plugin is not ours to change."""
+
+    HOOKS = ("check", "check_endpoint", "replay", "attach", "write_insight")
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.name = str(getattr(inner, "name", type(inner).__name__))
+        for hook in self.HOOKS:
+            method = getattr(inner, hook, None)
+            if callable(method):
+                setattr(self, hook, method)
+
+    def draft(self, spec, context: OperatorContext) -> Proposal:
+        return self.inner.draft(spec, context)
+
+    def improve(self, parents: list[ParentView], context: OperatorContext) -> Proposal:
+        return self.inner.improve(parents, context)
+
+
+__all__ = ["BaseOperator", "Operator", "OperatorContext", "OperatorError", "ParentView", "PluginOperator", "Proposal",
+           "resolve_operator"]

@@ -144,7 +144,7 @@ def evaluation_summary(view: ParentView) -> str:
         for s in ev.shapes:
             lines.append(f"| {s.label} | {_fmt(s.latency_ms)} | {_fmt(s.baseline_ms)} | {_fmt(s.speedup, '.3f')}x "
                          f"| {_fmt(s.gbps, '.0f')} | {_fmt(s.tflops, '.1f')} |")
-    profile = getattr(ev, "profile", None) or (ev.environment or {}).get("profile")
+    profile = view.profile
     if profile:
         lines += ["", "Profile summary:", str(profile).strip()[:3000]]
     return "\n".join(lines)
@@ -190,7 +190,7 @@ class PromptBuilder:
 
     def _common(self, spec: Spec, context: OperatorContext, exclude: set[int], draft: bool) -> list[Section]:
         sections = [
-            Section("spec", [spec_summary(spec, context.device, context.extra.get("shapes"))], 100, required=True),
+            Section("spec", [spec_summary(spec, context.device, context.shapes)], 100, required=True),
             Section("reference", [fenced(spec.reference_source)], PRIORITY["reference"]),
             Section("insights", [f"- {i.strip()}" for i in context.insights if usable_insight(i)], PRIORITY["insights"]),
             Section("ancestry", [ancestry_line(v) for v in context.ancestry if v.node_id not in exclude],

@@ -11,18 +11,19 @@ from __future__ import annotations
 import math
 
 from kernelevolve.operators.base import ParentView
+from kernelevolve.steps import step_kind
 
 MOVE = 0.02  # per-shape changes within +-2% are timing noise, not a result
 
 
 def step_label(child: ParentView, parents: list[ParentView]) -> str:
     note = f" ({child.note})" if child.note else ""
-    if not parents:
+    kind = step_kind([not p.failed for p in parents])
+    if kind == "draft":
         return f"draft #{child.node_id}{note}"
-    if len(parents) > 1:
+    if kind == "crossover":
         return f"crossover #{child.node_id} of " + " x ".join(f"#{p.node_id}" for p in parents) + note
-    verb = "debug" if parents[0].failed else "improve"
-    return f"{verb} of #{parents[0].node_id} -> #{child.node_id}{note}"
+    return f"{kind} of #{parents[0].node_id} -> #{child.node_id}{note}"
 
 
 def _pct(ratio: float) -> str:

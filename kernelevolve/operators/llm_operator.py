@@ -22,12 +22,13 @@ from collections import defaultdict
 from kernelevolve.llm.base import LLMError, LLMReply, Provider
 from kernelevolve.llm.cache import ReplyCache, cache_key
 from kernelevolve.llm.extract import extract_kernel
-from kernelevolve.operators.base import LLMCallRecord, OperatorContext, ParentView, Proposal
+from kernelevolve.operators.base import BaseOperator, LLMCallRecord, OperatorContext, ParentView, Proposal
 from kernelevolve.operators.context_builder import (PromptBuilder, evaluation_summary, insight_system_prompt, render,
                                                    system_prompt)
 from kernelevolve.operators.errors import OperatorError
 from kernelevolve.operators.insights import rule_insight, step_label
 from kernelevolve.spec import Spec
+from kernelevolve.steps import step_kind
 
 _CHANGE = re.compile(r"^\W*change\W*:\s*(.+)$", re.I | re.M)
 INSIGHT_MAX_TOKENS = 300
@@ -55,7 +56,7 @@ def reply_note(reply: str, kind: str) -> str:
     return m.group(1).strip().strip("`*")[:200] if m else kind
 
 
-class LLMOperator:
+class LLMOperator(BaseOperator):
     def __init__(self, provider: Provider, *, token_budget: int = 24000, cache: ReplyCache | None = None,
                  use_cache: bool = False, llm_insights: bool = True, knowledge=None):
         self.provider = provider
@@ -87,6 +88,13 @@ class LLMOperator:
                 n += 1
         return n
 
+    def attach(self, repo) -> None:
+        """With the reply cache on, keep it in the run's experiment database."""
+        if self.cache is not None:
+            from kernelevolve.llm.cache import DatabaseReplyCache
+
+            self.cache = DatabaseReplyCache(repo)
+
     # -- one model call, cached and recorded --------------------------------------------------
     def ask(self, prompt: str, context: OperatorContext | None, *, max_tokens: int | None = None,
             record_llm_call=None, system: str | None = None) -> LLMReply:
@@ -112,7 +120,7 @@ class LLMOperator:
         record(LLMCallRecord(provider=p.name, model=p.model, prompt=prompt, reply=reply.text,
                              input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
                              cost_usd=0.0 if reply.cached else reply.cost_usd, latency_s=reply.latency_s,
-                             cached=reply.cached))
+                             cached=reply.cached, attempts=reply.attempts))
         return reply
 
     def _proposal(self, prompt: str, kind: str, context: OperatorContext) -> Proposal:
@@ -131,14 +139,14 @@ class LLMOperator:
         return self._proposal(self.builder.draft(spec, context).prompt, "draft", context)
 
     def improve(self, parents: list[ParentView], context: OperatorContext) -> Proposal:
-        if not parents:
+        kind = step_kind([not p.failed for p in parents])
+        if kind == "draft":
             return self.draft(context.spec, context)
-        if len(parents) >= 2:
+        if kind == "crossover":
             return self._proposal(self.builder.crossover(parents[0], parents[1], context).prompt, "crossover", context)
-        parent = parents[0]
-        if parent.failed:
-            return self._proposal(self.builder.debug(parent, context).prompt, "debug", context)
-        return self._proposal(self.builder.optimise(parent, context).prompt, "optimise", context)
+        if kind == "debug":
+            return self._proposal(self.builder.debug(parents[0], context).prompt, "debug", context)
+        return self._proposal(self.builder.optimise(parents[0], context).prompt, "optimise", context)
 
     # -- context memory -----------------------------------------------------------------------
     def write_insight(self, spec: Spec, child: ParentView, parents: list[ParentView], record_llm_call=None) -> str | None:

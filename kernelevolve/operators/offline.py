@@ -5,11 +5,10 @@ kernel's declared tunables (see tunables.py): a local search that optimises a pa
 walks a failing one back toward the last configuration that passed, and crosses two parents'
 knobs. All randomness comes from `context.rng`, so a run is reproducible and resumable.
 
-What it knows of the graph: the parents and the ancestry always, what it proposed earlier in
-the same process, and, when the engine passes them, every evaluated node
-(`context.extra["evaluated"]`: ParentViews) or the sources tried (`["tried_sources"]`,
-`["tried_configs"]`). With the evaluated nodes it also learns which one-knob moves paid off
-elsewhere in the graph, and tries those first (see config_search.knob_effects).
+What it knows of the graph: the parents and the ancestry, what it proposed earlier in the same
+process, every evaluated node (`context.evaluated`) and the sources written but not yet
+evaluated (`context.pending_sources`). From the evaluated nodes it also learns which one-knob
+moves paid off elsewhere in the graph, and tries those first (see config_search.knob_effects).
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import threading
 from typing import Any
 
 from kernelevolve.operators import config_search as search
-from kernelevolve.operators.base import OperatorContext, ParentView, Proposal
+from kernelevolve.operators.base import BaseOperator, OperatorContext, ParentView, Proposal
 from kernelevolve.operators.errors import OperatorError
 from kernelevolve.operators.insights import rule_insight
 from kernelevolve.operators.tunables import Declared, TunablesError, config_key, describe_change, read_declared, rewrite_config
@@ -48,7 +47,7 @@ def reference_kernel_source(spec: Spec, knowledge=None) -> str:
     return doc.source
 
 
-class OfflineOperator:
+class OfflineOperator(BaseOperator):
     name = "offline"
 
     def __init__(self, knowledge=None, **_options: Any):
@@ -81,14 +80,11 @@ class OfflineOperator:
     # -- what has been tried ----------------------------------------------------------------
     def _tried(self, context: OperatorContext, parents: list[ParentView] = ()) -> set[tuple]:
         tried = set(self._proposed)
-        sources = [v.source for v in [*context.ancestry, *parents, *(context.extra.get("evaluated") or [])]]
-        sources += list(context.extra.get("tried_sources") or [])
+        sources = [v.source for v in [*context.ancestry, *parents, *context.evaluated]] + context.pending_sources
         for source in sources:
             config = _config_of(source)
             if config is not None:
                 tried.add(config_key(config))
-        for config in context.extra.get("tried_configs") or []:
-            tried.add(config_key(config))
         return tried
 
     def _propose(self, base_source: str, old: dict, new: dict | None, note: str) -> Proposal:
@@ -172,7 +168,7 @@ def _config_of(source: str | None) -> dict | None:
 def _timed_configs(context: OperatorContext, parents: list[ParentView]) -> list[tuple[dict, float]]:
     """(config, fitness) of every timed, correct node the operator can see, each once."""
     seen: dict[tuple, tuple[dict, float]] = {}
-    for view in [*(context.extra.get("evaluated") or []), *context.ancestry, *parents]:
+    for view in [*context.evaluated, *context.ancestry, *parents]:
         config = _config_of(view.source)
         if config is not None and not view.failed and view.fitness:
             seen.setdefault(config_key(config), (config, view.fitness))

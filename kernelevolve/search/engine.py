@@ -144,15 +144,16 @@ class SearchEngine:
             return
         insights = [i.text for i in self.repo.insights(self.spec.family, self.spec.hardware, INSIGHT_LIMIT)]
         # The whole graph, so an operator never re-proposes what was tried (after a resume too).
-        seen = {"evaluated": [self.view(n.id, compact=True) for n in self.graph.evaluated()],
-                "tried_sources": [n.source for n in self.graph.pending() if n.source]}
+        evaluated = [self.view(n.id, compact=True) for n in self.graph.evaluated()]
+        pending = [n.source for n in self.graph.pending() if n.source]
         for step in steps:
             task = _Task("propose", expansion=step)
-            context = self._context(step, task, insights, seen)
+            context = self._context(step, task, insights, evaluated, pending)
             parents = [self.view(p) for p in step.parents]
             self._submit(task, self._propose, parents, context)
 
-    def _context(self, step: Expansion, task: _Task, insights: list[str], seen: dict) -> OperatorContext:
+    def _context(self, step: Expansion, task: _Task, insights: list[str], evaluated: list[ParentView],
+                 pending: list[str]) -> OperatorContext:
         above: set[int] = set()
         for p in step.parents:
             above |= self.graph.ancestors(p)
@@ -161,12 +162,11 @@ class SearchEngine:
         def record(call: LLMCallRecord) -> None:  # runs on the worker thread
             task.calls.append((self.repo.record_llm_call(self.run_id, None, call), call))
 
-        kind = "draft" if not step.parents else ("crossover" if len(step.parents) > 1 else
-                                                 ("improve" if self.graph[step.parents[0]].correct else "debug"))
         # The operator gets its own stream seeded from the run's, so parallel workers stay reproducible.
         return OperatorContext(spec=self.spec, run_id=self.run_id, device=self.device,
-                               rng=random.Random(self.rng.getrandbits(64)), ancestry=ancestry, insights=insights,
-                               record_llm_call=record, extra={"kind": kind, "shapes": self.shapes, **seen})
+                               rng=random.Random(self.rng.getrandbits(64)), kind=self.graph.step_kind(step.parents),
+                               shapes=self.shapes, ancestry=ancestry, insights=insights, evaluated=evaluated,
+                               pending_sources=pending, record_llm_call=record)
 
     def view(self, node_id: int, compact: bool = False) -> ParentView:
         node = self.graph[node_id]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from kernelevolve.evaluation.result import EvalResult
+from kernelevolve.steps import StepKind, step_kind
 
 PENDING, EVALUATED = "pending", "evaluated"
 
@@ -128,14 +129,13 @@ class SearchGraph:
         return sorted(i for i in self.g.nodes if self.g.in_degree(i) == 0)
 
     # -- derived facts -----------------------------------------------------------------
-    def kind(self, node_id: int) -> str:
-        """draft (no parent), debug (one failed parent), improve (one passed parent), crossover (two)."""
-        parents = self[node_id].parents
-        if not parents:
-            return "draft"
-        if len(parents) >= 2:
-            return "crossover"
-        return "improve" if self[parents[0]].correct else "debug"
+    def kind(self, node_id: int) -> StepKind:
+        """How the node was made (kernelevolve.steps.step_kind on its parents)."""
+        return self.step_kind(self[node_id].parents)
+
+    def step_kind(self, parents: tuple[int, ...]) -> StepKind:
+        """The kind of a step from these parents (made or about to be)."""
+        return step_kind([self[p].correct for p in parents])
 
     def debug_depth(self, node_id: int) -> int:
         """How many debug steps in a row led to this node (0 for anything not a debug)."""

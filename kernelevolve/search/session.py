@@ -112,7 +112,7 @@ def build_engine(repo, run_id: str, *, operator=None, evaluator=None, insight_wr
 
         evaluator = Evaluator(device=settings.device, timeout_s=settings.timeout_s, baseline_store=BaselineTable(repo))
     if insight_writer is None:
-        insight_writer = getattr(operator, "write_insight", None)
+        insight_writer = operator.write_insight
     policy = make_policy(run.policy, **settings.policy_options)
     policy.load_state_dict(run.policy_state or {})
     repo.update_run(run_id, owner=owner_tag())

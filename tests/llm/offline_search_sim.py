@@ -5,7 +5,7 @@ reference kernel's declared tunables; only the evaluator is synthetic: latency i
 per-knob unimodal penalties (half the knobs matter 8-25% per step, half 0-2%), the optimum lying
 0-2 steps from the reference CONFIG per knob, with +-1% timing noise. The optimum is found by
 enumerating the whole space. `full` also passes every evaluated node to the operator
-(context.extra["evaluated"]), which the engine does not do yet.
+(context.evaluated), as the engine does.
 
     python tests/llm/offline_search_sim.py 8        # 8 landscapes, engine as it is
     python tests/llm/offline_search_sim.py 8 full   # with the evaluated nodes passed
@@ -68,7 +68,7 @@ for seed in range(int(sys.argv[1]) if len(sys.argv) > 1 else 8):
         orig = eng._context
         def ctx(step, task, insights, orig=orig, eng=eng):
             c = orig(step, task, insights)
-            c.extra["evaluated"] = [eng.view(n.id, compact=True) for n in eng.graph.evaluated()]
+            c.evaluated = [eng.view(n.id, compact=True) for n in eng.graph.evaluated()]
             return c
         eng._context = ctx
     eng.run()

@@ -43,7 +43,7 @@ def _openai(monkeypatch, url: str, **options) -> OpenAIProvider:
 def _context(spec, shapes=None, calls=None, device="interpret"):
     return OperatorContext(spec=spec, run_id="r-test", device=device, rng=random.Random(0),
                            record_llm_call=(calls.append if calls is not None else (lambda r: None)),
-                           extra={"kind": "draft", "shapes": shapes})
+                           kind="draft", shapes=shapes)
 
 
 def _reply(api, prompt, body):

@@ -12,7 +12,7 @@ import re
 import threading
 
 from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
-from kernelevolve.operators.base import LLMCallRecord, Proposal
+from kernelevolve.operators.base import BaseOperator, LLMCallRecord, Proposal
 from kernelevolve.search.graph import Node, SearchGraph
 from kernelevolve.search.policies import Policy
 
@@ -82,7 +82,7 @@ def drive(policy: Policy, landscape: Landscape, steps: int, k: int = 1, seed: in
 SOURCE = "FITNESS = {fitness!r}\nFAILS = {fails}\n"
 
 
-class SyntheticOperator:
+class SyntheticOperator(BaseOperator):
     """Writes 'sources' that state their fitness; records one LLM call per proposal."""
 
     name = "synthetic"
@@ -98,7 +98,7 @@ class SyntheticOperator:
         if self.raise_always:
             raise ConnectionError("provider unreachable")
         rng = context.rng
-        prompt = f"{note} base={base:.6f} kind={context.extra['kind']}"
+        prompt = f"{note} base={base:.6f} kind={context.kind}"
         context.record_llm_call(LLMCallRecord(provider="synthetic", model="m0", prompt=prompt, reply="...",
                                               input_tokens=10, output_tokens=5, cost_usd=0.01))
         if rng.random() < self.no_code_rate:
