@@ -39,6 +39,7 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+from _launch_heuristics import pipeline_stages
 
 CONFIG = {'BLOCK_CO': 128, 'BLOCK_L': 128, 'BLOCK_CI': 32, 'num_warps': 8, 'num_stages': 3, 'fp32_precision': 'tf32x3', 'packed_weight': True}
 
@@ -119,6 +120,8 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     block_l = _pow2_at_most(cfg["BLOCK_L"], length)
     block_ci = _pow2_at_most(cfg["BLOCK_CI"], c_in)
     tiles_l, tiles_co = triton.cdiv(length, block_l), triton.cdiv(c_out, block_co)
+    # A stage of the CIN loop holds KSIZE weight slices and KSIZE x tiles in shared memory.
+    stages = pipeline_stages(cfg["num_stages"], ksize * x.element_size() * block_ci * (block_co + block_l))
     # Only fp32 operands read it; the interpreter (CPU tensors) computes dots in fp32 and knows no bf16xN.
     if cfg["packed_weight"]:
         w = pack_weight(weight) if packed is None else packed
@@ -132,7 +135,7 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
         *x.stride(), *w_strides, *y.stride(),
         KSIZE=ksize, PAD=ksize // 2, HAS_BIAS=bias is not None,
         BLOCK_CO=block_co, BLOCK_L=block_l, BLOCK_CI=block_ci,
-        PRECISION=precision, NUM_STAGES=cfg["num_stages"], num_warps=cfg["num_warps"],
+        PRECISION=precision, NUM_STAGES=stages, num_warps=cfg["num_warps"],
     )
     return y
 

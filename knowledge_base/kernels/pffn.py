@@ -29,6 +29,7 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+from _launch_heuristics import pipeline_stages
 
 CONFIG = {'BLOCK_M': 64, 'BLOCK_D': 64, 'num_warps': 8, 'num_stages': 2}
 
@@ -108,11 +109,13 @@ def pffn_forward(x, w1, w2, b1, g1, b2, g2, eps: float) -> torch.Tensor:
     block_m = max(16, min(cfg["BLOCK_M"], triton.next_power_of_2(n)))
     block_d = max(16, min(cfg["BLOCK_D"], full_d))
     tiles_m = triton.cdiv(n, block_m)
+    # Each stage of the first product's loop holds an X slice and a W1 slice in shared memory.
+    stages = pipeline_stages(cfg["num_stages"], x.element_size() * block_d * (block_m + full_k))
     _pffn_kernel[(batch * tiles_m,)](
         x, w1, w2, b1, g1, b2, g2, out,
         n, d, k, tiles_m, eps,
         *x.stride(), *w1.stride(), *w2.stride(), *out.stride(),
-        BLOCK_M=block_m, BLOCK_D=block_d, FULL_K=full_k, FULL_D=full_d, NUM_STAGES=cfg["num_stages"],
+        BLOCK_M=block_m, BLOCK_D=block_d, FULL_K=full_k, FULL_D=full_d, NUM_STAGES=stages,
         num_warps=cfg["num_warps"],
     )
     return out
