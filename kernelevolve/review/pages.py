@@ -7,11 +7,12 @@ diffs against its parents, model calls, evaluation, reviews). `report` writes th
 from __future__ import annotations
 
 import difflib
+import re
 
 from kernelevolve.review import VERDICTS
 from kernelevolve.review.layout import tree_layout
 from kernelevolve.search.graph import SearchGraph
-from kernelevolve.search.report import best_nodes, fitness_text, node_dict
+from kernelevolve.search.report import best_nodes, fitness_text
 
 LOG_TAIL_LINES = 80  # a failure's log is trimmed to its end: the traceback is there
 BEST_SHOWN = 5
@@ -59,13 +60,11 @@ def run_summary(repo, run_id: str, graph: SearchGraph | None = None) -> dict:
         "created_at": run.created_at, "updated_at": run.updated_at, "elapsed_s": run.elapsed_s,
         "settings": run.settings, "model": (run.settings or {}).get("model") or "offline",
         "tokens": tokens, "cost_usd": cost, "llm_calls": len(calls), "review_count": len(reviews),
-        "timed": any(n.fitness is not None for n in graph.evaluated()),
+        "timed": any(n.evaluation.timed for n in graph.evaluated()),  # a failed node's 0.0 is no timing
         "nodes": nodes,
         "best": [{"id": n.id, "text": fitness_text(n), "fitness": n.fitness, "kind": graph.kind(n.id),
                   "note": n.note[:200],
-                  "shapes": [{"label": s.label, "latency_ms": s.latency_ms, "baseline_ms": s.baseline_ms,
-                              "speedup": s.speedup, "max_abs_err": s.max_abs_err, "gbps": s.gbps,
-                              "tflops": s.tflops} for s in n.evaluation.shapes]} for n in best],
+                  "shapes": [_shape_row(s) for s in n.evaluation.shapes]} for n in best],
         "verdicts": list(VERDICTS),
     }
 
@@ -86,14 +85,16 @@ def node_details(repo, run_id: str, only: int | None = None, graph: SearchGraph 
     wanted = [graph[only]] if only is not None else graph.nodes()
     out = {}
     for n in wanted:
-        d = node_dict(graph, n, with_source=True)
         ev = n.evaluation
-        d["log_tail"] = "\n".join(ev.log.splitlines()[-LOG_TAIL_LINES:]) if ev is not None and ev.log else ""
-        d["environment"] = ev.environment if ev is not None else {}
-        d["phases_s"] = ev.phases_s if ev is not None else {}
-        d["timed"] = bool(ev is not None and ev.timed)
-        d["shapes"] = [dict(s, message=shape.message, gbps=shape.gbps, tflops=shape.tflops)
-                       for s, shape in zip(d["shapes"], ev.shapes if ev is not None else [])]
+        # Not search.report.node_dict: its best descendant per node costs O(nodes x descendants).
+        d = {"id": n.id, "parents": list(n.parents), "kind": graph.kind(n.id), "state": n.state,
+             "correct": n.correct if ev is not None else None, "fitness": n.fitness, "failure": n.failure,
+             "note": n.note, "source": n.source, "tokens": n.tokens, "cost_usd": n.cost_usd, "approved": n.approved}
+        d.update({"message": ev.message, "marks": dict(ev.marks), "recheck": ev.recheck, "timed": ev.timed,
+                  "log_tail": "\n".join(ev.log.splitlines()[-LOG_TAIL_LINES:]), "environment": ev.environment,
+                  "phases_s": ev.phases_s, "shapes": [_shape_row(s) for s in ev.shapes]} if ev is not None else
+                 {"message": "", "marks": {}, "recheck": None, "timed": False, "log_tail": "", "environment": {},
+                  "phases_s": {}, "shapes": []})
         d["diffs"] = [{"parent": p, "diff": source_diff(graph[p].source, n.source, p, n.id)} for p in n.parents]
         d["calls"] = [{"provider": c.provider, "model": c.model, "prompt": c.prompt, "reply": c.reply,
                        "input_tokens": c.input_tokens, "output_tokens": c.output_tokens, "cost_usd": c.cost_usd,
@@ -106,13 +107,37 @@ def node_details(repo, run_id: str, only: int | None = None, graph: SearchGraph 
     return out
 
 
+def _shape_row(s) -> dict:
+    return {"label": s.label, "correct": s.correct, "failure": s.failure, "message": s.message,
+            "max_abs_err": s.max_abs_err, "latency_ms": s.latency_ms, "baseline_ms": s.baseline_ms,
+            "speedup": s.speedup, "gbps": s.gbps, "tflops": s.tflops}
+
+
 def node_detail(repo, run_id: str, node_id: int) -> dict:
     return node_details(repo, run_id, only=node_id)[node_id]
 
 
-def source_diff(old: str | None, new: str | None, old_id: int, new_id: int) -> str:
-    """A unified diff of a parent's source against the child's ('' when either has none)."""
+_HUNK = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@", re.M)
+
+
+def source_diff(old: str | None, new: str | None, old_id: int, new_id: int, context: int = 3) -> str:
+    """A unified diff of a parent's source against the child's ('' when either has none).
+
+    A child usually changes a few lines of a long module: the lines both share at the start and
+    the end are cut before difflib compares them (its matcher is quadratic-ish in what it sees,
+    and a 2,000-node report makes 2,000 diffs), and the hunk headers shifted back."""
     if old is None or new is None:
         return ""
-    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                        fromfile=f"node {old_id}", tofile=f"node {new_id}", n=3))
+    a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    start, cut = max(0, head - context), max(0, tail - context)
+    text = "".join(difflib.unified_diff(a[start:len(a) - cut], b[start:len(b) - cut], fromfile=f"node {old_id}",
+                                        tofile=f"node {new_id}", n=context))
+    if not start:
+        return text
+    return _HUNK.sub(lambda m: f"@@ -{int(m[1]) + start}{m[2] or ''} +{int(m[3]) + start}{m[4] or ''} @@", text)

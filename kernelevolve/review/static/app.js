@@ -341,6 +341,7 @@
         "</pre></details></section>";
       el(html);
       wireReview(d);
+      window.KE.nodeShownAt = performance.now();
     });
   }
 

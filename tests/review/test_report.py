@@ -1,0 +1,104 @@
+"""`kernelevolve report`: the static site, opened from disk in headless chromium."""
+
+import difflib
+import re
+import time
+
+from selenium.webdriver.common.by import By
+
+from kernelevolve.memory import Repository
+from tests.review.conftest import kernelevolve, wait_for
+
+
+def _open(browser, path, hash_):
+    browser.get(path.as_uri() + hash_)
+    wait_for(browser, "window.KE && window.KE.ready")
+
+
+def test_report_shows_the_tree_diffs_model_calls_and_failures(real_run, browser, tmp_path):
+    where, db, run_id = real_run
+    site = tmp_path / "site"
+    proc = kernelevolve("report", run_id, "-o", str(site), "--db", db, cwd=where)
+    assert proc.returncode == 0, proc.stderr
+    repo = Repository(db)
+    graph, calls = repo.load_graph(run_id), repo.llm_calls(run_id)
+
+    _open(browser, site / "index.html", "#tree")
+    circles = wait_for(browser, "document.querySelectorAll('#tree circle.node').length")
+    assert circles == len(graph) == 3
+    assert browser.find_element(By.ID, "tree-count").text == "3"
+    # Opened from disk with no network: every resource the page loaded is a local file.
+    urls = browser.execute_script("return Array.from(document.querySelectorAll('script[src], link[href]'))"
+                                  ".map(e => e.src || e.href)")
+    assert len(urls) >= 2 and all(u.startswith("file://") for u in urls), urls
+    for page in ("index.html", "assets/app.js", "assets/app.css"):
+        assert not re.search(r"https?://", (site / page).read_text()), page
+
+    # The broken candidate (the second reply) is a child of the draft: clicking it shows its diff.
+    failed = next(n for n in graph.nodes() if n.evaluation is not None and not n.correct)
+    parent = graph[failed.parents[0]]
+    browser.find_element(By.CSS_SELECTOR, f'#tree circle.node[data-id="{failed.id}"]').click()
+    wait_for(browser, f"document.querySelector('#node') && document.querySelector('#node').dataset.id === '{failed.id}'")
+    assert browser.execute_script("return location.hash") == f"#node/{failed.id}"
+    shown = browser.find_element(By.CSS_SELECTOR, "pre.diff").text.splitlines()
+    expected = list(difflib.unified_diff(parent.source.splitlines(), failed.source.splitlines(), lineterm=""))
+    changed = [line for line in expected if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    assert changed and all(line in shown for line in changed), changed
+    assert "+        return softmax_forward(x, block_rows=4)" in shown
+    assert browser.find_element(By.CSS_SELECTOR, "h3.diff-title").text == f"Diff against parent #{parent.id}"
+
+    # Its failure: the class, the message and the end of its log.
+    page = browser.find_element(By.ID, "node").text
+    assert f"failed ({failed.failure})" in page and failed.evaluation.message in page
+    assert failed.evaluation.log.strip().splitlines()[-1].strip() in page
+
+    # The model calls that made it: prompt, reply and tokens as recorded.
+    mine = [c for c in calls if c.node_id == failed.id]
+    assert mine
+    boxes = browser.find_elements(By.CSS_SELECTOR, "details.call")
+    assert len(boxes) == len(mine)
+    text = browser.execute_script("return document.querySelector('details.call').textContent")
+    assert mine[0].prompt[:200] in text and "block_rows=4" in text
+    assert f"{mine[0].input_tokens} in / {mine[0].output_tokens} out tokens" in text
+
+    # The overview: termination reason, settings, an honest note that nothing was timed.
+    browser.find_element(By.ID, "tab-overview").click()
+    wait_for(browser, "document.querySelector('#overview')")
+    overview = browser.find_element(By.ID, "overview").text
+    assert "terminated by nodes" in overview and '"max_nodes": 3' in overview
+    assert "untimed" in browser.find_element(By.ID, "untimed").text
+    assert "correct (untimed)" in browser.find_element(By.ID, "best").text
+    assert not re.search(r"\d\.\d{3}x", overview)  # an interpreter run never shows a speedup
+
+
+def test_a_2000_node_report_is_written_in_seconds_and_its_tree_stays_responsive(big_run, browser, tmp_path):
+    db, run_id, _ = big_run
+    site = tmp_path / "big"
+    start = time.perf_counter()
+    proc = kernelevolve("report", run_id, "-o", str(site), "--db", db, cwd=tmp_path)
+    wall = time.perf_counter() - start
+    assert proc.returncode == 0, proc.stderr
+    assert wall < 10, f"report of 2,000 nodes took {wall:.1f} s (command included)"
+
+    _open(browser, site / "index.html", "#tree")
+    assert wait_for(browser, "document.querySelectorAll('#tree circle.node').length") == 2000
+    loaded_ms = browser.execute_script("return performance.now()")
+    render_ms = browser.execute_script("return KE.treeRenderMs")
+    # A click on a node deep in the tree opens it (its own data file only) without a stall.
+    browser.execute_script("window.__clicked = performance.now(); document.querySelector("
+                           "'#tree circle.node[data-id=\"1500\"]').dispatchEvent(new MouseEvent('click', {bubbles: true}))")
+    wait_for(browser, "document.querySelector('#node') && document.querySelector('#node').dataset.id === '1500'")
+    click_ms = browser.execute_script("return KE.nodeShownAt - window.__clicked")
+    browser.execute_script("history.back()")
+    wait_for(browser, "document.querySelectorAll('#tree circle.node').length === 2000")
+    redraw_ms = browser.execute_script("return KE.treeRenderMs")
+    print(f"2,000 nodes: report {wall:.2f} s; tree page ready {loaded_ms:.0f} ms after navigation, drawn in "
+          f"{render_ms:.0f} ms; click to node page {click_ms:.0f} ms; tree redrawn in {redraw_ms:.0f} ms")
+    assert render_ms < 1000 and redraw_ms < 1000 and click_ms < 1000 and loaded_ms < 5000
+
+
+def test_report_of_an_unknown_run_is_one_line(real_run, tmp_path):
+    where, db, _ = real_run
+    proc = kernelevolve("report", "r-nothere", "-o", str(tmp_path / "x"), "--db", db, cwd=where)
+    assert proc.returncode == 2 and "no run 'r-nothere'" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
