@@ -20,12 +20,12 @@ if [ -z "$run" ]; then
     timeout -s KILL "$budget_s" python3 -m kernelevolve run "specs/$spec.yaml" --device "$device" --budget "$nodes" --policy greedy --seed 1 \
         >> "$out/search.log" 2>&1
 elif [ "$(python3 -m kernelevolve runs --json | python3 -c "import json,sys; print(json.load(sys.stdin)[0]['status'])")" = finished ]; then
-    echo "== $run has finished"
+    echo "== $run has finished"; rc=0
 else
     echo "== resume $run for up to ${budget_s}s"
-    timeout -s KILL "$budget_s" python3 -m kernelevolve resume "$run" >> "$out/search.log" 2>&1
+    timeout -s KILL "$budget_s" python3 -m kernelevolve resume "$run" >> "$out/search.log" 2>&1; rc=$?
 fi
-echo "exited with $? (137: stopped at the call's end; call again to resume)"
+echo "exited with $rc (137: stopped at the call's end; call again to resume)"
 tail -3 "$out/search.log"
 run=$(last_run)
 [ -n "$run" ] || { echo "no run was recorded (see $out/search.log)"; exit 1; }
