@@ -18,7 +18,7 @@ run=$(last_run)
 if [ -z "$run" ]; then
     echo "== new search on $spec for up to ${budget_s}s"
     timeout -s KILL "$budget_s" python3 -m kernelevolve run "specs/$spec.yaml" --device "$device" --budget "$nodes" --policy greedy --seed 1 \
-        >> "$out/search.log" 2>&1
+        >> "$out/search.log" 2>&1; rc=$?
 elif [ "$(python3 -m kernelevolve runs --json | python3 -c "import json,sys; print(json.load(sys.stdin)[0]['status'])")" = finished ]; then
     echo "== $run has finished"; rc=0
 else
