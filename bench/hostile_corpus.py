@@ -32,9 +32,10 @@ SEARCH_ORDER = ["cache_by_pointer", "late_garbage", "side_stream", "torch_only",
                 "honest", "lower_precision", "torch_compute_plus_token_kernel"]
 
 
-def evaluate_all(work: Path) -> list[dict]:
+def evaluate_all(work: Path, names: list[str], out: Path) -> list[dict]:
     rows = []
-    for name, hostile in CORPUS.items():
+    for name in names:
+        hostile = CORPUS[name]
         path = work / f"{name}.py"
         path.write_text(hostile.source)
         t0 = time.monotonic()
@@ -55,6 +56,7 @@ def evaluate_all(work: Path) -> list[dict]:
                      "speedups": [s.get("speedup") for s in out.get("shapes", [])]})
         print(f"{name:32s} expected {expected:14s} got {str(got):14s} fitness {out.get('fitness')} "
               f"({wall:.1f}s) {out.get('message', '')[:120]}", flush=True)
+        out.write_text(json.dumps(rows, indent=1))  # as it goes: a cut-off run keeps what it measured
     return rows
 
 
@@ -99,6 +101,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--part", choices=["eval", "run", "all"], default="all")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--only", nargs="+", choices=sorted(CORPUS), metavar="NAME",
+                    help="evaluate only these candidates of the corpus (default: all)")
     args = ap.parse_args()
     global DEVICE
     DEVICE = args.device
@@ -107,8 +111,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         if args.part in ("eval", "all"):
-            rows = evaluate_all(work)
-            (args.out / "hostile_eval.json").write_text(json.dumps(rows, indent=1))
+            rows = evaluate_all(work, args.only or list(CORPUS), args.out / "hostile_eval.json")
             bad += [r["name"] for r in rows if r["name"] != "honest" and (r["got"] == "correct" and (r["fitness"] or 0) > 0)
                     and r["expected"] != "correct"]
             bad += [f"{r['name']} (expected {r['expected']}, got {r['got']})" for r in rows if r["got"] != r["expected"]]
