@@ -129,3 +129,53 @@ def _bytes(n: int | None) -> str:
     if n is None:
         return "-"
     return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 1024:.1f} KiB"
+
+
+PROFILE_HELP = ("Profile promising nodes (a new best, or within --profile-within of it) with these tools: "
+                "auto (on a GPU: torch and proton, and ncu when it is on PATH; none under the interpreter), "
+                "off, or a list such as torch,ncu. Their summaries reach the next optimise prompts.")
+
+
+def profile_settings_or_fail(tools: str, device: str, within: float, timeout_s: float,
+                             stop_at: float | None) -> dict | None:
+    """`kernelevolve run`'s --profile options as ProfileSettings (a dict for the run's settings), or
+    one-line exit 2; None when nothing is profiled."""
+    from kernelevolve.profiling.runner import TOOLS, ToolUnavailable, check_available, find_ncu
+    from kernelevolve.search.profiling import ProfileSettings
+
+    if not 0 <= within < 1:
+        fail(f"--profile-within {within}: a fraction between 0 and 1 (0.05: within 5% of the best)")
+    if stop_at is not None and not 0 < stop_at <= 1.5:
+        fail(f"--stop-at-roofline {stop_at}: a fraction of the roofline, e.g. 0.85")
+    if tools == "off":
+        if stop_at is not None:
+            fail("--stop-at-roofline needs profiles: drop --profile off")
+        return None
+    if tools == "auto":
+        if device != "cuda":
+            if stop_at is not None:
+                fail("--stop-at-roofline needs GPU profiles (--device cuda)")
+            return None
+        chosen = [t for t in TOOLS if t != "ncu" or find_ncu()]
+    else:
+        chosen = [t.strip() for t in tools.split(",") if t.strip()]
+        bad = [t for t in chosen if t not in TOOLS]
+        if bad or not chosen:
+            fail(f"--profile {tools!r}: use auto, off, or a list of {', '.join(TOOLS)}")
+        if device != "cuda" and chosen != ["torch"]:
+            fail(f"--profile {tools}: under the interpreter only torch runs (host time, no GPU kernels)")
+        if device == "cuda":
+            try:
+                check_available(chosen, device)
+            except ToolUnavailable as e:
+                fail(f"--profile: {e}")
+    return ProfileSettings(tools=chosen, within=within, timeout_s=timeout_s, roofline_stop=stop_at).to_dict()
+
+
+def print_node_profile(row) -> None:
+    """`show --node N`: the node's stored profile (kernelevolve.memory.profiles.ProfileRow), if any."""
+    if row is None:
+        return
+    console.print(f"# profile ({row.seconds:.1f} s of profiling):", highlight=False, markup=False)
+    for data in row.summaries:
+        print_profile(ProfileSummary.model_validate(data))

@@ -13,6 +13,7 @@ from rich.table import Column, Table
 from kernelevolve.cli.app import (DB_HELP, EXIT_FAILED, EXIT_OK, app, check_model_or_fail, console, err_console, fail,
                                   load_spec_or_fail, preflight_or_fail, print_table_or_entries, repo_or_fail,
                                   resolve_device, shapes_or_fail)
+from kernelevolve.cli.profile_cmd import PROFILE_HELP, print_node_profile, profile_settings_or_fail
 
 REPLY_CACHE_HELP = ("Reuse LLM replies cached by earlier runs in the same --db database (off by default, or "
                     "KERNELEVOLVE_REPLY_CACHE=1): keyed by provider, model, endpoint, temperature, reply limit and the "
@@ -50,6 +51,10 @@ def run_command(
     reply_cache: bool = typer.Option(False, "--reply-cache", help=REPLY_CACHE_HELP),
     no_model_check: bool = typer.Option(False, "--no-model-check", help="Skip the one cheap request that checks --model's endpoint, key and model before the run."),
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip running the reference once per shape in the sandbox before the run."),
+    profile: str = typer.Option("auto", "--profile", metavar="TOOLS", help=PROFILE_HELP),
+    profile_within: float = typer.Option(0.05, "--profile-within", metavar="FRACTION", help="Profile nodes scoring within this fraction of the best (0: new bests only)."),
+    profile_timeout: float = typer.Option(300.0, "--profile-timeout", metavar="SECONDS", help="Time limit per profiling tool and node (sandboxed like evaluations)."),
+    stop_at_roofline: Optional[float] = typer.Option(None, "--stop-at-roofline", metavar="FRACTION", help="Stop once a profiled node reaches this fraction of its roofline (termination reason: roofline)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout (progress goes to stderr)."),
 ) -> None:
     """Search for a faster kernel: drafts, then debug/improve steps chosen by the policy.
@@ -90,6 +95,8 @@ def run_command(
     if reply_cache and not (model or "").startswith(("plugin:", "offline")):
         model_options["use_cache"] = True  # kept in the run's settings: a resume uses it too
     device = resolve_device(device)
+    _positive("--profile-timeout", profile_timeout)
+    profiling = profile_settings_or_fail(profile, device, profile_within, profile_timeout, stop_at_roofline)
     repo = repo_or_fail(db)  # an unusable database fails before anything is spent
     operator = _operator_or_fail(model, spec, model_options)
     if not no_preflight:
@@ -99,7 +106,8 @@ def run_command(
     limits = Limits.from_budget(spec.budget, max_nodes=budget, wall_clock_s=wall_clock, tokens=tokens,
                                 cost_usd=cost, stall=stall, target_fitness=target)
     settings = RunSettings(policy=policy, policy_options=options, limits=limits, device=device, shapes=shapes,
-                           model=model, model_options=model_options, timeout_s=timeout, seed=seed, workers=workers)
+                           model=model, model_options=model_options, timeout_s=timeout, seed=seed, workers=workers,
+                           profile=profiling)
     try:
         run_id = start_run(repo, spec, settings)
     except (SessionError, ValueError) as e:
@@ -282,8 +290,13 @@ def show_command(
     if node is not None:
         if node not in graph:
             fail(f"run {run_id} has no node {node} (nodes 0..{len(graph) - 1})")
+        from kernelevolve.memory.profiles import load_profile
+
+        profiled = load_profile(repo, run_id, node)
         if as_json:
-            typer.echo(json.dumps(node_dict(graph, graph[node], with_source=True), indent=2))
+            details = node_dict(graph, graph[node], with_source=True)
+            details["profile"] = None if profiled is None else {"summaries": profiled.summaries, "seconds": profiled.seconds}
+            typer.echo(json.dumps(details, indent=2))
         elif graph[node].source is None:
             from kernelevolve.search.report import failure_line
 
@@ -291,6 +304,7 @@ def show_command(
                  EXIT_FAILED)
         else:
             typer.echo(graph[node].source)
+            print_node_profile(profiled)
         return
     if as_json:
         typer.echo(json.dumps(run_dict(run, graph), indent=2))

@@ -20,6 +20,7 @@ from kernelevolve.operators import config_search as search
 from kernelevolve.operators.base import BaseOperator, OperatorContext, ParentView, Proposal
 from kernelevolve.operators.errors import OperatorError
 from kernelevolve.operators.insights import rule_insight
+from kernelevolve.operators.profile_guidance import spill_step
 from kernelevolve.operators.tunables import Declared, TunablesError, config_key, describe_change, read_declared, rewrite_config
 from kernelevolve.spec import Spec
 
@@ -140,6 +141,9 @@ class OfflineOperator(BaseOperator):
                 new = search.smaller_first(config, tunables, tried, context.rng)
                 why = f"smaller after {parent.evaluation.failure if parent.evaluation else 'no evaluation'}"
             return self._propose(parent.source, config, new, why)
+        new = spill_step(parent.profile, config, tunables, tried, context.rng)  # its profile shows spills
+        if new is not None:
+            return self._propose(parent.source, config, new, "its profile shows register spills: smaller")
         new = search.local_move(config, tunables, tried, context.rng, momentum=_momentum(parent, context.ancestry, tunables),
                                 effects=search.knob_effects(_timed_configs(context, parents)))
         return self._propose(parent.source, config, new, "")

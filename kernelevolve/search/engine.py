@@ -43,7 +43,7 @@ def restore_rng(state: dict) -> random.Random:
 
 @dataclass
 class _Task:
-    stage: str  # propose | evaluate | recheck | insight
+    stage: str  # propose | evaluate | recheck | insight | profile
     expansion: Expansion | None = None
     node_id: int | None = None
     calls: list[tuple[int, LLMCallRecord]] = field(default_factory=list)
@@ -55,7 +55,7 @@ class SearchEngine:
                  limits: Limits, rng: random.Random, device: str, shapes: list[dict] | None = None,
                  elapsed_s: float = 0.0, insight_writer: InsightWriter | None = None,
                  on_event: Callable[[str, "SearchEngine", Node | None], None] | None = None,
-                 max_in_flight: int | None = None) -> None:
+                 max_in_flight: int | None = None, profiler=None) -> None:
         self.repo, self.run_id, self.spec, self.graph = repo, run_id, spec, graph
         self.policy, self.operator, self.evaluator, self.limits = policy, operator, evaluator, limits
         self.rng, self.device, self.shapes = rng, device, shapes
@@ -66,6 +66,15 @@ class SearchEngine:
         self.stop_reason: str | None = None
         self.operator_errors = 0
         self.warnings: list[str] = []
+        # Promising nodes are profiled (search/profiling.py); their profiles reach the prompts.
+        self.profiler = profiler
+        self.profiles: dict = {}
+        if profiler is not None:
+            from kernelevolve.memory.profiles import load_profiles
+            from kernelevolve.profiling.schema import NodeProfile
+
+            self.profiles = {i: NodeProfile(summaries=r.summaries, seconds=r.seconds)
+                             for i, r in load_profiles(repo, run_id).items()}
 
     # -- state for progress displays ------------------------------------------------------
     @property
@@ -131,7 +140,10 @@ class SearchEngine:
         if self.operator_errors >= MAX_OPERATOR_ERRORS:
             return "operator_error"
         tokens, cost = self.spent()
-        return self.limits.stop_reason(self.graph, self.elapsed_s, tokens, cost)
+        reason = self.limits.stop_reason(self.graph, self.elapsed_s, tokens, cost)
+        if reason is None and self.profiler is not None and self.profiler.reached(self.graph, self.profiles):
+            return "roofline"
+        return reason
 
     def _launch(self) -> None:
         proposing = [t.expansion for t in self.in_flight.values() if t.stage == "propose"]
@@ -174,7 +186,7 @@ class SearchEngine:
         if compact and ev is not None:
             ev = replace(ev, log="")
         return ParentView(node_id=node.id, source=node.source, kind=self.graph.kind(node.id), evaluation=ev,
-                          note=node.note)
+                          note=node.note, profile=self.profiles.get(node_id))
 
     def _submit(self, task: _Task, fn, *args) -> None:
         self.in_flight[self._pool.submit(fn, *args)] = task
@@ -199,6 +211,9 @@ class SearchEngine:
                 node = self.graph[task.node_id]
                 self.repo.add_insight(self.run_id, node.id, self.spec.family, self.spec.hardware, future.result(),
                                       source=getattr(self.insight_writer, "__name__", type(self.insight_writer).__name__))
+            return
+        if task.stage == "profile":
+            self._profiled(task, future)
             return
         if task.stage == "propose":
             self._proposed(task, future)
@@ -266,6 +281,8 @@ class SearchEngine:
         self.repo.record_evaluation(self.run_id, node.id, result, policy_state=self.policy.state_dict(),
                                     rng_state=rng_state(self.rng), elapsed_s=self.elapsed_s)
         self._emit("evaluated", node)
+        if self.profiler is not None and self.profiler.wants(self.graph, node):
+            self._submit(_Task("profile", node_id=node.id), self.profiler.run, node.source, result)
         if self.insight_writer is not None:
             child = self.view(node.id)
             parents = [self.view(p) for p in node.parents]
@@ -275,3 +292,16 @@ class SearchEngine:
     def _emit(self, event: str, node: Node | None) -> None:
         if self.on_event is not None:
             self.on_event(event, self, node)
+
+    def _profiled(self, task: _Task, future: Future) -> None:
+        """A profile came back: stored with the node, shown in its children's prompts."""
+        error = future.exception()
+        if error is not None:
+            self.warnings.append(f"profiling node {task.node_id} failed: {type(error).__name__}: {error}")
+            return
+        from kernelevolve.memory.profiles import save_profile
+
+        profile = future.result()
+        self.profiles[task.node_id] = profile
+        save_profile(self.repo, self.run_id, task.node_id, [s.model_dump() for s in profile.summaries], profile.seconds)
+        self._emit("profiled", self.graph[task.node_id])

@@ -28,6 +28,7 @@ class RunSettings:
     timeout_s: float = 300.0
     seed: int | None = None
     workers: int | None = None  # expansions in flight; default: the evaluator's parallelism
+    profile: dict | None = None  # search.profiling.ProfileSettings of promising nodes; None: no profiles
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -113,6 +114,11 @@ def build_engine(repo, run_id: str, *, operator=None, evaluator=None, insight_wr
         evaluator = Evaluator(device=settings.device, timeout_s=settings.timeout_s, baseline_store=BaselineTable(repo))
     if insight_writer is None:
         insight_writer = operator.write_insight
+    profiler = None
+    if settings.profile:
+        from kernelevolve.search.profiling import ProfileSettings, Profiler
+
+        profiler = Profiler(ProfileSettings.from_dict(settings.profile), spec, settings.device, settings.shapes, evaluator)
     policy = make_policy(run.policy, **settings.policy_options)
     policy.load_state_dict(run.policy_state or {})
     repo.update_run(run_id, owner=owner_tag())
@@ -120,7 +126,7 @@ def build_engine(repo, run_id: str, *, operator=None, evaluator=None, insight_wr
                         operator=operator, evaluator=evaluator, limits=settings.limits,
                         rng=restore_rng(run.rng_state), device=settings.device, shapes=settings.shapes,
                         elapsed_s=run.elapsed_s, insight_writer=insight_writer, on_event=on_event,
-                        max_in_flight=settings.workers)
+                        max_in_flight=settings.workers, profiler=profiler)
 
 
 def _alive(pid: int) -> bool:
