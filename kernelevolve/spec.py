@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kernelevolve import shapes as shapes_mod
 
@@ -42,13 +42,24 @@ class Tolerance(BaseModel):
 
 
 class Budget(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    nodes: int = Field(default=20, ge=1)
+    """When a search stops: the spec's `budget:` (where the node count is `nodes`), with a run's
+    options on top (`with_overrides`), saved with the run; kernelevolve.search.termination applies it."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    max_nodes: int = Field(default=20, ge=1, validation_alias=AliasChoices("nodes", "max_nodes"))
     wall_clock_s: float | None = Field(default=None, gt=0)
     tokens: int | None = Field(default=None, ge=1)
     cost_usd: float | None = Field(default=None, gt=0)
-    stall: int | None = Field(default=None, ge=1)
-    target_fitness: float | None = Field(default=None, gt=0)
+    stall: int | None = Field(default=None, ge=1)  # stop after this many evaluated nodes without a new best
+    target_fitness: float | None = Field(default=None, gt=0)  # a real (timed) fitness; never met on the interpreter
+
+    @property
+    def nodes(self) -> int:
+        return self.max_nodes
+
+    def with_overrides(self, **overrides) -> "Budget":
+        """A copy with the non-None overrides (command-line options) on top, validated."""
+        return Budget.model_validate({**self.model_dump(), **{k: v for k, v in overrides.items() if v is not None}})
 
 
 # A constant's new value: a number, a flag, a string, or a tuple/list of numbers (`input_shape=(64,)`).

@@ -1,11 +1,11 @@
 """The `kernelevolve` command. Each module in this folder adds its commands to `app`."""
 
 import importlib
-import os
 import pkgutil
 import sys
 
 from kernelevolve.cli.app import app
+from kernelevolve.settings import SettingsError, settings
 
 # Commands are found by convention: every module here registers on `app` when imported.
 for _mod in pkgutil.iter_modules(__path__):
@@ -32,6 +32,13 @@ def _click_errors() -> tuple[tuple, tuple, tuple]:
     return pick("NoArgsIsHelpError"), pick("ClickException"), pick("Abort")
 
 
+def _debug() -> bool:
+    try:
+        return settings().debug
+    except SettingsError:
+        return False
+
+
 def main() -> None:
     """The console script. Never a traceback at the user: a bad option or argument is one line
     (exit 2) naming the command's --help; an error no command foresaw becomes one line (exit 3)
@@ -55,8 +62,11 @@ def main() -> None:
         sys.exit(130)
     except SystemExit:
         raise
+    except SettingsError as exc:  # a KERNELEVOLVE_* variable with an unusable value
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     except Exception as exc:  # noqa: BLE001
-        if os.environ.get("KERNELEVOLVE_DEBUG"):
+        if _debug():
             raise
         text = " ".join(str(exc).split())[:300]
         print(f"error: internal error: {type(exc).__name__}" + (f": {text}" if text else "") +

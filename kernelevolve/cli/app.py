@@ -8,6 +8,8 @@ from typing import NoReturn
 import typer
 from rich.console import Console
 
+from kernelevolve.settings import environment_help
+
 app = typer.Typer(
     name="kernelevolve",
     help=(
@@ -16,6 +18,8 @@ app = typer.Typer(
         "`kernelevolve run SPEC` to search. SPEC is a YAML file in specs/ or a KernelBench-style "
         "reference module (class Model, get_inputs, get_init_inputs)."
     ),
+    epilog="Environment (command-line options win; what changes a run is saved with it):\n\n" + "\n\n".join(
+        environment_help().splitlines()),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -26,6 +30,16 @@ err_console = Console(stderr=True)
 
 # Exit statuses shared by every command.
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
+
+
+def settings_or_fail():
+    """The KERNELEVOLVE_* environment (kernelevolve.settings), or one line naming the bad variable."""
+    from kernelevolve.settings import SettingsError, settings
+
+    try:
+        return settings()
+    except SettingsError as e:
+        fail(str(e))
 
 
 def fail(message: str, code: int = EXIT_UNUSABLE) -> NoReturn:

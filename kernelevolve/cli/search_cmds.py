@@ -12,7 +12,7 @@ from rich.table import Column, Table
 
 from kernelevolve.cli.app import (DB_HELP, EXIT_FAILED, EXIT_OK, app, check_model_or_fail, console, err_console, fail,
                                   load_spec_or_fail, preflight_or_fail, print_table_or_entries, repo_or_fail,
-                                  resolve_device, shapes_or_fail)
+                                  resolve_device, settings_or_fail, shapes_or_fail)
 from kernelevolve.cli.profile_cmd import PROFILE_HELP, print_node_profile, profile_settings_or_fail
 
 REPLY_CACHE_HELP = ("Reuse LLM replies cached by earlier runs in the same --db database (off by default, or "
@@ -69,7 +69,6 @@ def run_command(
     """
     from kernelevolve.search.policies import POLICIES, make_policy
     from kernelevolve.search.session import RunSettings, SessionError, start_run
-    from kernelevolve.search.termination import Limits
 
     spec = load_spec_or_fail(spec_path)
     shapes = shapes_or_fail(spec, shape)
@@ -91,9 +90,14 @@ def run_command(
     if temperature is not None and not 0 <= temperature <= 2:
         fail(f"--temperature {temperature}: must be between 0 and 2")
     _positive("--max-tokens", max_tokens)
+    env = settings_or_fail()
+    model = (model or env.model or "offline").strip()
     model_options = {k: v for k, v in (("temperature", temperature), ("max_tokens", max_tokens)) if v is not None}
-    if reply_cache and not (model or "").startswith(("plugin:", "offline")):
-        model_options["use_cache"] = True  # kept in the run's settings: a resume uses it too
+    if not model.startswith(("plugin:", "offline")):  # a model: the environment's settings under the options'
+        model_options = {**env.operator_options(), **model_options}
+        if reply_cache:
+            model_options["use_cache"] = True
+    # model_options are saved with the run: a resume builds the same operator whatever its environment
     device = resolve_device(device)
     _positive("--profile-timeout", profile_timeout)
     profiling = profile_settings_or_fail(profile, device, profile_within, profile_timeout, stop_at_roofline)
@@ -103,8 +107,8 @@ def run_command(
         preflight_or_fail(spec, device, shapes, timeout)
     if not no_model_check:
         check_model_or_fail(operator, model)
-    limits = Limits.from_budget(spec.budget, max_nodes=budget, wall_clock_s=wall_clock, tokens=tokens,
-                                cost_usd=cost, stall=stall, target_fitness=target)
+    limits = spec.budget.with_overrides(max_nodes=budget, wall_clock_s=wall_clock, tokens=tokens, cost_usd=cost,
+                                        stall=stall, target_fitness=target)
     settings = RunSettings(policy=policy, policy_options=options, limits=limits, device=device, shapes=shapes,
                            model=model, model_options=model_options, timeout_s=timeout, seed=seed, workers=workers,
                            profile=profiling)

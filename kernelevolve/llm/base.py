@@ -77,7 +77,7 @@ class Provider:
 
     def __init__(self, model: str, *, temperature: float | None = None, max_tokens: int = 8192,
                  timeout_s: float = 600.0, max_retries: int = 6, backoff_s: float = 2.0, max_backoff_s: float = 120.0,
-                 system: str | None = None):
+                 system: str | None = None, price: tuple[float, float] | None = None):
         self.model = model
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -86,6 +86,7 @@ class Provider:
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.system = system
+        self.price = None if price is None else (float(price[0]), float(price[1]))  # USD per million in, out
         self._sleep = time.sleep
         self._jitter = random.Random(0)  # back-off jitter only; never the run's rng
 
@@ -149,7 +150,7 @@ class Provider:
         raise AssertionError("unreachable")
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
-        return cost_usd(self.model, input_tokens, output_tokens)
+        return cost_usd(self.model, input_tokens, output_tokens, self.price)
 
 
 def classify_status(label: str, status: int, message: str, headers) -> Exception:

@@ -1,12 +1,11 @@
 """List prices per million tokens (USD, input / output), for the cost column of each call.
 
-Prices change; a model missing here costs 0 unless KERNELEVOLVE_PRICE="IN,OUT" (USD per million
-input and output tokens) says otherwise. Local OpenAI-compatible servers are free.
+Prices change; a model missing here costs 0 unless the run's price (KERNELEVOLVE_PRICE="IN,OUT",
+USD per million input and output tokens, saved with the run) says otherwise. Local
+OpenAI-compatible servers are free unless it is given.
 """
 
 from __future__ import annotations
-
-import os
 
 # Longest matching prefix wins (dated snapshots share their family's price).
 PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
@@ -30,18 +29,14 @@ PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
 }
 
 
-def price_per_mtok(model: str) -> tuple[float, float]:
-    override = os.environ.get("KERNELEVOLVE_PRICE")
-    if override:
-        try:
-            inp, out = (float(x) for x in override.split(","))
-            return inp, out
-        except ValueError:
-            raise ValueError(f"KERNELEVOLVE_PRICE={override!r}: expected IN,OUT in USD per million tokens") from None
+def price_per_mtok(model: str, price: tuple[float, float] | None = None) -> tuple[float, float]:
+    """`price` (the run's own) when given, else the list's longest matching prefix, else free."""
+    if price is not None:
+        return float(price[0]), float(price[1])
     matches = [p for p in PRICES_PER_MTOK if model.startswith(p)]
     return PRICES_PER_MTOK[max(matches, key=len)] if matches else (0.0, 0.0)
 
 
-def cost_usd(model: str, input_tokens: int, output_tokens: int) -> float:
-    inp, out = price_per_mtok(model)
+def cost_usd(model: str, input_tokens: int, output_tokens: int, price: tuple[float, float] | None = None) -> float:
+    inp, out = price_per_mtok(model, price)
     return (input_tokens * inp + output_tokens * out) / 1e6

@@ -103,9 +103,9 @@ class OpenAIProvider(Provider):
         return LLMReply(text=text, input_tokens=inp, output_tokens=out)
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
-        if not self.official and not os.environ.get("KERNELEVOLVE_PRICE"):
+        if not self.official and self.price is None:
             return 0.0  # a self-hosted server
-        return cost_usd(self.model, input_tokens, output_tokens)
+        return cost_usd(self.model, input_tokens, output_tokens, self.price)
 
 
 def _connection_message(error, endpoint: str) -> str:

@@ -9,7 +9,6 @@ search can continue from. Every method opens its own session, so threads may sha
 from __future__ import annotations
 
 import hashlib
-import os
 import secrets
 import time
 from typing import Iterable
@@ -35,7 +34,9 @@ class DatabaseError(ValueError):
 
 def database_url(url: str | None = None) -> str:
     """--db, else $KERNELEVOLVE_DB, else a SQLite file in the current directory."""
-    return url or os.environ.get(ENV_VAR) or DEFAULT_URL
+    from kernelevolve.settings import settings
+
+    return url or settings().db or DEFAULT_URL
 
 
 def prompt_sha256(prompt: str) -> str:

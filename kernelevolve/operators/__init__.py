@@ -6,19 +6,16 @@
 - `offline` (no model: the knowledge base's reference kernel and its declared tunables)
 - `plugin:PATH.py:CLASS` (a user-written operator class, trusted code)
 
-No `--model` means $KERNELEVOLVE_MODEL when set, else `offline`: an API key in the environment
-alone never starts paid calls. Settings come from keyword options or, failing those, from the
-environment: KERNELEVOLVE_TEMPERATURE, KERNELEVOLVE_MAX_TOKENS (reply limit, default 8192),
-KERNELEVOLVE_LLM_TIMEOUT (seconds per request, default 600), KERNELEVOLVE_LLM_RETRIES (default 6),
-KERNELEVOLVE_CONTEXT_TOKENS (prompt budget, default 24000), KERNELEVOLVE_LLM_INSIGHTS=0 (rule-based
-insights only), KERNELEVOLVE_REPLY_CACHE=1 (turn the opt-in reply cache on, like `run --reply-cache`;
-off by default), KERNELEVOLVE_FILE_WAIT (seconds the file provider waits for a reply, default 3600).
+No `--model` means offline (the CLI reads $KERNELEVOLVE_MODEL first): an API key in the
+environment alone never starts paid calls. Options (temperature, max_tokens, timeout_s,
+max_retries, token_budget, llm_insights, use_cache, wait_s, price) come from the caller only:
+the CLI resolves them from its options and kernelevolve.settings once, and saves them with the
+run, so a resumed run gets the same ones whatever the environment says then.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
 
 from kernelevolve.operators.base import BaseOperator, Operator, OperatorContext, ParentView, Proposal
@@ -26,39 +23,13 @@ from kernelevolve.operators.errors import OperatorError
 
 PROVIDERS = "anthropic:MODEL, openai:MODEL, file:DIR, offline, plugin:PATH.py:CLASS"
 
-# option name -> (environment variable, type)
-_ENV_OPTIONS = {
-    "temperature": ("KERNELEVOLVE_TEMPERATURE", float),
-    "max_tokens": ("KERNELEVOLVE_MAX_TOKENS", int),
-    "timeout_s": ("KERNELEVOLVE_LLM_TIMEOUT", float),
-    "max_retries": ("KERNELEVOLVE_LLM_RETRIES", int),
-    "token_budget": ("KERNELEVOLVE_CONTEXT_TOKENS", int),
-    "llm_insights": ("KERNELEVOLVE_LLM_INSIGHTS", lambda v: v.strip().lower() not in ("0", "false", "no", "off")),
-    "use_cache": ("KERNELEVOLVE_REPLY_CACHE", lambda v: v.strip().lower() not in ("0", "false", "no", "off")),
-    "wait_s": ("KERNELEVOLVE_FILE_WAIT", float),
-}
-_PROVIDER_OPTIONS = {"temperature", "max_tokens", "timeout_s", "max_retries", "backoff_s", "max_backoff_s"}
+_PROVIDER_OPTIONS = {"temperature", "max_tokens", "timeout_s", "max_retries", "backoff_s", "max_backoff_s", "price"}
 _OPERATOR_OPTIONS = {"token_budget", "llm_insights", "use_cache", "cache", "knowledge"}
-
-
-def _options(given: dict) -> dict:
-    out = {}
-    for name, (var, cast) in _ENV_OPTIONS.items():
-        raw = os.environ.get(var)
-        if raw not in (None, ""):
-            try:
-                out[name] = cast(raw)
-            except ValueError:
-                raise OperatorError(f"{var}={raw!r}: not a valid {name}") from None
-    out.update({k: v for k, v in given.items() if v is not None})
-    return out
 
 
 def resolve_operator(model: str | None, **options) -> Operator:
     """The operator named by `model` (see the module docstring); OperatorError in one line."""
-    if model is None or not model.strip():
-        model = os.environ.get("KERNELEVOLVE_MODEL") or "offline"
-    model = model.strip()
+    model = (model or "").strip() or "offline"
     if model.startswith("plugin:"):
         return _plugin(model, options)
     if model == "offline":
@@ -68,7 +39,7 @@ def resolve_operator(model: str | None, **options) -> Operator:
     provider_name, sep, rest = model.partition(":")
     if not sep or not rest:
         raise OperatorError(f"--model {model!r}: expected one of {PROVIDERS}")
-    opts = _options(options)
+    opts = {k: v for k, v in options.items() if v is not None}
     provider_opts = {k: v for k, v in opts.items() if k in _PROVIDER_OPTIONS}
     operator_opts = {k: v for k, v in opts.items() if k in _OPERATOR_OPTIONS}
     from kernelevolve.llm.base import LLMError

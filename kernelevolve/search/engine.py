@@ -21,7 +21,8 @@ from kernelevolve.evaluation.result import EvalResult, Failure
 from kernelevolve.operators.base import LLMCallRecord, OperatorContext, ParentView, Proposal
 from kernelevolve.search.graph import Node, SearchGraph
 from kernelevolve.search.policies import Expansion, Policy
-from kernelevolve.search.termination import Limits
+from kernelevolve.search.termination import stop_reason
+from kernelevolve.spec import Budget
 
 # (spec, child, parents, record_llm_call) -> insight text; model calls it makes are recorded run-level.
 InsightWriter = Callable[[Any, ParentView, list[ParentView], Callable[[LLMCallRecord], Any]], "str | None"]
@@ -52,7 +53,7 @@ class _Task:
 
 class SearchEngine:
     def __init__(self, *, repo, run_id: str, spec, graph: SearchGraph, policy: Policy, operator, evaluator,
-                 limits: Limits, rng: random.Random, device: str, shapes: list[dict] | None = None,
+                 limits: Budget, rng: random.Random, device: str, shapes: list[dict] | None = None,
                  elapsed_s: float = 0.0, insight_writer: InsightWriter | None = None,
                  on_event: Callable[[str, "SearchEngine", Node | None], None] | None = None,
                  max_in_flight: int | None = None, profiler=None) -> None:
@@ -140,7 +141,7 @@ class SearchEngine:
         if self.operator_errors >= MAX_OPERATOR_ERRORS:
             return "operator_error"
         tokens, cost = self.spent()
-        reason = self.limits.stop_reason(self.graph, self.elapsed_s, tokens, cost)
+        reason = stop_reason(self.limits, self.graph, self.elapsed_s, tokens, cost)
         if reason is None and self.profiler is not None and self.profiler.reached(self.graph, self.profiles):
             return "roofline"
         return reason

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 from kernelevolve.search.engine import SearchEngine, restore_rng, rng_state
 from kernelevolve.search.policies import make_policy
-from kernelevolve.search.termination import Limits
+from kernelevolve.spec import Budget
 
 
 class SessionError(ValueError):
@@ -20,11 +20,13 @@ class SessionError(ValueError):
 class RunSettings:
     policy: str = "greedy"
     policy_options: dict = field(default_factory=dict)
-    limits: Limits = field(default_factory=Limits)
+    limits: Budget = field(default_factory=Budget)
     device: str = "interpret"
     shapes: list[dict] | None = None
     model: str | None = None
-    model_options: dict = field(default_factory=dict)  # temperature, max_tokens: kept for resume
+    # Everything the operator was built with (the command line's and the environment's, resolved
+    # when the run started): a resume builds it from these alone, whatever the environment says then.
+    model_options: dict = field(default_factory=dict)
     timeout_s: float = 300.0
     seed: int | None = None
     workers: int | None = None  # expansions in flight; default: the evaluator's parallelism
@@ -32,13 +34,13 @@ class RunSettings:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d["limits"] = self.limits.to_dict()
+        d["limits"] = self.limits.model_dump()
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunSettings":
         d = dict(d)
-        d["limits"] = Limits.from_dict(d.get("limits", {}))
+        d["limits"] = Budget.model_validate(d.get("limits", {}))
         return cls(**d)
 
 

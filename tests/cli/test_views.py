@@ -15,7 +15,7 @@ from kernelevolve.paths import REPO_ROOT
 from kernelevolve.search.graph import Node, SearchGraph
 from kernelevolve.search.policies import make_policy
 from kernelevolve.search.session import RunSettings, start_run
-from kernelevolve.search.termination import Limits
+from kernelevolve.spec import Budget
 from kernelevolve.spec import load_spec
 
 SOFTMAX = REPO_ROOT / "specs" / "softmax.yaml"
@@ -34,7 +34,7 @@ def _untimed(correct=True, failure=None, message=""):
 def _db(tmp_path):
     url = f"sqlite:///{tmp_path / 'v.db'}"
     repo = Repository(url)
-    settings = RunSettings(policy="greedy", limits=Limits(max_nodes=4), device="interpret",
+    settings = RunSettings(policy="greedy", limits=Budget(max_nodes=4), device="interpret",
                            model="openai:local-coder", seed=1)
     run_id = start_run(repo, load_spec(SOFTMAX), settings)
     cost = {"tokens": 1500, "cost_usd": 0.0125}

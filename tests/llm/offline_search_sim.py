@@ -17,7 +17,7 @@ from kernelevolve.operators.offline import OfflineOperator
 from kernelevolve.operators.tunables import read_declared
 from kernelevolve.paths import SPECS, KNOWLEDGE_BASE
 from kernelevolve.search.session import RunSettings, start_run, build_engine
-from kernelevolve.search.termination import Limits
+from kernelevolve.spec import Budget
 from kernelevolve.spec import load_spec
 
 ref = read_declared((KNOWLEDGE_BASE / "kernels" / "rmsnorm.py").read_text())
@@ -60,7 +60,7 @@ for seed in range(int(sys.argv[1]) if len(sys.argv) > 1 else 8):
     d = tempfile.mkdtemp()
     repo = Repository(f"sqlite:///{d}/r.db")
     spec = load_spec(SPECS / "rmsnorm.yaml")
-    run = start_run(repo, spec, RunSettings(device="cuda", limits=Limits(max_nodes=30), seed=seed))
+    run = start_run(repo, spec, RunSettings(device="cuda", limits=Budget(max_nodes=30), seed=seed))
     ev = Eval(lat)
     eng = build_engine(repo, run, operator=OfflineOperator(), evaluator=ev)
     eng.insight_writer = None

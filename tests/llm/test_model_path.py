@@ -98,7 +98,9 @@ def test_reply_cache_is_off_unless_asked_for(monkeypatch):
     assert resolve_operator("openai:x").cache is None
     assert resolve_operator("openai:x", use_cache=True).cache is not None
     monkeypatch.setenv("KERNELEVOLVE_REPLY_CACHE", "1")
-    assert resolve_operator("openai:x").cache is not None
+    from kernelevolve.settings import settings
+
+    assert resolve_operator("openai:x", **settings().operator_options()).cache is not None
 
 
 def test_same_search_twice_asks_the_model_twice_without_the_cache(monkeypatch, tmp_path):
@@ -237,13 +239,14 @@ def test_resume_replays_a_call_the_stopped_run_paid_for(tmp_path, monkeypatch):
     the recorded reply instead of asking (and paying) again, without --reply-cache."""
     from kernelevolve.memory import Repository
     from kernelevolve.search.session import RunSettings, start_run
-    from kernelevolve.search.termination import Limits
+    from kernelevolve.spec import Budget
 
     spec = load_spec(SOFTMAX)
     db = f"sqlite:///{tmp_path / 'r.db'}"
     repo = Repository(db)
-    settings = RunSettings(policy="greedy", policy_options={"drafts": 1}, limits=Limits(max_nodes=1),
-                           device="interpret", model="openai:local-coder", seed=1)
+    settings = RunSettings(policy="greedy", policy_options={"drafts": 1}, limits=Budget(max_nodes=1),
+                           device="interpret", model="openai:local-coder", seed=1,
+                           model_options={"llm_insights": False})  # a resume reads it here, not from its environment
     run_id = start_run(repo, spec, settings)
     repo.update_run(run_id, status="interrupted", owner="")
     with FakeLLMServer(_reply) as server:

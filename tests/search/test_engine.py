@@ -5,14 +5,14 @@ import itertools
 import pytest
 
 from kernelevolve.search.session import RunSettings, build_engine, start_run
-from kernelevolve.search.termination import Limits
+from kernelevolve.spec import Budget
 from tests.search.helpers import SimulatedKill, SyntheticEvaluator, SyntheticOperator
 from kernelevolve.memory import Repository
 
 
 def _start(db_url, spec, policy="greedy", nodes=12, seed=3, **limits):
     repo = Repository(db_url)
-    settings = RunSettings(policy=policy, policy_options={"drafts": 3}, limits=Limits(max_nodes=nodes, **limits),
+    settings = RunSettings(policy=policy, policy_options={"drafts": 3}, limits=Budget(max_nodes=nodes, **limits),
                            device="interpret", seed=seed)
     return repo, start_run(repo, spec, settings)
 

@@ -27,7 +27,7 @@ from kernelevolve.memory import Repository
 from kernelevolve.memory.repository import Repository as RepositoryClass
 from kernelevolve.search import session
 from kernelevolve.search.session import RunSettings, build_engine, start_run
-from kernelevolve.search.termination import Limits
+from kernelevolve.spec import Budget
 from tests.search.conftest import FIXTURES
 from tests.search.helpers import SimulatedKill, SyntheticEvaluator, SyntheticOperator
 
@@ -37,7 +37,7 @@ SYNTHETIC = f"plugin:{HERE / 'helpers.py'}:SyntheticOperator"
 
 def _start(db_url, spec, nodes=8, model=None, seed=3):
     repo = Repository(db_url)
-    settings = RunSettings(policy="greedy", policy_options={"drafts": 2}, limits=Limits(max_nodes=nodes),
+    settings = RunSettings(policy="greedy", policy_options={"drafts": 2}, limits=Budget(max_nodes=nodes),
                            device="interpret", seed=seed, model=model)
     return repo, start_run(repo, spec, settings)
 

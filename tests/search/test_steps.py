@@ -8,7 +8,7 @@ from kernelevolve.operators import BaseOperator, OperatorError, PluginOperator, 
 from kernelevolve.operators.base import ParentView
 from kernelevolve.operators.insights import step_label
 from kernelevolve.search.session import RunSettings, build_engine, start_run
-from kernelevolve.search.termination import Limits
+from kernelevolve.spec import Budget
 from kernelevolve.steps import step_kind
 from tests.search.helpers import SyntheticEvaluator, SyntheticOperator, result
 
@@ -23,7 +23,7 @@ def test_the_engine_graph_and_insights_name_each_step_alike(tmp_path, spec):
     """The kind the engine told the operator (in its recorded prompt) is the graph's kind of the node
     that came out, and the insight's label starts with it."""
     repo = Repository(f"sqlite:///{tmp_path / 's.db'}")
-    settings = RunSettings(policy="evolutionary", policy_options={"drafts": 3}, limits=Limits(max_nodes=40),
+    settings = RunSettings(policy="evolutionary", policy_options={"drafts": 3}, limits=Budget(max_nodes=40),
                            device="interpret", seed=4)
     run_id = start_run(repo, spec, settings)
     build_engine(repo, run_id, operator=SyntheticOperator(fail_rate=0.3),
