@@ -81,12 +81,12 @@ def print_profile(s: ProfileSummary) -> None:
     console.print()
     console.print(f"[bold]{s.label}[/] ({s.seconds:.1f} s of profiling)", highlight=False)
     if s.roofline:
-        console.print("  " + s.roofline.line(), highlight=False, markup=False)
+        _wrapped(s.roofline.line())
     if s.torch:
         t = s.torch
-        console.print(f"  torch.profiler: GPU {t.gpu_ms:.4f} ms and host {t.host_ms:.4f} ms per call "
-                      f"({t.launch_api_ms:.4f} ms in launch calls); allocates {_bytes(t.allocated_bytes_per_call)} per call, "
-                      f"peak {_bytes(t.peak_allocated_bytes)}", highlight=False, markup=False)
+        _wrapped(f"torch.profiler: GPU {t.gpu_ms:.4f} ms and host {t.host_ms:.4f} ms per call (host time under the "
+                 f"profiler; {t.launch_api_ms:.4f} ms in launch calls); allocates {_bytes(t.allocated_bytes_per_call)} "
+                 f"per call, peak {_bytes(t.peak_allocated_bytes)}")
         _kernel_table([(k.name, f"{k.launches:g}", f"{k.gpu_ms:.4f}") for k in t.kernels])
     if s.ncu:
         table = Table(box=None, pad_edge=False)
@@ -102,7 +102,7 @@ def print_profile(s: ProfileSummary) -> None:
                           f"{((k.local_load_bytes or 0) + (k.local_store_bytes or 0)) / 1024:.1f}",
                           f"{(k.shared_bytes_per_block or 0) / 1024:.1f}", _f(k.l2_hit_rate_pct),
                           ", ".join(f"{x.reason} {x.cycles_per_issue:.1f}" for x in k.top_stalls))
-        print_table_or_entries(table, [("  ncu:", ncu_line(k)) for k in s.ncu])
+        print_table_or_entries(table, [(f"  ncu, launch {i + 1}:", ncu_line(k)) for i, k in enumerate(s.ncu)])
     if s.proton:
         _kernel_table([(k.name, f"{k.launches:g}", f"{k.gpu_ms:.4f}") for k in s.proton.kernels], "proton kernel")
         for sc in s.proton.scopes:
@@ -110,6 +110,15 @@ def print_profile(s: ProfileSummary) -> None:
     for tool, err in s.errors.items():
         console.print(f"  [red]{tool}:[/] no profile", highlight=False)
         print_entries([("", err)], indent=4)
+
+
+def _wrapped(text: str) -> None:
+    """A line of facts at any width: wrapped at word boundaries, continuation lines indented."""
+    import textwrap
+
+    for line in textwrap.wrap(text, width=max(40, console.width), initial_indent="  ", subsequent_indent="    ",
+                              break_long_words=False, break_on_hyphens=False):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def _kernel_table(rows: list[tuple[str, str, str]], head: str = "torch.profiler kernel") -> None:

@@ -69,9 +69,16 @@ def parse_torch_trace(text: str) -> TorchProfile:
 
 # ---------------------------------------------------------------------------- Nsight Compute
 
-_SCALE = {"": 1.0, "nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3,  # times -> ms
-          "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
-          "KB": 1024.0, "MB": 2.0 ** 20, "GB": 2.0 ** 30, "%": 1.0, "register/thread": 1.0}
+_TIME_MS = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0, "s": 1e3, "second": 1e3}
+_BYTES = {"byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12, "KB": 1024.0, "MB": 2.0 ** 20,
+          "GB": 2.0 ** 30}
+_PLAIN = {"", "%", "inst", "register", "block", "thread", "warp", "cycle"}
+
+
+def _scale(unit: str) -> float | None:
+    """Factor to ms (times) or bytes (sizes) for a unit of the CSV's unit row ("byte/block": per block)."""
+    head = unit.split("/")[0].strip()
+    return _TIME_MS.get(head) or _BYTES.get(head) or (1.0 if head in _PLAIN else None)
 
 
 def parse_ncu_csv(text: str) -> list[NcuKernel]:
@@ -103,9 +110,10 @@ def parse_ncu_csv(text: str) -> list[NcuKernel]:
             except ValueError:
                 raise ProfileParseError(f"ncu CSV: line {r}: {METRICS[key]} is {row[i]!r}, not a number") from None
             unit = units[i] if i < len(units) else ""
-            if unit not in _SCALE:
+            factor = _scale(unit)
+            if factor is None:
                 raise ProfileParseError(f"ncu CSV: unknown unit {unit!r} for {METRICS[key]}")
-            return number * _SCALE[unit]
+            return number * factor
 
         stalls = [(reason, value(f"stall_{reason}")) for reason in STALL_REASONS if reason != "selected"]
         top = sorted(((r_, v) for r_, v in stalls if v), key=lambda x: -x[1])[:TOP_STALLS]

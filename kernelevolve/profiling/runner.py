@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,12 +55,15 @@ def check_available(tools: list[str], device: str) -> None:
 def run_tool(tool: str, spec: Spec, source: str, cases: list[Case], workdir: Path, *, device: str = "cuda",
              gpu: str = "0", timeout_s: float = 300.0, calls: int = DEFAULT_CALLS,
              isolate_network: bool = True) -> ToolRun:
-    """Render profile_<tool>, run it in the sandbox under `workdir`/<tool>, and say what it left."""
+    """Render profile_<tool>, run it in the sandbox under `workdir`/<tool>-XXXX, and say what it left."""
     if tool not in TOOLS:
         raise ValueError(f"unknown profiling tool {tool!r} (have: {', '.join(TOOLS)})")
-    base = Path(workdir) / tool
-    base.mkdir(parents=True, exist_ok=True)
-    base.chmod(0o700)  # private to the run: the sandbox then hands the result file's folder to its uid
+    # A private (0700) folder per run whose parent the sandbox's uid may pass through: the sandbox
+    # then hands the folder to that uid (else the harness keeps uid 0 without capabilities).
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    workdir.chmod(workdir.stat().st_mode | 0o111)
+    base = Path(tempfile.mkdtemp(prefix=f"{tool}-", dir=workdir))
     (base / "candidate.py").write_text(source)
     shutil.copy(spec.reference, base / "reference.py")
     run_dir = base / "run"  # the harness's scratch: its raw outputs land here
@@ -111,6 +115,4 @@ def run_tool(tool: str, spec: Spec, source: str, cases: list[Case], workdir: Pat
 
 
 def scratch_dir(root: Path | None = None) -> Path:
-    import tempfile
-
     return Path(tempfile.mkdtemp(prefix="kernelevolve-profile-", dir=root or os.environ.get("TMPDIR")))

@@ -131,7 +131,7 @@ class ProfileSummary(BaseModel):
             t = self.torch
             ks = ", ".join(f"{k.name[:60]} x{k.launches:g} {k.gpu_ms:.4f} ms" for k in t.kernels[:max_kernels])
             lines.append(f"- torch.profiler: {sum(k.launches for k in t.kernels):g} kernel launches per call "
-                         f"({ks}); GPU {t.gpu_ms:.4f} ms, host {t.host_ms:.4f} ms per call"
+                         f"({ks}); GPU {t.gpu_ms:.4f} ms, host {t.host_ms:.4f} ms per call (under the profiler)"
                          + (f"; allocates {t.allocated_bytes_per_call / 2**20:.1f} MiB per call"
                             if t.allocated_bytes_per_call else ""))
         for k in sorted(self.ncu or [], key=lambda k: -k.duration_ms)[:max_kernels]:
