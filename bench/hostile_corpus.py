@@ -32,7 +32,7 @@ SEARCH_ORDER = ["cache_by_pointer", "late_garbage", "side_stream", "torch_only",
                 "honest", "lower_precision", "torch_compute_plus_token_kernel"]
 
 
-def evaluate_all(work: Path, names: list[str], out: Path) -> list[dict]:
+def evaluate_all(work: Path, names: list[str], save_to: Path) -> list[dict]:
     rows = []
     for name in names:
         hostile = CORPUS[name]
@@ -56,7 +56,7 @@ def evaluate_all(work: Path, names: list[str], out: Path) -> list[dict]:
                      "speedups": [s.get("speedup") for s in out.get("shapes", [])]})
         print(f"{name:32s} expected {expected:14s} got {str(got):14s} fitness {out.get('fitness')} "
               f"({wall:.1f}s) {out.get('message', '')[:120]}", flush=True)
-        out.write_text(json.dumps(rows, indent=1))  # as it goes: a cut-off run keeps what it measured
+        save_to.write_text(json.dumps(rows, indent=1))  # as it goes: a cut-off run keeps what it measured
     return rows
 
 
