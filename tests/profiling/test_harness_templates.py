@@ -47,3 +47,25 @@ def test_gpu_only_tools_say_what_they_lack_in_one_line(tool):
     run = run_tool(tool, SPEC, KERNEL, SPEC.cases("interpret")[:1], scratch_dir(), device="interpret", timeout_s=120)
     assert run.error and "\n" not in run.error
     assert "CUDA GPU" in run.error and run.outputs == {}
+
+
+def test_one_ncu_report_splits_into_cases_at_the_marker_kernels():
+    import csv
+    import io
+
+    from kernelevolve.harness.runtime.profile_ncu import MARKER, split_cases
+    from kernelevolve.profiling.parsers import parse_ncu_csv
+
+    rows = list(csv.reader(io.StringIO((REPO_ROOT / "tests/profiling/fixtures/h200/ikbo_lce/ncu_0.csv").read_text())))
+    name = rows[0].index("Kernel Name")
+    marker = list(rows[2])
+    marker[name] = MARKER
+    out = io.StringIO()
+    csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(
+        [rows[0], rows[1], marker, rows[2], rows[3], marker, rows[4]])  # two cases: two launches, then one
+    first, second = split_cases("==PROF== Disconnected from process 43\n" + out.getvalue(), 2)
+    assert [k.name for k in parse_ncu_csv(first)] == ["_pad_weight_halves", "_compress_gemm"]
+    whole = parse_ncu_csv((REPO_ROOT / "tests/profiling/fixtures/h200/ikbo_lce/ncu_0.csv").read_text())
+    assert parse_ncu_csv(second) == whole[2:]
+    with pytest.raises(ValueError, match="2 case markers for 3 cases"):
+        split_cases(out.getvalue(), 3)

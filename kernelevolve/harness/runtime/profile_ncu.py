@@ -1,9 +1,10 @@
-"""Nsight Compute harness: `main(config)` runs `ncu` on a child process per case.
+"""Nsight Compute harness: `main(config)` runs `ncu` on one child process for all cases.
 
-The child (`target`) builds the case's model, calls it once outside the profiled region, then
-once between cudaProfilerStart/Stop; ncu (`--profile-from-start off`) profiles only that call's
-kernels, with the fixed metric set METRICS, then the report is exported as CSV (raw page, base
-units) for kernelevolve/profiling/parsers.py.
+The child (`target`) builds each case's model, calls it once outside the profiled region, then
+once between cudaProfilerStart/Stop after a marker kernel; ncu (`--profile-from-start off`)
+profiles only those calls' kernels, with the fixed metric set METRICS; the report is exported as
+CSV (raw page, base units) and cut at the markers into one CSV per case for
+kernelevolve/profiling/parsers.py.
 
 Clock control: `--clock-control none`. By default ncu locks the GPU to its base clock, so its
 durations come out longer than what do_bench and the benchmark harness measure at the clocks the
@@ -17,6 +18,8 @@ line becomes the failure message.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import re
@@ -62,38 +65,75 @@ def main(config: dict) -> None:
     ncu = config["ncu_path"]
     deadline = time.monotonic() + config["ncu_timeout_s"]
     metrics = list(METRICS.values())
-    for n, case in enumerate(config["cases"]):
-        result.stage(f"{case['label']} ncu")
-        child_cfg = dict(config, cases=[case], result_path=os.path.join(config["output_dir"], f"ncu_target_{n}.json"))
-        cfg_path = os.path.join(config["output_dir"], f"ncu_target_{n}.cfg.json")
-        with open(cfg_path, "w") as f:
-            json.dump(child_cfg, f)
-        report = os.path.join(config["output_dir"], f"ncu_{n}")
-        target = [sys.executable, "-c", _TARGET_CODE, config["package_root"], cfg_path]
-        for _attempt in range(2):  # a metric this ncu or GPU does not know is dropped once, and said so
-            proc = _run([ncu, *FLAGS, "--launch-count", str(config["ncu_launch_count"]), "--metrics", ",".join(metrics),
-                         "--export", report, "--force-overwrite", *target], deadline, result, case["label"])
-            unknown = set(_UNKNOWN_METRIC.findall(proc.stdout + proc.stderr)) & set(metrics)
-            if proc.returncode == 0 or not unknown:
-                break
-            metrics = [m for m in metrics if m not in unknown]
-            result.data.setdefault("dropped_metrics", []).extend(sorted(unknown))
-        child = _read(child_cfg["result_path"])
-        if child.get("failure"):
-            result.finish(child["failure"]["class"], f"{case['label']} (under ncu): {child['failure']['message']}")
-        if proc.returncode != 0 or not os.path.exists(report + ".ncu-rep"):
-            result.finish("runtime", f"{case['label']}: ncu failed (exit {proc.returncode}): {_ncu_error(proc)}")
-        csv_path = os.path.join(config["output_dir"], f"ncu_{n}.csv")
-        export = _run([ncu, "--import", report + ".ncu-rep", "--csv", "--page", "raw", "--print-units", "base"],
-                      deadline, result, case["label"])
-        if export.returncode != 0:
-            result.finish("runtime", f"{case['label']}: ncu --import failed: {_ncu_error(export)}")
-        with open(csv_path, "w") as f:
-            f.write(export.stdout)
-        result.cases.append({"label": case["label"], "output": os.path.basename(csv_path),
-                             "report": os.path.basename(report) + ".ncu-rep", "metrics": len(metrics)})
-        result.write()
+    cases = config["cases"]
+    out = config["output_dir"]
+    # One profiled process for all cases (a process per case costs seconds of start-up each); a
+    # marker kernel opens each case's profiled call, so the report's rows split back into cases.
+    result.stage("ncu")
+    child_cfg = dict(config, result_path=os.path.join(out, "ncu_target.json"))
+    cfg_path = os.path.join(out, "ncu_target.cfg.json")
+    with open(cfg_path, "w") as f:
+        json.dump(child_cfg, f)
+    report = os.path.join(out, "ncu")
+    target = [sys.executable, "-c", _TARGET_CODE, config["package_root"], cfg_path]
+    launches = (config["ncu_launch_count"] + 1) * len(cases)
+    for _attempt in range(2):  # a metric this ncu or GPU does not know is dropped once, and said so
+        proc = _run([ncu, *FLAGS, "--launch-count", str(launches), "--metrics", ",".join(metrics),
+                     "--export", report, "--force-overwrite", *target], deadline, result, "ncu")
+        unknown = set(_UNKNOWN_METRIC.findall(proc.stdout + proc.stderr)) & set(metrics)
+        if proc.returncode == 0 or not unknown:
+            break
+        metrics = [m for m in metrics if m not in unknown]
+        result.data.setdefault("dropped_metrics", []).extend(sorted(unknown))
+    child = _read(child_cfg["result_path"])
+    if child.get("failure"):
+        result.finish(child["failure"]["class"], f"under ncu: {child['failure']['message']}")
+    if proc.returncode != 0 or not os.path.exists(report + ".ncu-rep"):
+        result.finish("runtime", f"ncu failed (exit {proc.returncode}): {_ncu_error(proc)}")
+    export = _run([ncu, "--import", report + ".ncu-rep", "--csv", "--page", "raw", "--print-units", "base"],
+                  deadline, result, "ncu --import")
+    if export.returncode != 0:
+        result.finish("runtime", f"ncu --import failed: {_ncu_error(export)}")
+    with open(os.path.join(out, "ncu_all.csv"), "w") as f:
+        f.write(export.stdout)
+    try:
+        parts = split_cases(export.stdout, len(cases))
+    except ValueError as exc:
+        result.finish("runtime", f"ncu report: {exc}")
+    for n, (case, text) in enumerate(zip(cases, parts)):
+        name = f"ncu_{n}.csv"
+        with open(os.path.join(out, name), "w") as f:
+            f.write(text)
+        result.cases.append({"label": case["label"], "output": name, "metrics": len(metrics)})
+    result.write()
     result.finish()
+
+
+def split_cases(text: str, n_cases: int) -> list[str]:
+    """The raw-page CSV of one report cut at the marker kernels: one CSV (header, units, the
+    case's kernel rows, markers left out) per case, in order."""
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
+    if start is None:
+        raise ValueError("no CSV header row (nothing was profiled?)")
+    rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
+    if len(rows) < 2 or "Kernel Name" not in rows[0]:
+        raise ValueError("no Kernel Name column")
+    name = rows[0].index("Kernel Name")
+    parts: list[list[list[str]]] = []
+    for row in rows[2:]:
+        if len(row) > name and row[name].startswith(MARKER):
+            parts.append([])
+        elif parts:
+            parts[-1].append(row)
+    if len(parts) != n_cases:
+        raise ValueError(f"{len(parts)} case markers for {n_cases} cases (a case's call launched too many kernels?)")
+    texts = []
+    for part in parts:
+        buf = io.StringIO()
+        csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows([rows[0], rows[1], *part])
+        texts.append(buf.getvalue())
+    return texts
 
 
 def _run(cmd: list[str], deadline: float, result: Result, label: str) -> subprocess.CompletedProcess:
@@ -121,15 +161,20 @@ def _read(path: str) -> dict:
 
 
 def target(config: dict) -> None:
-    """The process ncu profiles: one warm call per case between cudaProfilerStart and Stop."""
+    """The process ncu profiles: per case, the marker kernel then one warm call, between
+    cudaProfilerStart and Stop (each case is warmed up outside the profiled region)."""
     result, device = profiled.begin(config, "ncu-target")
     import torch
 
+    marker = _marker_kernel()
+    flag = torch.zeros(1, device="cuda")
+    marker[(1,)](flag)  # compiled before anything is profiled
     for case in profiled.prepare(config, result, device):
         result.stage(f"{case.label} profiled call")
         try:
             torch.cuda.synchronize()
             torch.cuda.profiler.start()
+            marker[(1,)](flag)
             with torch.no_grad():
                 case.model(*case.inputs)
             torch.cuda.synchronize()
@@ -138,6 +183,19 @@ def target(config: dict) -> None:
             result.finish("runtime", f"{case.label}: " + one_line(exc), exc)
         result.cases.append({"label": case.label})
     result.finish()
+
+
+MARKER = "kernelevolve_case_marker"
+
+
+def _marker_kernel():
+    import triton
+    import triton.language as tl
+
+    def kernelevolve_case_marker(flag_ptr):
+        tl.store(flag_ptr, tl.load(flag_ptr) + 1)
+
+    return triton.jit(kernelevolve_case_marker)
 
 
 _TARGET_CODE = (
