@@ -122,6 +122,9 @@ def _wrapped(text: str) -> None:
 
 
 def _kernel_table(rows: list[tuple[str, str, str]], head: str = "torch.profiler kernel") -> None:
+    if not rows:
+        console.print(f"  {head.split()[0]}: no GPU kernel launched", highlight=False, markup=False)
+        return
     table = Table(box=None, pad_edge=False)
     for c in (head, "launches/call", "GPU ms/call"):
         table.add_column(c, justify="left" if c == head else "right", no_wrap=True)
