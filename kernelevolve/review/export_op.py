@@ -36,12 +36,13 @@ def export_package(repo, run_id: str, node_id: int, out_dir: Path, qualname: str
                    allow_unreviewed: bool = False) -> list[Path]:
     """Write the op folder; ReviewError (one line) for a node that may not or cannot be exported."""
     namespace, name = parse_op_name(qualname)
-    header_and_source = export(repo, run_id, node_id, allow_unreviewed=allow_unreviewed)
     graph = repo.load_graph(run_id)
+    node = graph[node_id] if node_id in graph else None
+    if node is not None and node.held and not allow_unreviewed:  # marked suspicious/unstable, not approved
+        raise ReviewError(f"node {node_id} of run {run_id} is marked {', '.join(node.evaluation.marks)} and nobody "
+                          f"approved it: review it first, or export anyway with --unreviewed")
+    header_and_source = export(repo, run_id, node_id, allow_unreviewed=allow_unreviewed)
     node = graph[node_id]
-    if node.evaluation.marks and not allow_unreviewed and not node.approved:
-        raise ReviewError(f"node {node_id} is marked {', '.join(node.evaluation.marks)}: a person must approve it "
-                          f"(or export with --unreviewed)")
     run = repo.run(run_id)
     spec = _spec_of(run)
     signature = _signature(spec)

@@ -51,7 +51,7 @@ def _answer_prompts(folder: Path, stop: threading.Event) -> None:
 
 @pytest.fixture(scope="session")
 def real_run(tmp_path_factory):
-    """(folder, SQLite URL, run id) of a 3-node softmax search under the interpreter, model calls recorded."""
+    """(folder, SQLite URL, run id) of a 2-node softmax search under the interpreter, model calls recorded."""
     where = tmp_path_factory.mktemp("review-run")
     db = f"sqlite:///{where / 'runs.db'}"
     answers = where / "model"
@@ -60,7 +60,7 @@ def real_run(tmp_path_factory):
     thread = threading.Thread(target=_answer_prompts, args=(answers, stop), daemon=True)
     thread.start()
     try:
-        proc = kernelevolve("run", str(REPO / "specs" / "softmax.yaml"), "--device", "interpret", "--budget", "3",
+        proc = kernelevolve("run", str(REPO / "specs" / "softmax.yaml"), "--device", "interpret", "--budget", "2",
                             "--drafts", "1", "--seed", "3", "--model", f"file:{answers}", "--db", db, "--json", cwd=where)
     finally:
         stop.set()
@@ -68,6 +68,14 @@ def real_run(tmp_path_factory):
     assert proc.returncode == 0, proc.stderr[-2000:]
     run_id = re.search(r'"id": "(r-[0-9a-f]+)"', proc.stdout)[1]
     return where, db, run_id
+
+
+def copy_of(real_run, folder: Path) -> str:
+    """A SQLite URL of a copy of the real run's database: tests that review never share their verdicts."""
+    where, db, _ = real_run
+    target = folder / "copy.db"
+    shutil.copy(db.removeprefix("sqlite:///"), target)
+    return f"sqlite:///{target}"
 
 
 @pytest.fixture(scope="session")

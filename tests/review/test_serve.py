@@ -4,7 +4,6 @@ PostgreSQL, the token on a non-loopback bind, refresh while a run grows."""
 import http.client
 import io
 import json
-import shutil
 import socket
 import zipfile
 from urllib.parse import urlsplit
@@ -15,7 +14,7 @@ from selenium.webdriver.common.by import By
 from kernelevolve.memory import Repository
 from kernelevolve.operators.base import LLMCallRecord
 from kernelevolve.search.graph import Node
-from tests.review.conftest import wait_for
+from tests.review.conftest import copy_of, wait_for
 
 
 def copy_run(src_url: str, dst_url: str, run_id: str) -> None:
@@ -115,9 +114,8 @@ def _non_loopback_address() -> str | None:
 
 
 def test_a_non_loopback_bind_refuses_state_changes_without_the_token(real_run, browser, serve, tmp_path):
-    where, db, run_id = real_run
-    url = f"sqlite:///{tmp_path / 'token.db'}"
-    shutil.copy(db.removeprefix("sqlite:///"), url.removeprefix("sqlite:///"))
+    run_id = real_run[2]
+    url = copy_of(real_run, tmp_path)
     address = _non_loopback_address()
     # Bound to the machine's real interface and reached through it; with none, every interface
     # (0.0.0.0 is not loopback either) reached through 127.0.0.1.
@@ -159,9 +157,8 @@ def test_a_non_loopback_bind_refuses_state_changes_without_the_token(real_run, b
 
 
 def test_loopback_refuses_cross_site_posts_and_follows_a_growing_run(real_run, browser, serve, tmp_path):
-    where, db, run_id = real_run
-    url = f"sqlite:///{tmp_path / 'live.db'}"
-    shutil.copy(db.removeprefix("sqlite:///"), url.removeprefix("sqlite:///"))
+    run_id = real_run[2]
+    url = copy_of(real_run, tmp_path)
     server = serve("--db", url)
     node = _correct_node(url, run_id)
     path = f"/api/runs/{run_id}/nodes/{node.id}/review"
