@@ -1,19 +1,67 @@
-"""Where the project's file-based parts live (the package is installed editable from the repo)."""
+"""Where the project's file-based parts live: harness templates, the knowledge base, the specs.
 
-import os
+In a checkout (an editable install, the tests) they are the repository's own folders; an installed
+wheel carries copies inside the package (kernelevolve/bundled/, put there by setup.py), found
+through importlib.resources. A user's own knowledge base comes from --kb or KERNELEVOLVE_KB.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-HARNESS_TEMPLATES = REPO_ROOT / "harness_templates"
-KNOWLEDGE_BASE = Path(os.environ.get("KERNELEVOLVE_KB", REPO_ROOT / "knowledge_base"))
-SPECS = REPO_ROOT / "specs"
+PACKAGE = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE.parent  # a checkout's root; in a wheel, site-packages (use DATA_ROOT)
+_BUNDLED = Path(str(resources.files("kernelevolve").joinpath("bundled")))
+DATA_ROOT = _BUNDLED if _BUNDLED.is_dir() else REPO_ROOT
+HARNESS_TEMPLATES = DATA_ROOT / "harness_templates"
+BUNDLED_KNOWLEDGE_BASE = DATA_ROOT / "knowledge_base"
+SPECS = DATA_ROOT / "specs"
+
+_knowledge_base: Path | None = None  # --kb, for this process
+
+
+def use_knowledge_base(path: str | Path | None) -> None:
+    """--kb: this process reads its knowledge base from `path` (None: back to the default)."""
+    global _knowledge_base
+    _knowledge_base = None if path is None else Path(path).expanduser().resolve()
+
+
+def knowledge_base() -> Path:
+    """--kb, else $KERNELEVOLVE_KB, else the bundled knowledge base."""
+    return users_knowledge_base() or BUNDLED_KNOWLEDGE_BASE
+
+
+def users_knowledge_base() -> Path | None:
+    """--kb, else $KERNELEVOLVE_KB, else None (saved with a run, so that its resume reads the same)."""
+    from kernelevolve.settings import settings
+
+    return _knowledge_base or (settings().kb.expanduser().resolve() if settings().kb else None)
+
+
+def __getattr__(name: str) -> Path:
+    if name == "KNOWLEDGE_BASE":  # read when asked, so --kb and the environment are seen
+        return knowledge_base()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def find(path: str | Path) -> Path:
+    """`path` as given; a relative one that is not there is looked for among the bundled files, so
+    the README's `specs/softmax.yaml` and `knowledge_base/kernels/softmax.py` work from any directory."""
+    path = Path(path)
+    if path.exists() or path.is_absolute():
+        return path
+    bundled = DATA_ROOT / path
+    return bundled if bundled.exists() else path
 
 
 def cache_dir() -> Path:
-    """Per-user cache (baseline timings, reply cache); KERNELEVOLVE_CACHE_DIR overrides."""
-    base = os.environ.get("KERNELEVOLVE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "kernelevolve"
-    )
+    """Per-user cache; KERNELEVOLVE_CACHE_DIR overrides."""
+    import os
+
+    from kernelevolve.settings import settings
+
+    base = settings().cache_dir or Path(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))) / "kernelevolve"
     path = Path(base)
     path.mkdir(parents=True, exist_ok=True)
     return path

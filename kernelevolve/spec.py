@@ -212,8 +212,11 @@ def _field_path(loc: tuple) -> str:
 
 
 def load_spec(path: str | Path) -> Spec:
-    """Load a YAML spec, or a KernelBench-style reference module used directly as a spec."""
-    path = Path(path)
+    """Load a YAML spec, or a KernelBench-style reference module used directly as a spec (a
+    relative path not found here may name a bundled spec: kernelevolve.paths.find)."""
+    from kernelevolve.paths import find
+
+    path = find(path)
     if not path.exists():
         raise SpecError(f"{path}: no such file")
     if path.suffix == ".py":

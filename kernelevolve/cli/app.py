@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import NoReturn
+from pathlib import Path
+from typing import NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -30,6 +31,20 @@ err_console = Console(stderr=True)
 
 # Exit statuses shared by every command.
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
+
+
+@app.callback()
+def _everywhere(
+    kb: Optional[Path] = typer.Option(None, "--kb", metavar="DIR", help="Your own knowledge-base folder (hardware/, "
+                                      "constraints/, guidance/, kernels/) instead of the bundled one; or $KERNELEVOLVE_KB."),
+) -> None:
+    """Options for every command (before the command's name: kernelevolve --kb DIR kb search ...)."""
+    from kernelevolve import paths
+
+    if kb is not None:
+        if not kb.is_dir():
+            fail(f"--kb {kb}: no such directory")
+        paths.use_knowledge_base(kb)
 
 
 def settings_or_fail():

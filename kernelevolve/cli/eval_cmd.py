@@ -25,6 +25,7 @@ from kernelevolve.cli.app import (
     shapes_or_fail,
 )
 from kernelevolve.evaluation.result import EvalResult
+from kernelevolve.paths import find
 
 
 @app.command("eval")
@@ -50,6 +51,7 @@ def eval_command(
     """
     spec = load_spec_or_fail(spec_path)
     shapes = shapes_or_fail(spec, shape)
+    candidate = find(candidate)  # the README's knowledge_base/kernels/... works from any directory
     if not candidate.is_file():
         fail(f"{candidate}: no such file")
     try:

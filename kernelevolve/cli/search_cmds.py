@@ -111,6 +111,7 @@ def run_command(
                                         stall=stall, target_fitness=target)
     settings = RunSettings(policy=policy, policy_options=options, limits=limits, device=device, shapes=shapes,
                            model=model, model_options=model_options, timeout_s=timeout, seed=seed, workers=workers,
+                           knowledge_base=_users_knowledge_base(),
                            profile=profiling)
     try:
         run_id = start_run(repo, spec, settings)
@@ -154,6 +155,13 @@ def resume_command(
     more = f"; {replayed} recorded model repl{'y' if replayed == 1 else 'ies'} to replay" if replayed else ""
     (err_console if as_json else console).print(f"resuming run [bold]{run_id}[/] ({nodes} nodes so far{more})", highlight=False)
     _search(repo, run_id, operator, as_json, db, max_nodes=budget)
+
+
+def _users_knowledge_base() -> str | None:
+    from kernelevolve.paths import users_knowledge_base
+
+    kb = users_knowledge_base()
+    return None if kb is None else str(kb)
 
 
 def _operator_or_fail(model: str | None, spec=None, options: dict | None = None):

@@ -56,7 +56,7 @@ class KnowledgeBase:
         if root is None:
             from kernelevolve import paths
 
-            root = paths.KNOWLEDGE_BASE
+            root = paths.knowledge_base()
         root = Path(root).resolve()
         with _cache_lock:
             if fresh or root not in _cache:

@@ -41,7 +41,7 @@ def reference_kernel_source(spec: Spec, knowledge=None) -> str:
     except KnowledgeError as e:
         raise OperatorError(f"offline operator: knowledge base unusable ({e}); {PROVIDER_HINT}") from None
     if doc is None or not doc.source:
-        where = paths.KNOWLEDGE_BASE / "kernels" / f"{spec.kernel_name}.py"
+        where = paths.knowledge_base() / "kernels" / f"{spec.kernel_name}.py"
         raise OperatorError(
             f"offline operator: spec {spec.name!r} has no reference kernel ({where} does not exist); {PROVIDER_HINT}"
         )

@@ -7,6 +7,7 @@ import random
 import socket
 from dataclasses import asdict, dataclass, field
 
+from kernelevolve import paths
 from kernelevolve.search.engine import SearchEngine, restore_rng, rng_state
 from kernelevolve.search.policies import make_policy
 from kernelevolve.spec import Budget
@@ -30,6 +31,7 @@ class RunSettings:
     timeout_s: float = 300.0
     seed: int | None = None
     workers: int | None = None  # expansions in flight; default: the evaluator's parallelism
+    knowledge_base: str | None = None  # --kb / $KERNELEVOLVE_KB when the run started; None: the bundled one
     profile: dict | None = None  # search.profiling.ProfileSettings of promising nodes; None: no profiles
 
     def to_dict(self) -> dict:
@@ -97,6 +99,8 @@ def build_engine(repo, run_id: str, *, operator=None, evaluator=None, insight_wr
     if run is None:
         raise SessionError(f"no run {run_id!r} in {repo.display_url}")
     settings = RunSettings.from_dict(run.settings)
+    # The run's knowledge base (None: the bundled one), whatever --kb or the environment say now.
+    paths.use_knowledge_base(settings.knowledge_base or paths.BUNDLED_KNOWLEDGE_BASE)
     if max_nodes is not None and max_nodes != settings.limits.max_nodes:
         settings.limits.max_nodes = max_nodes
         repo.update_run(run_id, settings=settings.to_dict())

@@ -3,6 +3,7 @@ says then (kernelevolve.settings read once; the operator's options saved in runs
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -49,3 +50,22 @@ def test_resume_uses_the_runs_settings_not_the_shells(tmp_path):
     saved = repo.run(run_id).settings
     assert saved["model"] == "openai:local-coder"
     assert saved["model_options"] == {"max_tokens": 1234, "llm_insights": False, "use_cache": False, "price": [1.0, 2.0]}
+
+
+def test_a_resumed_run_reads_the_knowledge_base_it_started_with(tmp_path, monkeypatch):
+    from kernelevolve import paths
+    from kernelevolve.search.session import RunSettings, build_engine, start_run
+    from kernelevolve.spec import load_spec
+
+    own = tmp_path / "kb"
+    shutil.copytree(KNOWLEDGE_BASE, own)
+    repo = Repository(f"sqlite:///{tmp_path / 'kb.db'}")
+    spec = load_spec(REPO_ROOT / "specs" / "softmax.yaml")
+    run_id = start_run(repo, spec, RunSettings(device="interpret", knowledge_base=str(own)))
+    monkeypatch.setenv("KERNELEVOLVE_KB", str(tmp_path / "elsewhere"))
+    try:
+        build_engine(repo, run_id)
+        assert paths.knowledge_base() == own
+    finally:
+        paths.use_knowledge_base(None)
+    assert paths.knowledge_base() == tmp_path / "elsewhere"  # the environment again, once the run's is let go
