@@ -11,35 +11,20 @@ The verdict is the JSON file at config["result_path"]; nothing printed counts.
 
 from __future__ import annotations
 
-import sys
-
-from kernelevolve.harness.runtime.state import Result, failure_class, import_candidate, one_line
+from kernelevolve.harness.runtime.start import begin
+from kernelevolve.harness.runtime.state import failure_class, import_candidate, one_line
 
 REPEAT_CALLS = 6  # after the trials: buffers X, Y alternate, values cycle over the trials' inputs
 
 
 def main(config: dict) -> None:
-    result = Result(config["result_path"])
-    device = "cuda" if config["device"] == "cuda" else "cpu"
-    try:
-        import torch
-        import triton
-    except Exception as exc:  # the environment, not the candidate, is broken
-        print(f"harness: cannot import torch/triton: {exc}", file=sys.stderr)
-        sys.exit(3)
-    if device == "cpu":
-        from kernelevolve.evaluation.interpreter_compat import patch_triton_interpreter
-        patch_triton_interpreter()
+    result, device = begin(config)
+    import torch
 
     from kernelevolve.harness.runtime import compare as cmp
     from kernelevolve.harness.runtime import modules
     from kernelevolve.harness.runtime.guard import InputGuard, KernelMonitor, Tripwire
 
-    result.data["environment"] = {
-        "torch": torch.__version__, "triton": triton.__version__, "python": sys.version.split()[0],
-        "device": config["device"],
-        "gpu": torch.cuda.get_device_name(0) if device == "cuda" else "cpu (triton interpreter)",
-    }
     sync = torch.cuda.synchronize if device == "cuda" else None
     trials = config["trials"]
 

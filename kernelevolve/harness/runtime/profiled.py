@@ -8,9 +8,9 @@ outside any profiled region (compile, autotune), and hands it to the tool.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
+from kernelevolve.harness.runtime import start
 from kernelevolve.harness.runtime.state import Result, import_candidate, one_line
 
 
@@ -23,24 +23,9 @@ class Prepared:
 
 
 def begin(config: dict, tool: str) -> tuple[Result, str]:
-    """The result file, the torch device, and the environment entry; exits 3 when torch is broken."""
-    result = Result(config["result_path"])
-    device = "cuda" if config["device"] == "cuda" else "cpu"
-    try:
-        import torch
-        import triton
-    except Exception as exc:  # the environment, not the candidate, is broken
-        print(f"harness: cannot import torch/triton: {exc}", file=sys.stderr)
-        sys.exit(3)
-    if device == "cpu":
-        from kernelevolve.evaluation.interpreter_compat import patch_triton_interpreter
-
-        patch_triton_interpreter()
-    result.data["environment"] = {
-        "tool": tool, "torch": torch.__version__, "triton": triton.__version__,
-        "python": sys.version.split()[0], "device": config["device"],
-        "gpu": torch.cuda.get_device_name(0) if device == "cuda" else "cpu (triton interpreter)",
-    }
+    """The result file and the torch device (start.begin), the tool named in the environment entry."""
+    result, device = start.begin(config)
+    result.data["environment"]["tool"] = tool
     return result, device
 
 
