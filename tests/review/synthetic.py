@@ -8,7 +8,7 @@ import random
 
 from kernelevolve.evaluation.result import EvalResult, ShapeResult
 from kernelevolve.memory import Repository
-from kernelevolve.memory.models import EdgeRow, EvaluationRow, NodeRow
+from kernelevolve.memory.models import EdgeRow, EvaluationRow, LLMCallRow, NodeRow
 
 FAILURES = ["compile", "runtime", "incorrect", "timeout", "not_a_kernel"]
 SHAPES = [{"M": 32768, "N": 4096}, {"M": 8192, "N": 16384}, {"M": 2048, "N": 65536}]
@@ -24,7 +24,7 @@ def write_synthetic_run(url: str, n_nodes: int, seed: int = 0, suspicious: int |
     rng = random.Random(seed)
     spec = load_spec(REPO_ROOT / "specs" / "softmax.yaml")
     repo = Repository(url)
-    run_id = repo.create_run(spec=spec, policy="mcts", device="cuda", settings={"policy": "mcts", "synthetic": True},
+    run_id = repo.create_run(spec=spec, policy="mcts", device="cuda", settings={"policy": "mcts", "model": "synthetic:made-up", "synthetic": True},
                              rng_state={}, policy_state={}, snapshot="synthetic")
     base = (REPO_ROOT / "knowledge_base" / "kernels" / "softmax.py").read_text()
     fitness: dict[int, float] = {}
@@ -40,6 +40,10 @@ def write_synthetic_run(url: str, n_nodes: int, seed: int = 0, suspicious: int |
         rows.append(NodeRow(run_id=run_id, id=i, source=source, note=f"synthetic change {i}", state="evaluated",
                             tokens=1200, cost_usd=0.01))
         rows.extend(EdgeRow(run_id=run_id, child_id=i, parent_id=p, position=k) for k, p in enumerate(parents))
+        prompt = f"# Task: make a correct Triton kernel for `softmax` faster (synthetic prompt for node {i})"
+        rows.append(LLMCallRow(run_id=run_id, node_id=i, provider="synthetic", model="made-up", prompt=prompt,
+                               prompt_sha256="0" * 64, reply=f"Synthetic change {i}.\n```python\n# (source)\n```",
+                               input_tokens=1000, output_tokens=200, cost_usd=0.01, latency_s=rng.uniform(5, 30)))
         failed = rng.random() < 0.3 and i != suspicious
         parent_fit = max([fitness.get(p, 0.8) for p in parents] or [0.8])
         speed = max(0.3, parent_fit * rng.uniform(0.9, 1.12))
@@ -65,6 +69,6 @@ def write_synthetic_run(url: str, n_nodes: int, seed: int = 0, suspicious: int |
         session.add_all(nodes)
         session.flush()  # nodes before the edges and evaluations that point at them
         session.add_all([r for r in rows if not isinstance(r, NodeRow)])
-    repo.update_run(run_id, status="finished", termination_reason="nodes")
+    repo.update_run(run_id, status="finished", termination_reason="nodes", elapsed_s=20.0 * n_nodes)
     repo.close()
     return run_id
