@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import re
 
+from kernelevolve.memory.profiles import load_profiles
 from kernelevolve.review import VERDICTS
 from kernelevolve.review.layout import tree_layout
 from kernelevolve.search.graph import SearchGraph
@@ -82,6 +83,7 @@ def node_details(repo, run_id: str, only: int | None = None, graph: SearchGraph 
     reviews: dict[int, list] = {}
     for r in repo.reviews(run_id):
         reviews.setdefault(r.node_id, []).append(r)
+    profiles = load_profiles(repo, run_id)
     wanted = [graph[only]] if only is not None else graph.nodes()
     out = {}
     for n in wanted:
@@ -102,9 +104,26 @@ def node_details(repo, run_id: str, only: int | None = None, graph: SearchGraph 
                       for c in calls.get(n.id, [])]
         d["reviews"] = [{"reviewer": r.reviewer, "verdict": r.verdict, "notes": r.notes, "created_at": r.created_at}
                         for r in reviews.get(n.id, [])]
+        d["profile"] = _profile(profiles.get(n.id))
         d["run_id"] = run_id
         out[n.id] = d
     return out
+
+
+def _profile(row) -> dict | None:
+    """The node's stored profiles (kernelevolve profile / --profile in a search): a readable text per
+    profiled case, as the optimise prompts carry it, and the raw summaries."""
+    if row is None:
+        return None
+    from kernelevolve.profiling.schema import ProfileSummary
+
+    texts = []
+    for summary in row.summaries:
+        try:
+            texts.append(ProfileSummary.model_validate(summary).prompt_text())
+        except ValueError:  # a summary from another version of the schema: shown raw only
+            texts.append(f"Profile at {summary.get('label', '?')}: (see the raw summary)")
+    return {"text": "\n\n".join(texts), "seconds": row.seconds, "summaries": row.summaries}
 
 
 def _shape_row(s) -> dict:

@@ -7,7 +7,8 @@ import time
 from selenium.webdriver.common.by import By
 
 from kernelevolve.memory import Repository
-from tests.review.conftest import kernelevolve, wait_for
+from kernelevolve.memory.profiles import save_profile
+from tests.review.conftest import copy_of, kernelevolve, wait_for
 
 
 def _open(browser, path, hash_):
@@ -16,12 +17,18 @@ def _open(browser, path, hash_):
 
 
 def test_report_shows_the_tree_diffs_model_calls_and_failures(real_run, browser, tmp_path):
-    where, db, run_id = real_run
+    where, _, run_id = real_run
+    db = copy_of(real_run, tmp_path)
+    repo = Repository(db)
+    graph, calls = repo.load_graph(run_id), repo.llm_calls(run_id)
+    # A profile as a search stores one (made up here: the interpreter cannot profile).
+    draft = graph.roots()[0]
+    save_profile(repo, run_id, draft, [{"label": "M=4,N=256 bfloat16", "tools": ["torch"], "torch": {
+        "calls": 10, "kernels": [{"name": "_softmax_tile_kernel", "launches": 1, "gpu_ms": 0.0123}], "gpu_ms": 0.0123,
+        "host_ms": 0.05, "launch_api_ms": 0.01}}], 2.5)
     site = tmp_path / "site"
     proc = kernelevolve("report", run_id, "-o", str(site), "--db", db, cwd=where)
     assert proc.returncode == 0, proc.stderr
-    repo = Repository(db)
-    graph, calls = repo.load_graph(run_id), repo.llm_calls(run_id)
 
     _open(browser, site / "index.html", "#tree")
     circles = wait_for(browser, "document.querySelectorAll('#tree circle.node').length")
@@ -60,6 +67,11 @@ def test_report_shows_the_tree_diffs_model_calls_and_failures(real_run, browser,
     text = browser.execute_script("return document.querySelector('details.call').textContent")
     assert mine[0].prompt[:200] in text and "block_rows=4" in text
     assert f"{mine[0].input_tokens} in / {mine[0].output_tokens} out tokens" in text
+
+    # The draft's page shows its profile as the optimise prompts read it.
+    browser.execute_script(f"location.hash = '#node/{draft}'")
+    profile = wait_for(browser, "document.querySelector('#profile') && document.querySelector('#profile').textContent")
+    assert "Profile at M=4,N=256 bfloat16" in profile and "_softmax_tile_kernel x1 0.0123 ms" in profile
 
     # The overview: termination reason, settings, an honest note that nothing was timed.
     browser.find_element(By.ID, "tab-overview").click()

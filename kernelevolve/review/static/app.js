@@ -333,9 +333,10 @@
           "</summary><h4>Prompt</h4><pre>" + esc(c.prompt) + "</pre><h4>Reply</h4><pre>" + esc(c.reply) + "</pre></details>";
       });
       var env = d.environment || {};
-      var profiles = Object.keys(env).filter(function (k) { return k.indexOf("profile") >= 0; });
-      if (profiles.length) {
-        html += "<h3>Profile</h3><pre>" + esc(JSON.stringify(profiles.reduce(function (o, k) { o[k] = env[k]; return o; }, {}), null, 2)) + "</pre>";
+      if (d.profile) {
+        html += '<h3>Profile</h3><pre id="profile">' + esc(d.profile.text) + "</pre><details><summary>raw profile summaries (" +
+          Number(d.profile.seconds).toFixed(1) + " s of profiling)</summary><pre>" + esc(JSON.stringify(d.profile.summaries, null, 2)) +
+          "</pre></details>";
       }
       html += "<details><summary>Environment and phases</summary><pre>" + esc(JSON.stringify({ environment: env, phases_s: d.phases_s }, null, 2)) +
         "</pre></details></section>";
