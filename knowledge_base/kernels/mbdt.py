@@ -11,8 +11,12 @@ values [BATCH, F] (float), borders [F, NB] (each row sorted ascending), offsets 
 out [BATCH, F] int64 = offsets[f] + #{j : borders[f, j] < values[b, f]} (searchsorted, left
 side; NaN goes to the last bucket, as searchsorted puts it).
 
-One program owns a [BLOCK_B, BLOCK_F] tile of values (feature columns contiguous, so loads and
-the int64 stores are coalesced). Two ways to find the bin, CONFIG["search"]:
+One program owns BLOCK_B rows x BLOCK_F features of values. With CONFIG["rows_fastest"] the tile
+is arranged [BLOCK_F, BLOCK_B], so a warp's lanes run along rows of the same feature and each
+gather step of the search touches one feature's border row (a few cache lines per warp) instead
+of one cache line per lane (lanes along features: measured 1.3x slower than torch.compile at
+65536 x 512 x 64). Loads and stores stay coalesced either way: the compiler converts layouts
+through shared memory. Two ways to find the bin, CONFIG["search"]:
 * "binary": branch-free binary lifting. Starting from pos = 0, for step = 2^k, ..., 2, 1 (2^(k+1) > NB):
   move to pos + step when that is <= NB and borders[f, pos + step - 1] < value. Every element
   takes the same log2(NB) + 1 steps; each step is one gathered load from the feature's border
@@ -30,12 +34,13 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-CONFIG = {'BLOCK_B': 32, 'BLOCK_F': 128, 'search': 'binary', 'num_warps': 8}
+CONFIG = {'BLOCK_B': 32, 'BLOCK_F': 128, 'search': 'binary', 'rows_fastest': True, 'num_warps': 8}
 
 TUNABLES = {
-    "BLOCK_B": [8, 16, 32, 64],
+    "BLOCK_B": [8, 16, 32, 64, 128],
     "BLOCK_F": [32, 64, 128, 256],
     "search": ["binary", "linear"],
+    "rows_fastest": [False, True],
     "num_warps": [4, 8],
 }
 
@@ -44,30 +49,38 @@ TUNABLES = {
 def _mbdt_kernel(
     values_ptr, borders_ptr, offsets_ptr, out_ptr, n_rows, n_feat, n_borders, tiles_f,
     stride_vb, stride_vf, stride_bf, stride_bj, stride_ob, stride_of,
-    BLOCK_B: tl.constexpr, BLOCK_F: tl.constexpr, FIRST_STEP: tl.constexpr, N_STEPS: tl.constexpr, LINEAR: tl.constexpr,
+    BLOCK_B: tl.constexpr, BLOCK_F: tl.constexpr, FIRST_STEP: tl.constexpr, N_STEPS: tl.constexpr,
+    LINEAR: tl.constexpr, ROWS_FASTEST: tl.constexpr,
 ):
     pid = tl.program_id(0)
     rows = (pid // tiles_f).to(tl.int64) * BLOCK_B + tl.arange(0, BLOCK_B)
     feats = (pid % tiles_f) * BLOCK_F + tl.arange(0, BLOCK_F)
-    f_ok = feats < n_feat
-    mask = (rows < n_rows)[:, None] & f_ok[None, :]
-    v = tl.load(values_ptr + rows[:, None] * stride_vb + feats[None, :] * stride_vf, mask=mask, other=0.0)
-    row_of_f = borders_ptr + feats * stride_bf
+    # The tile as [BLOCK_F, BLOCK_B] puts a warp's lanes along rows of one feature, so a gather
+    # step reads one border row (a few cache lines) instead of one line per lane.
+    if ROWS_FASTEST:
+        r2 = rows[None, :]
+        f2 = feats[:, None]
+    else:
+        r2 = rows[:, None]
+        f2 = feats[None, :]
+    f_ok = f2 < n_feat
+    mask = (r2 < n_rows) & f_ok
+    v = tl.load(values_ptr + r2 * stride_vb + f2 * stride_vf, mask=mask, other=0.0)
+    row_of_f = borders_ptr + f2 * stride_bf
+    pos = tl.zeros(v.shape, dtype=tl.int32)
     if LINEAR:
-        pos = tl.zeros([BLOCK_B, BLOCK_F], dtype=tl.int32)
         for j in range(0, n_borders):
             border = tl.load(row_of_f + j * stride_bj, mask=f_ok, other=0.0)
-            pos += (border[None, :] < v).to(tl.int32)
+            pos += (border < v).to(tl.int32)
     else:
-        pos = tl.zeros([BLOCK_B, BLOCK_F], dtype=tl.int32)
         for i in tl.static_range(N_STEPS):  # unrolled: step = FIRST_STEP, FIRST_STEP / 2, ..., 1
             cand = pos + (FIRST_STEP >> i)
             ok = mask & (cand <= n_borders)
-            border = tl.load(row_of_f[None, :] + (cand - 1) * stride_bj, mask=ok, other=0.0)
+            border = tl.load(row_of_f + (cand - 1) * stride_bj, mask=ok, other=0.0)
             pos = tl.where(ok & (border < v), cand, pos)
     pos = tl.where(v != v, n_borders, pos)  # NaN sorts last
-    offset = tl.load(offsets_ptr + feats, mask=f_ok, other=0)
-    tl.store(out_ptr + rows[:, None] * stride_ob + feats[None, :] * stride_of, pos.to(tl.int64) + offset[None, :], mask=mask)
+    offset = tl.load(offsets_ptr + f2, mask=f_ok, other=0)
+    tl.store(out_ptr + r2 * stride_ob + f2 * stride_of, pos.to(tl.int64) + offset, mask=mask)
 
 
 def mbdt_forward(values: torch.Tensor, borders: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
@@ -89,6 +102,7 @@ def mbdt_forward(values: torch.Tensor, borders: torch.Tensor, offsets: torch.Ten
         values, borders, offsets, out, n_rows, n_feat, n_borders, tiles_f,
         *values.stride(), *borders.stride(), *out.stride(),
         BLOCK_B=block_b, BLOCK_F=block_f, FIRST_STEP=first_step, N_STEPS=first_step.bit_length(), LINEAR=cfg["search"] == "linear",
+        ROWS_FASTEST=cfg["rows_fastest"],
         num_warps=cfg["num_warps"],
     )
     return out

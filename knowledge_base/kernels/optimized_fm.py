@@ -20,7 +20,8 @@ bmm chain does with its intermediate) and accumulates X_s @ T_s into the fp32 ou
 K tiles, which run next to it. Bytes: X once, Y once, out once.
 
 N is padded to a power of two >= 16 for tl.dot (24 -> 32, 40 and 48 -> 64, masked rows are zero),
-BLOCK_D = 32 divides D = 224 exactly, and the K tail of K = 2198 is masked.
+and the K tail of K = 2198 is masked. D = 224 in slices of 64 wastes 32 columns (a masked
+quarter slice) but was faster on an H200 than slices of 32 (exact): fewer, larger dots.
 """
 
 import torch
@@ -28,11 +29,11 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-CONFIG = {'BLOCK_K': 128, 'BLOCK_D': 32, 'num_warps': 4, 'num_stages': 2}
+CONFIG = {'BLOCK_K': 128, 'BLOCK_D': 64, 'num_warps': 4, 'num_stages': 3}
 
 TUNABLES = {
     "BLOCK_K": [32, 64, 128, 256],
-    "BLOCK_D": [16, 32, 64],
+    "BLOCK_D": [16, 32, 64, 128],
     "num_warps": [2, 4, 8],
     "num_stages": [1, 2, 3],
 }

@@ -90,13 +90,16 @@ CASES = {
         ({}, {"B": 3, "N": 40, "D": 30, "K": 20}, ["bfloat16"]),
     ],
     "pffn": [
-        # Rows in 3 tiles of 16 (the last partial), D = 40 contracted in slices of 32, K = 24 and D = 40 padded.
-        ({"BLOCK_M": 16, "BLOCK_D": 32}, {"B": 2, "N": 40, "D": 40, "K": 24}, ["bfloat16", "float32"]),
+        # Rows in 3 tiles of 16 (the last partial), D = 40 contracted in slices of 32, K = 40 in two
+        # chunks of 32 (the last partial): the first RMSNorm's sum of squares spans chunks.
+        ({"BLOCK_M": 16, "BLOCK_D": 32, "BLOCK_KC": 32}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16", "float32"]),
         ({}, {"B": 2, "N": 9, "D": 96, "K": 160}, ["bfloat16"]),
+        ({"BLOCK_KC": 256}, {"B": 1, "N": 5, "D": 24, "K": 300}, ["float32"]),  # K > 256: two chunks
     ],
     "mbdt": [
         # Features in 2 tiles of 32 (the last partial), rows in 3 tiles of 8; BORDERS 7 and 1.
         ({"BLOCK_B": 8, "BLOCK_F": 32}, {"BATCH": 20, "FEATURES": 40, "BORDERS": 7}, ["float32"]),
+        ({"BLOCK_B": 8, "BLOCK_F": 32, "rows_fastest": False}, {"BATCH": 20, "FEATURES": 40, "BORDERS": 7}, ["float32"]),
         ({"BLOCK_B": 8, "BLOCK_F": 32, "search": "linear"}, {"BATCH": 20, "FEATURES": 40, "BORDERS": 7}, ["float32"]),
         ({}, {"BATCH": 5, "FEATURES": 3, "BORDERS": 1}, ["float32"]),
         ({"search": "linear"}, {"BATCH": 64, "FEATURES": 2, "BORDERS": 16}, ["float32"]),
@@ -150,11 +153,12 @@ def test_mbdt_ties_nan_and_infinities_land_where_searchsorted_puts_them(tmp_path
 
 
 def test_pffn_refuses_rows_longer_than_the_tile(tmp_path):
+    """The second RMSNorm needs whole rows of D in one tile: D > 256 is refused in one line."""
     kernel = load_kernel("pffn", tmp_path)
-    x, w1, w2 = torch.randn(1, 2, 8), torch.randn(1, 8, 300), torch.randn(1, 300, 8)
+    x, w1, w2 = torch.randn(1, 2, 300), torch.randn(1, 300, 8), torch.randn(1, 8, 300)
     vec = lambda n: torch.ones(n)  # noqa: E731
-    with pytest.raises(ValueError, match="K=300"):
-        kernel.pffn_forward(x, w1, w2, vec(300), vec(300), vec(8), vec(8), 1e-6)
+    with pytest.raises(ValueError, match="D=300"):
+        kernel.pffn_forward(x, w1, w2, vec(8), vec(8), vec(300), vec(300), 1e-6)
 
 
 def test_benchmark_script_checks_every_variant_on_cpu(tmp_path):
