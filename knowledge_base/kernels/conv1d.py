@@ -147,13 +147,17 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
                and c_in % block_ci == 0 and (c_in * x.element_size()) % 16 == 0)
     # A stage of the CIN loop holds KSIZE weight slices and KSIZE x tiles in shared memory.
     stages = pipeline_stages(cfg["num_stages"], ksize * x.element_size() * block_ci * (block_co + block_l))
-    # Only fp32 operands read it; the interpreter (CPU tensors) computes dots in fp32 and knows no bf16xN.
     if cfg["packed_weight"]:
         w = pack_weight(weight) if packed is None else packed
         w_strides = (w.stride(1), w.stride(2), w.stride(0))  # as (COUT, CIN, KSIZE) strides
     else:
         w, w_strides = weight, weight.stride()
-    precision = cfg["fp32_precision"] if x.dtype == torch.float32 and x.is_cuda else "ieee"
+    # Only fp32 operands read it (16-bit ones pass the default "tf32", ignored); the interpreter
+    # (CPU tensors) computes dots in fp32 anyway and knows no bf16xN.
+    if x.dtype != torch.float32:
+        precision = "tf32"
+    else:
+        precision = cfg["fp32_precision"] if x.is_cuda else "ieee"
     x_arg, w_arg = x, w
     if use_tma:
         x_arg = TensorDescriptor(x, [batch * c_in, length], [length, 1], [block_ci, block_l])
