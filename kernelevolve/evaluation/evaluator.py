@@ -129,8 +129,8 @@ class Evaluator:
             "import_paths": [str(KNOWLEDGE_BASE / "kernels")],
         }
         env = self._environment(workdir, slot, trusted=False)
-        limits = Limits(timeout_s=self.timeout_s, max_memory_bytes=self.max_memory_bytes,
-                        writable=[workdir / "cache", _candidate_compile_cache()])
+        limits = Limits(timeout_s=self.timeout_s, max_memory_bytes=self.max_memory_bytes, writable=[workdir / "cache"],
+                        per_uid_dirs={"TRITON_CACHE_DIR": _candidate_compile_cache()})
         result = EvalResult(correct=False, device=self.device, shapes=[_shape(c) for c in cases])
 
         bench = dict(config, mode="candidate", profile=deep, baseline=spec.baseline, warmup_ms=self.warmup_ms,
@@ -327,7 +327,7 @@ class _BaselineJob:
 def _candidate_compile_cache() -> Path:
     """Under the system temp dir, not the user's home: the sandbox's unprivileged uid must reach it."""
     path = Path(tempfile.gettempdir()) / f"kernelevolve-triton-cache-{os.getuid()}"
-    path.mkdir(mode=0o700, exist_ok=True)
+    path.mkdir(mode=0o711, exist_ok=True)  # a folder per sandbox uid inside (Limits.per_uid_dirs)
     return path
 
 

@@ -46,6 +46,9 @@ class Limits:
     # Directories the candidate may write besides its scratch dir and the result file's directory
     # (e.g. Triton's cache). Created if missing; under a uid drop they are chown'd to that uid.
     writable: list[Path] = field(default_factory=list)
+    # Shared caches by environment variable (TRITON_CACHE_DIR -> folder): the variable is pointed at
+    # a subfolder of the uid the harness runs as (see sandbox_privileges.per_uid_dirs).
+    per_uid_dirs: dict[str, Path] = field(default_factory=dict)
     run_as_uid: int | None = 65534  # when root; None keeps uid 0 (capabilities are dropped either way)
 
 
@@ -346,6 +349,7 @@ def run_script(script: str, workdir: Path, *, limits: Limits, env: dict[str, str
         "cgroup": str(cgroup) if cgroup else None,
         "go_fd": go_r,
         "uid": limits.run_as_uid,
+        "per_uid_dirs": {var: os.path.realpath(path) for var, path in limits.per_uid_dirs.items()},
         "max_open_files": limits.max_open_files,
         "max_processes": limits.max_processes,
         "max_file_bytes": limits.max_file_bytes,

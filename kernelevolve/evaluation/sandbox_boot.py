@@ -38,7 +38,7 @@ import stat
 import sys
 
 # Siblings in this directory (the script's own, so sys.path[0]); stdlib only, like this file.
-from sandbox_privileges import _status_caps, drop_privileges, give_to, needed_paths, plan_uid  # noqa: E402
+from sandbox_privileges import _status_caps, drop_privileges, give_to, needed_paths, per_uid_dirs, plan_uid  # noqa: E402
 from sandbox_sys import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER,  # noqa: E402
                          MS_BIND, MS_NOATIME, MS_NODEV, MS_NODIRATIME, MS_NOEXEC, MS_NOSUID, MS_PRIVATE,
                          MS_RDONLY, MS_REC, MS_RELATIME, MS_REMOUNT, MS_STRICTATIME, PR_SET_CHILD_SUBREAPER,
@@ -394,6 +394,7 @@ def main() -> None:
             uid = None
     except Exception as e:  # noqa: BLE001 - never fail the evaluation over a protection
         notes.append(f"uid plan: {e!r}")
+    per_uid_dirs(uid, cfg, notes)
     cfg["hide_devices"] = uid is None and os.geteuid() == 0
 
     flags, userns = 0, False

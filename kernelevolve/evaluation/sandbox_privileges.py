@@ -113,6 +113,32 @@ def give_to(uid: int, cfg: dict, notes: list) -> bool:
         return False
 
 
+def per_uid_dirs(uid: int | None, cfg: dict, notes: list) -> None:
+    """Shared caches (Triton's) get one subfolder per uid the harness may run as, named in the
+    environment variable that points at them: runs that fall back to a capability-less uid 0 and
+    runs as the unprivileged uid never find a folder the other made and cannot write."""
+    for var, top in (cfg.get("per_uid_dirs") or {}).items():
+        try:
+            os.makedirs(top, mode=0o711, exist_ok=True)
+            st = os.lstat(top)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+                raise OSError(f"{top} is not a directory of the evaluator's")
+            os.chmod(top, 0o711)  # each uid may pass through to its own folder, list none
+            sub = os.path.join(top, f"uid-{uid if uid is not None else os.geteuid()}")
+            try:
+                os.mkdir(sub, 0o700)
+            except FileExistsError:
+                if not stat.S_ISDIR(os.lstat(sub).st_mode):
+                    raise OSError(f"{sub} is not a directory") from None
+            if uid is not None and os.lstat(sub).st_uid != uid:
+                _chown_tree(sub, uid)
+        except OSError as e:
+            notes.append(f"{var}: {e}")
+            continue
+        os.environ[var] = sub
+        cfg.setdefault("writable", []).append(sub)
+
+
 def _status_caps() -> dict:
     caps = {}
     try:

@@ -95,7 +95,7 @@ def run_tool(tool: str, spec: Spec, source: str, cases: list[Case], workdir: Pat
         env["CUDA_VISIBLE_DEVICES"] = ""
     limits = Limits(timeout_s=timeout_s, isolate_network=isolate_network,
                     max_memory_bytes=None if device == "cuda" else 16 << 30,
-                    writable=[_candidate_compile_cache(), base / "inductor"])
+                    writable=[base / "inductor"], per_uid_dirs={"TRITON_CACHE_DIR": _candidate_compile_cache()})
     outcome = run_script(render(f"profile_{tool}", config), run_dir, limits=limits, env=env,
                          result_path=base / "result.json")
     run = ToolRun(tool=tool, directory=run_dir, duration_s=outcome.duration_s, sandbox=outcome.sandbox)

@@ -314,6 +314,31 @@ def test_extra_writable_directories(tmp_path, report):
         assert not (other / "entry").exists()
 
 
+def test_a_shared_cache_stays_writable_whichever_uid_each_run_gets(tmp_path, report):
+    """Runs as the unprivileged uid and runs that fall back to a capability-less uid 0 (where the
+    unprivileged uid cannot reach the Python install, say) share one Triton cache folder; each
+    writes into a folder of its own uid in it, so neither meets a folder the other made and cannot
+    write (which failed every later candidate as `runtime` on a GPU host)."""
+    cache = tmp_path / "triton-cache"
+    planted = cache / "kernel-XU5DT"  # what a run as the other uid left in the shared folder
+    planted.mkdir(parents=True)
+    os.chown(planted, 65534, 65534)
+    planted.chmod(0o700)
+    probe = ("import os\n"
+             "path = os.path.join(os.environ['TRITON_CACHE_DIR'], 'kernel-XU5DT')\n"
+             "os.makedirs(path, exist_ok=True)\n"
+             "open(os.path.join(path, 'module.so'), 'w').write('compiled')\n"
+             "report(uid=os.getuid(), cache=os.environ['TRITON_CACHE_DIR'])\n")
+    seen = []
+    for uid in (65534, None, 65534, None):
+        outcome = run(tmp_path / f"run-{len(seen)}", probe, per_uid_dirs={"TRITON_CACHE_DIR": cache}, run_as_uid=uid)
+        assert outcome.result is not None, outcome.stderr[-2000:]
+        seen.append((outcome.result["uid"], outcome.result["cache"]))
+    assert {c for _, c in seen} == {str(cache / f"uid-{u}") for u, _ in seen}  # one folder per uid
+    if report.get("uid") == "65534":
+        assert [u for u, _ in seen] == [65534, 0, 65534, 0]
+
+
 def test_module_exports_for_the_cli():
     assert callable(sandbox_module.missing_protections)
     assert missing_protections({"network": "netns", "pid": "pidns", "filesystem": "ro-root+private-tmp", "uid": "65534",
