@@ -29,6 +29,7 @@ class Settings(BaseSettings):
     kb: Path | None = Field(None, description="Knowledge-base folder used instead of the bundled one (like --kb).")
     cache_dir: Path | None = Field(None, description="Per-user cache folder (default ~/.cache/kernelevolve).")
     log_level: str = Field("warning", description="Log level on stderr: debug, info, warning, error (like --log-level).")
+    log_dir: Path | None = Field(None, description="Folder of the per-run log files (default: the cache folder's logs/).")
     temperature: float | None = Field(None, ge=0, le=2, description="LLM sampling temperature (like --temperature).")
     max_tokens: int | None = Field(None, gt=0, description="Longest LLM reply in tokens (like --max-tokens; default 8192).")
     llm_timeout: float | None = Field(None, gt=0, description="Seconds one LLM request may take (default 600).")

@@ -37,9 +37,17 @@ EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 def _everywhere(
     kb: Optional[Path] = typer.Option(None, "--kb", metavar="DIR", help="Your own knowledge-base folder (hardware/, "
                                       "constraints/, guidance/, kernels/) instead of the bundled one; or $KERNELEVOLVE_KB."),
+    log_level: Optional[str] = typer.Option(None, "--log-level", metavar="LEVEL", help="Log messages on stderr from "
+                                            "this level: debug, info, warning (default), error; or $KERNELEVOLVE_LOG_LEVEL. "
+                                            "A run also logs everything to its own file."),
 ) -> None:
     """Options for every command (before the command's name: kernelevolve --kb DIR kb search ...)."""
-    from kernelevolve import paths
+    from kernelevolve import logs, paths
+    from kernelevolve.settings import LOG_LEVELS
+
+    if log_level is not None and log_level.lower() not in LOG_LEVELS:
+        fail(f"--log-level {log_level!r}: use one of {', '.join(LOG_LEVELS)}")
+    logs.configure(log_level or settings_or_fail().log_level)
 
     if kb is not None:
         if not kb.is_dir():

@@ -145,7 +145,7 @@ def resume_command(
         run = check_resumable(repo, run_id, force)
     except SessionError as e:
         fail(str(e))
-    settings = RunSettings.from_dict(run.settings)
+    settings = RunSettings.model_validate(run.settings)
     nodes = len(repo.load_graph(run_id))
     if run.status == "finished" and (budget is None or budget <= nodes):
         fail(f"run {run_id} already finished ({run.termination_reason}) with {nodes} nodes; "
@@ -183,7 +183,7 @@ def _operator_or_fail(model: str | None, spec=None, options: dict | None = None)
 def _search(repo, run_id: str, operator, as_json: bool, db: str | None, max_nodes: int | None = None) -> None:
     from sqlalchemy.exc import SQLAlchemyError
 
-    from kernelevolve.search.progress import ProgressView
+    from kernelevolve.cli.progress import ProgressView
     from kernelevolve.search.report import best_nodes, fitness_text, run_dict
     from kernelevolve.search.session import SessionError, build_engine
 
@@ -194,8 +194,12 @@ def _search(repo, run_id: str, operator, as_json: bool, db: str | None, max_node
         engine = build_engine(repo, run_id, operator=operator, on_event=view, max_nodes=max_nodes)
     except SessionError as e:
         fail(str(e))
+    from kernelevolve.logs import run_log
+
     try:
-        with view:
+        with view, run_log(run_id) as log_file:
+            (err_console if as_json else console).print(f"log: {log_file}", highlight=False, soft_wrap=True,
+                                                        markup=False)
             reason = engine.run()
     except KeyboardInterrupt:
         where = "" if db is None else f" --db {db}"

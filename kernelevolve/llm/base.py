@@ -2,27 +2,34 @@
 says "later" (429 rate limit, 529 overloaded, other 5xx, dropped connections).
 
 A provider subclass implements `_send(prompt, system)`, doing exactly one HTTP request with the
-SDK's own retries switched off, so every attempt is counted here and its back-off honours the
-server's retry-after header.
+SDK's own retries switched off; tenacity retries it here, so every attempt is counted (the
+count is stored with the call, llm_calls.attempts) and the back-off honours the server's
+retry-after header, which the SDKs' own retry would hide.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from dataclasses import dataclass, field
 
+from tenacity import RetryCallState, Retrying, retry_if_exception_type
+
 from kernelevolve.llm.pricing import cost_usd
+
+log = logging.getLogger(__name__)
 
 
 class LLMError(RuntimeError):
     """A call that did not give a reply. `permanent` errors (bad key, unknown model, bad request)
     will not go away by asking again; the others ran out of retries."""
 
-    def __init__(self, message: str, *, permanent: bool = False, status: int | None = None):
+    def __init__(self, message: str, *, permanent: bool = False, status: int | None = None, attempts: int = 1):
         super().__init__(message)
         self.permanent = permanent
         self.status = status
+        self.attempts = attempts  # requests made before giving up
 
 
 class RetryableError(Exception):
@@ -127,27 +134,40 @@ class Provider:
         max_tokens = max_tokens or self.max_tokens
         retries: list[str] = []
         start = time.monotonic()
-        for attempt in range(self.max_retries + 1):
-            try:
-                reply = self._send(prompt, system, max_tokens)
-            except RetryableError as e:
-                retries.append(str(e))
-                last = attempt == self.max_retries or (e.connect and attempt >= connect_retries)
-                if last:
-                    raise LLMError(f"{self.label}: gave up after {attempt + 1} attempt{'s' if attempt else ''}: {e}", status=e.status) from None
-                if e.connect:
-                    delay = min(self.backoff_s, CONNECT_BACKOFF_S)
-                else:
-                    delay = e.retry_after if e.retry_after is not None else self.backoff_s * 2**attempt * (0.5 + self._jitter.random())
-                self._sleep(min(delay, self.max_backoff_s))
-                continue
-            reply.latency_s = time.monotonic() - start
-            reply.attempts = attempt + 1
-            reply.retries = retries
-            if not reply.cost_usd:
-                reply.cost_usd = self.cost(reply.input_tokens, reply.output_tokens)
-            return reply
-        raise AssertionError("unreachable")
+
+        def give_up(state: RetryCallState) -> bool:
+            error = state.outcome.exception()
+            return state.attempt_number > self.max_retries or (error.connect and state.attempt_number > connect_retries)
+
+        def delay(state: RetryCallState) -> float:
+            error = state.outcome.exception()
+            if error.connect:
+                seconds = min(self.backoff_s, CONNECT_BACKOFF_S)
+            elif error.retry_after is not None:
+                seconds = error.retry_after
+            else:
+                seconds = self.backoff_s * 2 ** (state.attempt_number - 1) * (0.5 + self._jitter.random())
+            return min(seconds, self.max_backoff_s)
+
+        def note(state: RetryCallState) -> None:
+            retries.append(str(state.outcome.exception()))
+            log.warning("%s: attempt %d failed (%s); retrying in %.1fs", self.label, state.attempt_number,
+                        retries[-1], state.upcoming_sleep)
+
+        retrying = Retrying(retry=retry_if_exception_type(RetryableError), stop=give_up, wait=delay, sleep=self._sleep,
+                            before_sleep=note, reraise=True)
+        try:
+            reply = retrying(self._send, prompt, system, max_tokens)
+        except RetryableError as e:
+            n = retrying.statistics.get("attempt_number", 1)
+            raise LLMError(f"{self.label}: gave up after {n} attempt{'s' if n > 1 else ''}: {e}", status=e.status,
+                           attempts=n) from None
+        reply.latency_s = time.monotonic() - start
+        reply.attempts = retrying.statistics.get("attempt_number", 1)
+        reply.retries = retries
+        if not reply.cost_usd:
+            reply.cost_usd = self.cost(reply.input_tokens, reply.output_tokens)
+        return reply
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         return cost_usd(self.model, input_tokens, output_tokens, self.price)

@@ -113,7 +113,8 @@ class LLMOperator(BaseOperator):
             try:
                 reply = p.complete(prompt, system, max_tokens=max_tokens)
             except LLMError as e:
-                record(LLMCallRecord(provider=p.name, model=p.model, prompt=prompt, reply="", error=str(e)))
+                record(LLMCallRecord(provider=p.name, model=p.model, prompt=prompt, reply="", error=str(e),
+                                     attempts=e.attempts))
                 raise OperatorError(str(e)) from None
             if self.cache:
                 self.cache.put(key, reply, index)

@@ -9,6 +9,7 @@ evaluated node (a pending node is simply evaluated again).
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections import Counter
@@ -26,6 +27,7 @@ from kernelevolve.spec import Budget
 
 # (spec, child, parents, record_llm_call) -> insight text; model calls it makes are recorded run-level.
 InsightWriter = Callable[[Any, ParentView, list[ParentView], Callable[[LLMCallRecord], Any]], "str | None"]
+log = logging.getLogger(__name__)
 ANCESTRY_LIMIT = 8
 INSIGHT_LIMIT = 8
 MAX_OPERATOR_ERRORS = 3  # in a row: the operator is broken (no key, no network), not unlucky
@@ -40,6 +42,31 @@ def restore_rng(state: dict) -> random.Random:
     rng = random.Random()
     rng.setstate((state["version"], tuple(state["internal"]), state["gauss"]))
     return rng
+
+
+@dataclass(frozen=True)
+class Best:
+    id: int
+    fitness: float | None  # None: correct but untimed (the interpreter)
+    score: float
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a search stands (for progress displays; the cli draws it)."""
+
+    nodes: int  # written, pending included
+    evaluated: int
+    max_nodes: int
+    in_flight: int
+    failures: dict[str, int]  # failure class -> evaluated nodes
+    held: dict[str, int]  # mark -> nodes held for a person's review
+    correct: int
+    best: Best | None  # the best correct node not held back
+    elapsed_s: float
+    wall_clock_s: float | None
+    tokens: int
+    cost_usd: float
 
 
 @dataclass
@@ -86,21 +113,19 @@ class SearchEngine:
         nodes = self.graph.nodes()
         return sum(n.tokens for n in nodes), sum(n.cost_usd for n in nodes)
 
-    def progress(self) -> dict:
+    def progress(self) -> Progress:
         done = self.graph.evaluated()
         best = self.graph.best()
         tokens, cost = self.spent()
-        return {
-            "nodes": len(self.graph), "evaluated": len(done), "max_nodes": self.limits.max_nodes,
-            "in_flight": len(self.in_flight_work()),
-            "failures": dict(Counter(n.failure for n in done if n.failure)),
-            "held": dict(Counter(m for n in done if n.held for m in n.evaluation.marks)),
-            "correct": sum(1 for n in done if n.correct),
-            "best": None if best is None or not best.correct or best.held else
-            {"id": best.id, "fitness": best.fitness, "score": best.score},
-            "elapsed_s": self.elapsed_s, "wall_clock_s": self.limits.wall_clock_s,
-            "tokens": tokens, "cost_usd": cost,
-        }
+        return Progress(
+            nodes=len(self.graph), evaluated=len(done), max_nodes=self.limits.max_nodes,
+            in_flight=len(self.in_flight_work()),
+            failures=dict(Counter(n.failure for n in done if n.failure)),
+            held=dict(Counter(m for n in done if n.held for m in n.evaluation.marks)),
+            correct=sum(1 for n in done if n.correct),
+            best=None if best is None or not best.correct or best.held else Best(best.id, best.fitness, best.score),
+            elapsed_s=self.elapsed_s, wall_clock_s=self.limits.wall_clock_s, tokens=tokens, cost_usd=cost,
+        )
 
     def in_flight_work(self) -> list[_Task]:
         return [t for t in self.in_flight.values() if t.stage != "insight"]
@@ -132,6 +157,7 @@ class SearchEngine:
             self.repo.update_run(self.run_id, status="interrupted", elapsed_s=self.elapsed_s)
             raise
         pool.shutdown(wait=True)
+        log.info("run %s stops: %s (%d nodes, %.0fs)", self.run_id, self.stop_reason, len(self.graph), self.elapsed_s)
         self.repo.update_run(self.run_id, status="finished", termination_reason=self.stop_reason,
                              elapsed_s=self.elapsed_s)
         self._emit("finished", None)
@@ -208,6 +234,7 @@ class SearchEngine:
             error = future.exception()
             if error is not None:
                 self.warnings.append(f"insight writer failed: {error}")
+                log.warning("run %s: insight writer failed on node %s: %s", self.run_id, task.node_id, error)
             elif future.result():
                 node = self.graph[task.node_id]
                 self.repo.add_insight(self.run_id, node.id, self.spec.family, self.spec.hardware, future.result(),
@@ -256,6 +283,7 @@ class SearchEngine:
             self.operator_errors += 1
             proposal = Proposal(source=None, failure=str(Failure.NO_CODE),
                                 message=f"operator error: {type(error).__name__}: {error}")
+            log.warning("run %s: the operator failed (%d in a row): %s", self.run_id, self.operator_errors, proposal.message)
         else:
             self.operator_errors = 0
             proposal = future.result()
@@ -268,6 +296,8 @@ class SearchEngine:
         self.graph.add(node)
         self.repo.add_node(self.run_id, node, rng_state=rng_state(self.rng), elapsed_s=self.elapsed_s,
                            llm_call_ids=[i for i, _ in task.calls])
+        log.debug("run %s: node %d written (%s of %s): %s", self.run_id, node.id, self.graph.kind(node.id),
+                  list(node.parents), node.note or proposal.message)
         self._emit("node", node)
         if node.source is None:
             failure = proposal.failure or str(Failure.NO_CODE)
@@ -281,6 +311,11 @@ class SearchEngine:
         self.policy.observe(self.graph, node.id)
         self.repo.record_evaluation(self.run_id, node.id, result, policy_state=self.policy.state_dict(),
                                     rng_state=rng_state(self.rng), elapsed_s=self.elapsed_s)
+        log.info("run %s: node %d %s: %s%s", self.run_id, node.id, self.graph.kind(node.id),
+                 "correct" if result.correct else f"failed ({result.failure})",
+                 f", fitness {result.fitness:.3f}" if result.fitness else "")
+        if not result.correct:
+            log.debug("run %s: node %d message: %s", self.run_id, node.id, result.message)
         self._emit("evaluated", node)
         if self.profiler is not None and self.profiler.wants(self.graph, node):
             self._submit(_Task("profile", node_id=node.id), self.profiler.run, node.source, result)

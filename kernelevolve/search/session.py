@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import random
 import socket
-from dataclasses import asdict, dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from kernelevolve import paths
 from kernelevolve.search.engine import SearchEngine, restore_rng, rng_state
@@ -17,33 +18,24 @@ class SessionError(ValueError):
     """A run that cannot be started or resumed as asked; one line."""
 
 
-@dataclass
-class RunSettings:
+class RunSettings(BaseModel):
+    """How a run searches, saved as runs.settings (JSON) when it starts and read back by resume."""
+
+    model_config = ConfigDict(extra="ignore", validate_assignment=True)
     policy: str = "greedy"
-    policy_options: dict = field(default_factory=dict)
-    limits: Budget = field(default_factory=Budget)
+    policy_options: dict = Field(default_factory=dict)
+    limits: Budget = Field(default_factory=Budget)
     device: str = "interpret"
     shapes: list[dict] | None = None
     model: str | None = None
     # Everything the operator was built with (the command line's and the environment's, resolved
     # when the run started): a resume builds it from these alone, whatever the environment says then.
-    model_options: dict = field(default_factory=dict)
+    model_options: dict = Field(default_factory=dict)
     timeout_s: float = 300.0
     seed: int | None = None
     workers: int | None = None  # expansions in flight; default: the evaluator's parallelism
     knowledge_base: str | None = None  # --kb / $KERNELEVOLVE_KB when the run started; None: the bundled one
     profile: dict | None = None  # search.profiling.ProfileSettings of promising nodes; None: no profiles
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["limits"] = self.limits.model_dump()
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "RunSettings":
-        d = dict(d)
-        d["limits"] = Budget.model_validate(d.get("limits", {}))
-        return cls(**d)
 
 
 def owner_tag() -> str:
@@ -57,7 +49,8 @@ def start_run(repo, spec, settings: RunSettings) -> str:
     if settings.seed is None:
         settings.seed = random.SystemRandom().randrange(2**31)
     source = spec.path if spec.path is not None else spec.reference
-    return repo.create_run(spec=spec, policy=settings.policy, device=settings.device, settings=settings.to_dict(),
+    return repo.create_run(spec=spec, policy=settings.policy, device=settings.device,
+                           settings=settings.model_dump(mode="json"),
                            rng_state=rng_state(random.Random(settings.seed)), policy_state=policy.state_dict(),
                            snapshot=source.read_text(), owner=owner_tag())
 
@@ -98,12 +91,12 @@ def build_engine(repo, run_id: str, *, operator=None, evaluator=None, insight_wr
     run = repo.run(run_id)
     if run is None:
         raise SessionError(f"no run {run_id!r} in {repo.display_url}")
-    settings = RunSettings.from_dict(run.settings)
+    settings = RunSettings.model_validate(run.settings)
     # The run's knowledge base (None: the bundled one), whatever --kb or the environment say now.
     paths.use_knowledge_base(settings.knowledge_base or paths.BUNDLED_KNOWLEDGE_BASE)
     if max_nodes is not None and max_nodes != settings.limits.max_nodes:
         settings.limits.max_nodes = max_nodes
-        repo.update_run(run_id, settings=settings.to_dict())
+        repo.update_run(run_id, settings=settings.model_dump(mode="json"))
     spec = load_run_spec(run)
     if operator is None:
         from kernelevolve.operators import OperatorError, resolve_operator

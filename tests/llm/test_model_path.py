@@ -100,6 +100,7 @@ def test_reply_cache_is_off_unless_asked_for(monkeypatch):
     monkeypatch.setenv("KERNELEVOLVE_REPLY_CACHE", "1")
     from kernelevolve.settings import settings
 
+    settings.cache_clear()  # the environment is read once per process: as a new process would
     assert resolve_operator("openai:x", **settings().operator_options()).cache is not None
 
 

@@ -14,8 +14,17 @@ from tests.llm.fake_llm_server import FakeLLMServer
 KERNEL = (KNOWLEDGE_BASE / "kernels" / "softmax.py").read_text()
 
 
-def _reply(api, prompt, body):
-    return 200, f"Change: as the knowledge base has it\n\n```python\n{KERNEL}```\n", {}
+class _Reply:
+    """The first request is rate-limited (retried at once), every other gets the reference kernel."""
+
+    def __init__(self):
+        self.n = 0
+
+    def __call__(self, api, prompt, body):
+        self.n += 1
+        if self.n == 1:
+            return 429, "slow down", {"retry-after": "0"}
+        return 200, f"Change: as the knowledge base has it\n\n```python\n{KERNEL}```\n", {}
 
 
 def _cli(args, env, cwd):
@@ -26,7 +35,7 @@ def _cli(args, env, cwd):
 def test_resume_uses_the_runs_settings_not_the_shells(tmp_path):
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     base = {k: v for k, v in os.environ.items() if not k.startswith(("KERNELEVOLVE_", "OPENAI_", "ANTHROPIC_"))}
-    with FakeLLMServer(_reply) as server:
+    with FakeLLMServer(_Reply()) as server:
         env = dict(base, OPENAI_API_KEY="dummy", OPENAI_BASE_URL=server.url + "/v1", KERNELEVOLVE_MAX_TOKENS="1234",
                    KERNELEVOLVE_LLM_INSIGHTS="0", KERNELEVOLVE_PRICE="1,2", KERNELEVOLVE_MODEL="openai:local-coder")
         started = _cli(["run", str(REPO_ROOT / "specs" / "softmax.yaml"), "--device", "interpret", "--budget", "1",
@@ -40,13 +49,13 @@ def test_resume_uses_the_runs_settings_not_the_shells(tmp_path):
         resumed = _cli(["resume", run_id, "--budget", "2", "--db", db, "--json"], env, tmp_path)
         assert resumed.returncode == 0, resumed.stderr[-2000:]
         requests = list(server.requests)
-    assert first == 1 and len(requests) == 2  # one draft, one improve; no insight requests (insights stayed off)
-    assert [r.body.get("max_tokens") for r in requests] == [1234, 1234]
+    assert first == 2 and len(requests) == 3  # a draft (asked twice), an improve; no insight (insights stayed off)
+    assert [r.body.get("max_tokens") for r in requests] == [1234, 1234, 1234]
     assert all(r.body["model"] == "local-coder" for r in requests)
     repo = Repository(db)
     calls = repo.llm_calls(run_id)
     assert len(calls) == 2 and all(c.cost_usd == (1000 * 1 + 500 * 2) / 1e6 for c in calls)  # the run's price
-    assert all(c.attempts == 1 for c in calls)
+    assert [c.attempts for c in calls] == [2, 1]  # the rate-limited draft took two requests
     saved = repo.run(run_id).settings
     assert saved["model"] == "openai:local-coder"
     assert saved["model_options"] == {"max_tokens": 1234, "llm_insights": False, "use_cache": False, "price": [1.0, 2.0]}

@@ -17,6 +17,7 @@ and the migrated schema differ (a model changed without a revision, or the other
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from sqlalchemy.exc import SQLAlchemyError
 BASELINE = "0001"  # the schema as `Base.metadata.create_all` made it before migrations existed
 _LEGACY_MARKER = "runs"  # a table every pre-migration database has
 _HERE = Path(__file__).parent
+log = logging.getLogger(__name__)
 
 
 class SchemaError(RuntimeError):
@@ -100,6 +102,8 @@ def _upgrade_once(engine: Engine, target: str) -> bool:
         cfg = _config(conn)
         context = MigrationContext.configure(conn)
         if context.get_current_revision() is None and _LEGACY_MARKER in inspect(conn).get_table_names():
+            log.info("database made before migrations: stamped %s", BASELINE)
             command.stamp(cfg, BASELINE)  # made by create_all before migrations: it has the baseline schema
+        log.info("upgrading the database schema from %s to %s", context.get_current_revision(), target)
         command.upgrade(cfg, "head")
     return current(engine) == target

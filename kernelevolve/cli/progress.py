@@ -8,15 +8,14 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from kernelevolve.search.engine import Progress
 from kernelevolve.search.report import UNTIMED, clip, failure_line, fitness_text
 
 
-def _best_text(p: dict) -> str:
-    best = p["best"]
-    if best is None:
+def _best_text(p: Progress) -> str:
+    if p.best is None:
         return "none correct yet"
-    fit = best["fitness"]
-    return f"#{best['id']} " + (f"{fit:.3f}x" if fit is not None else UNTIMED)
+    return f"#{p.best.id} " + (f"{p.best.fitness:.3f}x" if p.best.fitness is not None else UNTIMED)
 
 
 def node_line(node, kind: str) -> str:
@@ -25,19 +24,19 @@ def node_line(node, kind: str) -> str:
     return f"node {node.id} {kind}: " + (failure_line(node) or fitness_text(node))
 
 
-def _budget_text(p: dict) -> str:
-    left = p["max_nodes"] - p["nodes"]
+def _budget_text(p: Progress) -> str:
+    left = p.max_nodes - p.nodes
     parts = [f"{left} node{'' if left == 1 else 's'}"]
-    if p["wall_clock_s"]:
-        parts.append(f"{max(0.0, p['wall_clock_s'] - p['elapsed_s']):.0f}s")
+    if p.wall_clock_s:
+        parts.append(f"{max(0.0, p.wall_clock_s - p.elapsed_s):.0f}s")
     return ", ".join(parts) + " left"
 
 
-def summary_line(p: dict) -> str:
-    failures = ", ".join(f"{k} {v}" for k, v in sorted(p["failures"].items())) or "none"
-    held = "".join(f", {k} {v}" for k, v in sorted(p.get("held", {}).items()))
-    return (f"{p['evaluated']}/{p['max_nodes']} done, {p['in_flight']} in flight | failures: {failures}{held} | "
-            f"best: {_best_text(p)} | {_budget_text(p)} | {p['elapsed_s']:.0f}s")
+def summary_line(p: Progress) -> str:
+    failures = ", ".join(f"{k} {v}" for k, v in sorted(p.failures.items())) or "none"
+    held = "".join(f", {k} {v}" for k, v in sorted(p.held.items()))
+    return (f"{p.evaluated}/{p.max_nodes} done, {p.in_flight} in flight | failures: {failures}{held} | "
+            f"best: {_best_text(p)} | {_budget_text(p)} | {p.elapsed_s:.0f}s")
 
 
 class ProgressView:
@@ -71,16 +70,16 @@ class ProgressView:
             self.console.print(f"{clip(node_line(node, kind), 300)} | {summary_line(p)}",
                                highlight=False, soft_wrap=True, markup=False)
 
-    def _panel(self, p: dict, engine, node) -> Table:
+    def _panel(self, p: Progress, engine, node) -> Table:
         table = Table.grid(padding=(0, 2))
         table.add_row("run", f"{engine.run_id}  {engine.policy.name} on {engine.device}")
-        table.add_row("nodes", f"{p['evaluated']} done / {p['in_flight']} in flight / {p['max_nodes']} budget")
-        failures = ", ".join(f"{k} {v}" for k, v in sorted(p["failures"].items())) or "none"
+        table.add_row("nodes", f"{p.evaluated} done / {p.in_flight} in flight / {p.max_nodes} budget")
+        failures = ", ".join(f"{k} {v}" for k, v in sorted(p.failures.items())) or "none"
         table.add_row("failures", failures)
-        if p.get("held"):
-            table.add_row("held for review", ", ".join(f"{k} {v}" for k, v in sorted(p["held"].items())))
+        if p.held:
+            table.add_row("held for review", ", ".join(f"{k} {v}" for k, v in sorted(p.held.items())))
         table.add_row("best", _best_text(p))
-        table.add_row("budget", f"{_budget_text(p)}; {p['elapsed_s']:.0f}s elapsed, {p['tokens']} tokens, ${p['cost_usd']:.2f}")
+        table.add_row("budget", f"{_budget_text(p)}; {p.elapsed_s:.0f}s elapsed, {p.tokens} tokens, ${p.cost_usd:.2f}")
         if node is not None and node.evaluation is not None:
             width = max(20, self.console.width - 12)
             table.add_row("last", clip(node_line(node, engine.graph.kind(node.id)), width))
