@@ -24,7 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reference_kernels as rk  # noqa: E402  (loading, poisoned allocations, compare, do_bench)
 
-from kernelevolve.spec import Case, load_spec  # noqa: E402
+from kernelevolve.spec import Case  # noqa: E402
 
 SEEDS = (11, 12, 13)
 # Production shapes first: the run may stop at its time budget.

@@ -94,7 +94,7 @@ def main() -> int:
 
 def _keep(run, dest: Path, how: str) -> None:
     dest.mkdir(parents=True, exist_ok=True)
-    for label, name in run.outputs.items():
+    for name in run.outputs.values():
         if (run.directory / name).is_file():
             shutil.copy(run.directory / name, dest / name)
     _write(dest / "verdict.json", {"how": how, "error": run.error, "seconds": round(run.duration_s, 2),

@@ -204,7 +204,7 @@ def _search(repo, run_id: str, operator, as_json: bool, db: str | None, max_node
     except KeyboardInterrupt:
         where = "" if db is None else f" --db {db}"
         err_console.print(f"interrupted: resume with `kernelevolve resume {run_id}{where}`", highlight=False)
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
     except SQLAlchemyError as e:  # the database went away mid-run: what was committed is safe
         where = "" if db is None else f" --db {db}"
         fail(f"database error during the search ({type(e).__name__}: {str(e).strip().splitlines()[0]}); "

@@ -5,7 +5,6 @@ is loaded and rewrites the module inside the harness, so both are tested through
 
 import ast
 import sys
-import types
 
 import pytest
 

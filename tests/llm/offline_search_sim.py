@@ -10,7 +10,11 @@ enumerating the whole space. `full` also passes every evaluated node to the oper
     python tests/llm/offline_search_sim.py 8        # 8 landscapes, engine as it is
     python tests/llm/offline_search_sim.py 8 full   # with the evaluated nodes passed
 """
-import itertools, random, sys, tempfile
+import itertools
+import random
+import sys
+import tempfile
+
 from kernelevolve.evaluation.result import EvalResult, ShapeResult
 from kernelevolve.memory import Repository
 from kernelevolve.operators.offline import OfflineOperator
@@ -29,12 +33,14 @@ def landscape(seed):
     prefs = {}
     for k, vals in T.items():
         big = r.random() < 0.5
-        i0 = vals.index(ref.config[k]); prefs[k] = (min(len(vals) - 1, max(0, i0 + r.choice([-2, -1, 0, 0, 1, 2]))), r.uniform(0.08, 0.25) if big else r.uniform(0.0, 0.02))
+        i0 = vals.index(ref.config[k])
+        prefs[k] = (min(len(vals) - 1, max(0, i0 + r.choice([-2, -1, 0, 0, 1, 2]))), r.uniform(0.08, 0.25) if big else r.uniform(0.0, 0.02))
     def lat(cfg, noise=None):
         x = 1.0
         for k, (p, c) in prefs.items():
             x *= (1 + c) ** abs(T[k].index(cfg[k]) - p)
-        if noise: x *= noise.uniform(0.99, 1.01)
+        if noise:
+            x *= noise.uniform(0.99, 1.01)
         return x
     return lat
 

@@ -3,7 +3,6 @@ evaluation sandbox under the interpreter and leaves a trace the parser reads; th
 say in one line what they lack."""
 
 import ast
-from pathlib import Path
 
 import pytest
 

@@ -129,7 +129,7 @@ def _time_baselines(config: dict, result: Result, prepared: list, clock) -> None
     import torch
 
     ready = []
-    for case, ref_mod, dtype, reference, pools, buffers, _ in prepared:
+    for case, _ref_mod, _dtype, reference, pools, buffers, _ in prepared:
         result.stage(f"{case['label']} baseline compile")
         base = torch.compile(reference) if config["baseline"] == "torch.compile" else reference
         try:
