@@ -48,7 +48,17 @@ import triton.language as tl
 from _launch_heuristics import pipeline_stages, tma_ok
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-CONFIG = {'BLOCK_CO': 128, 'BLOCK_L': 256, 'fp32_BLOCK_L': 128, 'BLOCK_CI': 32, 'num_warps': 8, 'num_stages': 3, 'fp32_precision': 'bf16x3', 'packed_weight': True, 'USE_TMA': False}
+CONFIG = {
+    "BLOCK_CO": 128,
+    "BLOCK_L": 256,
+    "fp32_BLOCK_L": 128,
+    "BLOCK_CI": 32,
+    "num_warps": 8,
+    "num_stages": 3,
+    "fp32_precision": 'bf16x3',
+    "packed_weight": True,
+    "USE_TMA": False,
+}
 
 TUNABLES = {
     "BLOCK_CO": [32, 64, 128],

@@ -45,7 +45,17 @@ import triton
 import triton.language as tl
 from _launch_heuristics import pipeline_stages, row_tile, sm_count
 
-CONFIG = {"single_block_max_n": 8192, "tile_elems": 4096, "elems_per_thread": 32, "max_warps": 16, "chunk_n": 0, "split_block_n": 2048, "split_num_warps": 8, "split_programs_per_sm": 0, "num_stages": 1}
+CONFIG = {
+    "single_block_max_n": 8192,
+    "tile_elems": 4096,
+    "elems_per_thread": 32,
+    "max_warps": 16,
+    "chunk_n": 0,
+    "split_block_n": 2048,
+    "split_num_warps": 8,
+    "split_programs_per_sm": 0,
+    "num_stages": 1,
+}
 
 TUNABLES = {
     "single_block_max_n": [1024, 2048, 4096, 8192, 16384, 32768],

@@ -41,7 +41,13 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 from _launch_heuristics import tma_ok
 
-CONFIG = {'BLOCK_M': 128, 'BLOCK_N': 64, 'num_warps': 4, 'num_stages': 2, 'USE_TMA': True}
+CONFIG = {
+    "BLOCK_M": 128,
+    "BLOCK_N": 64,
+    "num_warps": 4,
+    "num_stages": 2,
+    "USE_TMA": True,
+}
 
 TUNABLES = {
     "BLOCK_M": [32, 64, 128],

@@ -46,7 +46,14 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-CONFIG = {'BLOCK_M': 128, 'BLOCK_N': 256, 'BLOCK_K': 64, 'num_warps': 8, 'num_stages': 4, 'USE_TMA': True}
+CONFIG = {
+    "BLOCK_M": 128,
+    "BLOCK_N": 256,
+    "BLOCK_K": 64,
+    "num_warps": 8,
+    "num_stages": 4,
+    "USE_TMA": True,
+}
 
 TUNABLES = {
     "BLOCK_M": [64, 128],

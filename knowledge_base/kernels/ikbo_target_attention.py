@@ -40,7 +40,13 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 from _launch_heuristics import tma_ok
 
-CONFIG = {'BLOCK_M': 64, 'BLOCK_N': 64, 'num_warps': 4, 'num_stages': 3, 'USE_TMA': True}
+CONFIG = {
+    "BLOCK_M": 64,
+    "BLOCK_N": 64,
+    "num_warps": 4,
+    "num_stages": 3,
+    "USE_TMA": True,
+}
 
 TUNABLES = {
     "BLOCK_M": [32, 64, 128, 256],

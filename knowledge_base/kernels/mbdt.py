@@ -34,7 +34,13 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-CONFIG = {'BLOCK_B': 32, 'BLOCK_F': 128, 'search': 'binary', 'rows_fastest': True, 'num_warps': 8}
+CONFIG = {
+    "BLOCK_B": 32,
+    "BLOCK_F": 128,
+    "search": 'binary',
+    "rows_fastest": True,
+    "num_warps": 8,
+}
 
 TUNABLES = {
     "BLOCK_B": [8, 16, 32, 64, 128],

@@ -29,7 +29,12 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-CONFIG = {'BLOCK_K': 128, 'BLOCK_D': 64, 'num_warps': 4, 'num_stages': 3}
+CONFIG = {
+    "BLOCK_K": 128,
+    "BLOCK_D": 64,
+    "num_warps": 4,
+    "num_stages": 3,
+}
 
 TUNABLES = {
     "BLOCK_K": [32, 64, 128, 256],

@@ -36,7 +36,13 @@ import triton
 import triton.language as tl
 from _launch_heuristics import pipeline_stages
 
-CONFIG = {'BLOCK_M': 64, 'BLOCK_D': 64, 'BLOCK_KC': 64, 'num_warps': 8, 'num_stages': 3}
+CONFIG = {
+    "BLOCK_M": 64,
+    "BLOCK_D": 64,
+    "BLOCK_KC": 64,
+    "num_warps": 8,
+    "num_stages": 3,
+}
 
 TUNABLES = {
     "BLOCK_M": [16, 32, 64, 128],

@@ -61,7 +61,20 @@ import triton.language as tl
 from _bf16_pairs import pack_bf16x2, unpack_bf16x2
 from _launch_heuristics import cooperative_plan, pipeline_stages, row_tile, sm_count
 
-CONFIG = {"single_block_max_n": 16384, "tile_elems": 1024, "elems_per_thread": 16, "max_warps": 16, "chunk_n": 0, "split_block_n": 8192, "split_num_warps": 16, "split_programs_per_sm": 0, "num_stages": 3, "reverse_second_pass": True, "l2_hints": True, "cooperative": False}
+CONFIG = {
+    "single_block_max_n": 16384,
+    "tile_elems": 1024,
+    "elems_per_thread": 16,
+    "max_warps": 16,
+    "chunk_n": 0,
+    "split_block_n": 8192,
+    "split_num_warps": 16,
+    "split_programs_per_sm": 0,
+    "num_stages": 3,
+    "reverse_second_pass": True,
+    "l2_hints": True,
+    "cooperative": False,
+}
 COOP_PREFETCH = True  # load the next row's chunk before waiting (an experiment switch, not a tunable)
 SPIN_LIMIT = 1 << 22  # polls a cooperative program may spend waiting, over all its rows
 

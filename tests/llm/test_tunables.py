@@ -22,14 +22,37 @@ def launch():
 '''
 
 
-def test_rewrite_changes_only_the_config_assignment():
+def test_rewrite_changes_only_the_values_that_move_and_keeps_the_layout():
     out = rewrite_config(SOURCE, {"BLOCK": 512})
     assert read_declared(out).config == {"BLOCK": 512, "num_warps": 4}
-    head, tail = SOURCE.split("CONFIG = {\n")[0], SOURCE.split('    "num_warps": 4,\n}')[1]
-    assert out.startswith(head) and out.endswith(tail)
-    assert out == head + "CONFIG = {'BLOCK': 512, 'num_warps': 4}" + tail
-    # Rewriting twice with the same config is stable.
+    # One knob per line, its comment and every other byte as they were: only the value moved.
+    assert out == SOURCE.replace('"BLOCK": 256,   # elements per program', '"BLOCK": 512,   # elements per program')
+    both = rewrite_config(SOURCE, {"BLOCK": 1024, "num_warps": 8})
+    assert both.splitlines()[3:7] == ["CONFIG = {", '    "BLOCK": 1024,   # elements per program', '    "num_warps": 8,', "}"]
+    # Unchanged values (and a second identical rewrite) leave the file as it is.
+    assert rewrite_config(SOURCE, {"BLOCK": 256}) == SOURCE
     assert rewrite_config(out, {"BLOCK": 512}) == out
+    # A value of another type with an equal value (True == 1) is still written.
+    flag = SOURCE.replace('"num_warps": 4,', '"num_warps": 4,\n    "fast": True,  # a flag').replace(
+        '"num_warps": [1, 2, 4, 8]}', '"num_warps": [1, 2, 4, 8], "fast": [True, False]}')
+    assert "    \"fast\": 1,  # a flag" in rewrite_config(flag, {"fast": 1})
+
+
+def test_the_reference_kernels_configs_stay_one_knob_per_line_through_a_rewrite():
+    from kernelevolve.paths import knowledge_base
+
+    for path in sorted((knowledge_base() / "kernels").glob("*.py")):
+        source = path.read_text()
+        try:
+            declared = read_declared(source)
+        except TunablesError:
+            continue  # helpers declare no CONFIG
+        lineno, _, end_lineno, _ = declared.span
+        assert end_lineno - lineno + 1 >= len(declared.config), f"{path.name}: CONFIG is not one knob per line"
+        moved = {k: v[-1] if v[-1] != declared.config[k] else v[0] for k, v in declared.tunables.items()}
+        out = rewrite_config(source, moved)
+        assert read_declared(out).config == {**declared.config, **moved}
+        assert len(out.splitlines()) == len(source.splitlines()), path.name
 
 
 def test_rewrite_rejects_unknown_keys_and_bad_declarations():
