@@ -1,6 +1,7 @@
 """Schema migrations: one line of revisions, models and migrated schema agree, and databases
 written before migrations existed (SQLite file, PostgreSQL dump) open, migrate and resume."""
 
+import gzip
 import json
 import os
 import shutil
@@ -103,7 +104,7 @@ def old_postgresql(pg_url):
     url = make_url(pg_url).set(database=name).render_as_string(hide_password=False)
     engine = create_engine(url)
     with engine.begin() as conn:  # the driver's own execute: no parameters, so '%' in the data stays as it is
-        conn.connection.driver_connection.execute((OLD / "postgresql.sql").read_text())
+        conn.connection.driver_connection.execute(gzip.decompress((OLD / "postgresql.sql.gz").read_bytes()).decode())
     engine.dispose()
     yield url
     with admin.connect() as conn:
