@@ -179,3 +179,21 @@ def test_loopback_refuses_cross_site_posts_and_follows_a_growing_run(real_run, b
     assert wait_for(browser, f"document.querySelectorAll('#tree circle.node').length === {before + 1}", timeout=12)
     assert browser.find_element(By.ID, "tree-count").text == str(before + 1)
     assert browser.find_element(By.ID, "live-state").text == "live: following the search"
+
+
+def test_serve_bad_input_is_one_line(tmp_path):
+    from tests.review.conftest import kernelevolve
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        port = str(taken.getsockname()[1])
+        for args, words in [(("--port", port), "Address already in use"),
+                            (("--token", "short"), "at least 16 characters"),
+                            (("--port", "70000"), "use 0-65535")]:
+            proc = kernelevolve("serve", "--db", f"sqlite:///{tmp_path / 'x.db'}", *args, cwd=tmp_path, timeout=60)
+            assert proc.returncode == 2 and words in proc.stderr, proc.stderr
+            assert len(proc.stderr.strip().splitlines()) == 1
+    finally:
+        taken.close()
