@@ -43,6 +43,7 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+from _row_io import combine, online_update
 from _launch_heuristics import pipeline_stages, row_tile, sm_count
 
 CONFIG = {
@@ -124,13 +125,9 @@ def _ce_split_kernel(
             c = t * BLOCK_N + cols
             x = tl.load(x_ptr + row_start + c, mask=c < limit, other=float("-inf"))
             x = x.to(tl.float32) * 1.4426950408889634
-            e = tl.where(x == float("-inf"), 0.0, tl.exp2(-tl.abs(x - m)))
-            s = tl.where(x > m, s * e + 1.0, s + e)
-            m = tl.maximum(m, x)
-        row_max = tl.max(m, axis=0)
-        safe_max = tl.where(row_max == float("-inf"), 0.0, row_max)
-        lane_sum = tl.where(m == float("-inf"), 0.0, s * tl.exp2(m - safe_max))
-        lse2 = row_max + tl.log2(tl.sum(lane_sum, axis=0))
+            m, s = online_update(m, s, x)
+        row_max, total = combine(m, s)
+        lse2 = row_max + tl.log2(total)
         target = tl.load(target_ptr + row, mask=row_ok, other=ignore_index)
         keep = row_ok & (target != ignore_index)
         x_t = _target_logit(x_ptr, row_start, target, n_cols, keep)
@@ -157,13 +154,10 @@ def _ce_chunk_kernel(
         c = chunk * CHUNK + t * BLOCK_N + cols
         x = tl.load(x_ptr + row_start + c, mask=c < n_cols, other=float("-inf"))
         x = x.to(tl.float32) * 1.4426950408889634
-        e = tl.where(x == float("-inf"), 0.0, tl.exp2(-tl.abs(x - m)))
-        s = tl.where(x > m, s * e + 1.0, s + e)
-        m = tl.maximum(m, x)
-    chunk_max = tl.max(m, axis=0)
-    safe_max = tl.where(chunk_max == float("-inf"), 0.0, chunk_max)
+        m, s = online_update(m, s, x)
+    chunk_max, chunk_sum = combine(m, s)
     tl.store(part_max_ptr + pid, chunk_max)
-    tl.store(part_sum_ptr + pid, tl.sum(tl.where(m == float("-inf"), 0.0, s * tl.exp2(m - safe_max)), axis=0))
+    tl.store(part_sum_ptr + pid, chunk_sum)
     tl.debug_barrier()  # the partials are stored before the release below publishes them
     arrived_before = tl.atomic_add(arrived_ptr + row, 1, sem="acq_rel")
     if arrived_before == n_chunks - 1:
@@ -171,9 +165,7 @@ def _ce_chunk_kernel(
         # .cg reads L2, never a stale L1 line.
         p_max = tl.load(part_max_ptr + row * n_chunks + k, mask=k < n_chunks, other=float("-inf"), cache_modifier=".cg")
         p_sum = tl.load(part_sum_ptr + row * n_chunks + k, mask=k < n_chunks, other=0.0, cache_modifier=".cg")
-        row_max = tl.max(p_max, axis=0)
-        safe_row_max = tl.where(row_max == float("-inf"), 0.0, row_max)
-        total = tl.sum(tl.where(p_max == float("-inf"), 0.0, p_sum * tl.exp2(p_max - safe_row_max)), axis=0)
+        row_max, total = combine(p_max, p_sum)
         lse2 = row_max + tl.log2(total)
         target = tl.load(target_ptr + row)
         keep = target != ignore_index

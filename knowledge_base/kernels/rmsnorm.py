@@ -57,6 +57,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from _bf16_pairs import pack_bf16x2, unpack_bf16x2
+from _row_io import load_hinted, store_streaming
 from _launch_heuristics import cooperative_plan, pipeline_stages, row_tile, sm_count
 
 CONFIG = {
@@ -130,10 +131,7 @@ def _rmsnorm_split_kernel(
         for t in tl.range(0, n_tiles, num_stages=NUM_STAGES):
             c = t * BLOCK_N + cols
             m = c < limit
-            if L2_HINTS:
-                x = tl.load(x_ptr + row_start + c, mask=m, other=0.0, eviction_policy="evict_last")
-            else:
-                x = tl.load(x_ptr + row_start + c, mask=m, other=0.0)
+            x = load_hinted(x_ptr + row_start + c, m, 0.0, L2_HINTS, "evict_last")
             x = x.to(tl.float32)
             acc += x * x
         inv_rms = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
@@ -144,16 +142,10 @@ def _rmsnorm_split_kernel(
                 t = i
             c = t * BLOCK_N + cols
             m = c < limit
-            if L2_HINTS:
-                x = tl.load(x_ptr + row_start + c, mask=m, other=0.0, eviction_policy="evict_first")
-            else:
-                x = tl.load(x_ptr + row_start + c, mask=m, other=0.0)
+            x = load_hinted(x_ptr + row_start + c, m, 0.0, L2_HINTS, "evict_first")
             w = tl.load(w_ptr + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
             y = (x.to(tl.float32) * inv_rms * w).to(y_ptr.dtype.element_ty)
-            if L2_HINTS:
-                tl.store(y_ptr + row_start + c, y, mask=m, eviction_policy="evict_first")
-            else:
-                tl.store(y_ptr + row_start + c, y, mask=m)
+            store_streaming(y_ptr + row_start + c, y, m, L2_HINTS)
 
 
 @triton.jit
@@ -173,10 +165,7 @@ def _rmsnorm_chunk_kernel(
     acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     for t in tl.range(0, CHUNK // BLOCK_N, num_stages=NUM_STAGES):
         c = chunk * CHUNK + t * BLOCK_N + cols
-        if L2_HINTS:
-            x = tl.load(x_ptr + row_start + c, mask=c < n_cols, other=0.0, eviction_policy="evict_last")
-        else:
-            x = tl.load(x_ptr + row_start + c, mask=c < n_cols, other=0.0)
+        x = load_hinted(x_ptr + row_start + c, c < n_cols, 0.0, L2_HINTS, "evict_last")
         x = x.to(tl.float32)
         acc += x * x
     tl.store(partial_ptr + pid, tl.sum(acc, axis=0))
@@ -190,16 +179,10 @@ def _rmsnorm_chunk_kernel(
         for t in tl.range(0, tl.cdiv(n_cols, BLOCK_N), num_stages=NUM_STAGES):
             c = t * BLOCK_N + cols
             m = c < n_cols
-            if L2_HINTS:
-                x = tl.load(x_ptr + row_start + c, mask=m, other=0.0, eviction_policy="evict_first")
-            else:
-                x = tl.load(x_ptr + row_start + c, mask=m, other=0.0)
+            x = load_hinted(x_ptr + row_start + c, m, 0.0, L2_HINTS, "evict_first")
             w = tl.load(w_ptr + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
             y = (x.to(tl.float32) * inv_rms * w).to(y_ptr.dtype.element_ty)
-            if L2_HINTS:
-                tl.store(y_ptr + row_start + c, y, mask=m, eviction_policy="evict_first")
-            else:
-                tl.store(y_ptr + row_start + c, y, mask=m)
+            store_streaming(y_ptr + row_start + c, y, m, L2_HINTS)
 
 
 @triton.jit

@@ -59,6 +59,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from _bf16_pairs import pack_bf16x2, unpack_bf16x2
+from _row_io import combine, load_hinted, online_update, store_streaming
 from _launch_heuristics import cooperative_plan, pipeline_stages, row_tile, sm_count
 
 CONFIG = {
@@ -128,20 +129,11 @@ def _softmax_split_kernel(
         for t in tl.range(0, n_tiles, num_stages=NUM_STAGES):
             c = t * BLOCK_N + cols
             ok = c < limit
-            if L2_HINTS:
-                x = tl.load(x_ptr + row_start + c, mask=ok, other=float("-inf"), eviction_policy="evict_last")
-            else:
-                x = tl.load(x_ptr + row_start + c, mask=ok, other=float("-inf"))
+            x = load_hinted(x_ptr + row_start + c, ok, float("-inf"), L2_HINTS, "evict_last")
             x = x.to(tl.float32) * 1.4426950408889634
-            # One exp2 per element: exp2(-|x - m|) rescales s when x is a new max, else it is the term.
-            # x = -inf adds nothing (and avoids -inf - -inf).
-            e = tl.where(x == float("-inf"), 0.0, tl.exp2(-tl.abs(x - m)))
-            s = tl.where(x > m, s * e + 1.0, s + e)
-            m = tl.maximum(m, x)
-        row_max = tl.max(m, axis=0)
-        safe_max = tl.where(row_max == float("-inf"), 0.0, row_max)
-        lane_sum = tl.where(m == float("-inf"), 0.0, s * tl.exp2(m - safe_max))
-        inv_sum = 1.0 / tl.sum(lane_sum, axis=0)
+            m, s = online_update(m, s, x)
+        row_max, total = combine(m, s)
+        inv_sum = 1.0 / total
         for i in tl.range(0, n_tiles, num_stages=NUM_STAGES):
             if REVERSE:
                 t = n_tiles - 1 - i
@@ -149,15 +141,9 @@ def _softmax_split_kernel(
                 t = i
             c = t * BLOCK_N + cols
             ok = c < limit
-            if L2_HINTS:
-                x = tl.load(x_ptr + row_start + c, mask=ok, other=float("-inf"), eviction_policy="evict_first")
-            else:
-                x = tl.load(x_ptr + row_start + c, mask=ok, other=float("-inf"))
+            x = load_hinted(x_ptr + row_start + c, ok, float("-inf"), L2_HINTS, "evict_first")
             y = (tl.exp2(x.to(tl.float32) * 1.4426950408889634 - row_max) * inv_sum).to(y_ptr.dtype.element_ty)
-            if L2_HINTS:
-                tl.store(y_ptr + row_start + c, y, mask=ok, eviction_policy="evict_first")
-            else:
-                tl.store(y_ptr + row_start + c, y, mask=ok)
+            store_streaming(y_ptr + row_start + c, y, ok, L2_HINTS)
 
 
 @triton.jit
@@ -178,18 +164,12 @@ def _softmax_chunk_kernel(
     s = tl.zeros([BLOCK_N], dtype=tl.float32)  # running sum of exp2(x - m) per lane
     for t in tl.range(0, CHUNK // BLOCK_N, num_stages=NUM_STAGES):
         c = chunk * CHUNK + t * BLOCK_N + cols
-        if L2_HINTS:
-            x = tl.load(x_ptr + row_start + c, mask=c < n_cols, other=float("-inf"), eviction_policy="evict_last")
-        else:
-            x = tl.load(x_ptr + row_start + c, mask=c < n_cols, other=float("-inf"))
+        x = load_hinted(x_ptr + row_start + c, c < n_cols, float("-inf"), L2_HINTS, "evict_last")
         x = x.to(tl.float32) * 1.4426950408889634
-        e = tl.where(x == float("-inf"), 0.0, tl.exp2(-tl.abs(x - m)))
-        s = tl.where(x > m, s * e + 1.0, s + e)
-        m = tl.maximum(m, x)
-    chunk_max = tl.max(m, axis=0)
-    safe_max = tl.where(chunk_max == float("-inf"), 0.0, chunk_max)
+        m, s = online_update(m, s, x)
+    chunk_max, chunk_sum = combine(m, s)
     tl.store(part_max_ptr + pid, chunk_max)
-    tl.store(part_sum_ptr + pid, tl.sum(tl.where(m == float("-inf"), 0.0, s * tl.exp2(m - safe_max)), axis=0))
+    tl.store(part_sum_ptr + pid, chunk_sum)
     tl.debug_barrier()  # the partials are stored before the release below publishes them
     arrived_before = tl.atomic_add(arrived_ptr + row, 1, sem="acq_rel")
     if arrived_before == n_chunks - 1:
@@ -197,22 +177,14 @@ def _softmax_chunk_kernel(
         # .cg reads L2, never a stale L1 line.
         p_max = tl.load(part_max_ptr + row * n_chunks + k, mask=k < n_chunks, other=float("-inf"), cache_modifier=".cg")
         p_sum = tl.load(part_sum_ptr + row * n_chunks + k, mask=k < n_chunks, other=0.0, cache_modifier=".cg")
-        row_max = tl.max(p_max, axis=0)
-        safe_row_max = tl.where(row_max == float("-inf"), 0.0, row_max)
-        total = tl.sum(tl.where(p_max == float("-inf"), 0.0, p_sum * tl.exp2(p_max - safe_row_max)), axis=0)
+        row_max, total = combine(p_max, p_sum)
         inv_sum = 1.0 / total
         for t in tl.range(0, tl.cdiv(n_cols, BLOCK_N), num_stages=NUM_STAGES):
             c = t * BLOCK_N + cols
             ok = c < n_cols
-            if L2_HINTS:
-                x = tl.load(x_ptr + row_start + c, mask=ok, other=float("-inf"), eviction_policy="evict_first")
-            else:
-                x = tl.load(x_ptr + row_start + c, mask=ok, other=float("-inf"))
+            x = load_hinted(x_ptr + row_start + c, ok, float("-inf"), L2_HINTS, "evict_first")
             y = (tl.exp2(x.to(tl.float32) * 1.4426950408889634 - row_max) * inv_sum).to(y_ptr.dtype.element_ty)
-            if L2_HINTS:
-                tl.store(y_ptr + row_start + c, y, mask=ok, eviction_policy="evict_first")
-            else:
-                tl.store(y_ptr + row_start + c, y, mask=ok)
+            store_streaming(y_ptr + row_start + c, y, ok, L2_HINTS)
 
 
 @triton.jit
@@ -273,9 +245,7 @@ def _softmax_coop_kernel(
             tries += 1
         p_max = tl.where(k_ok, (v >> 32).to(tl.int32).to(tl.float32, bitcast=True), float("-inf"))
         p_sum = v.to(tl.int32).to(tl.float32, bitcast=True)
-        row_max = tl.max(p_max, axis=0)
-        safe_row_max = tl.where(row_max == float("-inf"), 0.0, row_max)
-        total = tl.sum(tl.where(p_max == float("-inf"), 0.0, p_sum * tl.exp2(p_max - safe_row_max)), axis=0)
+        row_max, total = combine(p_max, p_sum)
         inv_total = tl.where(ready != 0, 1.0 / total, float("nan"))  # gave up waiting: say so in y
         # exp2 again rather than keeping fp32 exponentials across the wait (registers for a bigger
         # chunk); a row of -inf gives exp2(NaN) = NaN, as torch does.

@@ -162,7 +162,7 @@ def test_kernel_file_follows_the_reference_kernel_convention(name):
             imported |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             imported.add(node.module)
-    assert imported <= {"torch", "torch.nn", "triton", "triton.language", "math", "_launch_heuristics", "_bf16_pairs"}, imported
+    assert imported <= {"torch", "torch.nn", "triton", "triton.language", "math", "_launch_heuristics", "_bf16_pairs", "_row_io"}, imported
     declared = read_declared(source)
     assert set(declared.tunables) == set(declared.config)
     for key, value in declared.config.items():

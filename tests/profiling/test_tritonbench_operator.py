@@ -22,7 +22,7 @@ def test_operator_package_iterates_the_spec_shapes_and_its_kernel_matches_the_re
     shapes = [{"M": 4, "N": 256}, {"M": 3, "N": 1000}]
     path = write_operator(spec, (KNOWLEDGE_BASE / "kernels" / "softmax.py").read_text(), tmp_path / "ke_softmax",
                           shapes=shapes)
-    assert sorted(p.name for p in path.parent.iterdir()) == ["__init__.py", "_bf16_pairs.py", "_launch_heuristics.py",
+    assert sorted(p.name for p in path.parent.iterdir()) == ["__init__.py", "_bf16_pairs.py", "_launch_heuristics.py", "_row_io.py",
                                                              "kernel.py", "operator.py", "reference.py"]
     monkeypatch.syspath_prepend(str(STANDIN))
     monkeypatch.syspath_prepend(str(tmp_path))

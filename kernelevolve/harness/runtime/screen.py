@@ -13,7 +13,7 @@ import ast
 # ------------------------------------------------------------------------
 ALLOWED_IMPORTS = {
     "torch", "triton", "math", "functools", "itertools", "operator", "typing", "dataclasses", "collections",
-    "enum", "abc", "numbers", "os", "warnings", "_launch_heuristics", "_bf16_pairs", "__future__",
+    "enum", "abc", "numbers", "os", "warnings", "_launch_heuristics", "_bf16_pairs", "_row_io", "__future__",
 }
 FORBIDDEN_CALLS = {"eval", "exec", "compile", "__import__", "globals", "locals", "vars", "open", "breakpoint",
                    "setattr", "delattr", "exit", "quit", "input"}

@@ -1,0 +1,46 @@
+"""Device-side helpers shared by the row kernels (softmax, RMSNorm, cross-entropy): loads and
+stores with an optional L2 eviction hint, and the online max / sum-of-exp of a softmax.
+
+Imported as `from _row_io import ...` (knowledge_base/kernels is on the candidates' import path;
+Triton resolves @triton.jit helpers through the importing kernel's module). Values are in log2
+units: x * log2(e), so exp becomes exp2.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def load_hinted(ptrs, mask, other, L2_HINTS: tl.constexpr, POLICY: tl.constexpr):
+    # POLICY "evict_last": the row is read again soon, keep it in L2; "evict_first": last read.
+    if L2_HINTS:
+        x = tl.load(ptrs, mask=mask, other=other, eviction_policy=POLICY)
+    else:
+        x = tl.load(ptrs, mask=mask, other=other)
+    return x
+
+
+@triton.jit
+def store_streaming(ptrs, value, mask, L2_HINTS: tl.constexpr):
+    # The output is not read again by this kernel: first out of L2 when hinted.
+    if L2_HINTS:
+        tl.store(ptrs, value, mask=mask, eviction_policy="evict_first")
+    else:
+        tl.store(ptrs, value, mask=mask)
+
+
+@triton.jit
+def online_update(m, s, x):
+    # One exp2 per element: exp2(-|x - m|) rescales s when x is a new max, else it is the term;
+    # x = -inf adds nothing (and avoids -inf - -inf). Returns the new running max and sum.
+    e = tl.where(x == float("-inf"), 0.0, tl.exp2(-tl.abs(x - m)))
+    s = tl.where(x > m, s * e + 1.0, s + e)
+    return tl.maximum(m, x), s
+
+
+@triton.jit
+def combine(m, s):
+    # Running maxima and sums (per lane, or per chunk) -> (max, sum of exp2(. - max)) over axis 0.
+    top = tl.max(m, axis=0)
+    safe = tl.where(top == float("-inf"), 0.0, top)
+    return top, tl.sum(tl.where(m == float("-inf"), 0.0, s * tl.exp2(m - safe)), axis=0)
