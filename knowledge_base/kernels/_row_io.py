@@ -44,3 +44,22 @@ def combine(m, s):
     top = tl.max(m, axis=0)
     safe = tl.where(top == float("-inf"), 0.0, top)
     return top, tl.sum(tl.where(m == float("-inf"), 0.0, s * tl.exp2(m - safe)), axis=0)
+
+
+@triton.jit
+def tile_index(i, n_tiles, REVERSE: tl.constexpr):
+    # The i-th tile of a second pass; REVERSE walks back, so it starts on what the first pass left in L2.
+    if REVERSE:
+        t = n_tiles - 1 - i
+    else:
+        t = i
+    return t
+
+
+@triton.jit
+def arrive_last(arrived_ptr, row, n_chunks):
+    # After a program stored its partial: counts it in for the row; True for the row's last program,
+    # which then sees every partial (acq_rel; the barrier orders this program's stores before it).
+    tl.debug_barrier()
+    arrived_before = tl.atomic_add(arrived_ptr + row, 1, sem="acq_rel")
+    return arrived_before == n_chunks - 1

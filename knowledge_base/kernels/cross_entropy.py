@@ -43,7 +43,7 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from _row_io import combine, online_update
+from _row_io import arrive_last, combine, online_update
 from _launch_heuristics import pipeline_stages, row_tile, sm_count
 
 CONFIG = {
@@ -158,9 +158,7 @@ def _ce_chunk_kernel(
     chunk_max, chunk_sum = combine(m, s)
     tl.store(part_max_ptr + pid, chunk_max)
     tl.store(part_sum_ptr + pid, chunk_sum)
-    tl.debug_barrier()  # the partials are stored before the release below publishes them
-    arrived_before = tl.atomic_add(arrived_ptr + row, 1, sem="acq_rel")
-    if arrived_before == n_chunks - 1:
+    if arrive_last(arrived_ptr, row, n_chunks):  # the last of the row's programs
         k = tl.arange(0, MAX_CHUNKS)
         # .cg reads L2, never a stale L1 line.
         p_max = tl.load(part_max_ptr + row * n_chunks + k, mask=k < n_chunks, other=float("-inf"), cache_modifier=".cg")

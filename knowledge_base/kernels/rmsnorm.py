@@ -57,7 +57,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from _bf16_pairs import pack_bf16x2, unpack_bf16x2
-from _row_io import load_hinted, store_streaming
+from _row_io import arrive_last, load_hinted, store_streaming, tile_index
 from _launch_heuristics import cooperative_plan, pipeline_stages, row_tile, sm_count
 
 CONFIG = {
@@ -95,6 +95,15 @@ TUNABLES = {
     # best was measured outright (bench/results/offline_search_rmsnorm/). Set True by hand to try it.
     "cooperative": [False],
 }
+
+
+@triton.jit
+def _write_tile(x_ptr, w_ptr, y_ptr, row_start, c, m, inv_rms, L2_HINTS: tl.constexpr):
+    # y = x / rms * w for one tile of a row whose 1/rms is known (w is read by every row: kept in L2).
+    x = load_hinted(x_ptr + row_start + c, m, 0.0, L2_HINTS, "evict_first")
+    w = tl.load(w_ptr + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    y = (x.to(tl.float32) * inv_rms * w).to(y_ptr.dtype.element_ty)
+    store_streaming(y_ptr + row_start + c, y, m, L2_HINTS)
 
 
 @triton.jit
@@ -136,16 +145,10 @@ def _rmsnorm_split_kernel(
             acc += x * x
         inv_rms = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
         for i in tl.range(0, n_tiles, num_stages=NUM_STAGES):
-            if REVERSE:
-                t = n_tiles - 1 - i
-            else:
-                t = i
+            t = tile_index(i, n_tiles, REVERSE)
             c = t * BLOCK_N + cols
             m = c < limit
-            x = load_hinted(x_ptr + row_start + c, m, 0.0, L2_HINTS, "evict_first")
-            w = tl.load(w_ptr + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
-            y = (x.to(tl.float32) * inv_rms * w).to(y_ptr.dtype.element_ty)
-            store_streaming(y_ptr + row_start + c, y, m, L2_HINTS)
+            _write_tile(x_ptr, w_ptr, y_ptr, row_start, c, m, inv_rms, L2_HINTS)
 
 
 @triton.jit
@@ -169,9 +172,7 @@ def _rmsnorm_chunk_kernel(
         x = x.to(tl.float32)
         acc += x * x
     tl.store(partial_ptr + pid, tl.sum(acc, axis=0))
-    tl.debug_barrier()  # the partial is stored before the release below publishes it
-    arrived_before = tl.atomic_add(arrived_ptr + row, 1, sem="acq_rel")
-    if arrived_before == n_chunks - 1:
+    if arrive_last(arrived_ptr, row, n_chunks):  # the last of the row's programs
         k = tl.arange(0, MAX_CHUNKS)
         # .cg reads L2, never a stale L1 line.
         parts = tl.load(partial_ptr + row * n_chunks + k, mask=k < n_chunks, other=0.0, cache_modifier=".cg")
@@ -179,10 +180,7 @@ def _rmsnorm_chunk_kernel(
         for t in tl.range(0, tl.cdiv(n_cols, BLOCK_N), num_stages=NUM_STAGES):
             c = t * BLOCK_N + cols
             m = c < n_cols
-            x = load_hinted(x_ptr + row_start + c, m, 0.0, L2_HINTS, "evict_first")
-            w = tl.load(w_ptr + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
-            y = (x.to(tl.float32) * inv_rms * w).to(y_ptr.dtype.element_ty)
-            store_streaming(y_ptr + row_start + c, y, m, L2_HINTS)
+            _write_tile(x_ptr, w_ptr, y_ptr, row_start, c, m, inv_rms, L2_HINTS)
 
 
 @triton.jit

@@ -59,7 +59,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from _bf16_pairs import pack_bf16x2, unpack_bf16x2
-from _row_io import combine, load_hinted, online_update, store_streaming
+from _row_io import arrive_last, combine, load_hinted, online_update, store_streaming, tile_index
 from _launch_heuristics import cooperative_plan, pipeline_stages, row_tile, sm_count
 
 CONFIG = {
@@ -93,6 +93,14 @@ TUNABLES = {
     "l2_hints": [True, False],
     "cooperative": [False, True],
 }
+
+@triton.jit
+def _write_tile(x_ptr, y_ptr, offs, ok, row_max, inv_sum, L2_HINTS: tl.constexpr):
+    # y = exp(x - max) / sum for one tile of a row whose max (log2 units) and 1/sum are known.
+    x = load_hinted(x_ptr + offs, ok, float("-inf"), L2_HINTS, "evict_first")
+    y = (tl.exp2(x.to(tl.float32) * 1.4426950408889634 - row_max) * inv_sum).to(y_ptr.dtype.element_ty)
+    store_streaming(y_ptr + offs, y, ok, L2_HINTS)
+
 
 @triton.jit
 def _softmax_tile_kernel(x_ptr, y_ptr, n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -135,15 +143,10 @@ def _softmax_split_kernel(
         row_max, total = combine(m, s)
         inv_sum = 1.0 / total
         for i in tl.range(0, n_tiles, num_stages=NUM_STAGES):
-            if REVERSE:
-                t = n_tiles - 1 - i
-            else:
-                t = i
+            t = tile_index(i, n_tiles, REVERSE)
             c = t * BLOCK_N + cols
             ok = c < limit
-            x = load_hinted(x_ptr + row_start + c, ok, float("-inf"), L2_HINTS, "evict_first")
-            y = (tl.exp2(x.to(tl.float32) * 1.4426950408889634 - row_max) * inv_sum).to(y_ptr.dtype.element_ty)
-            store_streaming(y_ptr + row_start + c, y, ok, L2_HINTS)
+            _write_tile(x_ptr, y_ptr, row_start + c, ok, row_max, inv_sum, L2_HINTS)
 
 
 @triton.jit
@@ -170,9 +173,7 @@ def _softmax_chunk_kernel(
     chunk_max, chunk_sum = combine(m, s)
     tl.store(part_max_ptr + pid, chunk_max)
     tl.store(part_sum_ptr + pid, chunk_sum)
-    tl.debug_barrier()  # the partials are stored before the release below publishes them
-    arrived_before = tl.atomic_add(arrived_ptr + row, 1, sem="acq_rel")
-    if arrived_before == n_chunks - 1:
+    if arrive_last(arrived_ptr, row, n_chunks):  # the last of the row's programs
         k = tl.arange(0, MAX_CHUNKS)
         # .cg reads L2, never a stale L1 line.
         p_max = tl.load(part_max_ptr + row * n_chunks + k, mask=k < n_chunks, other=float("-inf"), cache_modifier=".cg")
@@ -182,9 +183,7 @@ def _softmax_chunk_kernel(
         for t in tl.range(0, tl.cdiv(n_cols, BLOCK_N), num_stages=NUM_STAGES):
             c = t * BLOCK_N + cols
             ok = c < n_cols
-            x = load_hinted(x_ptr + row_start + c, ok, float("-inf"), L2_HINTS, "evict_first")
-            y = (tl.exp2(x.to(tl.float32) * 1.4426950408889634 - row_max) * inv_sum).to(y_ptr.dtype.element_ty)
-            store_streaming(y_ptr + row_start + c, y, ok, L2_HINTS)
+            _write_tile(x_ptr, y_ptr, row_start + c, ok, row_max, inv_sum, L2_HINTS)
 
 
 @triton.jit
