@@ -157,13 +157,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(verdict.__dict__)
 
     def _export(self, run_id: str, node_id: int, body: dict) -> None:
-        from kernelevolve.review.export_op import export_package
+        from kernelevolve.review.export_op import export_package, parse_op_name
 
         as_op = body.get("as_op")
-        if not isinstance(as_op, str):
-            raise ReviewError("as_op: give the op's name as NAMESPACE::NAME")
+        namespace, name = parse_op_name(as_op if isinstance(as_op, str) else "")  # identifiers only: a safe folder name
         with tempfile.TemporaryDirectory(prefix="kernelevolve-export-") as tmp:
-            out = Path(tmp) / as_op.replace("::", "_")
+            out = Path(tmp) / f"{namespace}_{name}"
             export_package(self.app.repo, run_id, node_id, out, as_op, allow_unreviewed=bool(body.get("unreviewed")))
             buffer = io.BytesIO()
             with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:

@@ -443,8 +443,16 @@
             run.review_count !== before.review_count || run.status !== before.status;
           document.getElementById("live-state").textContent = run.status === "running" ? "live: following the search" : "";
           if (!changed) return;
+          var open = /^node\/(\d+)$/.exec(state.view || "");
+          var old = open ? state.byId[parseInt(open[1], 10)] : null;
           accept(run);
-          if (state.view === "tree" || state.view === "overview") route(); else header();
+          var now = open ? state.byId[parseInt(open[1], 10)] : null;
+          var note = document.getElementById("review-note");
+          if (state.view === "tree" || state.view === "overview") route();
+          else if (open && now && (!old || old.text !== now.text || old.verdict !== now.verdict) && !(note && note.value)) {
+            delete state.nodes[now.id];  // the open node was evaluated or reviewed meanwhile: show it anew
+            route();
+          } else header();
         }, function () {});
       }, CFG.refresh_ms || 3000);
     }
