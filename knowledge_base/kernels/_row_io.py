@@ -63,3 +63,23 @@ def arrive_last(arrived_ptr, row, n_chunks):
     tl.debug_barrier()
     arrived_before = tl.atomic_add(arrived_ptr + row, 1, sem="acq_rel")
     return arrived_before == n_chunks - 1
+
+
+@triton.jit
+def load_chunk(x_ptr, row, n_rows, n_cols, c, col_ok, other):
+    # Columns c of `row` (nothing past the last row): the cooperative kernels' per-row chunk.
+    return tl.load(x_ptr + row.to(tl.int64) * n_cols + c, mask=col_ok & (row < n_rows), other=other)
+
+
+@triton.jit
+def wait_slots(slots, k_ok, tries, SPIN_LIMIT: tl.constexpr):
+    # Polls a row's slots (atomic reads go to L2, never a stale L1 line) until every one is written
+    # (non-zero) or the program has polled SPIN_LIMIT times in all: a bound, never a hang.
+    # Returns the slots, whether all were written, and the polls so far.
+    v = tl.atomic_add(slots, 0, mask=k_ok, sem="relaxed")
+    ready = tl.min(tl.where(k_ok, v != 0, 1).to(tl.int32), axis=0)
+    while (ready == 0) & (tries < SPIN_LIMIT):
+        v = tl.atomic_add(slots, 0, mask=k_ok, sem="relaxed")
+        ready = tl.min(tl.where(k_ok, v != 0, 1).to(tl.int32), axis=0)
+        tries += 1
+    return v, ready, tries

@@ -57,7 +57,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from _bf16_pairs import pack_bf16x2, unpack_bf16x2
-from _row_io import arrive_last, load_hinted, store_streaming, tile_index
+from _row_io import arrive_last, load_chunk, load_hinted, store_streaming, tile_index, wait_slots
 from _launch_heuristics import cooperative_plan, pipeline_stages, row_tile, sm_count
 
 CONFIG = {
@@ -203,7 +203,7 @@ def _rmsnorm_coop_kernel(
     w = tl.load(w_ptr + c, mask=col_ok, other=0)  # the same columns for every row
     k = tl.arange(0, MAX_CHUNKS)
     k_ok = k < n_chunks
-    x_next = tl.load(x_ptr + group.to(tl.int64) * n_cols + c, mask=col_ok & (group < n_rows), other=0)
+    x_next = load_chunk(x_ptr, group, n_rows, n_cols, c, col_ok, 0)
     tries = tl.full([], 0, tl.int32)  # polls so far, over all rows: a bound, never a hang
     for it in range(0, n_iters):
         row = group + it * n_groups
@@ -211,7 +211,7 @@ def _rmsnorm_coop_kernel(
         if PREFETCH:
             x = x_next
         else:
-            x = tl.load(x_ptr + row_start + c, mask=col_ok & (row < n_rows), other=0)
+            x = load_chunk(x_ptr, row, n_rows, n_cols, c, col_ok, 0)
         if PACKED:
             lo, hi = unpack_bf16x2(x)
             part = tl.sum(lo * lo + hi * hi, axis=0)
@@ -222,14 +222,9 @@ def _rmsnorm_coop_kernel(
         tl.atomic_xchg(slot_ptr + row * n_chunks + chunk, flagged, sem="relaxed")
         if PREFETCH:  # next row's chunk is in flight while we wait
             nxt = row + n_groups
-            x_next = tl.load(x_ptr + nxt.to(tl.int64) * n_cols + c, mask=col_ok & (nxt < n_rows), other=0)
+            x_next = load_chunk(x_ptr, nxt, n_rows, n_cols, c, col_ok, 0)
         slots = slot_ptr + row * n_chunks + k
-        v = tl.atomic_add(slots, 0, mask=k_ok, sem="relaxed")  # an L2 read, never a stale L1 line
-        ready = tl.min(tl.where(k_ok, v != 0, 1).to(tl.int32), axis=0)
-        while (ready == 0) & (tries < SPIN_LIMIT):
-            v = tl.atomic_add(slots, 0, mask=k_ok, sem="relaxed")
-            ready = tl.min(tl.where(k_ok, v != 0, 1).to(tl.int32), axis=0)
-            tries += 1
+        v, ready, tries = wait_slots(slots, k_ok, tries, SPIN_LIMIT)
         parts = tl.where(k_ok, v.to(tl.int32).to(tl.float32, bitcast=True), 0.0)
         inv_rms = tl.rsqrt(tl.sum(parts, axis=0) / n_elems + eps)
         inv_rms = tl.where(ready != 0, inv_rms, float("nan"))  # gave up waiting: say so in y

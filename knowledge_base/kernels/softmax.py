@@ -59,7 +59,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from _bf16_pairs import pack_bf16x2, unpack_bf16x2
-from _row_io import arrive_last, combine, load_hinted, online_update, store_streaming, tile_index
+from _row_io import arrive_last, combine, load_chunk, load_hinted, online_update, store_streaming, tile_index, wait_slots
 from _launch_heuristics import cooperative_plan, pipeline_stages, row_tile, sm_count
 
 CONFIG = {
@@ -209,7 +209,7 @@ def _softmax_coop_kernel(
         pad = -8323200  # 0xFF80FF80: two bf16 -inf
     else:
         pad = float("-inf")
-    x_next = tl.load(x_ptr + group.to(tl.int64) * n_cols + c, mask=col_ok & (group < n_rows), other=pad)
+    x_next = load_chunk(x_ptr, group, n_rows, n_cols, c, col_ok, pad)
     tries = tl.full([], 0, tl.int32)  # polls so far, over all rows: a bound, never a hang
     for it in range(0, n_iters):
         row = group + it * n_groups
@@ -217,7 +217,7 @@ def _softmax_coop_kernel(
         if PREFETCH:
             x = x_next
         else:
-            x = tl.load(x_ptr + row_start + c, mask=col_ok & (row < n_rows), other=pad)
+            x = load_chunk(x_ptr, row, n_rows, n_cols, c, col_ok, pad)
         if PACKED:
             lo, hi = unpack_bf16x2(x)
             lo *= 1.4426950408889634
@@ -234,14 +234,9 @@ def _softmax_coop_kernel(
         tl.atomic_xchg(slot_ptr + row * n_chunks + chunk, hi_bits | lo_bits, sem="relaxed")
         if PREFETCH:  # next row's chunk is in flight while we wait
             nxt = row + n_groups
-            x_next = tl.load(x_ptr + nxt.to(tl.int64) * n_cols + c, mask=col_ok & (nxt < n_rows), other=pad)
+            x_next = load_chunk(x_ptr, nxt, n_rows, n_cols, c, col_ok, pad)
         slots = slot_ptr + row * n_chunks + k
-        v = tl.atomic_add(slots, 0, mask=k_ok, sem="relaxed")  # an L2 read, never a stale L1 line
-        ready = tl.min(tl.where(k_ok, v != 0, 1).to(tl.int32), axis=0)
-        while (ready == 0) & (tries < SPIN_LIMIT):
-            v = tl.atomic_add(slots, 0, mask=k_ok, sem="relaxed")
-            ready = tl.min(tl.where(k_ok, v != 0, 1).to(tl.int32), axis=0)
-            tries += 1
+        v, ready, tries = wait_slots(slots, k_ok, tries, SPIN_LIMIT)
         p_max = tl.where(k_ok, (v >> 32).to(tl.int32).to(tl.float32, bitcast=True), float("-inf"))
         p_sum = v.to(tl.int32).to(tl.float32, bitcast=True)
         row_max, total = combine(p_max, p_sum)
