@@ -98,16 +98,27 @@ def node_details(repo, run_id: str, only: int | None = None, graph: SearchGraph 
                  {"message": "", "marks": {}, "recheck": None, "timed": False, "log_tail": "", "environment": {},
                   "phases_s": {}, "shapes": []})
         d["diffs"] = [{"parent": p, "diff": source_diff(graph[p].source, n.source, p, n.id)} for p in n.parents]
-        d["calls"] = [{"provider": c.provider, "model": c.model, "prompt": c.prompt, "reply": c.reply,
-                       "input_tokens": c.input_tokens, "output_tokens": c.output_tokens, "cost_usd": c.cost_usd,
-                       "latency_s": c.latency_s, "cached": c.cached, "error": c.error, "created_at": c.created_at}
-                      for c in calls.get(n.id, [])]
+        d["calls"] = [_call_row(c) for c in calls.get(n.id, [])]
         d["reviews"] = [{"reviewer": r.reviewer, "verdict": r.verdict, "notes": r.notes, "created_at": r.created_at}
                         for r in reviews.get(n.id, [])]
         d["profile"] = _profile(profiles.get(n.id))
         d["run_id"] = run_id
         out[n.id] = d
     return out
+
+
+def run_calls(repo, run_id: str) -> list[dict]:
+    """Every model call of the run, in order: the node's own and the run's (insights), the audit trail."""
+    if repo.run(run_id) is None:
+        raise PageError(f"no run {run_id} in {repo.display_url}")
+    return [_call_row(c) for c in repo.llm_calls(run_id)]
+
+
+def _call_row(c) -> dict:
+    return {"id": c.id, "node_id": c.node_id, "provider": c.provider, "model": c.model, "prompt": c.prompt,
+            "reply": c.reply, "input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
+            "cost_usd": c.cost_usd, "latency_s": c.latency_s, "cached": c.cached, "error": c.error,
+            "created_at": c.created_at}
 
 
 def _profile(row) -> dict | None:

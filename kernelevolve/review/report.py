@@ -12,7 +12,7 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
-from kernelevolve.review.pages import node_details, run_summary
+from kernelevolve.review.pages import node_details, run_calls, run_summary
 
 ASSETS = ("app.js", "app.css")
 
@@ -52,6 +52,7 @@ def write_report(repo, run_id: str, out_dir: Path) -> dict:
     for name in ASSETS:
         (out_dir / "assets" / name).write_text(static_file(name))
     (out_dir / "data" / "run.js").write_text(_data_script("run", summary))
+    (out_dir / "data" / "calls.js").write_text(_data_script("calls", run_calls(repo, run_id)))  # read on its tab only
     for node_id, detail in details.items():
         (nodes_dir / f"{node_id}.js").write_text(_data_script(f"node/{node_id}", detail))
     (out_dir / "index.html").write_text(page_html(f"run {run_id}", "assets", {"mode": "static", "run": run_id}))

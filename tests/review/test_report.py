@@ -68,6 +68,15 @@ def test_report_shows_the_tree_diffs_model_calls_and_failures(real_run, browser,
     assert mine[0].prompt[:200] in text and "block_rows=4" in text
     assert f"{mine[0].input_tokens} in / {mine[0].output_tokens} out tokens" in text
 
+    # The audit trail: every model call of the run, the node's and the run's own (insights).
+    browser.find_element(By.ID, "tab-calls").click()
+    wait_for(browser, "document.querySelector('section#calls')")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "section#calls details.call")) == len(calls)
+    trail = browser.execute_script("return document.querySelector('section#calls').textContent")
+    assert all(c.reply[:100] in trail for c in calls)
+    assert any(c.node_id is None for c in calls) and "run" in [e.text.split()[0] for e in
+                                                                browser.find_elements(By.CSS_SELECTOR, "div.call-row")]
+
     # The draft's page shows its profile as the optimise prompts read it.
     browser.execute_script(f"location.hash = '#node/{draft}'")
     profile = wait_for(browser, "document.querySelector('#profile') && document.querySelector('#profile').textContent")

@@ -90,6 +90,7 @@
     if (r) {
       tabs.push('<a id="tab-overview" href="#overview">Overview</a>');
       tabs.push('<a id="tab-tree" href="#tree">Tree (' + r.nodes.length + ")</a>");
+      tabs.push('<a id="tab-calls" href="#calls">Model calls (' + r.llm_calls + ")</a>");
     }
     document.getElementById("tabs").innerHTML = tabs.join("");
     var cur = document.getElementById("tab-" + (state.view || "").split("/")[0]);
@@ -326,12 +327,7 @@
       if (d.log_tail) html += '<h3>Log (last lines)</h3><pre class="log">' + esc(d.log_tail) + "</pre>";
       html += "<h3>Model calls (" + d.calls.length + ")</h3>";
       if (!d.calls.length) html += '<p class="muted">no model call recorded for this node (offline operator, or a draft from the knowledge base)</p>';
-      d.calls.forEach(function (c, i) {
-        html += '<details class="call"><summary>call ' + (i + 1) + ": " + esc(c.provider) + ":" + esc(c.model) + " · " +
-          c.input_tokens + " in / " + c.output_tokens + " out tokens · $" + Number(c.cost_usd).toFixed(4) + " · " +
-          Number(c.latency_s).toFixed(1) + " s" + (c.cached ? " · cached" : "") + (c.error ? ' · <span class="error">' + esc(c.error) + "</span>" : "") +
-          "</summary><h4>Prompt</h4><pre>" + esc(c.prompt) + "</pre><h4>Reply</h4><pre>" + esc(c.reply) + "</pre></details>";
-      });
+      d.calls.forEach(function (c, i) { html += callHtml(c, "call " + (i + 1)); });
       var env = d.environment || {};
       if (d.profile) {
         html += '<h3>Profile</h3><pre id="profile">' + esc(d.profile.text) + "</pre><details><summary>raw profile summaries (" +
@@ -344,6 +340,30 @@
       wireReview(d);
       window.KE.nodeShownAt = performance.now();
     });
+  }
+
+  function callHtml(c, title) {
+    return '<details class="call"><summary>' + title + ": " + esc(c.provider) + ":" + esc(c.model) + " · " +
+      c.input_tokens + " in / " + c.output_tokens + " out tokens · $" + Number(c.cost_usd).toFixed(4) + " · " +
+      Number(c.latency_s).toFixed(1) + " s" + (c.cached ? " · cached" : "") + (c.error ? ' · <span class="error">' + esc(c.error) + "</span>" : "") +
+      "</summary><h4>Prompt</h4><pre>" + esc(c.prompt) + "</pre><h4>Reply</h4><pre>" + esc(c.reply) + "</pre></details>";
+  }
+
+  // -- every model call of the run: the audit trail ----------------------------------------------
+  function showCalls() {
+    var done = function (calls) {
+      if (state.view !== "calls") return;
+      var tokens = 0, cost = 0;
+      calls.forEach(function (c) { tokens += c.input_tokens + c.output_tokens; cost += c.cost_usd; });
+      el('<section id="calls"><h2>Model calls</h2><p>' + calls.length + " calls · " + tokens + " tokens · $" + cost.toFixed(4) +
+        " · each names the node it produced (none: a run-level call, such as an insight)</p>" +
+        (calls.length ? calls.map(function (c) {
+          var where = c.node_id == null ? "run" : '<a href="#node/' + c.node_id + '">node #' + c.node_id + "</a>";
+          return '<div class="call-row">' + where + callHtml(c, "call " + c.id) + "</div>";
+        }).join("") : '<p class="muted">no model call recorded (the offline operator makes none)</p>') + "</section>");
+    };
+    if (LIVE) api("/api/runs/" + encodeURIComponent(CFG.run) + "/calls", done);
+    else loadScript("calls", "data/calls.js", done);
   }
 
   function reviewHtml(d) {
@@ -419,6 +439,7 @@
     var m = /^node\/(\d+)$/.exec(h);
     if (m) showNode(parseInt(m[1], 10));
     else if (h === "tree") showTree();
+    else if (h === "calls") showCalls();
     else { state.view = "overview"; header(); showOverview(); }
     window.scrollTo(0, 0);
   }
