@@ -83,3 +83,32 @@ def wait_slots(slots, k_ok, tries, SPIN_LIMIT: tl.constexpr):
         ready = tl.min(tl.where(k_ok, v != 0, 1).to(tl.int32), axis=0)
         tries += 1
     return v, ready, tries
+
+
+@triton.jit
+def publish_max_sum(part_max_ptr, part_sum_ptr, pid, m, s):
+    # A chunk program's running maxima and sums, reduced and stored as its partial.
+    chunk_max, chunk_sum = combine(m, s)
+    tl.store(part_max_ptr + pid, chunk_max)
+    tl.store(part_sum_ptr + pid, chunk_sum)
+
+
+@triton.jit
+def merged_max_sum(part_max_ptr, part_sum_ptr, row, n_chunks, MAX_CHUNKS: tl.constexpr):
+    # The row's partials merged (.cg reads L2, never a stale L1 line): its max and sum of exp2.
+    k = tl.arange(0, MAX_CHUNKS)
+    p_max = tl.load(part_max_ptr + row * n_chunks + k, mask=k < n_chunks, other=float("-inf"), cache_modifier=".cg")
+    p_sum = tl.load(part_sum_ptr + row * n_chunks + k, mask=k < n_chunks, other=0.0, cache_modifier=".cg")
+    return combine(p_max, p_sum)
+
+
+@triton.jit
+def coop_coords(n_chunks, n_cols, CHUNK: tl.constexpr, MAX_CHUNKS: tl.constexpr):
+    # A cooperative program's place: its group of rows, its chunk of columns (and which are in the
+    # row), and the row's slot indices (and which exist).
+    pid = tl.program_id(0)
+    group = pid // n_chunks
+    chunk = pid - group * n_chunks
+    c = chunk * CHUNK + tl.arange(0, CHUNK)
+    k = tl.arange(0, MAX_CHUNKS)
+    return group, chunk, c, c < n_cols, k, k < n_chunks

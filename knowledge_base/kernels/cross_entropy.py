@@ -43,7 +43,7 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from _row_io import arrive_last, combine, online_update
+from _row_io import arrive_last, combine, merged_max_sum, online_update, publish_max_sum
 from _launch_heuristics import pipeline_stages, row_tile, sm_count
 
 CONFIG = {
@@ -155,15 +155,9 @@ def _ce_chunk_kernel(
         x = tl.load(x_ptr + row_start + c, mask=c < n_cols, other=float("-inf"))
         x = x.to(tl.float32) * 1.4426950408889634
         m, s = online_update(m, s, x)
-    chunk_max, chunk_sum = combine(m, s)
-    tl.store(part_max_ptr + pid, chunk_max)
-    tl.store(part_sum_ptr + pid, chunk_sum)
+    publish_max_sum(part_max_ptr, part_sum_ptr, pid, m, s)
     if arrive_last(arrived_ptr, row, n_chunks):  # the last of the row's programs
-        k = tl.arange(0, MAX_CHUNKS)
-        # .cg reads L2, never a stale L1 line.
-        p_max = tl.load(part_max_ptr + row * n_chunks + k, mask=k < n_chunks, other=float("-inf"), cache_modifier=".cg")
-        p_sum = tl.load(part_sum_ptr + row * n_chunks + k, mask=k < n_chunks, other=0.0, cache_modifier=".cg")
-        row_max, total = combine(p_max, p_sum)
+        row_max, total = merged_max_sum(part_max_ptr, part_sum_ptr, row, n_chunks, MAX_CHUNKS)
         lse2 = row_max + tl.log2(total)
         target = tl.load(target_ptr + row)
         keep = target != ignore_index

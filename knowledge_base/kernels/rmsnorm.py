@@ -57,7 +57,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from _bf16_pairs import pack_bf16x2, unpack_bf16x2
-from _row_io import arrive_last, load_chunk, load_hinted, store_streaming, tile_index, wait_slots
+from _row_io import arrive_last, coop_coords, load_chunk, load_hinted, store_streaming, tile_index, wait_slots
 from _launch_heuristics import cooperative_plan, pipeline_stages, row_tile, sm_count
 
 CONFIG = {
@@ -195,14 +195,8 @@ def _rmsnorm_coop_kernel(
     # the chunk waits in half the registers. The partial sum of squares goes to a zeroed int64
     # slot with bit 32 set (so "written" needs no fence and no counter); the program waits until
     # all of the row's slots are written.
-    pid = tl.program_id(0)
-    group = pid // n_chunks
-    chunk = pid - group * n_chunks
-    c = chunk * CHUNK + tl.arange(0, CHUNK)
-    col_ok = c < n_cols
+    group, chunk, c, col_ok, k, k_ok = coop_coords(n_chunks, n_cols, CHUNK, MAX_CHUNKS)
     w = tl.load(w_ptr + c, mask=col_ok, other=0)  # the same columns for every row
-    k = tl.arange(0, MAX_CHUNKS)
-    k_ok = k < n_chunks
     x_next = load_chunk(x_ptr, group, n_rows, n_cols, c, col_ok, 0)
     tries = tl.full([], 0, tl.int32)  # polls so far, over all rows: a bound, never a hang
     for it in range(0, n_iters):

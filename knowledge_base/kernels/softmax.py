@@ -59,7 +59,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from _bf16_pairs import pack_bf16x2, unpack_bf16x2
-from _row_io import arrive_last, combine, load_chunk, load_hinted, online_update, store_streaming, tile_index, wait_slots
+from _row_io import arrive_last, combine, coop_coords, load_chunk, load_hinted, merged_max_sum, online_update, publish_max_sum, store_streaming, tile_index, wait_slots
 from _launch_heuristics import cooperative_plan, pipeline_stages, row_tile, sm_count
 
 CONFIG = {
@@ -170,15 +170,9 @@ def _softmax_chunk_kernel(
         x = load_hinted(x_ptr + row_start + c, c < n_cols, float("-inf"), L2_HINTS, "evict_last")
         x = x.to(tl.float32) * 1.4426950408889634
         m, s = online_update(m, s, x)
-    chunk_max, chunk_sum = combine(m, s)
-    tl.store(part_max_ptr + pid, chunk_max)
-    tl.store(part_sum_ptr + pid, chunk_sum)
+    publish_max_sum(part_max_ptr, part_sum_ptr, pid, m, s)
     if arrive_last(arrived_ptr, row, n_chunks):  # the last of the row's programs
-        k = tl.arange(0, MAX_CHUNKS)
-        # .cg reads L2, never a stale L1 line.
-        p_max = tl.load(part_max_ptr + row * n_chunks + k, mask=k < n_chunks, other=float("-inf"), cache_modifier=".cg")
-        p_sum = tl.load(part_sum_ptr + row * n_chunks + k, mask=k < n_chunks, other=0.0, cache_modifier=".cg")
-        row_max, total = combine(p_max, p_sum)
+        row_max, total = merged_max_sum(part_max_ptr, part_sum_ptr, row, n_chunks, MAX_CHUNKS)
         inv_sum = 1.0 / total
         for t in tl.range(0, tl.cdiv(n_cols, BLOCK_N), num_stages=NUM_STAGES):
             c = t * BLOCK_N + cols
@@ -198,13 +192,7 @@ def _softmax_coop_kernel(
     # The chunk's max and sum go out as ONE int64 (max bits high, sum bits low) into a zeroed
     # slot: never 0 once written (sum >= 1 unless the max is -inf), so no fence and no counter;
     # the program waits until all of the row's slots are written, then exponentiates again and stores.
-    pid = tl.program_id(0)
-    group = pid // n_chunks
-    chunk = pid - group * n_chunks
-    c = chunk * CHUNK + tl.arange(0, CHUNK)
-    col_ok = c < n_cols
-    k = tl.arange(0, MAX_CHUNKS)
-    k_ok = k < n_chunks
+    group, chunk, c, col_ok, k, k_ok = coop_coords(n_chunks, n_cols, CHUNK, MAX_CHUNKS)
     if PACKED:
         pad = -8323200  # 0xFF80FF80: two bf16 -inf
     else:
