@@ -73,3 +73,13 @@ def row_tile(m: int, block_n: int, config: dict) -> tuple[int, int]:
     per_warp = 32 * config["elems_per_thread"]
     warps = min(config["max_warps"], max(1, 1 << max(0, tile // per_warp - 1).bit_length()))
     return block_m, warps
+
+
+def split_launch(m: int, block_n: int, config: dict, stage_bytes_per_elem: int, device: torch.device) -> tuple[int, int, int]:
+    """(tile width, pipeline stages, programs) for a kernel that loops over a long row in tiles of
+    config["split_block_n"]: one program a row, or config["split_programs_per_sm"] per SM taking
+    rows in turn; `stage_bytes_per_elem` is what one column of a pipeline stage holds in shared memory."""
+    block = min(config["split_block_n"], block_n)
+    stages = pipeline_stages(config["num_stages"], block * stage_bytes_per_elem)
+    per_sm = config["split_programs_per_sm"]
+    return block, stages, m if per_sm == 0 else min(m, per_sm * sm_count(device))

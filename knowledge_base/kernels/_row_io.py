@@ -112,3 +112,12 @@ def coop_coords(n_chunks, n_cols, CHUNK: tl.constexpr, MAX_CHUNKS: tl.constexpr)
     c = chunk * CHUNK + tl.arange(0, CHUNK)
     k = tl.arange(0, MAX_CHUNKS)
     return group, chunk, c, c < n_cols, k, k < n_chunks
+
+
+@triton.jit
+def chunk_coords(n_chunks, n_cols, BLOCK_N: tl.constexpr):
+    # A chunk program's place: program id, row, which chunk of it, where the row starts, tile lanes.
+    pid = tl.program_id(0)
+    row = pid // n_chunks
+    chunk = pid - row * n_chunks
+    return pid, row, chunk, row.to(tl.int64) * n_cols, tl.arange(0, BLOCK_N)

@@ -43,8 +43,8 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from _row_io import arrive_last, combine, merged_max_sum, online_update, publish_max_sum
-from _launch_heuristics import pipeline_stages, row_tile, sm_count
+from _row_io import arrive_last, chunk_coords, combine, merged_max_sum, online_update, publish_max_sum
+from _launch_heuristics import pipeline_stages, row_tile, split_launch
 
 CONFIG = {
     "single_block_max_n": 8192,
@@ -143,11 +143,7 @@ def _ce_chunk_kernel(
     # Program (row, chunk) finds max and sum of exp over CHUNK columns and publishes them; the
     # row's last program to arrive merges the partials into logsumexp and writes the loss.
     # Nobody waits for anybody, so any launch order works.
-    pid = tl.program_id(0)
-    row = pid // n_chunks
-    chunk = pid - row * n_chunks
-    row_start = row.to(tl.int64) * n_cols
-    cols = tl.arange(0, BLOCK_N)
+    pid, row, chunk, row_start, cols = chunk_coords(n_chunks, n_cols, BLOCK_N)
     m = tl.full([BLOCK_N], float("-inf"), tl.float32)
     s = tl.zeros([BLOCK_N], dtype=tl.float32)
     for t in tl.range(0, CHUNK // BLOCK_N, num_stages=NUM_STAGES):
@@ -196,10 +192,7 @@ def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_ind
             NUM_STAGES=pipeline_stages(cfg["num_stages"], block * x.element_size()), num_warps=cfg["split_num_warps"],
         )
     else:
-        block = min(cfg["split_block_n"], block_n)
-        stages = pipeline_stages(cfg["num_stages"], block * x.element_size())
-        per_sm = cfg["split_programs_per_sm"]
-        programs = m if per_sm == 0 else min(m, per_sm * sm_count(x.device))
+        block, stages, programs = split_launch(m, block_n, cfg, x.element_size(), x.device)
         _ce_split_kernel[(programs,)](
             x, tgt, loss, m, n, ignore_index, programs, triton.cdiv(m, programs),
             BLOCK_N=block, NUM_STAGES=stages, num_warps=cfg["split_num_warps"],

@@ -57,8 +57,8 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from _bf16_pairs import pack_bf16x2, unpack_bf16x2
-from _row_io import arrive_last, coop_coords, load_chunk, load_hinted, store_streaming, tile_index, wait_slots
-from _launch_heuristics import cooperative_plan, pipeline_stages, row_tile, sm_count
+from _row_io import arrive_last, chunk_coords, coop_coords, load_chunk, load_hinted, store_streaming, tile_index, wait_slots
+from _launch_heuristics import cooperative_plan, pipeline_stages, row_tile, split_launch
 
 CONFIG = {
     "single_block_max_n": 16384,
@@ -160,11 +160,7 @@ def _rmsnorm_chunk_kernel(
     # Program (row, chunk) sums x^2 over CHUNK columns and publishes it; the row's last program
     # to arrive adds the partials and normalises the whole row, whose lines are still in L2
     # because all its chunks were read moments ago. Nobody waits, so any launch order works.
-    pid = tl.program_id(0)
-    row = pid // n_chunks
-    chunk = pid - row * n_chunks
-    row_start = row.to(tl.int64) * n_cols
-    cols = tl.arange(0, BLOCK_N)
+    pid, row, chunk, row_start, cols = chunk_coords(n_chunks, n_cols, BLOCK_N)
     acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     for t in tl.range(0, CHUNK // BLOCK_N, num_stages=NUM_STAGES):
         c = chunk * CHUNK + t * BLOCK_N + cols
@@ -275,10 +271,7 @@ def rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.
             NUM_STAGES=stages, num_warps=cfg["split_num_warps"],
         )
     else:
-        block = min(cfg["split_block_n"], block_n)
-        stages = pipeline_stages(cfg["num_stages"], block * x2.element_size() * 2)
-        per_sm = cfg["split_programs_per_sm"]
-        programs = m if per_sm == 0 else min(m, per_sm * sm_count(x.device))
+        block, stages, programs = split_launch(m, block_n, cfg, x2.element_size() * 2, x.device)
         _rmsnorm_split_kernel[(programs,)](
             x2, w, y, m, n, eps, programs, triton.cdiv(m, programs),
             BLOCK_N=block, REVERSE=cfg["reverse_second_pass"], L2_HINTS=cfg["l2_hints"], NUM_STAGES=stages,

@@ -59,8 +59,8 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from _bf16_pairs import pack_bf16x2, unpack_bf16x2
-from _row_io import arrive_last, combine, coop_coords, load_chunk, load_hinted, merged_max_sum, online_update, publish_max_sum, store_streaming, tile_index, wait_slots
-from _launch_heuristics import cooperative_plan, pipeline_stages, row_tile, sm_count
+from _row_io import arrive_last, chunk_coords, combine, coop_coords, load_chunk, load_hinted, merged_max_sum, online_update, publish_max_sum, store_streaming, tile_index, wait_slots
+from _launch_heuristics import cooperative_plan, pipeline_stages, row_tile, split_launch
 
 CONFIG = {
     "single_block_max_n": 16384,
@@ -158,11 +158,7 @@ def _softmax_chunk_kernel(
     # Program (row, chunk) finds max and sum of exp over CHUNK columns and publishes them; the
     # row's last program to arrive merges the partials and writes the whole row, whose lines are
     # still in L2 because all its chunks were read moments ago. Nobody waits for anybody.
-    pid = tl.program_id(0)
-    row = pid // n_chunks
-    chunk = pid - row * n_chunks
-    row_start = row.to(tl.int64) * n_cols
-    cols = tl.arange(0, BLOCK_N)
+    pid, row, chunk, row_start, cols = chunk_coords(n_chunks, n_cols, BLOCK_N)
     m = tl.full([BLOCK_N], float("-inf"), tl.float32)  # running max per lane (log2 units)
     s = tl.zeros([BLOCK_N], dtype=tl.float32)  # running sum of exp2(x - m) per lane
     for t in tl.range(0, CHUNK // BLOCK_N, num_stages=NUM_STAGES):
@@ -279,10 +275,7 @@ def softmax_forward(x: torch.Tensor) -> torch.Tensor:
             NUM_STAGES=pipeline_stages(cfg["num_stages"], block * x2.element_size()), num_warps=cfg["split_num_warps"],
         )
     else:
-        block = min(cfg["split_block_n"], block_n)
-        stages = pipeline_stages(cfg["num_stages"], block * x2.element_size())
-        per_sm = cfg["split_programs_per_sm"]
-        programs = m if per_sm == 0 else min(m, per_sm * sm_count(x.device))
+        block, stages, programs = split_launch(m, block_n, cfg, x2.element_size(), x.device)
         _softmax_split_kernel[(programs,)](
             x2, y, m, n, programs, triton.cdiv(m, programs),
             BLOCK_N=block, REVERSE=cfg["reverse_second_pass"], L2_HINTS=cfg["l2_hints"], NUM_STAGES=stages,
