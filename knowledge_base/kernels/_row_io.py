@@ -121,3 +121,18 @@ def chunk_coords(n_chunks, n_cols, BLOCK_N: tl.constexpr):
     row = pid // n_chunks
     chunk = pid - row * n_chunks
     return pid, row, chunk, row.to(tl.int64) * n_cols, tl.arange(0, BLOCK_N)
+
+
+@triton.jit
+def split_coords(n_cols, BLOCK_N: tl.constexpr):
+    # A split program's id, tile lanes and tiles a row. Program p takes rows p, p + n_programs, ...
+    # (the trip count comes from the host: the interpreter cannot use a program id as a range() bound).
+    return tl.program_id(0), tl.arange(0, BLOCK_N), tl.cdiv(n_cols, BLOCK_N)
+
+
+@triton.jit
+def split_row(pid, r, n_programs, n_rows, n_cols):
+    # The r-th row of split program pid, where it starts, and how many of its columns exist: 0 for
+    # rows past the end (an all-false mask is cheaper than a branch around two loops).
+    row = pid + r * n_programs
+    return row, row.to(tl.int64) * n_cols, tl.where(row < n_rows, n_cols, 0)

@@ -43,7 +43,7 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from _row_io import arrive_last, chunk_coords, combine, merged_max_sum, online_update, publish_max_sum
+from _row_io import arrive_last, chunk_coords, combine, merged_max_sum, online_update, publish_max_sum, split_coords, split_row
 from _launch_heuristics import pipeline_stages, row_tile, split_launch
 
 CONFIG = {
@@ -109,16 +109,10 @@ def _ce_split_kernel(
     x_ptr, target_ptr, loss_ptr, n_rows, n_cols, ignore_index, n_programs, rows_per_program,
     BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr,
 ):
-    # Program p takes rows p, p + n_programs, ... (trip count from the host: the interpreter
-    # cannot use a program id as a range() bound).
-    pid = tl.program_id(0)
-    cols = tl.arange(0, BLOCK_N)
-    n_tiles = tl.cdiv(n_cols, BLOCK_N)
+    pid, cols, n_tiles = split_coords(n_cols, BLOCK_N)  # rows pid, pid + n_programs, ...
     for r in range(0, rows_per_program):
-        row = pid + r * n_programs
+        row, row_start, limit = split_row(pid, r, n_programs, n_rows, n_cols)
         row_ok = row < n_rows
-        row_start = row.to(tl.int64) * n_cols
-        limit = tl.where(row_ok, n_cols, 0)  # rows past the end: everything masked
         m = tl.full([BLOCK_N], float("-inf"), tl.float32)
         s = tl.zeros([BLOCK_N], dtype=tl.float32)
         for t in tl.range(0, n_tiles, num_stages=NUM_STAGES):

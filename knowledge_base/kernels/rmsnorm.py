@@ -57,7 +57,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from _bf16_pairs import pack_bf16x2, unpack_bf16x2
-from _row_io import arrive_last, chunk_coords, coop_coords, load_chunk, load_hinted, store_streaming, tile_index, wait_slots
+from _row_io import arrive_last, chunk_coords, coop_coords, load_chunk, load_hinted, split_coords, split_row, store_streaming, tile_index, wait_slots
 from _launch_heuristics import cooperative_plan, pipeline_stages, row_tile, split_launch
 
 CONFIG = {
@@ -126,16 +126,9 @@ def _rmsnorm_split_kernel(
     x_ptr, w_ptr, y_ptr, n_rows, n_cols, eps, n_programs, rows_per_program,
     BLOCK_N: tl.constexpr, REVERSE: tl.constexpr, L2_HINTS: tl.constexpr, NUM_STAGES: tl.constexpr,
 ):
-    # Program p takes rows p, p + n_programs, ...; the trip count comes from the host because the
-    # interpreter cannot use a program id as a range() bound.
-    pid = tl.program_id(0)
-    cols = tl.arange(0, BLOCK_N)
-    n_tiles = tl.cdiv(n_cols, BLOCK_N)
+    pid, cols, n_tiles = split_coords(n_cols, BLOCK_N)  # rows pid, pid + n_programs, ...
     for r in range(0, rows_per_program):
-        row = pid + r * n_programs
-        row_start = row.to(tl.int64) * n_cols
-        # Rows past the end get an all-false mask (cheaper than a branch around two loops).
-        limit = tl.where(row < n_rows, n_cols, 0)
+        row, row_start, limit = split_row(pid, r, n_programs, n_rows, n_cols)
         acc = tl.zeros([BLOCK_N], dtype=tl.float32)
         for t in tl.range(0, n_tiles, num_stages=NUM_STAGES):
             c = t * BLOCK_N + cols
