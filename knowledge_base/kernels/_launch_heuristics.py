@@ -83,3 +83,11 @@ def split_launch(m: int, block_n: int, config: dict, stage_bytes_per_elem: int, 
     stages = pipeline_stages(config["num_stages"], block * stage_bytes_per_elem)
     per_sm = config["split_programs_per_sm"]
     return block, stages, m if per_sm == 0 else min(m, per_sm * sm_count(device))
+
+
+def chunk_launch(m: int, n: int, block_n: int, config: dict, device: torch.device) -> tuple[int, int, int, torch.Tensor]:
+    """(columns a chunk program owns, its tile width, chunks a row, the rows' zeroed arrival
+    counters) for a kernel whose programs each reduce config["chunk_n"] columns of one row."""
+    chunk = min(config["chunk_n"], block_n)
+    block = min(config["split_block_n"], chunk)
+    return chunk, block, -(-n // chunk), torch.zeros(m, dtype=torch.int32, device=device)

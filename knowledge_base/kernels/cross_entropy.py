@@ -44,7 +44,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from _row_io import arrive_last, chunk_coords, combine, merged_max_sum, online_update, publish_max_sum, split_coords, split_row
-from _launch_heuristics import pipeline_stages, row_tile, split_launch
+from _launch_heuristics import chunk_launch, pipeline_stages, row_tile, split_launch
 
 CONFIG = {
     "single_block_max_n": 8192,
@@ -175,11 +175,8 @@ def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_ind
             x, tgt, loss, m, n, ignore_index, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps
         )
     elif cfg["chunk_n"] > 0:
-        chunk = min(cfg["chunk_n"], block_n)
-        block = min(cfg["split_block_n"], chunk)
-        n_chunks = triton.cdiv(n, chunk)
+        chunk, block, n_chunks, arrived = chunk_launch(m, n, block_n, cfg, x.device)
         partials = torch.empty(2, m * n_chunks, dtype=torch.float32, device=x.device)
-        arrived = torch.zeros(m, dtype=torch.int32, device=x.device)
         _ce_chunk_kernel[(m * n_chunks,)](
             x, tgt, loss, partials[0], partials[1], arrived, n, ignore_index, n_chunks,
             CHUNK=chunk, BLOCK_N=block, MAX_CHUNKS=triton.next_power_of_2(n_chunks),

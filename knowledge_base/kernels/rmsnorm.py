@@ -58,7 +58,7 @@ import triton
 import triton.language as tl
 from _bf16_pairs import pack_bf16x2, unpack_bf16x2
 from _row_io import arrive_last, chunk_coords, coop_coords, load_chunk, load_hinted, split_coords, split_row, store_streaming, tile_index, wait_slots
-from _launch_heuristics import cooperative_plan, pipeline_stages, row_tile, split_launch
+from _launch_heuristics import chunk_launch, cooperative_plan, pipeline_stages, row_tile, split_launch
 
 CONFIG = {
     "single_block_max_n": 16384,
@@ -252,12 +252,9 @@ def rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.
             SPIN_LIMIT=SPIN_LIMIT, num_warps=cfg["split_num_warps"],
         )
     elif cfg["chunk_n"] > 0:
-        chunk = min(cfg["chunk_n"], block_n)
-        block = min(cfg["split_block_n"], chunk)
-        n_chunks = triton.cdiv(n, chunk)
+        chunk, block, n_chunks, arrived = chunk_launch(m, n, block_n, cfg, x.device)
         stages = pipeline_stages(cfg["num_stages"], block * x2.element_size() * 2)
         partial = torch.empty(m * n_chunks, dtype=torch.float32, device=x.device)
-        arrived = torch.zeros(m, dtype=torch.int32, device=x.device)
         _rmsnorm_chunk_kernel[(m * n_chunks,)](
             x2, w, y, partial, arrived, n, eps, n_chunks,
             CHUNK=chunk, BLOCK_N=block, MAX_CHUNKS=triton.next_power_of_2(n_chunks), L2_HINTS=cfg["l2_hints"],

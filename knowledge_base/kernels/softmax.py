@@ -60,7 +60,7 @@ import triton
 import triton.language as tl
 from _bf16_pairs import pack_bf16x2, unpack_bf16x2
 from _row_io import arrive_last, chunk_coords, combine, coop_coords, load_chunk, load_hinted, merged_max_sum, online_update, publish_max_sum, split_coords, split_row, store_streaming, tile_index, wait_slots
-from _launch_heuristics import cooperative_plan, pipeline_stages, row_tile, split_launch
+from _launch_heuristics import chunk_launch, cooperative_plan, pipeline_stages, row_tile, split_launch
 
 CONFIG = {
     "single_block_max_n": 16384,
@@ -258,11 +258,8 @@ def softmax_forward(x: torch.Tensor) -> torch.Tensor:
             SPIN_LIMIT=SPIN_LIMIT, num_warps=cfg["split_num_warps"],
         )
     elif cfg["chunk_n"] > 0:
-        chunk = min(cfg["chunk_n"], block_n)
-        block = min(cfg["split_block_n"], chunk)
-        n_chunks = triton.cdiv(n, chunk)
+        chunk, block, n_chunks, arrived = chunk_launch(m, n, block_n, cfg, x.device)
         partials = torch.empty(2, m * n_chunks, dtype=torch.float32, device=x.device)
-        arrived = torch.zeros(m, dtype=torch.int32, device=x.device)
         _softmax_chunk_kernel[(m * n_chunks,)](
             x2, y, partials[0], partials[1], arrived, n, n_chunks,
             CHUNK=chunk, BLOCK_N=block, MAX_CHUNKS=triton.next_power_of_2(n_chunks), L2_HINTS=cfg["l2_hints"],
