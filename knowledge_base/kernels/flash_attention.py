@@ -42,11 +42,11 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from _launch_heuristics import tma_ok
 
 CONFIG = {
-    "BLOCK_M": 128,
-    "BLOCK_N": 64,
-    "num_warps": 4,
-    "num_stages": 2,
-    "USE_TMA": True,
+    "BLOCK_M": 128,  # query rows a program owns
+    "BLOCK_N": 64,  # keys per inner step
+    "num_warps": 4,  # warps a program
+    "num_stages": 2,  # K/V tiles in flight (clamped to SMEM_BUDGET_BYTES)
+    "USE_TMA": True,  # tensor descriptors for Q/K/V where the GPU has them
 }
 
 TUNABLES = {

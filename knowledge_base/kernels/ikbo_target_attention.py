@@ -41,11 +41,11 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from _launch_heuristics import tma_ok
 
 CONFIG = {
-    "BLOCK_M": 64,
-    "BLOCK_N": 64,
-    "num_warps": 4,
-    "num_stages": 3,
-    "USE_TMA": True,
+    "BLOCK_M": 64,  # candidate rows a program owns
+    "BLOCK_N": 64,  # user-history keys per inner step
+    "num_warps": 4,  # warps a program
+    "num_stages": 3,  # K/V tiles in flight (clamped to SMEM_BUDGET_BYTES)
+    "USE_TMA": True,  # tensor descriptors where the GPU has them
 }
 
 TUNABLES = {
