@@ -26,10 +26,10 @@ Choices that matter for speed:
   per-element address registers, and the loads pipeline asynchronously (num_stages buffers).
 - Occupancy decides on Hopper. At head dim 128, BLOCK_M=128 with num_warps=4 (about 255 registers
   per thread, no spills) and num_stages=2 (96 KB of shared memory) lets two programs share an SM;
-  num_warps=8 holds the same tile but only one program fits by registers. Measured on an H200
-  (B=4, H=32, S=4096, bf16): 2.14 ms non-causal (514 TFLOP/s) and 1.20 ms causal, 85-86% of
-  SDPA's cuDNN path; the 8-warp tile was 2.37 ms. The launcher caps num_stages so the K/V
-  pipeline fits in shared memory.
+  num_warps=8 holds the same tile but only one program fits by registers, and measured slower.
+  On an H200 this reaches most of SDPA's cuDNN path, causal and not (the numbers, with their
+  dates and versions: bench/results/attention_reference_kernels_h200.md). The launcher caps
+  num_stages so the K/V pipeline fits in shared memory.
 """
 
 import math

@@ -25,10 +25,10 @@ Choices that matter for speed:
 - The scale log2(e)/sqrt(D) is applied inside the exponent as one FMA, p = exp2(s * c - m); the
   running max starts at a large finite negative value so rows masked out of a pass stay NaN-free.
 - K/V tiles come through TMA descriptors over the [U*H*Lkv, D] view (USE_TMA).
-- Measured on an H200 (2048 candidates, 32 users, 2 heads, D=128, Lq=64, Lkv=1024, bf16): 0.300
-  ms (458 TFLOP/s) with one 64-query candidate per 4-warp program, 3 stages (two programs per
-  SM); broadcast + SDPA takes 1.21 ms and SDPA alone on pre-broadcast K/V 0.545 ms. Stacking
-  two or four candidates per 128/256-row tile measured 0.34-0.39 ms.
+- On an H200 (2048 candidates, 32 users, 2 heads, D=128, Lq=64, Lkv=1024, bf16) one 64-query
+  candidate per 4-warp program with 3 stages (two programs per SM) beats broadcast + SDPA and
+  even SDPA alone on pre-broadcast K/V; stacking two or four candidates per 128/256-row tile was
+  slower (the numbers, with their dates: bench/results/attention_reference_kernels_h200.md).
 """
 
 import math

@@ -34,15 +34,14 @@ The launcher `rmsnorm_forward` picks one of four kernels:
   its chunk of a row in registers (bf16 as packed int32 pairs), publishes its sum of squares in a
   zeroed int64 slot with a flag bit (no fence, no counter), loads the next row's chunk, spins
   (bounded: a timeout writes NaN, never hangs) until the row's slots are all written, then
-  scales and stores. Measured (bench/results/long_rows.md): correct, but limited by bytes in
-  flight (one block per SM; bigger chunks spill): at best 0.356 ms at N = 262144 (3.0 TB/s, 4%
-  faster than the chunked default) and 0.186 ms at N = 65536 (slower than 0.156), so off by default.
+  scales and stores. Correct, but limited by bytes in flight (one block per SM; bigger chunks
+  spill): a little faster than the chunked default at the longest rows and slower at N = 65536,
+  so off by default (measurements: bench/results/long_rows.md).
 
-Measured on an H200 (bf16, bench/results/reference_kernels*.md): the tile kernel moves 4.0-4.1 TB/s
-(94-97% of the device-to-device copy rate) for N = 256 ... 16384; for long rows the chunked kernel
-with chunk_n=32768, 16384-wide tiles and 32 warps took N = 65536 from 0.180 ms (two-pass) to
-0.156 ms (3.4 TB/s) and N = 262144 from 0.417 ms to 0.372 ms (2.9 TB/s), both counting one read
-and one write. Still short of the copy rate at N = 262144: part of the re-read misses L2.
+On an H200 the tile kernel runs close to the device-to-device copy rate for N = 256 ... 16384; for
+long rows the chunked kernel (chunk_n=32768, 16384-wide tiles, 32 warps) beat the two-pass one,
+hence the default. Still short of the copy rate at N = 262144: part of the re-read misses L2. The
+numbers, with their dates and versions: bench/results/reference_kernels*.md.
 
 In both long-row kernels loads walk tiles of CONFIG["split_block_n"] columns with
 CONFIG["split_num_warps"] warps; CONFIG["num_stages"] > 1 software-pipelines those loops

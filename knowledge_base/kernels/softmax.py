@@ -29,18 +29,14 @@ The launcher `softmax_forward` picks one of four kernels:
   program per SM (all resident, so waiting cannot deadlock); program (group, chunk) keeps its chunk
   in registers, publishes max and sum of exp as one int64 in a zeroed slot (never 0 once written:
   no fence, no counter), loads the next row's chunk, spins (bounded: a timeout writes NaN) until
-  the row's slots are written, then exponentiates again and stores. Measured
-  (bench/results/long_rows.md): correct, but limited by bytes in flight (one block per SM; bigger
-  chunks spill): this version 0.216 ms at N = 65536 and 0.433 ms at N = 262144 (one that kept
-  fp32 exponentials across the wait: 0.205 / 0.415), slower than the two-pass default (0.184 /
-  0.394), so off by default.
+  the row's slots are written, then exponentiates again and stores. Correct, but limited by
+  bytes in flight (one block per SM; bigger chunks spill) and slower than the two-pass default,
+  so off by default (measurements: bench/results/long_rows.md).
 
-Measured on an H200 (bf16, bench/results/reference_kernels*.md): the tile kernel moves 3.9-4.1 TB/s
-(91-97% of the copy rate) for N = 256 ... 16384. For long rows the chunked kernel measured slower
-than the two-pass kernel (N = 65536: 0.238 vs 0.183 ms), so the default is two-pass with 8192-wide
-tiles, 16 warps and num_stages=3: 0.184 ms at N = 65536 (2.9 TB/s) and 0.395 ms at N = 262144
-(2.7 TB/s), 1.5x and 1.4x faster than torch.compile; the re-read is what keeps it off the copy
-rate.
+On an H200 the tile kernel runs close to the copy rate for N = 256 ... 16384; for long rows the
+chunked kernel measured slower than the two-pass one, so the default is two-pass with 8192-wide
+tiles, 16 warps and num_stages=3, faster than torch.compile; the re-read is what keeps it off the
+copy rate. The numbers, with their dates and versions: bench/results/reference_kernels*.md.
 
 Running max and sum (chunk and split kernels) are kept per lane with ONE exp2 per element: with
 d = x - m, exp(-|d|) is both the rescale factor when x is the new max (s = s*e + 1) and the term
