@@ -19,8 +19,9 @@ from sqlalchemy.orm import Mapped, mapped_column
 from kernelevolve.memory.models import Base
 
 # A problem's state: waiting for its run, its run exists (searching or cut off), finished, or not
-# searched at all (skipped: the offline operator has no reference kernel; no solution file).
-PENDING, STARTED, DONE, SKIPPED = "pending", "started", "done", "skipped"
+# searched at all (skipped: the offline operator has no reference kernel; no solution file), or
+# ended by an error of its own (its spec changed, its run could not be built): the note says which.
+PENDING, STARTED, DONE, SKIPPED, ERROR = "pending", "started", "done", "skipped", "error"
 
 
 class CampaignRow(Base):

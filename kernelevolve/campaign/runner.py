@@ -1,0 +1,223 @@
+"""Starting and resuming campaigns: each problem one run, several problems at once over one evaluator.
+
+A search campaign runs one search engine per problem (kernelevolve.search.session), `parallel` of
+them at a time on threads; all share one Evaluator, whose slots (one per GPU, one per two CPU cores
+under the interpreter) bound how many candidates are evaluated at once. A solutions campaign writes
+each problem's solution file as node 0 of a run and evaluates it. Every step is in the database
+before the next starts (the problem row, then its run, then the run's nodes), so `resume` after a
+kill -9 finishes what was cut off and redoes nothing that was recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kernelevolve.campaign.problems import Problem
+from kernelevolve.memory import campaigns as store
+
+SEARCH, SOLUTIONS = "search", "solutions"
+NEEDS_A_MODEL = "needs a model"
+
+
+class CampaignError(ValueError):
+    """A campaign that cannot be started or resumed as asked; one line."""
+
+
+class CampaignSettings(BaseModel):
+    """What a campaign was started with (campaigns.settings); resume reads it back."""
+
+    model_config = ConfigDict(extra="ignore")
+    kind: str = SEARCH
+    model: str = "offline"
+    model_options: dict = Field(default_factory=dict)
+    policy: str = "greedy"
+    policy_options: dict = Field(default_factory=dict)
+    budget: int | None = None  # nodes per problem; None: each spec's budget.nodes
+    device: str = "interpret"
+    parallel: int = 1  # problems searched at once
+    timeout_s: float = 300.0
+    seed: int | None = None
+    baseline: str | None = None  # eager | torch.compile for every problem; None: each spec's own
+    baselines: dict[str, str] = Field(default_factory=dict)  # problem -> the baseline it is timed against
+    solutions: str | None = None  # the folder of a solutions campaign
+    knowledge_base: str | None = None
+    paths: list[str] = Field(default_factory=list)
+
+
+def owner_tag() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def create(repo, problems: list[Problem], settings: CampaignSettings, skip: dict[str, str]) -> str:
+    """Write the campaign and its problems (those in `skip`, name -> why, are never run); its id."""
+    settings.baselines = {p.name: settings.baseline or p.spec.baseline for p in problems}
+    if settings.seed is None:
+        settings.seed = random.SystemRandom().randrange(2**31)
+    rows = [{"name": p.name, "path": str(p.path), "shapes": p.shapes, "shape_rule": p.shape_rule,
+             "solution": None if p.solution is None else str(p.solution.resolve()),
+             "state": store.SKIPPED if p.name in skip else store.PENDING, "note": skip.get(p.name, "")}
+            for p in problems]
+    return store.create_campaign(repo, settings.kind, settings.model_dump(mode="json"), rows, owner_tag())
+
+
+def check_resumable(repo, campaign_id: str, force: bool = False):
+    row = store.campaign(repo, campaign_id)
+    if row is None:
+        known = ", ".join(c.id for c in store.campaigns(repo)[:5]) or "none"
+        raise CampaignError(f"no campaign {campaign_id!r} in {repo.display_url} (recent campaigns: {known})")
+    host, _, pid = (row.owner or "").rpartition(":")
+    if row.status == "running" and not force and host == socket.gethostname() and pid.isdigit() \
+            and int(pid) != os.getpid() and _alive(int(pid)):
+        raise CampaignError(f"campaign {campaign_id} is being run by process {pid} on this host (stop it, or pass --force)")
+    return row
+
+
+@dataclass
+class Event:
+    """One line of live progress: a problem's node was evaluated, or the problem ended."""
+
+    problem: str
+    text: str
+    done: int  # problems finished (or skipped) so far
+    total: int
+
+
+def run(repo, campaign_id: str, on_event: Callable[[Event], None] | None = None) -> None:
+    """Run (or resume) every problem of the campaign that has not finished."""
+    from kernelevolve import paths
+    from kernelevolve.evaluation.evaluator import Evaluator
+    from kernelevolve.memory.repository import BaselineTable
+
+    row = store.campaign(repo, campaign_id)
+    settings = CampaignSettings.model_validate(row.settings)
+    store.update_campaign(repo, campaign_id, status="running", owner=owner_tag())
+    paths.use_knowledge_base(settings.knowledge_base or paths.BUNDLED_KNOWLEDGE_BASE)
+    problems = store.problems(repo, campaign_id)
+    todo = [p for p in problems if p.state in (store.PENDING, store.STARTED)]
+    counter = _Counter(len(problems) - len(todo), len(problems), on_event)
+    evaluator = Evaluator(device=settings.device, timeout_s=settings.timeout_s, baseline_store=BaselineTable(repo))
+    job = _solve if settings.kind == SOLUTIONS else _search
+    with ThreadPoolExecutor(max_workers=max(1, settings.parallel), thread_name_prefix="campaign") as pool:
+        futures = [pool.submit(_guarded, job, repo, campaign_id, settings, p, evaluator, counter) for p in todo]
+        for f in futures:
+            f.result()
+    store.update_campaign(repo, campaign_id, status="finished")
+
+
+class _Counter:
+    def __init__(self, done: int, total: int, on_event) -> None:
+        self.done, self.total, self.on_event = done, total, on_event
+        self.lock = threading.Lock()
+
+    def say(self, problem: str, text: str, finished: bool = False) -> None:
+        with self.lock:
+            self.done += finished
+            if self.on_event is not None:
+                self.on_event(Event(problem, text, self.done, self.total))
+
+
+def _guarded(job, repo, campaign_id, settings, problem, evaluator, counter) -> None:
+    """One problem; what goes wrong with it is its note, never the other problems' end."""
+    try:
+        job(repo, campaign_id, settings, problem, evaluator, counter)
+    except Exception as e:  # noqa: BLE001 - recorded on the problem and shown; the campaign goes on
+        message = " ".join(str(e).split())[:300] or type(e).__name__
+        store.update_problem(repo, campaign_id, problem.position, state=store.ERROR, note=message)
+        counter.say(problem.name, f"error: {message}", finished=True)
+
+
+def _spec(problem, settings: CampaignSettings):
+    from kernelevolve.spec import load_spec
+
+    spec = load_spec(problem.path)
+    baseline = settings.baselines.get(problem.name)
+    return spec if baseline in (None, spec.baseline) else spec.model_copy(update={"baseline": baseline})
+
+
+def _run_settings(settings: CampaignSettings, problem, spec, model: str):
+    from kernelevolve.search.session import RunSettings
+
+    limits = spec.budget.with_overrides(max_nodes=1 if settings.kind == SOLUTIONS else settings.budget)
+    return RunSettings(policy=settings.policy, policy_options=settings.policy_options, limits=limits,
+                       device=settings.device, shapes=problem.shapes, model=model,
+                       model_options=settings.model_options, timeout_s=settings.timeout_s,
+                       seed=(settings.seed or 0) + problem.position, knowledge_base=settings.knowledge_base)
+
+
+def _start_run(repo, campaign_id: str, settings: CampaignSettings, problem, spec, model: str) -> str:
+    from kernelevolve.search.session import start_run
+
+    run_id = start_run(repo, spec, _run_settings(settings, problem, spec, model))
+    store.update_problem(repo, campaign_id, problem.position, run_id=run_id, state=store.STARTED)
+    return run_id
+
+
+def _search(repo, campaign_id, settings: CampaignSettings, problem, evaluator, counter: _Counter) -> None:
+    from kernelevolve.operators import resolve_operator
+    from kernelevolve.search.report import best_nodes, fitness_text
+    from kernelevolve.search.session import build_engine
+
+    spec = _spec(problem, settings)
+    run_id = problem.run_id or _start_run(repo, campaign_id, settings, problem, spec, settings.model)
+    operator = resolve_operator(settings.model, **settings.model_options)
+    operator.replay(repo.llm_calls(run_id))  # a resumed run never asks the model twice for one step
+    operator.attach(repo)
+    run_row = repo.run(run_id)
+    if run_row.status != "finished":
+        def progress(event, engine, node) -> None:
+            if event == "evaluated":
+                counter.say(problem.name, f"node {node.id} {engine.graph.kind(node.id)}: {fitness_text(node)}")
+
+        engine = build_engine(repo, run_id, operator=operator, evaluator=evaluator, on_event=progress)
+        engine.spec = spec  # the campaign's baseline, if it names one
+        engine.run()
+    graph = repo.load_graph(run_id)
+    best = best_nodes(graph, 1)
+    store.update_problem(repo, campaign_id, problem.position, state=store.DONE)
+    outcome = f"best node {best[0].id}: {fitness_text(best[0])}" if best else "no correct kernel"
+    counter.say(problem.name, f"finished ({repo.run(run_id).termination_reason}, {len(graph)} nodes): {outcome}",
+                finished=True)
+
+
+def _solve(repo, campaign_id, settings: CampaignSettings, problem, evaluator, counter: _Counter) -> None:
+    """A solutions campaign's problem: its file as node 0 of a run, evaluated once."""
+    from pathlib import Path
+
+    from kernelevolve.search.engine import rng_state
+    from kernelevolve.search.graph import Node
+    from kernelevolve.search.report import fitness_text
+
+    spec = _spec(problem, settings)
+    run_id = problem.run_id or _start_run(repo, campaign_id, settings, problem, spec, "solutions")
+    graph = repo.load_graph(run_id)
+    state = rng_state(random.Random(0))
+    if 0 not in graph:
+        source = Path(problem.solution).read_text()
+        graph.add(Node(id=0, source=source, note=f"solution file {Path(problem.solution).name}"))
+        repo.add_node(run_id, graph[0], rng_state=state, elapsed_s=0.0)
+    node = graph[0]
+    if node.evaluation is None:
+        result = evaluator.evaluate(spec, node.source, shapes=problem.shapes)
+        repo.record_evaluation(run_id, 0, result, policy_state={}, rng_state=state, elapsed_s=result.duration_s)
+        graph.set_evaluation(0, result)
+    repo.update_run(run_id, status="finished", termination_reason="solution")
+    store.update_problem(repo, campaign_id, problem.position, state=store.DONE)
+    counter.say(problem.name, f"{Path(problem.solution).name}: {fitness_text(graph[0])}", finished=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,83 @@
+"""Small shapes for problem files written for large GPUs, so that a CPU (interpreter) campaign runs.
+
+The rule, applied to a reference module without `interpret_shapes` and without `--shape`:
+
+1. Only *root* size constants change: module-level integers (or tuples of integers) written as
+   literals (`N = 4096`, `M = 1024 * 2`, `input_shape = (128, 4096)`). Constants computed from other
+   constants (`hidden = dim * 4`, `bias_shape = (out_channels, 1, 1)`) are left alone and follow.
+2. Each value above KEEP shrinks to about its square root, at least KEEP and at most MAX_SIZE
+   (a power of two stays one: 2**ceil(log2(v) / 2)); values at or below KEEP (kernel sizes,
+   strides, small channel or group counts, reduction dims) stay. The square root keeps the order
+   of the sizes (a long row stays longer than a short one) while a 4096^3 matmul becomes 64^3.
+3. Divisibility the code relies on is kept: when one original value divides another (groups and
+   channels, heads and width, a tile and a length), the scaled larger one is raised to the next
+   multiple of the scaled smaller one.
+
+Nothing else (floats, flags, strings, negatives) changes. The result is a shape override like
+`--shape`, stored with the campaign's problem and printed, so the shapes used are always known.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from typing import Any
+
+from kernelevolve.shapes import constants
+
+MAX_SIZE = 64  # the largest scaled size (before rule 3)
+KEEP = 8  # sizes up to this stay as written
+
+
+def _is_literal(node: ast.expr) -> bool:
+    """A value written without naming other constants (a number, a tuple of numbers, arithmetic)."""
+    return not any(isinstance(n, ast.Name) and n.id not in ("int",) for n in ast.walk(node))
+
+
+def _root_constants(source: str) -> dict[str, Any]:
+    """Name -> value of the root size constants (rule 1)."""
+    values = constants(source)
+    roots: dict[str, Any] = {}
+    for stmt in ast.parse(source).body:
+        if not isinstance(stmt, ast.Assign) or not _is_literal(stmt.value):
+            continue
+        names = []
+        for target in stmt.targets:
+            if isinstance(target, ast.Name):
+                names.append(target.id)
+            elif isinstance(target, (ast.Tuple, ast.List)):
+                names += [e.id for e in target.elts if isinstance(e, ast.Name)]
+        for name in names:
+            value = values.get(name)
+            if _is_size(value) or (isinstance(value, tuple) and value and all(_is_size(v) for v in value)):
+                roots[name] = value
+    return roots
+
+
+def _is_size(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _shrink(v: int) -> int:
+    if v <= KEEP:
+        return v
+    root = 1 << math.ceil(math.log2(v) / 2) if v & (v - 1) == 0 else math.ceil(math.sqrt(v))
+    return min(MAX_SIZE, max(KEEP, root))
+
+
+def scaled_shape(source: str) -> dict[str, Any]:
+    """The overrides the rule gives for a reference module's source ({} when nothing is large)."""
+    roots = _root_constants(source)
+    originals = sorted(set(v for value in roots.values() for v in (value if isinstance(value, tuple) else (value,))))
+    scaled = {v: _shrink(v) for v in originals}
+    originals = [v for v in originals if v > 1]
+    for i, small in enumerate(originals):  # rule 3, smallest first so that chains a | b | c hold
+        for big in originals[i + 1:]:
+            if big % small == 0 and scaled[big] % scaled[small]:
+                scaled[big] = scaled[small] * math.ceil(scaled[big] / scaled[small])
+    out: dict[str, Any] = {}
+    for name, value in roots.items():
+        new = tuple(scaled.get(v, v) for v in value) if isinstance(value, tuple) else scaled.get(value, value)
+        if new != value:
+            out[name] = new
+    return out

@@ -1,0 +1,214 @@
+"""`kernelevolve suite | score`: campaigns over many problems, and their KernelBench-style scores."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from kernelevolve.cli.app import (DB_HELP, app, check_model_or_fail, console, err_console, fail, print_entries,
+                                  repo_or_fail, resolve_device, settings_or_fail)
+
+SHAPE_HELP = ("Shapes of one problem instead of its own or the interpreter rule's: PROBLEM:NAME=VALUE[,...]; "
+              "repeat for several shapes or problems.")
+
+
+@app.command("suite")
+def suite_command(
+    paths: Optional[list[str]] = typer.Argument(None, metavar="PATH...", help="Specs (.yaml), KernelBench-style "
+                                                "problem files (.py), directories of them, or globs."),
+    resume: Optional[str] = typer.Option(None, "--resume", metavar="CAMPAIGN", help="Continue a campaign that was "
+                                         "stopped or killed: finished problems stay, the others go on."),
+    solutions: Optional[Path] = typer.Option(None, "--solutions", metavar="DIR", help="Score the kernels in DIR "
+                                             "(PROBLEM.py, or the spec's kernel name) instead of searching."),
+    model: Optional[str] = typer.Option(None, "--model", help="Operator: PROVIDER:MODEL, or plugin:PATH.py:CLASS. "
+                                        "Default: the offline operator (problems without a reference kernel are skipped)."),
+    budget: Optional[int] = typer.Option(None, "--budget", help="Most nodes per problem (default: each spec's budget.nodes)."),
+    policy: str = typer.Option("greedy", "--policy", help="greedy | mcts | evolutionary."),
+    drafts: int = typer.Option(3, "--drafts", help="Independent drafts per problem before any improvement."),
+    parallel: int = typer.Option(2, "--parallel", help="Problems searched at once (they share the evaluation workers)."),
+    device: Optional[str] = typer.Option(None, "--device", help="cuda or interpret (CPU, correctness only)."),
+    shape: Optional[list[str]] = typer.Option(None, "--shape", metavar="PROBLEM:NAME=VALUE[,...]", help=SHAPE_HELP),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="Time every problem against eager or "
+                                           "torch.compile (default: each spec's baseline)."),
+    timeout: float = typer.Option(300.0, "--timeout", metavar="SECONDS", help="Evaluation time limit per candidate phase."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the campaign (problem i's run gets seed + i)."),
+    no_model_check: bool = typer.Option(False, "--no-model-check", help="Skip the one cheap request that checks --model."),
+    force: bool = typer.Option(False, "--force", help="With --resume: even if a live process on this host holds it."),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the campaign's score as JSON on stdout at the end."),
+) -> None:
+    """Search (or score given kernels for) many problems as one campaign, then print its score.
+
+    Each problem gets one search, a run in the database; --parallel of them run at once over the
+    evaluation workers. Under the interpreter a problem file without small shapes gets them by
+    the scaling rule (README: Campaigns). The campaign id comes first; `kernelevolve suite
+    --resume CAMPAIGN` continues after Ctrl-C, a crash or kill -9; `kernelevolve score CAMPAIGN`
+    prints the score again.
+
+    Examples: kernelevolve suite specs/ --model openai:my-model --budget 10;
+    kernelevolve suite --solutions my_kernels/ kernelbench/level1/ --device cuda
+    """
+    from kernelevolve.campaign import runner
+    from kernelevolve.campaign.problems import ProblemError, choose_shapes, load_problems, match_solutions, \
+        parse_problem_shapes
+
+    repo = repo_or_fail(db)
+    where = "" if db is None else f" --db {db}"
+    out = err_console if as_json else console
+    if resume is not None:
+        if paths or solutions is not None:
+            fail("--resume CAMPAIGN takes no PATH or --solutions: the campaign keeps its own")
+        try:
+            runner.check_resumable(repo, resume, force)
+        except runner.CampaignError as e:
+            fail(str(e))
+        campaign_id = resume
+        out.print(f"resuming campaign {campaign_id}", highlight=False)
+    else:
+        if not paths:
+            fail("name at least one PATH (spec, problem file, directory or glob), or --resume CAMPAIGN")
+        for name, value in (("--budget", budget), ("--parallel", parallel), ("--timeout", timeout), ("--drafts", drafts)):
+            if value is not None and value <= 0:
+                fail(f"{name} {value}: must be more than 0")
+        if baseline not in (None, "eager", "torch.compile"):
+            fail(f"--baseline {baseline!r}: use eager or torch.compile")
+        device = resolve_device(device)
+        try:
+            problems = load_problems(paths)
+            shapes = parse_problem_shapes(shape, problems)
+            for p in problems:
+                choose_shapes(p, device, shapes.get(p.name))
+            if solutions is not None:
+                match_solutions(problems, solutions)
+        except ProblemError as e:
+            fail(str(e))
+        settings = _settings(model, policy, drafts, budget, device, parallel, timeout, seed, baseline, solutions, paths)
+        skip = _skipped(problems, settings, no_model_check)
+        campaign_id = runner.create(repo, problems, settings, skip)
+        out.print(f"campaign [bold]{campaign_id}[/] ({len(problems)} problems, "
+                  f"{'solutions from ' + str(solutions) if solutions else settings.model}, {device}); resume with:",
+                  highlight=False)
+        out.print(f"  kernelevolve suite --resume {campaign_id}{where}", highlight=False, soft_wrap=True, markup=False)
+        for p in problems:
+            why = f" (skipped: {skip[p.name]})" if p.name in skip else ""
+            out.print(f"  {p.name}: {p.shapes_text(device)} [{p.shape_rule}]{why}", highlight=False, markup=False,
+                      soft_wrap=True)
+
+    def progress(event) -> None:
+        out.print(f"[{event.done}/{event.total}] {event.problem}: {event.text}", highlight=False, markup=False,
+                  soft_wrap=True)
+
+    try:
+        runner.run(repo, campaign_id, progress)
+    except KeyboardInterrupt:
+        # Everything recorded is safe (the database is written step by step); workers are cut off.
+        err_console.print(f"interrupted: resume with `kernelevolve suite --resume {campaign_id}{where}`",
+                          highlight=False)
+        sys.stderr.flush()
+        os._exit(130)
+    _print_score(repo, campaign_id, None, as_json)
+
+
+def _settings(model, policy, drafts, budget, device, parallel, timeout, seed, baseline, solutions, paths):
+    from kernelevolve.campaign.runner import SEARCH, SOLUTIONS, CampaignSettings
+    from kernelevolve.paths import users_knowledge_base
+    from kernelevolve.search.policies import POLICIES, make_policy
+
+    if policy not in POLICIES:
+        fail(f"--policy {policy!r}: use one of {', '.join(POLICIES)}")
+    options = {"drafts": drafts}
+    try:
+        options = make_policy(policy, **options).options()
+    except ValueError as e:
+        fail(str(e))
+    env = settings_or_fail()
+    model = (model or env.model or "offline").strip()
+    model_options = {} if model.startswith(("plugin:", "offline")) else env.operator_options()
+    kb = users_knowledge_base()
+    return CampaignSettings(kind=SOLUTIONS if solutions is not None else SEARCH, model=model,
+                            model_options=model_options, policy=policy, policy_options=options, budget=budget,
+                            device=device, parallel=parallel, timeout_s=timeout, seed=seed, baseline=baseline,
+                            solutions=None if solutions is None else str(solutions.resolve()),
+                            knowledge_base=None if kb is None else str(kb), paths=list(paths))
+
+
+def _skipped(problems, settings, no_model_check: bool) -> dict[str, str]:
+    """Problem name -> why it is not run: no solution file, or no reference kernel for the offline operator."""
+    from kernelevolve.campaign.runner import NEEDS_A_MODEL, SOLUTIONS
+    from kernelevolve.operators import OperatorError, resolve_operator
+
+    if settings.kind == SOLUTIONS:
+        return {p.name: "no solution file" for p in problems if p.solution is None}
+    try:
+        operator = resolve_operator(settings.model, **settings.model_options)
+    except OperatorError as e:
+        fail(str(e))
+    except Exception as e:  # a plugin that fails to import or construct
+        fail(f"--model {settings.model!r}: cannot load the operator: {type(e).__name__}: {e}")
+    if not no_model_check:
+        check_model_or_fail(operator, settings.model)
+    skip = {}
+    for p in problems:
+        try:
+            operator.check(p.spec)
+        except OperatorError:
+            skip[p.name] = NEEDS_A_MODEL  # the offline operator has no reference kernel for it
+    return skip
+
+
+@app.command("score")
+def score_command(
+    campaign_id: str = typer.Argument(..., metavar="CAMPAIGN"),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="Speedups against eager or torch.compile "
+                                           "(default: what each problem was timed against)."),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the score as JSON."),
+) -> None:
+    """A campaign's score: pass rate, fast_p for p in 0, 0.5, 0.8, 1.0, 1.5, 2.0, geometric-mean
+    speedup over correct problems, failure classes, and one line per problem (best node, speedup,
+    failure). Interpreter campaigns are untimed: correctness only."""
+    from kernelevolve.memory import campaigns
+
+    if baseline not in (None, "eager", "torch.compile"):
+        fail(f"--baseline {baseline!r}: use eager or torch.compile")
+    repo = repo_or_fail(db)
+    if campaigns.campaign(repo, campaign_id) is None:
+        known = ", ".join(c.id for c in campaigns.campaigns(repo)[:5]) or "none"
+        fail(f"no campaign {campaign_id!r} in {repo.display_url} (recent campaigns: {known})")
+    _print_score(repo, campaign_id, baseline, as_json)
+
+
+def _print_score(repo, campaign_id: str, baseline: str | None, as_json: bool) -> None:
+    from kernelevolve.campaign.scoring import score
+
+    result = score(repo, campaign_id, baseline)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    pct = lambda n: f"{n}/{result.total} ({100 * n / max(1, result.total):.0f}%)"  # noqa: E731
+    console.print(f"campaign {campaign_id} ({result.kind}, {result.device}): correct {pct(result.correct)}",
+                  highlight=False, markup=False)
+    if result.timed:
+        console.print(f"against {result.baseline}: " + ", ".join(f"fast_{p} {n}" for p, n in result.fast_p.items())
+                      + (f"; geometric-mean speedup {result.geomean_speedup:.3f}x" if result.geomean_speedup else ""),
+                      highlight=False, markup=False)
+    if result.note:
+        console.print(result.note, highlight=False, markup=False)
+    if result.failures:
+        console.print("failures: " + ", ".join(f"{k} {v}" for k, v in result.failures.items()), highlight=False,
+                      markup=False)
+    entries = []
+    for p in result.problems:
+        if p.correct:
+            what = f"correct, node {p.best_node}" + (f", {p.speedup:.3f}x" if p.speedup is not None else
+                                                     (" (untimed)" if not result.timed else ", no timing"))
+        else:
+            what = p.failure or "failed"
+        entries.append((f"{p.name}: {what}", f"{p.nodes} nodes; shapes {p.shapes or 'the spec’s'} [{p.shape_rule}]"
+                        + (f"; run {p.run_id}" if p.run_id else "")))
+    print_entries(entries)
