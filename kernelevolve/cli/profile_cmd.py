@@ -145,7 +145,7 @@ def _bytes(n: int | None) -> str:
 
 PROFILE_HELP = ("Profile promising nodes (a new best, or within --profile-within of it) with these tools: "
                 "auto (on a GPU: torch and proton, and ncu when it is on PATH; none under the interpreter), "
-                "off, or a list such as torch,ncu. Their summaries reach the next optimise prompts.")
+                "off, all, or a list such as torch,ncu. Their summaries reach the next optimise prompts.")
 
 
 def profile_settings_or_fail(tools: str, device: str, within: float, timeout_s: float,
@@ -170,10 +170,10 @@ def profile_settings_or_fail(tools: str, device: str, within: float, timeout_s: 
             return None
         chosen = [t for t in TOOLS if t != "ncu" or find_ncu()]
     else:
-        chosen = [t.strip() for t in tools.split(",") if t.strip()]
+        chosen = list(TOOLS) if tools == "all" else [t.strip() for t in tools.split(",") if t.strip()]
         bad = [t for t in chosen if t not in TOOLS]
         if bad or not chosen:
-            fail(f"--profile {tools!r}: use auto, off, or a list of {', '.join(TOOLS)}")
+            fail(f"--profile {tools!r}: use auto, off, all, or a list of {', '.join(TOOLS)}")
         if device != "cuda" and chosen != ["torch"]:
             fail(f"--profile {tools}: under the interpreter only torch runs (host time, no GPU kernels)")
         if device == "cuda":
