@@ -1,0 +1,192 @@
+"""Campaigns end to end under the Triton interpreter: `kernelevolve suite` over the twelve
+KernelBench-style problems in problems/, with the solution files in solutions/ and with a scripted
+model (a local OpenAI-compatible server), kill -9 and --resume, and `kernelevolve score`.
+
+Expected counts come from the files: solutions/ holds correct kernels for seven problems and a
+wrong one (a minimum for a maximum) for max_dim2; four problems have no solution file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.llm.fake_llm_server import FakeLLMServer
+
+HERE = Path(__file__).parent
+PROBLEMS, SOLUTIONS = HERE / "problems", HERE / "solutions"
+CLI = [sys.executable, "-c", "from kernelevolve.cli import main; main()"]
+SOLVED = {"embedding", "gemm_relu_scale", "layernorm", "matmul", "relu", "scale_add", "sum_dim1"}
+WRONG = {"max_dim2"}
+UNSOLVED = {"bmm", "conv2d", "groupnorm", "mean_dim0"}
+LLM_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "KERNELEVOLVE_MODEL",
+           "KERNELEVOLVE_DB")
+
+
+def _env(tmp: Path, **extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in LLM_ENV}
+    env.update(KERNELEVOLVE_CACHE_DIR=str(tmp / "cache"), TRITON_INTERPRET="1", COLUMNS="100", **extra)
+    return env
+
+
+def _cli(args, env, timeout=400):
+    return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _by_name(score: dict) -> dict:
+    return {p["name"]: p for p in score["problems"]}
+
+
+@pytest.fixture(scope="module")
+def solutions_campaign(tmp_path_factory):
+    """One uninterrupted --solutions campaign over all twelve problems: (db url, campaign id, score)."""
+    tmp = tmp_path_factory.mktemp("solutions")
+    db = f"sqlite:///{tmp / 'suite.db'}"
+    proc = _cli(["suite", "--solutions", str(SOLUTIONS), str(PROBLEMS), "--device", "interpret", "--db", db, "--json"],
+                _env(tmp))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    score = json.loads(proc.stdout)
+    return db, score["campaign_id"], score, proc.stderr
+
+
+def test_solutions_campaign_counts_passes_failures_and_skips(solutions_campaign):
+    db, campaign_id, score, log = solutions_campaign
+    assert score["total"] == 12 and score["correct"] == len(SOLVED)
+    assert score["failures"] == {"incorrect": 1, "skipped": len(UNSOLVED)}
+    problems = _by_name(score)
+    assert {n for n, p in problems.items() if p["correct"]} == SOLVED
+    assert problems["max_dim2"]["failure"] == "incorrect"
+    assert all(problems[n]["failure"] == "skipped: no solution file" for n in UNSOLVED)
+    # untimed on the interpreter: correctness only, said so, no fast_p or speedups
+    assert not score["timed"] and score["fast_p"] is None and score["geomean_speedup"] is None
+    assert "correctness only" in score["note"]
+    assert all(p["speedup"] is None for p in problems.values())
+    # the shapes used are the scaling rule's, reported per problem (and printed when it started)
+    assert problems["matmul"]["shapes"] == "M=32,K=64,N=64" and problems["matmul"]["shape_rule"] == "scaled for the interpreter"
+    assert "groupnorm: batch_size=8,features=8,dim1=16,dim2=16 [scaled for the interpreter]" in log
+    # live progress: one line per problem as it ends
+    assert re.search(r"\[\d+/12\] max_dim2: max_dim2.py: failed \(incorrect\)", log)
+    # `score` reads the same back from the database, as text too
+    again = _cli(["score", campaign_id, "--db", db, "--json"], _env(Path(db[10:]).parent))
+    assert json.loads(again.stdout) == score
+    text = _cli(["score", campaign_id, "--db", db], _env(Path(db[10:]).parent)).stdout
+    assert "correct 7/12 (58%)" in text and "untimed (interpreter)" in text and "failures: incorrect 1, skipped 4" in text
+
+
+def test_kill_9_mid_campaign_then_resume_scores_as_uninterrupted(tmp_path, solutions_campaign):
+    """A campaign killed with SIGKILL after some problems finished resumes where it stood: finished
+    problems are not evaluated again, and its score matches the uninterrupted campaign's."""
+    names = ["relu", "max_dim2", "matmul", "layernorm", "conv2d"]
+    db = f"sqlite:///{tmp_path / 'killed.db'}"
+    env = _env(tmp_path)
+    proc = subprocess.Popen([*CLI, "suite", "--solutions", str(SOLUTIONS), *(str(PROBLEMS / f"{n}.py") for n in names),
+                             "--device", "interpret", "--db", db, "--parallel", "1"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    from kernelevolve.memory import Repository
+    from kernelevolve.memory import campaigns as store
+
+    deadline, done, campaign_id = time.monotonic() + 300, [], None
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+        if not (tmp_path / "killed.db").exists():
+            continue
+        repo = Repository(db)
+        rows = store.campaigns(repo)
+        if rows:
+            campaign_id = rows[0].id
+            done = [p.name for p in store.problems(repo, campaign_id) if p.state == store.DONE]
+        repo.close()
+        if len(done) >= 2:
+            break
+    assert proc.poll() is None, "the campaign ended before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert 2 <= len(done) < 4, done  # cut off mid-campaign: the fifth problem is skipped, so < 4 is unfinished
+
+    repo = Repository(db)
+    nodes_before = {p.name: len(repo.load_graph(p.run_id)) for p in store.problems(repo, campaign_id) if p.run_id}
+    resumed = _cli(["suite", "--resume", campaign_id, "--db", db, "--json"], env)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    score = json.loads(resumed.stdout)
+    for p in store.problems(repo, campaign_id):  # one node each: nothing finished was evaluated twice
+        assert p.state in (store.DONE, store.SKIPPED) and (p.run_id is None or len(repo.load_graph(p.run_id)) == 1)
+    assert all(n == 1 for n in nodes_before.values())
+    uninterrupted = _by_name(solutions_campaign[2])
+    for name, p in _by_name(score).items():
+        same = uninterrupted[name]
+        assert (p["correct"], p["failure"], p["best_node"], p["shapes"]) == \
+               (same["correct"], same["failure"], same["best_node"], same["shapes"]), name
+    assert score["correct"] == sum(uninterrupted[n]["correct"] for n in names) == 3
+    assert score["failures"] == {"incorrect": 1, "skipped": 1}
+
+
+def test_scripted_model_campaign(tmp_path):
+    """A search campaign whose model is a local server: it answers each problem's draft with that
+    problem's solution file, or (no file) with prose and no code."""
+    asked: list[str] = []
+
+    def responder(api, prompt, body):
+        name = re.search(r"- name: (\S+)", prompt).group(1)
+        asked.append(name)
+        path = SOLUTIONS / f"{name}.py"
+        if path.exists():
+            return 200, f"Change: the {name} kernel\n\n```python\n{path.read_text()}```\n", {}
+        return 200, "I cannot write this one.", {}
+
+    db = f"sqlite:///{tmp_path / 'scripted.db'}"
+    with FakeLLMServer(responder) as server:
+        env = _env(tmp_path, OPENAI_API_KEY="sk-scripted", OPENAI_BASE_URL=server.url + "/v1",
+                   KERNELEVOLVE_LLM_INSIGHTS="0")
+        proc = _cli(["suite", str(PROBLEMS), "--model", "openai:scripted", "--budget", "1", "--drafts", "1",
+                     "--parallel", "2", "--device", "interpret", "--no-model-check", "--db", db, "--json"], env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    score = json.loads(proc.stdout)
+    assert sorted(asked) == sorted(SOLVED | WRONG | UNSOLVED)  # one draft per problem, nothing else
+    assert score["kind"] == "search" and score["total"] == 12 and score["correct"] == len(SOLVED)
+    assert score["failures"] == {"incorrect": 1, "no_code": len(UNSOLVED)}
+    problems = _by_name(score)
+    assert {n for n, p in problems.items() if p["correct"]} == SOLVED
+    assert all(p["nodes"] == 1 and p["run_id"] for p in problems.values())
+    assert re.search(r"\] relu: node 0 draft: correct \(untimed\)", proc.stderr)  # live progress per node
+
+
+def test_offline_operator_skips_problems_without_a_reference_kernel(tmp_path):
+    """No model and no reference kernel in the knowledge base: `skipped: needs a model`, not an error."""
+    db = f"sqlite:///{tmp_path / 'offline.db'}"
+    proc = _cli(["suite", str(PROBLEMS / "relu.py"), str(PROBLEMS / "matmul.py"), "--device", "interpret",
+                 "--db", db, "--json"], _env(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    score = json.loads(proc.stdout)
+    assert score["correct"] == 0 and score["failures"] == {"skipped": 2}
+    assert {p["failure"] for p in score["problems"]} == {"skipped: needs a model"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["suite", str(PROBLEMS / "relu.py"), "--shape", "M=4"], "PROBLEM:NAME=VALUE"),
+    (["suite", str(PROBLEMS / "relu.py"), "--shape", "nope:dim=4"], "no problem named 'nope'"),
+    (["suite", str(PROBLEMS / "relu.py"), "--shape", "relu:rows=4"], "rows"),
+    (["suite", str(PROBLEMS / "nothing*.py")], "matches no file"),
+    (["suite", "--solutions", "/no/such/dir", str(PROBLEMS)], "no such directory"),
+    (["suite"], "at least one PATH"),
+    (["suite", "--resume", "c-nope"], "no campaign 'c-nope'"),
+    (["score", "c-nope"], "no campaign 'c-nope'"),
+    (["score", "c-nope", "--baseline", "fast"], "use eager or torch.compile"),
+])
+def test_bad_input_is_one_line(tmp_path, args, message, capsys):
+    """In process (the command's start-up is the slow part): exit 2 and one line on stderr."""
+    from kernelevolve.cli import app
+
+    device = ["--device", "interpret"] if args[0] == "suite" and "--resume" not in args else []
+    with pytest.raises(SystemExit) as exit_:
+        app([*args, *device, "--db", f"sqlite:///{tmp_path / 'x.db'}"], standalone_mode=False)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2, err
+    assert message in err and len(err.strip().splitlines()) == 1, err
