@@ -108,6 +108,20 @@ def load_spec_or_fail(path: str):
         fail(str(e))
 
 
+def candidate_or_fail(path: Path) -> tuple[Path, str]:
+    """(path, source) of a CANDIDATE.py argument; the README's knowledge_base/kernels/... paths work
+    from any directory. A missing or unreadable file ends the command with one line."""
+    from kernelevolve.paths import find
+
+    path = find(path)
+    if not path.is_file():
+        fail(f"{path}: no such file")
+    try:
+        return path, path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        fail(f"{path}: cannot read: {e}")
+
+
 def shapes_or_fail(spec, shape_options: list[str] | None) -> list[dict] | None:
     """Parse repeated --shape NAME=VALUE[,...] options; names must be the reference's constants."""
     from kernelevolve.spec import SpecError, parse_shape_option

@@ -15,8 +15,8 @@ from kernelevolve.cli.app import (
     EXIT_FAILED,
     EXIT_OK,
     app,
+    candidate_or_fail,
     console,
-    fail,
     load_spec_or_fail,
     preflight_or_fail,
     print_table_or_entries,
@@ -25,7 +25,6 @@ from kernelevolve.cli.app import (
     shapes_or_fail,
 )
 from kernelevolve.evaluation.result import EvalResult
-from kernelevolve.paths import find
 
 
 @app.command("eval")
@@ -51,13 +50,7 @@ def eval_command(
     """
     spec = load_spec_or_fail(spec_path)
     shapes = shapes_or_fail(spec, shape)
-    candidate = find(candidate)  # the README's knowledge_base/kernels/... works from any directory
-    if not candidate.is_file():
-        fail(f"{candidate}: no such file")
-    try:
-        source = candidate.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        fail(f"{candidate}: cannot read: {e}")
+    candidate, source = candidate_or_fail(candidate)
     device = resolve_device(device)
     if not no_preflight:
         preflight_or_fail(spec, device, shapes, timeout, quiet=as_json)

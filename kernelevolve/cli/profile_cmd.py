@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from kernelevolve.cli.app import EXIT_FAILED, EXIT_OK, app, console, fail, load_spec_or_fail, print_entries, \
+from kernelevolve.cli.app import EXIT_FAILED, EXIT_OK, app, candidate_or_fail, console, fail, load_spec_or_fail, print_entries, \
     print_table_or_entries, shapes_or_fail
 from kernelevolve.profiling.schema import ProfileSummary, ncu_line
 
@@ -42,12 +42,7 @@ def profile_command(
     tools = list(TOOLS) if tool == "all" else [tool]
     spec = load_spec_or_fail(spec_path)
     shapes = shapes_or_fail(spec, shape)
-    if not candidate.is_file():
-        fail(f"{candidate}: no such file")
-    try:
-        source = candidate.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        fail(f"{candidate}: cannot read: {e}")
+    candidate, source = candidate_or_fail(candidate)
     import torch
 
     try:
