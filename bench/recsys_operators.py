@@ -42,10 +42,8 @@ EXTRA_SHAPES = {"mbdt": [{"BATCH": 64, "FEATURES": 2, "BORDERS": 2}]}
 # CONFIG changes timed against the default, each alone (values from the kernel's TUNABLES).
 VARIANTS = {
     "conv1d": [
-        {"USE_TMA": True}, {"USE_TMA": True, "BLOCK_L": 128}, {"USE_TMA": True, "num_stages": 2},
-        {"USE_TMA": True, "BLOCK_CI": 16}, {"USE_TMA": True, "num_warps": 4}, {"USE_TMA": True, "fp32_BLOCK_L": 256},
         {"BLOCK_L": 128}, {"fp32_BLOCK_L": 256}, {"fp32_BLOCK_L": 64}, {"num_stages": 2}, {"num_stages": 4},
-        {"fp32_precision": "tf32x3"}, {"BLOCK_CI": 64},
+        {"num_warps": 4}, {"fp32_precision": "tf32x3"}, {"BLOCK_CI": 64}, {"BLOCK_CI": 16},
     ],
     "optimized_fm": [
         {"BLOCK_K": 64}, {"BLOCK_K": 256}, {"BLOCK_D": 128}, {"BLOCK_D": 32}, {"num_stages": 2},
@@ -53,13 +51,13 @@ VARIANTS = {
         {"BLOCK_K": 256, "BLOCK_D": 32},
     ],
     "pffn": [
-        {"BLOCK_KC": 32}, {"BLOCK_KC": 128}, {"BLOCK_KC": 256}, {"BLOCK_M": 128}, {"BLOCK_M": 32},
-        {"BLOCK_D": 128}, {"BLOCK_D": 32}, {"num_warps": 4}, {"num_stages": 2},
-        {"BLOCK_M": 128, "BLOCK_KC": 32}, {"BLOCK_M": 128, "BLOCK_D": 32},
+        {"BLOCK_KC": 64}, {"BLOCK_KC": 16}, {"BLOCK_M": 128}, {"BLOCK_M": 32}, {"num_warps": 4},
+        {"num_stages": 3}, {"num_stages": 1}, {"BLOCK_M": 128, "BLOCK_KC": 16}, {"BLOCK_M": 32, "num_warps": 4},
+        {"BLOCK_KC": 64, "num_stages": 1},
     ],
     "mbdt": [
-        {"rows_fastest": False}, {"search": "linear"}, {"BLOCK_B": 64}, {"BLOCK_B": 128}, {"BLOCK_B": 16},
-        {"BLOCK_F": 64}, {"BLOCK_F": 256}, {"num_warps": 4}, {"BLOCK_B": 128, "BLOCK_F": 32},
+        {"tile_borders": False}, {"search": "linear"}, {"BLOCK_B": 64}, {"BLOCK_B": 16}, {"BLOCK_F": 64},
+        {"BLOCK_F": 256}, {"num_warps": 4}, {"BLOCK_B": 64, "BLOCK_F": 64}, {"BLOCK_B": 8, "BLOCK_F": 256},
     ],
 }
 # Sweep only the first SWEEP_SHAPES shapes of each spec (each dtype): the production ones come first.

@@ -25,11 +25,10 @@ bf16 MMAs run at twice the tf32 rate; bf16x3 keeps ~16 mantissa bits, enough for
 atol 1e-4, rtol 5e-4 at CIN * KSIZE = 288) or "ieee" (plain fp32 FMA, slow); plain "tf32"
 misses that tolerance and is not offered.
 
-CONFIG["USE_TMA"] (GPU, contiguous x, CIN a multiple of BLOCK_CI): the x tiles and weight slices
-are TMA boxes over x as [B * CIN, L] and the packed weight as [KSIZE * COUT, CIN]. Tap t's x box
-starts at column l0 + t - pad, and TMA's zero fill outside [0, L) is the padding, so no masks or
-address arithmetic are left in the loop. (The pointer version with masks measured at 83 TFLOP/s
-on an H200, limited by load instructions, not by the tensor cores.)
+Measured on an H200 (bench/results/recsys_operators_h200_round2/): 83-100 TFLOP/s of useful
+work, limited by the masked, shifted x loads (the odd taps are not 16-byte aligned, so they are
+not vectorised) rather than by the tensor cores. A TMA version (shifted boxes, zero fill as the
+padding) hit an illegal instruction on the H200 with Triton 3.6 and was dropped.
 
 The weight is read through a [KSIZE, COUT, CIN] copy (CONFIG["packed_weight"]), made once and
 kept by the module until the weight changes: every program re-reads the whole weight from L2,
@@ -45,8 +44,7 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from _launch_heuristics import pipeline_stages, tma_ok
-from triton.tools.tensor_descriptor import TensorDescriptor
+from _launch_heuristics import pipeline_stages
 
 CONFIG = {
     "BLOCK_CO": 128,
@@ -57,7 +55,6 @@ CONFIG = {
     "num_stages": 3,
     "fp32_precision": 'bf16x3',
     "packed_weight": True,
-    "USE_TMA": False,
 }
 
 TUNABLES = {
@@ -69,7 +66,6 @@ TUNABLES = {
     "num_stages": [1, 2, 3, 4],
     "fp32_precision": ["bf16x3", "tf32x3", "bf16x6", "ieee"],
     "packed_weight": [True, False],
-    "USE_TMA": [False, True],
 }
 
 
@@ -82,7 +78,7 @@ def _conv1d_kernel(
     stride_yb, stride_yc, stride_yl,
     KSIZE: tl.constexpr, PAD: tl.constexpr, HAS_BIAS: tl.constexpr,
     BLOCK_CO: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_CI: tl.constexpr,
-    PRECISION: tl.constexpr, NUM_STAGES: tl.constexpr, USE_TMA: tl.constexpr,
+    PRECISION: tl.constexpr, NUM_STAGES: tl.constexpr,
 ):
     # Programs of one sample are adjacent (its x columns stay in L2 for the other COUT tiles).
     pid = tl.program_id(0)
@@ -94,28 +90,17 @@ def _conv1d_kernel(
     l_out = pid_l * BLOCK_L + tl.arange(0, BLOCK_L)
     co_ok = co < C_OUT
     acc = tl.zeros([BLOCK_CO, BLOCK_L], dtype=tl.float32)
-    if USE_TMA:
-        # x_ptr: a descriptor over x as [B * C_IN, L]; w_ptr: over the packed weight as
-        # [KSIZE * C_OUT, C_IN]. The shifted x box starts at column l0 + t - PAD: TMA fills what
-        # lies outside [0, L) with zeros, which is the padding. Weight rows past C_OUT read the
-        # next tap's rows: they only reach accumulator rows that are never stored.
-        for ci0 in tl.range(0, C_IN, BLOCK_CI, num_stages=NUM_STAGES):
-            for t in tl.static_range(KSIZE):
-                w = w_ptr.load([t * C_OUT + pid_co * BLOCK_CO, ci0])
-                x = x_ptr.load([b * C_IN + ci0, pid_l * BLOCK_L + (t - PAD)])
-                acc = tl.dot(w, x, acc, input_precision=PRECISION)
-    else:
-        x_base = x_ptr + b.to(tl.int64) * stride_xb
-        for ci0 in tl.range(0, C_IN, BLOCK_CI, num_stages=NUM_STAGES):
-            ci = ci0 + tl.arange(0, BLOCK_CI)
-            ci_ok = ci < C_IN
-            for t in tl.static_range(KSIZE):
-                w = tl.load(w_ptr + co[:, None] * stride_wo + ci[None, :] * stride_wi + t * stride_wk,
-                            mask=co_ok[:, None] & ci_ok[None, :], other=0.0)
-                pos = l_out + (t - PAD)
-                x = tl.load(x_base + ci[:, None] * stride_xc + pos[None, :] * stride_xl,
-                            mask=ci_ok[:, None] & ((pos >= 0) & (pos < L))[None, :], other=0.0)
-                acc = tl.dot(w, x, acc, input_precision=PRECISION)
+    x_base = x_ptr + b.to(tl.int64) * stride_xb
+    for ci0 in tl.range(0, C_IN, BLOCK_CI, num_stages=NUM_STAGES):
+        ci = ci0 + tl.arange(0, BLOCK_CI)
+        ci_ok = ci < C_IN
+        for t in tl.static_range(KSIZE):
+            w = tl.load(w_ptr + co[:, None] * stride_wo + ci[None, :] * stride_wi + t * stride_wk,
+                        mask=co_ok[:, None] & ci_ok[None, :], other=0.0)
+            pos = l_out + (t - PAD)
+            x = tl.load(x_base + ci[:, None] * stride_xc + pos[None, :] * stride_xl,
+                        mask=ci_ok[:, None] & ((pos >= 0) & (pos < L))[None, :], other=0.0)
+            acc = tl.dot(w, x, acc, input_precision=PRECISION)
     if HAS_BIAS:
         acc += tl.load(bias_ptr + co, mask=co_ok, other=0.0).to(tl.float32)[:, None]
     y = y_ptr + b.to(tl.int64) * stride_yb + co[:, None] * stride_yc + l_out[None, :] * stride_yl
@@ -150,11 +135,6 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     block_l = _pow2_at_most(cfg["fp32_BLOCK_L" if x.dtype == torch.float32 else "BLOCK_L"], length)
     block_ci = _pow2_at_most(cfg["BLOCK_CI"], c_in)
     tiles_l, tiles_co = triton.cdiv(length, block_l), triton.cdiv(c_out, block_co)
-    # TMA: x and the packed weight read as 2-D boxes (needs 16-byte aligned rows, and CIN a multiple
-    # of BLOCK_CI so that no box reaches into the next sample's channels). GPU only: the shifted
-    # boxes start at any column, which TMA allows but the interpreter's emulation refuses.
-    use_tma = (cfg["USE_TMA"] and cfg["packed_weight"] and x.is_cuda and x.is_contiguous() and tma_ok(x.view(batch * c_in, length))
-               and c_in % block_ci == 0 and (c_in * x.element_size()) % 16 == 0)
     # A stage of the CIN loop holds KSIZE weight slices and KSIZE x tiles in shared memory.
     stages = pipeline_stages(cfg["num_stages"], ksize * x.element_size() * block_ci * (block_co + block_l))
     if cfg["packed_weight"]:
@@ -168,17 +148,13 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
         precision = "tf32"
     else:
         precision = cfg["fp32_precision"] if x.is_cuda else "ieee"
-    x_arg, w_arg = x, w
-    if use_tma:
-        x_arg = TensorDescriptor(x, [batch * c_in, length], [length, 1], [block_ci, block_l])
-        w_arg = TensorDescriptor(w, [ksize * c_out, c_in], [c_in, 1], [block_co, block_ci])
     _conv1d_kernel[(batch * tiles_co * tiles_l,)](
-        x_arg, w_arg, bias if bias is not None else w, y,
+        x, w, bias if bias is not None else w, y,
         c_in, c_out, length, tiles_l, tiles_co,
         *x.stride(), *w_strides, *y.stride(),
         KSIZE=ksize, PAD=ksize // 2, HAS_BIAS=bias is not None,
         BLOCK_CO=block_co, BLOCK_L=block_l, BLOCK_CI=block_ci,
-        PRECISION=precision, NUM_STAGES=stages, USE_TMA=use_tma, num_warps=cfg["num_warps"],
+        PRECISION=precision, NUM_STAGES=stages, num_warps=cfg["num_warps"],
     )
     return y
 

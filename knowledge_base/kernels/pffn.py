@@ -13,21 +13,24 @@ X [B, N, D], per-sample W1 [B, D, K] and W2 [B, K, D], shared b1, g1 [K] and b2,
 PyTorch (even compiled) runs two bmms with the elementwise and normalisation work in separate
 kernels or epilogues that round-trip H through HBM.
 
-One program owns BLOCK_M rows of one sample and walks K in chunks of BLOCK_KC:
-1. acc1 [BLOCK_M, BLOCK_KC] = X_rows @ W1[b][:, chunk], contracting D in BLOCK_D slices (fp32,
-   software-pipelined);
+One program owns BLOCK_M rows of one sample. It loads those rows of X once ([BLOCK_M, D], kept
+on chip) and walks K in chunks of BLOCK_KC, the innermost (software-pipelined) loop:
+1. h = X_rows @ W1[b][:, chunk] (one dot contracting all of D, fp32);
 2. chunk epilogue: + b1, exact GELU (erf), padded columns forced to zero; the row's sum of squares
    is accumulated; * g1, rounded to the input dtype;
-3. acc2 [BLOCK_M, D] += that @ W2[b][chunk, :].
+3. acc2 [BLOCK_M, D] += h @ W2[b][chunk, :].
 The first RMSNorm multiplies each row by one number, so it commutes with the second product:
 after the last chunk acc2 is scaled by rsqrt(sumsq / K + eps) (the reference rounds H after that
 scale, this kernel before it: the same relative rounding). Then + b2, RMSNorm over D (the tile
-holds whole rows of D: D <= 256), * g2, one store. H never exists in memory, and no operand is
-larger than a [BLOCK_KC, D] slice of W2 (the first version took W2[b] whole as one 128 KB dot
-operand: one program per SM, unpipelined, 1.6x slower than torch.compile on an H200).
+holds whole rows of D: D <= 256), * g2, one store. H never exists in memory.
 HBM traffic: X, W1, W2 once (a sample's row tiles are adjacent programs, so their second read of
-W1[b] and W2[b] hits L2; X is re-read per K chunk from L2) and out once. Padding costs MMA work,
-not bytes: K = 160 in chunks of 64 -> 192, D = 192 -> 256, rows N = 200 in tiles of 64 -> 256.
+W1[b] and W2[b] hits L2) and out once. Padding costs MMA work, not bytes: D = 192 -> 256, rows
+N = 200 in tiles of 64 -> 256.
+
+Measured on an H200 (bench/results/recsys_operators_h200_round*/): the first two versions, the
+whole W2[b] as one 128 KB dot operand (0.43 ms at B=1024, N=200, D=256, K=160) and an outer K-chunk
+loop around a pipelined D loop that re-read X per chunk (0.49 ms), were both slower than
+torch.compile (0.28 ms).
 """
 
 import torch
@@ -38,16 +41,14 @@ from _launch_heuristics import pipeline_stages
 
 CONFIG = {
     "BLOCK_M": 64,
-    "BLOCK_D": 64,
-    "BLOCK_KC": 64,
+    "BLOCK_KC": 32,
     "num_warps": 8,
-    "num_stages": 3,
+    "num_stages": 2,
 }
 
 TUNABLES = {
     "BLOCK_M": [16, 32, 64, 128],
-    "BLOCK_D": [32, 64, 128],
-    "BLOCK_KC": [32, 64, 128, 256],
+    "BLOCK_KC": [16, 32, 64, 128],
     "num_warps": [4, 8],
     "num_stages": [1, 2, 3],
 }
@@ -61,8 +62,7 @@ def _pffn_kernel(
     stride_w1b, stride_w1d, stride_w1k,
     stride_w2b, stride_w2k, stride_w2d,
     stride_ob, stride_on, stride_od,
-    BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_KC: tl.constexpr, FULL_D: tl.constexpr,
-    NUM_STAGES: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_KC: tl.constexpr, FULL_D: tl.constexpr, NUM_STAGES: tl.constexpr,
 ):
     pid = tl.program_id(0)
     b = pid // tiles_m
@@ -70,28 +70,26 @@ def _pffn_kernel(
     row_ok = rows < N
     ds = tl.arange(0, FULL_D)
     d_ok = ds < D
-    x_base = x_ptr + b.to(tl.int64) * stride_xb
+    # The X rows stay on chip for the whole program: read once, the A operand of every chunk.
+    x = tl.load(x_ptr + b.to(tl.int64) * stride_xb + rows[:, None] * stride_xn + ds[None, :] * stride_xd,
+                mask=row_ok[:, None] & d_ok[None, :], other=0.0)
     w1_base = w1_ptr + b.to(tl.int64) * stride_w1b
     w2_base = w2_ptr + b.to(tl.int64) * stride_w2b
 
     # RMSNorm over K scales each row by one number, so it commutes with the second product:
     # H @ W2 = inv_rms * ((GELU(.) * g1) @ W2). Each K chunk's GELU output goes straight into the
     # second product; its sum of squares is kept, and inv_rms is applied to the [BLOCK_M, D] result.
+    # The chunk loop is the innermost loop, so its W1 and W2 slices are software-pipelined.
     acc2 = tl.zeros([BLOCK_M, FULL_D], dtype=tl.float32)
     sumsq = tl.zeros([BLOCK_M], dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_KC):
+    for k0 in tl.range(0, K, BLOCK_KC, num_stages=NUM_STAGES):
         kc = k0 + tl.arange(0, BLOCK_KC)
         kc_ok = kc < K
-        acc1 = tl.zeros([BLOCK_M, BLOCK_KC], dtype=tl.float32)
-        for d0 in tl.range(0, D, BLOCK_D, num_stages=NUM_STAGES):
-            d = d0 + tl.arange(0, BLOCK_D)
-            x = tl.load(x_base + rows[:, None] * stride_xn + d[None, :] * stride_xd,
-                        mask=row_ok[:, None] & (d < D)[None, :], other=0.0)
-            w1 = tl.load(w1_base + d[:, None] * stride_w1d + kc[None, :] * stride_w1k,
-                         mask=(d < D)[:, None] & kc_ok[None, :], other=0.0)
-            acc1 = tl.dot(x, w1, acc1)
+        w1 = tl.load(w1_base + ds[:, None] * stride_w1d + kc[None, :] * stride_w1k,
+                     mask=d_ok[:, None] & kc_ok[None, :], other=0.0)
+        h = tl.dot(x, w1)
         # Epilogue 1 on this chunk: bias, exact GELU; padded columns exactly zero.
-        h = acc1 + tl.load(b1_ptr + kc, mask=kc_ok, other=0.0).to(tl.float32)[None, :]
+        h = h + tl.load(b1_ptr + kc, mask=kc_ok, other=0.0).to(tl.float32)[None, :]
         h = 0.5 * h * (1.0 + tl.erf(h * 0.7071067811865476))
         h = tl.where(kc_ok[None, :], h, 0.0)
         sumsq += tl.sum(h * h, axis=1)
@@ -125,16 +123,15 @@ def pffn_forward(x, w1, w2, b1, g1, b2, g2, eps: float) -> torch.Tensor:
         return out
     cfg = CONFIG
     block_m = max(16, min(cfg["BLOCK_M"], triton.next_power_of_2(n)))
-    block_d = max(16, min(cfg["BLOCK_D"], full_d))
     block_kc = max(16, min(cfg["BLOCK_KC"], triton.next_power_of_2(k)))
     tiles_m = triton.cdiv(n, block_m)
-    # Each stage of the first product's loop holds an X slice and a W1 slice in shared memory.
-    stages = pipeline_stages(cfg["num_stages"], x.element_size() * block_d * (block_m + block_kc))
+    # A stage of the chunk loop holds a W1 slice and a W2 slice in shared memory.
+    stages = pipeline_stages(cfg["num_stages"], 2 * x.element_size() * block_kc * full_d)
     _pffn_kernel[(batch * tiles_m,)](
         x, w1, w2, b1, g1, b2, g2, out,
         n, d, k, tiles_m, eps,
         *x.stride(), *w1.stride(), *w2.stride(), *out.stride(),
-        BLOCK_M=block_m, BLOCK_D=block_d, BLOCK_KC=block_kc, FULL_D=full_d, NUM_STAGES=stages,
+        BLOCK_M=block_m, BLOCK_KC=block_kc, FULL_D=full_d, NUM_STAGES=stages,
         num_warps=cfg["num_warps"],
     )
     return out

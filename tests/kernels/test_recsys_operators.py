@@ -90,16 +90,17 @@ CASES = {
         ({}, {"B": 3, "N": 40, "D": 30, "K": 20}, ["bfloat16"]),
     ],
     "pffn": [
-        # Rows in 3 tiles of 16 (the last partial), D = 40 contracted in slices of 32, K = 40 in two
-        # chunks of 32 (the last partial): the first RMSNorm's sum of squares spans chunks.
-        ({"BLOCK_M": 16, "BLOCK_D": 32, "BLOCK_KC": 32}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16", "float32"]),
+        # Rows in 3 tiles of 16 (the last partial), D = 40 padded to 64, K = 40 in two chunks of 32
+        # (the last partial): the first RMSNorm's sum of squares spans chunks.
+        ({"BLOCK_M": 16, "BLOCK_KC": 32}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16", "float32"]),
         ({}, {"B": 2, "N": 9, "D": 96, "K": 160}, ["bfloat16"]),
-        ({"BLOCK_KC": 256}, {"B": 1, "N": 5, "D": 24, "K": 300}, ["float32"]),  # K > 256: two chunks
+        ({"BLOCK_KC": 128}, {"B": 1, "N": 5, "D": 24, "K": 300}, ["float32"]),  # K > 256: three chunks
     ],
     "mbdt": [
         # Features in 2 tiles of 32 (the last partial), rows in 3 tiles of 8; BORDERS 7 and 1.
         ({"BLOCK_B": 8, "BLOCK_F": 32}, {"BATCH": 20, "FEATURES": 40, "BORDERS": 7}, ["float32"]),
-        ({"BLOCK_B": 8, "BLOCK_F": 32, "rows_fastest": False}, {"BATCH": 20, "FEATURES": 40, "BORDERS": 7}, ["float32"]),
+        ({"BLOCK_B": 8, "BLOCK_F": 32, "tile_borders": False}, {"BATCH": 20, "FEATURES": 40, "BORDERS": 7}, ["float32"]),
+        ({"BLOCK_B": 8, "BLOCK_F": 32, "rows_fastest": True}, {"BATCH": 20, "FEATURES": 40, "BORDERS": 7}, ["float32"]),
         ({"BLOCK_B": 8, "BLOCK_F": 32, "search": "linear"}, {"BATCH": 20, "FEATURES": 40, "BORDERS": 7}, ["float32"]),
         ({}, {"BATCH": 5, "FEATURES": 3, "BORDERS": 1}, ["float32"]),
         ({"search": "linear"}, {"BATCH": 64, "FEATURES": 2, "BORDERS": 16}, ["float32"]),
