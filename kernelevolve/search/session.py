@@ -61,11 +61,18 @@ def check_resumable(repo, run_id: str, force: bool = False):
     if run is None:
         known = ", ".join(r.id for r in repo.runs()[:5]) or "none"
         raise SessionError(f"no run {run_id!r} in {repo.display_url} (recent runs: {known})")
-    host, _, pid = (run.owner or "").rpartition(":")
-    if run.status == "running" and not force and host == socket.gethostname() and pid.isdigit() \
-            and int(pid) != os.getpid() and _alive(int(pid)):
+    pid = live_owner(run.owner) if run.status == "running" and not force else None
+    if pid is not None:
         raise SessionError(f"run {run_id} is being searched by process {pid} on this host (stop it, or pass --force)")
     return run
+
+
+def live_owner(owner: str | None) -> int | None:
+    """The pid in an owner tag (host:pid) when it is another live process on this host, else None."""
+    host, _, pid = (owner or "").rpartition(":")
+    if host == socket.gethostname() and pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+        return int(pid)
+    return None
 
 
 def load_run_spec(run):
