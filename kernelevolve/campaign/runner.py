@@ -10,9 +10,7 @@ kill -9 finishes what was cut off and redoes nothing that was recorded.
 
 from __future__ import annotations
 
-import os
 import random
-import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kernelevolve.campaign.problems import Problem
 from kernelevolve.memory import campaigns as store
+from kernelevolve.search.session import live_owner, owner_tag
 
 SEARCH, SOLUTIONS = "search", "solutions"
 NEEDS_A_MODEL = "needs a model"
@@ -52,10 +51,6 @@ class CampaignSettings(BaseModel):
     paths: list[str] = Field(default_factory=list)
 
 
-def owner_tag() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
 def create(repo, problems: list[Problem], settings: CampaignSettings, skip: dict[str, str]) -> str:
     """Write the campaign and its problems (those in `skip`, name -> why, are never run); its id."""
     settings.baselines = {p.name: settings.baseline or p.spec.baseline for p in problems}
@@ -73,9 +68,8 @@ def check_resumable(repo, campaign_id: str, force: bool = False):
     if row is None:
         known = ", ".join(c.id for c in store.campaigns(repo)[:5]) or "none"
         raise CampaignError(f"no campaign {campaign_id!r} in {repo.display_url} (recent campaigns: {known})")
-    host, _, pid = (row.owner or "").rpartition(":")
-    if row.status == "running" and not force and host == socket.gethostname() and pid.isdigit() \
-            and int(pid) != os.getpid() and _alive(int(pid)):
+    pid = live_owner(row.owner) if row.status == "running" and not force else None
+    if pid is not None:
         raise CampaignError(f"campaign {campaign_id} is being run by process {pid} on this host (stop it, or pass --force)")
     return row
 
@@ -212,12 +206,3 @@ def _solve(repo, campaign_id, settings: CampaignSettings, problem, evaluator, co
     store.update_problem(repo, campaign_id, problem.position, state=store.DONE)
     counter.say(problem.name, f"{Path(problem.solution).name}: {fitness_text(graph[0])}", finished=True)
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
