@@ -13,7 +13,8 @@ The rule, applied to a reference module without `interpret_shapes` and without `
    channels, heads and width, a tile and a length), the scaled larger one is raised to the next
    multiple of the scaled smaller one.
 
-Nothing else (floats, flags, strings, negatives) changes. The result is a shape override like
+A module whose root sizes are all at most MAX_SIZE is small already and keeps them. Nothing else
+(floats, flags, strings, negatives) changes. The result is a shape override like
 `--shape`, stored with the campaign's problem and printed, so the shapes used are always known.
 """
 
@@ -69,6 +70,8 @@ def scaled_shape(source: str) -> dict[str, Any]:
     """The overrides the rule gives for a reference module's source ({} when nothing is large)."""
     roots = _root_constants(source)
     originals = sorted(set(v for value in roots.values() for v in (value if isinstance(value, tuple) else (value,))))
+    if not originals or originals[-1] <= MAX_SIZE:
+        return {}  # small already: a module written for the interpreter keeps its sizes
     scaled = {v: _shrink(v) for v in originals}
     originals = [v for v in originals if v > 1]
     for i, small in enumerate(originals):  # rule 3, smallest first so that chains a | b | c hold
