@@ -46,7 +46,8 @@ VARIANTS = {
         {"num_warps": 4}, {"fp32_precision": "tf32x3"}, {"BLOCK_CI": 64}, {"BLOCK_CI": 16},
     ],
     "optimized_fm": [
-        {"BLOCK_K": 64}, {"BLOCK_K": 256}, {"BLOCK_D": 128}, {"BLOCK_D": 32}, {"num_stages": 2},
+        {"k_major": True}, {"k_major": True, "BLOCK_K": 64}, {"k_major": True, "num_warps": 8},
+        {"k_major": True, "BLOCK_K": 256, "num_warps": 8}, {"k_major": True, "BLOCK_D": 32}, {"BLOCK_K": 64}, {"BLOCK_K": 256}, {"BLOCK_D": 128}, {"BLOCK_D": 32}, {"num_stages": 2},
         {"num_warps": 8}, {"num_warps": 2}, {"BLOCK_K": 64, "num_stages": 2}, {"BLOCK_D": 128, "num_warps": 8},
         {"BLOCK_K": 256, "BLOCK_D": 32},
     ],

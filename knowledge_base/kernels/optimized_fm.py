@@ -20,7 +20,13 @@ bmm chain does with its intermediate) and accumulates X_s @ T_s into the fp32 ou
 K tiles, which run next to it. Bytes: X once, Y once, out once.
 
 N is padded to a power of two >= 16 for tl.dot (24 -> 32, 40 and 48 -> 64, masked rows are zero),
-and the K tail of K = 2198 is masked. D = 224 in slices of 64 wastes 32 columns (a masked
+and the K tail of K = 2198 is masked.
+
+CONFIG["k_major"] computes the transpose instead, the way flash attention chains its two dots:
+T_s^T = Y_tile^T @ X_s ([BLOCK_K, BLOCK_D]) and out^T += T_s^T @ X_s^T. The first dot's
+accumulator is then the second's left operand, which Hopper's wgmma reads from registers (no
+round trip through shared memory for a layout change), and both dots have M = BLOCK_K rather
+than the padded N. D = 224 in slices of 64 wastes 32 columns (a masked
 quarter slice) but was faster on an H200 than slices of 32 (exact): fewer, larger dots.
 """
 
@@ -34,6 +40,7 @@ CONFIG = {
     "BLOCK_D": 64,
     "num_warps": 4,
     "num_stages": 3,
+    "k_major": False,
 }
 
 TUNABLES = {
@@ -41,6 +48,7 @@ TUNABLES = {
     "BLOCK_D": [16, 32, 64, 128],
     "num_warps": [2, 4, 8],
     "num_stages": [1, 2, 3],
+    "k_major": [False, True],
 }
 
 
@@ -51,6 +59,7 @@ def _fm_kernel(
     stride_yb, stride_yn, stride_yk,
     stride_ob, stride_on, stride_ok,
     BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_K: tl.constexpr, NUM_STAGES: tl.constexpr,
+    K_MAJOR: tl.constexpr,
 ):
     pid = tl.program_id(0)
     b = pid // tiles_k  # a sample's K tiles are adjacent: its X stays in L2
@@ -62,13 +71,27 @@ def _fm_kernel(
     y = tl.load(y_ptr + b.to(tl.int64) * stride_yb + rows[:, None] * stride_yn + cols[None, :] * stride_yk,
                 mask=row_ok[:, None] & col_ok[None, :], other=0.0)
     x_base = x_ptr + b.to(tl.int64) * stride_xb
-    acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    for d0 in tl.range(0, D, BLOCK_D, num_stages=NUM_STAGES):
-        d = d0 + tl.arange(0, BLOCK_D)
-        x = tl.load(x_base + rows[:, None] * stride_xn + d[None, :] * stride_xd,
-                    mask=row_ok[:, None] & (d < D)[None, :], other=0.0)
-        t = tl.dot(tl.trans(x), y)  # [BLOCK_D, BLOCK_K] slice of X^T @ Y, never written out
-        acc = tl.dot(x, t.to(x.dtype), acc)
+    if K_MAJOR:
+        # Transposed, as in flash attention: T^T slice = Y^T @ X_s is the accumulator of the first
+        # dot and feeds the second (out^T += T^T @ X_s^T) as its left operand, straight from
+        # registers; M of both dots is BLOCK_K instead of the padded N.
+        acc_t = tl.zeros([BLOCK_K, BLOCK_N], dtype=tl.float32)
+        y_t = tl.trans(y)
+        for d0 in tl.range(0, D, BLOCK_D, num_stages=NUM_STAGES):
+            d = d0 + tl.arange(0, BLOCK_D)
+            x = tl.load(x_base + rows[:, None] * stride_xn + d[None, :] * stride_xd,
+                        mask=row_ok[:, None] & (d < D)[None, :], other=0.0)
+            t_t = tl.dot(y_t, x)  # [BLOCK_K, BLOCK_D]
+            acc_t = tl.dot(t_t.to(x.dtype), tl.trans(x), acc_t)
+        acc = tl.trans(acc_t)
+    else:
+        acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+        for d0 in tl.range(0, D, BLOCK_D, num_stages=NUM_STAGES):
+            d = d0 + tl.arange(0, BLOCK_D)
+            x = tl.load(x_base + rows[:, None] * stride_xn + d[None, :] * stride_xd,
+                        mask=row_ok[:, None] & (d < D)[None, :], other=0.0)
+            t = tl.dot(tl.trans(x), y)  # [BLOCK_D, BLOCK_K] slice of X^T @ Y, never written out
+            acc = tl.dot(x, t.to(x.dtype), acc)
     out = out_ptr + b.to(tl.int64) * stride_ob + rows[:, None] * stride_on + cols[None, :] * stride_ok
     tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
 
@@ -92,7 +115,7 @@ def optimized_fm(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     _fm_kernel[(batch * tiles_k,)](
         x, y, out, n, d, k, tiles_k,
         *x.stride(), *y.stride(), *out.stride(),
-        BLOCK_N=block_n, BLOCK_D=block_d, BLOCK_K=block_k, NUM_STAGES=cfg["num_stages"],
+        BLOCK_N=block_n, BLOCK_D=block_d, BLOCK_K=block_k, NUM_STAGES=cfg["num_stages"], K_MAJOR=cfg["k_major"],
         num_warps=cfg["num_warps"],
     )
     return out

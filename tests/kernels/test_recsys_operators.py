@@ -88,6 +88,7 @@ CASES = {
         # N = 24 (padded to 32), D = 56 in slices of 16 (the last partial), K = 150 in tiles of 32.
         ({"BLOCK_K": 32, "BLOCK_D": 16}, {"B": 2, "N": 24, "D": 56, "K": 150}, ["bfloat16", "float32"]),
         ({}, {"B": 3, "N": 40, "D": 30, "K": 20}, ["bfloat16"]),
+        ({"k_major": True, "BLOCK_K": 32, "BLOCK_D": 16}, {"B": 2, "N": 24, "D": 56, "K": 150}, ["bfloat16", "float32"]),
     ],
     "pffn": [
         # Rows in 3 tiles of 16 (the last partial), D = 40 padded to 64, K = 40 in two chunks of 32
