@@ -117,6 +117,9 @@ def test_url_from_option_then_environment_then_default(monkeypatch):
     monkeypatch.delenv("KERNELEVOLVE_DB", raising=False)
     assert database_url() == "sqlite:///kernelevolve.db"
     monkeypatch.setenv("KERNELEVOLVE_DB", "sqlite:////tmp/team.db")
+    from kernelevolve.settings import settings
+
+    settings.cache_clear()  # the environment is read once per process: as a new process would
     assert database_url() == "sqlite:////tmp/team.db"
     assert database_url("sqlite:///mine.db") == "sqlite:///mine.db"
 
