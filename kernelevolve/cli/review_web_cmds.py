@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from kernelevolve.cli.app import DB_HELP, app, console, fail, repo_or_fail
+from kernelevolve.cli.app import DB_HELP, app, console, fail, repo_or_fail, settings_or_fail
 
 
 @app.command("report")
@@ -47,9 +47,9 @@ def serve_command(
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; anything but loopback needs a token."),
     port: int = typer.Option(8765, "--port", help="Port (0: any free port)."),
-    token: Optional[str] = typer.Option(None, "--token", envvar="KERNELEVOLVE_REVIEW_TOKEN",
-                                        help="Secret every review and export must carry (default on a non-loopback "
-                                             "host: a new one, printed)."),
+    token: Optional[str] = typer.Option(None, "--token",
+                                        help="Secret every review and export must carry (default: "
+                                             "$KERNELEVOLVE_REVIEW_TOKEN; on a non-loopback host, else a new one, printed)."),
 ) -> None:
     """Serve the review pages for every run in the database: live while a search runs, with
     approve/reject and a note per node (stored as `kernelevolve review` stores them) and export.
@@ -60,6 +60,7 @@ def serve_command(
 
     if not 0 <= port <= 65535:
         fail(f"--port {port}: use 0-65535")
+    token = token or settings_or_fail().review_token  # the environment through kernelevolve.settings
     if token is not None and len(token) < 16:
         fail("--token: use at least 16 characters (or leave it out to get a generated one)")
     repo = repo_or_fail(db)
