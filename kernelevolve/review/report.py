@@ -1,8 +1,10 @@
 """`kernelevolve report`: a run as a static site that opens from disk with no network.
 
 DIR/index.html and DIR/assets/ (the package's static/ folder) hold the page; the data lives in
-DIR/data/run.js and one DIR/data/nodes/N.js per node, loaded with <script> tags (a page opened
-from file:// may not fetch() its neighbours), so opening the tree never reads every node's source.
+DIR/data/run.js, DIR/data/calls.js and DIR/data/nodes/K.js (the details of nodes K*50 to K*50+49),
+loaded with <script> tags (a page opened from file:// may not fetch() its neighbours), so opening
+the tree never reads every node's source. Chunks, not one file per node: on a slow file system
+creating (and replacing) thousands of small files cost more than the rest of the report.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from kernelevolve.review.pages import node_details, run_calls, run_summary
 
 ASSETS = ("app.js", "app.css")
+NODES_PER_FILE = 50  # app.js reads the same number
 
 
 def static_file(name: str) -> str:
@@ -53,7 +56,10 @@ def write_report(repo, run_id: str, out_dir: Path) -> dict:
         (out_dir / "assets" / name).write_text(static_file(name))
     (out_dir / "data" / "run.js").write_text(_data_script("run", summary))
     (out_dir / "data" / "calls.js").write_text(_data_script("calls", run_calls(repo, run_id)))  # read on its tab only
+    chunks: dict[int, dict] = {}
     for node_id, detail in details.items():
-        (nodes_dir / f"{node_id}.js").write_text(_data_script(f"node/{node_id}", detail))
+        chunks.setdefault(node_id // NODES_PER_FILE, {})[node_id] = detail
+    for k, chunk in chunks.items():
+        (nodes_dir / f"{k}.js").write_text(_data_script(f"nodes/{k}", chunk))
     (out_dir / "index.html").write_text(page_html(f"run {run_id}", "assets", {"mode": "static", "run": run_id}))
     return {"nodes": len(details), "index": str(out_dir / "index.html")}

@@ -114,7 +114,7 @@ def browser():
     driver.quit()
 
 
-def wait_for(driver, script: str, timeout: float = 10.0, poll: float = 0.05):
+def wait_for(driver, script: str, timeout: float = 30.0, poll: float = 0.05):
     """Evaluate `script` (a JS expression) until it is truthy; its value, or an AssertionError."""
     deadline = time.monotonic() + timeout
     while True:

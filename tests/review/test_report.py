@@ -2,6 +2,7 @@
 
 import difflib
 import re
+import resource
 import time
 
 from selenium.webdriver.common.by import By
@@ -95,11 +96,16 @@ def test_report_shows_the_tree_diffs_model_calls_and_failures(real_run, browser,
 def test_a_2000_node_report_is_written_in_seconds_and_its_tree_stays_responsive(big_run, browser, tmp_path):
     db, run_id, _ = big_run
     site = tmp_path / "big"
-    start = time.perf_counter()
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     proc = kernelevolve("report", run_id, "-o", str(site), "--db", db, cwd=tmp_path)
-    wall = time.perf_counter() - start
+    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
     assert proc.returncode == 0, proc.stderr
-    assert wall < 10, f"report of 2,000 nodes took {wall:.1f} s (command included)"
+    # The whole command's CPU time (start-up and imports included) must stay under 10 s; its wall
+    # time too on an idle machine, but on a CPU shared with other test runs it stretches, so the
+    # wall-clock bound is looser. The command prints its own wall time for the generation.
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    generation = float(re.search(r"wrote 2000 nodes in ([\d.]+)s", proc.stdout)[1])
+    assert cpu < 10 and wall < 30, f"report of 2,000 nodes: {cpu:.1f} s CPU, {wall:.1f} s wall"
 
     _open(browser, site / "index.html", "#tree")
     assert wait_for(browser, "document.querySelectorAll('#tree circle.node').length") == 2000
@@ -113,7 +119,7 @@ def test_a_2000_node_report_is_written_in_seconds_and_its_tree_stays_responsive(
     browser.execute_script("history.back()")
     wait_for(browser, "document.querySelectorAll('#tree circle.node').length === 2000")
     redraw_ms = browser.execute_script("return KE.treeRenderMs")
-    print(f"2,000 nodes: report {wall:.2f} s; tree page ready {loaded_ms:.0f} ms after navigation, drawn in "
+    print(f"2,000 nodes: report {generation:.2f} s generating, the command {cpu:.2f} s CPU / {wall:.2f} s wall; tree page ready {loaded_ms:.0f} ms after navigation, drawn in "
           f"{render_ms:.0f} ms; click to node page {click_ms:.0f} ms; tree redrawn in {redraw_ms:.0f} ms")
     assert render_ms < 1000 and redraw_ms < 1000 and click_ms < 1000 and loaded_ms < 5000
 

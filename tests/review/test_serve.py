@@ -176,7 +176,7 @@ def test_loopback_refuses_cross_site_posts_and_follows_a_growing_run(real_run, b
     repo.add_node(run_id, Node(id=new_id, parents=(node.id,), source=node.source, note="written while the page is open"),
                   rng_state={}, elapsed_s=1.0)
     repo.update_run(run_id, status="running")
-    assert wait_for(browser, f"document.querySelectorAll('#tree circle.node').length === {before + 1}", timeout=12)
+    assert wait_for(browser, f"document.querySelectorAll('#tree circle.node').length === {before + 1}", timeout=30)
     assert browser.find_element(By.ID, "tree-count").text == str(before + 1)
     assert browser.find_element(By.ID, "live-state").text == "live: following the search"
     # The open page of a pending node shows its evaluation once the search records it.
@@ -184,7 +184,7 @@ def test_loopback_refuses_cross_site_posts_and_follows_a_growing_run(real_run, b
     result = "document.querySelector('#node-result') && document.querySelector('#node-result').textContent"
     assert wait_for(browser, result) == "pending"
     repo.record_evaluation(run_id, new_id, node.evaluation, policy_state={}, rng_state={}, elapsed_s=2.0)
-    assert wait_for(browser, f"{result} === 'correct (untimed)'", timeout=12)
+    assert wait_for(browser, f"{result} === 'correct (untimed)'", timeout=30)
 
 
 def test_serve_bad_input_is_one_line(tmp_path):

@@ -55,11 +55,15 @@
     if (LIVE) api("/api/runs/" + encodeURIComponent(CFG.run), cb);
     else loadScript("run", "data/run.js", cb);
   }
+  var NODES_PER_FILE = 50;  // report.py writes node details in files of 50
   function loadNode(id, cb) {
     if (state.nodes[id] && !LIVE) return cb(state.nodes[id]);
-    var done = function (d) { state.nodes[id] = d; cb(d); };
-    if (LIVE) api("/api/runs/" + encodeURIComponent(CFG.run) + "/nodes/" + id, done);
-    else loadScript("node/" + id, "data/nodes/" + id + ".js", done);
+    if (LIVE) return api("/api/runs/" + encodeURIComponent(CFG.run) + "/nodes/" + id, function (d) { state.nodes[id] = d; cb(d); });
+    var k = Math.floor(id / NODES_PER_FILE);
+    loadScript("nodes/" + k, "data/nodes/" + k + ".js", function (chunk) {
+      Object.keys(chunk).forEach(function (key) { state.nodes[key] = chunk[key]; });
+      cb(state.nodes[id]);
+    });
   }
 
   // -- colours ------------------------------------------------------------------------------
