@@ -33,6 +33,16 @@ def runs_index(repo) -> list[dict]:
     } for r in repo.runs()]
 
 
+def run_stamp(repo, run_id: str) -> dict:
+    """What changes while a search runs or people review it, cheap to ask every few seconds (the
+    summary of a 2,000-node run costs a second of CPU)."""
+    run = repo.run(run_id)
+    if run is None:
+        raise PageError(f"no run {run_id} in {repo.display_url}")
+    return {"updated_at": run.updated_at, "status": run.status, "nodes": repo.node_counts().get(run_id, {}).get("nodes", 0),
+            "review_count": len(repo.reviews(run_id))}
+
+
 def run_summary(repo, run_id: str, graph: SearchGraph | None = None) -> dict:
     """The run page's data: settings, the laid-out tree, the fitness curve, the best nodes."""
     run = repo.run(run_id)

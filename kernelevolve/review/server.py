@@ -25,7 +25,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from kernelevolve.review import ReviewError, review
-from kernelevolve.review.pages import PageError, node_detail, run_calls, run_summary, runs_index
+from kernelevolve.review.pages import PageError, node_detail, run_calls, run_stamp, run_summary, runs_index
 from kernelevolve.review.report import ASSETS, page_html, static_file
 
 TOKEN_HEADER = "X-KernelEvolve-Token"
@@ -110,6 +110,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._json(runs_index(self.app.repo))
             if m := re.fullmatch(rf"/api/runs/{_RUN}", path):
                 return self._json(run_summary(self.app.repo, m["run"]))
+            if m := re.fullmatch(rf"/api/runs/{_RUN}/stamp", path):
+                return self._json(run_stamp(self.app.repo, m["run"]))
             if m := re.fullmatch(rf"/api/runs/{_RUN}/calls", path):
                 return self._json(run_calls(self.app.repo, m["run"]))
             if m := re.fullmatch(rf"/api/runs/{_RUN}/nodes/{_NODE}", path):

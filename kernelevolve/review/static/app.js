@@ -454,32 +454,36 @@
   }
   function refresh(cb) { loadRun(function (run) { accept(run); cb(); }); }
 
+  // While a search runs its page follows it: a cheap stamp every few seconds, the whole summary
+  // only when the stamp moved; the tree and curves redraw, and the open node when it changed.
+  function follow(run) {
+    var open = /^node\/(\d+)$/.exec(state.view || "");
+    var old = open ? state.byId[parseInt(open[1], 10)] : null;
+    accept(run);
+    var now = open ? state.byId[parseInt(open[1], 10)] : null;
+    var note = document.getElementById("review-note");
+    if (state.view === "tree" || state.view === "overview") route();
+    else if (open && now && (!old || old.text !== now.text || old.verdict !== now.verdict) && !(note && note.value)) {
+      delete state.nodes[now.id];  // the open node was evaluated or reviewed meanwhile: show it anew
+      route();
+    } else header();
+  }
+  function poll() {
+    api("/api/runs/" + encodeURIComponent(CFG.run) + "/stamp", function (stamp) {
+      var r = state.run;
+      document.getElementById("live-state").textContent = stamp.status === "running" ? "live: following the search" : "";
+      if (stamp.updated_at !== r.updated_at || stamp.nodes !== r.nodes.length || stamp.review_count !== r.review_count ||
+          stamp.status !== r.status) {
+        api("/api/runs/" + encodeURIComponent(CFG.run), follow, function () {});
+      }
+    }, function () {});
+  }
+
   if (LIVE && !CFG.run) { showRuns(); return; }
   refresh(function () {
     window.addEventListener("hashchange", route);
     route();
     window.KE.ready = true;
-    if (LIVE) {
-      // While a search runs its page follows it: the tree and the curves redraw when the run changes.
-      setInterval(function () {
-        api("/api/runs/" + encodeURIComponent(CFG.run), function (run) {
-          var before = state.run;
-          var changed = run.updated_at !== before.updated_at || run.nodes.length !== before.nodes.length ||
-            run.review_count !== before.review_count || run.status !== before.status;
-          document.getElementById("live-state").textContent = run.status === "running" ? "live: following the search" : "";
-          if (!changed) return;
-          var open = /^node\/(\d+)$/.exec(state.view || "");
-          var old = open ? state.byId[parseInt(open[1], 10)] : null;
-          accept(run);
-          var now = open ? state.byId[parseInt(open[1], 10)] : null;
-          var note = document.getElementById("review-note");
-          if (state.view === "tree" || state.view === "overview") route();
-          else if (open && now && (!old || old.text !== now.text || old.verdict !== now.verdict) && !(note && note.value)) {
-            delete state.nodes[now.id];  // the open node was evaluated or reviewed meanwhile: show it anew
-            route();
-          } else header();
-        }, function () {});
-      }, CFG.refresh_ms || 3000);
-    }
+    if (LIVE) setInterval(poll, CFG.refresh_ms || 3000);
   });
 })();
