@@ -7,6 +7,8 @@ import math
 import random
 from pathlib import Path
 
+import pytest
+
 from kernelevolve.campaign.problems import load_problems
 from kernelevolve.campaign.runner import SOLUTIONS, CampaignSettings, create
 from kernelevolve.campaign.scoring import score
@@ -16,6 +18,8 @@ from kernelevolve.memory import campaigns as store
 from kernelevolve.search.engine import rng_state
 from kernelevolve.search.graph import Node
 from kernelevolve.search.session import RunSettings, start_run
+
+from tests.search.conftest import pg_url  # noqa: F401  (fixture: a fresh PostgreSQL database, or skip)
 
 PROBLEMS = Path(__file__).parent / "problems"
 GPU = "NVIDIA H200"
@@ -28,8 +32,13 @@ def _timed(pairs: list[tuple[float, float]]) -> EvalResult:
     return EvalResult(correct=True, shapes=shapes, device="cuda", timed=True, environment={"gpu": GPU})
 
 
-def test_fast_p_geomean_and_another_baseline(tmp_path):
-    repo = Repository(f"sqlite:///{tmp_path / 'timed.db'}")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    return f"sqlite:///{tmp_path / 'timed.db'}" if request.param == "sqlite" else request.getfixturevalue("pg_url")
+
+
+def test_fast_p_geomean_and_another_baseline(db_url):
+    repo = Repository(db_url)
     problems = load_problems([str(PROBLEMS / f"{n}.py") for n in ("relu", "matmul", "layernorm", "bmm", "conv2d")])
     settings = CampaignSettings(kind=SOLUTIONS, device="cuda", baseline="torch.compile")
     campaign_id = create(repo, problems, settings, skip={"conv2d": "no solution file"})
