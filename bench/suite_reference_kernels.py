@@ -4,7 +4,7 @@ Runs the campaign against torch.compile, then `kernelevolve score`, and writes u
 suite.db (the experiment database), suite_stdout.txt / suite_stderr.txt (the live progress),
 score.json, score.txt and table.md (one row per problem: speedup, fast_1.0, shapes). Expected on
 an H200: every kernel correct, fast_1.0 5/6 or 6/6; flash_attention is known slower than SDPA
-(about 0.86x, bench/results/reference_kernels_final.md), so it may miss fast_1.0.
+(fitness 0.863 in bench/results/eval_h200_final/), so it may miss fast_1.0.
 
     python bench/suite_reference_kernels.py --out "$OUT"                      # on a GPU
     python bench/suite_reference_kernels.py --out /tmp/x --device interpret --specs rmsnorm   # CPU dry run
