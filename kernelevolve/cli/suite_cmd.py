@@ -163,13 +163,13 @@ def _skipped(problems, settings, no_model_check: bool) -> dict[str, str]:
 
 @app.command("score")
 def score_command(
-    campaign_id: str = typer.Argument(..., metavar="CAMPAIGN"),
+    campaign_id: Optional[str] = typer.Argument(None, metavar="[CAMPAIGN]", help="Without it: the campaigns in the database."),
     baseline: Optional[str] = typer.Option(None, "--baseline", help="Speedups against eager or torch.compile "
                                            "(default: what each problem was timed against)."),
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the score as JSON."),
 ) -> None:
-    """A campaign's score: pass rate, fast_p for p in 0, 0.5, 0.8, 1.0, 1.5, 2.0, geometric-mean
+    """A campaign's score (without CAMPAIGN: the campaigns in the database): pass rate, fast_p for p in 0, 0.5, 0.8, 1.0, 1.5, 2.0, geometric-mean
     speedup over correct problems, failure classes, and one line per problem (best node, speedup,
     failure). Interpreter campaigns are untimed: correctness only."""
     from kernelevolve.memory import campaigns
@@ -177,10 +177,34 @@ def score_command(
     if baseline not in (None, "eager", "torch.compile"):
         fail(f"--baseline {baseline!r}: use eager or torch.compile")
     repo = repo_or_fail(db)
+    if campaign_id is None:
+        _list_campaigns(repo, as_json)
+        return
     if campaigns.campaign(repo, campaign_id) is None:
         known = ", ".join(c.id for c in campaigns.campaigns(repo)[:5]) or "none"
         fail(f"no campaign {campaign_id!r} in {repo.display_url} (recent campaigns: {known})")
     _print_score(repo, campaign_id, baseline, as_json)
+
+
+def _list_campaigns(repo, as_json: bool) -> None:
+    import time
+
+    from kernelevolve.memory import campaigns
+
+    rows = []
+    for c in campaigns.campaigns(repo):
+        states = [p.state for p in campaigns.problems(repo, c.id)]
+        rows.append({"id": c.id, "kind": c.kind, "status": c.status, "problems": len(states),
+                     "done": states.count(campaigns.DONE), "created_at": c.created_at})
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        console.print(f"no campaigns in {repo.display_url}", highlight=False, soft_wrap=True)
+    for r in rows:
+        console.print(f"{r['id']}  {r['kind']}  {r['status']}  {r['done']}/{r['problems']} problems done  "
+                      f"{time.strftime('%m-%d %H:%M', time.localtime(r['created_at']))}", highlight=False,
+                      markup=False, soft_wrap=True)
 
 
 def _print_score(repo, campaign_id: str, baseline: str | None, as_json: bool) -> None:

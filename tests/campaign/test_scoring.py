@@ -3,6 +3,7 @@ get evaluations with GPU latencies written into a real SQLite database, and scor
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from pathlib import Path
@@ -37,7 +38,7 @@ def db_url(request, tmp_path):
     return f"sqlite:///{tmp_path / 'timed.db'}" if request.param == "sqlite" else request.getfixturevalue("pg_url")
 
 
-def test_fast_p_geomean_and_another_baseline(db_url):
+def test_fast_p_geomean_and_another_baseline(db_url, capsys):
     repo = Repository(db_url)
     problems = load_problems([str(PROBLEMS / f"{n}.py") for n in ("relu", "matmul", "layernorm", "bmm", "conv2d")])
     settings = CampaignSettings(kind=SOLUTIONS, device="cuda", baseline="torch.compile")
@@ -73,3 +74,9 @@ def test_fast_p_geomean_and_another_baseline(db_url):
     assert math.isclose(by["matmul"].speedup, 3.0) and by["relu"].speedup is None and by["layernorm"].speedup is None
     assert eager.correct == 3 and eager.fast_p["2.0"] == 1 and eager.fast_p["0.0"] == 1
     assert "2 correct problem(s) have no eager timing" in eager.note
+
+    from kernelevolve.cli import app
+
+    app(["score", "--db", db_url, "--json"], standalone_mode=False)  # no CAMPAIGN: the list
+    listed = {c["id"]: c for c in json.loads(capsys.readouterr().out)}
+    assert listed[campaign_id]["problems"] == 5 and listed[campaign_id]["done"] == 4
