@@ -70,7 +70,7 @@ def score(repo, campaign_id: str, baseline: str | None = None) -> CampaignScore:
         next(iter(set(settings.baselines.values()))) if len(set(settings.baselines.values())) == 1 else "each spec's")
     note = "" if timed else "untimed (interpreter): correctness only, no speedups"
     if timed and len(speedups) < len(correct):
-        note = f"{len(correct) - len(speedups)} correct problem(s) have no {against} timing: not in fast_p above 0"
+        note = f"{len(correct) - len(speedups)} correct problem(s) have no {against} timing: not counted in fast_p"
     return CampaignScore(
         campaign_id=campaign_id, kind=row.kind, device=settings.device, timed=timed, baseline=against,
         total=len(rows), correct=len(correct),

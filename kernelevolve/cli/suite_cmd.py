@@ -233,6 +233,8 @@ def _print_score(repo, campaign_id: str, baseline: str | None, as_json: bool) ->
                                                      (" (untimed)" if not result.timed else ", no timing"))
         else:
             what = p.failure or "failed"
-        entries.append((f"{p.name}: {what}", f"{p.nodes} nodes; shapes {p.shapes or 'the spec’s'} [{p.shape_rule}]"
+        rule = f" [{p.shape_rule}]" if p.shape_rule else ""
+        shapes = p.shapes or "the spec's"
+        entries.append((f"{p.name}: {what}", f"{p.nodes} nodes; shapes {shapes}{rule}"
                         + (f"; run {p.run_id}" if p.run_id else "")))
     print_entries(entries)
