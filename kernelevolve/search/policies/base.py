@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Iterable
 
 from kernelevolve.search.graph import SearchGraph
@@ -21,6 +22,26 @@ class Expansion:
     """One step to take: no parent = draft, one = debug/improve, two = crossover."""
 
     parents: tuple[int, ...] = ()
+
+
+class _Debuggable(Sequence):
+    """The graph's sorted debuggable ids less the busy ones, as a sequence (what `rng.choice` needs)
+    without copying: indexing skips the few busy ids in O(busy * log n)."""
+
+    def __init__(self, ids, busy: set[int]) -> None:
+        self.ids = ids
+        self.busy = sorted(ids.index(b) for b in busy if b in ids)  # their positions in `ids`
+
+    def __len__(self) -> int:
+        return len(self.ids) - len(self.busy)
+
+    def __getitem__(self, i: int) -> int:
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        for position in self.busy:
+            if position <= i:
+                i += 1
+        return self.ids[i]
 
 
 class Policy:
@@ -43,12 +64,9 @@ class Policy:
         """Up to k expansions; fewer (maybe none) when the rest must wait for running work."""
         planned = list(in_flight)
         out: list[Expansion] = []
-        # The graph does not change during one call: facts that cost a pass over it are taken once.
-        self._roots = len(graph.roots())
-        self._failed_leaves = [
-            n.id for n in graph.evaluated()
-            if not n.correct and not graph.children(n.id) and graph.debug_depth(n.id) < self.max_debug_depth
-        ]
+        # What each step needs is kept by the graph as nodes come (no pass over it here).
+        self._roots = graph.root_count()
+        self._failed_leaves = graph.debuggable(self.max_debug_depth)
         self.begin(graph)
         for _ in range(k):
             step = self._select_one(graph, rng, planned)
@@ -80,10 +98,9 @@ class Policy:
         raise NotImplementedError
 
     # -- shared rules ---------------------------------------------------------------------
-    def debuggable(self, graph: SearchGraph, planned: list[Expansion]) -> list[int]:
+    def debuggable(self, graph: SearchGraph, planned: list[Expansion]) -> _Debuggable:
         """Failed leaves whose debug chain is still below the depth limit and not being debugged."""
-        busy = {p for e in planned for p in e.parents}
-        return [i for i in self._failed_leaves if i not in busy]
+        return _Debuggable(self._failed_leaves, {p for e in planned for p in e.parents})
 
     def _select_one(self, graph: SearchGraph, rng: random.Random, planned: list[Expansion]) -> Expansion | None:
         drafts_made = self._roots + sum(1 for e in planned if not e.parents)
@@ -97,6 +114,6 @@ class Policy:
             return step
         if debuggable:
             return Expansion((rng.choice(debuggable),))
-        if planned or graph.pending():
+        if planned or graph.has_pending():
             return None  # running work may open new options: wait for it
         return Expansion(())  # nothing left to improve or debug: start afresh

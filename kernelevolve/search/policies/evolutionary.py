@@ -33,9 +33,17 @@ class Evolutionary(Policy):
 
     def pool(self, graph: SearchGraph) -> list[Node]:
         """The population: the best correct nodes (ties: the earliest)."""
-        correct = [n for n in graph.evaluated() if n.correct]
-        correct.sort(key=lambda n: (-n.score, n.id))
-        return correct[: self.population]
+        pool = []
+        ranked = graph.ranked()
+        try:
+            for node in ranked:
+                if len(pool) == self.population:
+                    break
+                if node.correct:
+                    pool.append(node)
+        finally:
+            ranked.close()
+        return pool
 
     def pick(self, pool: list[Node], rng: random.Random) -> Node:
         if self.selection == "tournament":

@@ -18,14 +18,24 @@ class Greedy(Policy):
 
     def begin(self, graph: SearchGraph) -> None:
         self._best = graph.best()
-        top = self._best.score if self._best is not None else None
-        self._tied = [n for n in graph.evaluated() if n.correct and n.score == top] if top else []
 
     def choose(self, graph: SearchGraph, rng: random.Random, planned: list[Expansion]) -> Expansion | None:
         best = self._best
         if best is None or not best.correct:
             return None
-        if self._tied:
+        if best.score:  # among the nodes of the top score: fewest children (planned ones count), then earliest
             busy = [p for e in planned for p in e.parents]
-            best = min(self._tied, key=lambda n: (len(graph.children(n.id)) + busy.count(n.id), n.id))
+            contenders = []
+            ranked = graph.ranked(fewest_children=True)
+            try:
+                for node in ranked:  # by (-score, children, id): the first idle one beats every idle one after it
+                    if node.score != best.score:
+                        break
+                    if node.correct:
+                        contenders.append(node)
+                        if node.id not in busy:
+                            break
+            finally:
+                ranked.close()
+            best = min(contenders, key=lambda n: (len(graph.children(n.id)) + busy.count(n.id), n.id))
         return Expansion((best.id,))

@@ -8,8 +8,9 @@ exploration); otherwise the walk moves to the child with the highest
     UCT(c) = (W(c) / N(c)) / best_score + exploration * sqrt(ln N(parent) / N(c)),
 
 rewards being divided by the best score so far so that speedups of any size stay comparable
-with the exploration term. Work in flight counts as visits with reward 0 (a virtual loss), so k
-selections in one step spread over the tree. Failed nodes are not expanded by UCT: the shared
+with the exploration term. Work in flight counts as visits with reward 0 (a virtual loss) along
+its first-parent chain (where the walk goes; a walk over every ancestor would cost O(n) per
+step), so k selections in one step spread over the tree. Failed nodes are not expanded by UCT: the shared
 debug rule handles them; a debug child that passes still joins the tree under its parent.
 The tree is the graph's first-parent tree (a crossover node, made by another policy before a
 policy switch, hangs under its first parent).
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections import Counter
+from collections import ChainMap, Counter
 
 from kernelevolve.search.graph import SearchGraph
 from kernelevolve.search.policies.base import Expansion, Policy
@@ -69,54 +70,72 @@ class MCTS(Policy):
         return mean / norm + self.exploration * math.sqrt(math.log(n_parent) / n_child)
 
     def begin(self, graph: SearchGraph) -> None:
-        nodes = graph.nodes()
-        self._children: dict[int, list[int]] = {ROOT: []}
-        for n in nodes:
-            self._children[n.id] = []
-            self._children[n.parents[0] if n.parents else ROOT].append(n.id)
-        self._order = [n.id for n in reversed(nodes)]  # children before parents: ids grow down the graph
+        self._graph = graph
         self._virtual_pending: Counter[int] = Counter()
-        for node in graph.pending():
-            for a in graph.ancestors(node.id) | {node.id, ROOT}:
+        for node in graph.pending():  # in flight: few
+            for a in self._chain(node.id):
                 self._virtual_pending[a] += 1
         best = graph.best()
         self._norm = best.score if best is not None and best.score > 0 else 1.0
-        self._above: dict[int, set[int]] = {}
-        self._correct = {n.id for n in graph.evaluated() if n.correct}
-        self._position = {n: i for i, n in enumerate(self._order)}
-        self._open_base = self._openness(Counter(), self._order, {})
+        self._open_base = self._track_openness(graph)
+        self._used: Counter[int] = Counter()  # expansion slots taken beyond the written children
+        self._virtual = Counter(self._virtual_pending)
+        self._overlay = ChainMap({}, self._open_base)  # this call's changes stay on top
+        self._planned_seen = 0
+
+    def _chain(self, n: int) -> list[int]:
+        """`n`, its first-parent ancestors and the root: the path a walk takes to reach it."""
+        chain = [n]
+        while self._graph[n].parents:
+            n = self._graph[n].parents[0]
+            chain.append(n)
+        return chain + [ROOT]
+
+    def _children(self, n: int) -> list[int]:
+        return self._graph.tree_children(None if n == ROOT else n)
 
     def _expandable(self, n: int, used: Counter) -> bool:
-        return n in self._correct and len(self._children[n]) + used[n] < self.branching
+        return n != ROOT and self._graph[n].correct and len(self._children(n)) + used[n] < self.branching
 
     def _openness(self, used: Counter, nodes, open_: dict[int, bool]) -> dict[int, bool]:
         """A subtree is open when some node in it can still be expanded (`nodes`: children first)."""
         for n in nodes:
-            open_[n] = self._expandable(n, used) or any(open_[c] for c in self._children[n])
+            open_[n] = self._expandable(n, used) or any(open_[c] for c in self._children(n))
         return open_
 
+    def _track_openness(self, graph: SearchGraph) -> dict[int, bool]:
+        """Which subtrees are open, kept across calls: only nodes added or evaluated since the last
+        call, and their tree ancestors, can have changed (a pass over the graph the first time)."""
+        if getattr(self, "_open_graph", None) is not graph:
+            self._open_graph, self._open, self._cursor = graph, {}, 0
+        changed, self._cursor = graph.changes_since(self._cursor)
+        touched = {ROOT}
+        for n in changed:
+            while n != ROOT and n not in touched:
+                touched.add(n)
+                parents = graph[n].parents
+                n = parents[0] if parents else ROOT
+        return self._openness(Counter(), sorted(touched, reverse=True), self._open)
+
     def choose(self, graph: SearchGraph, rng: random.Random, planned: list[Expansion]) -> Expansion | None:
-        children = self._children
-        used: Counter[int] = Counter()  # expansion slots taken beyond the written children
-        virtual = Counter(self._virtual_pending)
-        for step in planned:
+        # Steps planned since the last call (this select call's, and the engine's in flight at the
+        # first): their parents take expansion slots and virtual visits; only the parents' chains
+        # can close, and they are recomputed on top of the kept openness.
+        used, virtual, open_ = self._used, self._virtual, self._overlay
+        for step in planned[self._planned_seen:]:
             if step.parents:
                 parent = step.parents[0]
                 used[parent] += 1
-                if parent not in self._above:
-                    self._above[parent] = graph.ancestors(parent) | {parent, ROOT}
-                for a in self._above[parent]:
+                chain = self._chain(parent)
+                for a in chain:
                     virtual[a] += 1
-
-        open_ = self._open_base
-        if used:  # only the planned parents and their ancestors can have closed since begin()
-            affected = set().union(*(self._above[p] for p in used)) - {ROOT}
-            open_ = self._openness(used, sorted(affected, key=self._position.__getitem__), dict(open_))
+                self._openness(used, chain, open_)
+        self._planned_seen = len(planned)
         at = ROOT
         while True:
             if at != ROOT and self._expandable(at, used):
                 return Expansion((at,))
-            options = [c for c in children[at] if open_.get(c) and graph[c].evaluation is not None]
+            options = [c for c in self._children(at) if open_.get(c) and graph[c].evaluation is not None]
             if not options:
                 return None
             at = max(options, key=lambda c: (self.uct(graph, at, c, virtual, self._norm), -c))
