@@ -10,6 +10,7 @@ kill -9 finishes what was cut off and redoes nothing that was recorded.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +25,7 @@ from kernelevolve.search.session import live_owner, owner_tag
 
 SEARCH, SOLUTIONS = "search", "solutions"
 NEEDS_A_MODEL = "needs a model"
+log = logging.getLogger(__name__)
 
 
 class CampaignError(ValueError):
@@ -96,7 +98,9 @@ def run(repo, campaign_id: str, on_event: Callable[[Event], None] | None = None)
     paths.use_knowledge_base(settings.knowledge_base or paths.BUNDLED_KNOWLEDGE_BASE)
     problems = store.problems(repo, campaign_id)
     todo = [p for p in problems if p.state in (store.PENDING, store.STARTED)]
-    counter = _Counter(len(problems) - len(todo), len(problems), on_event)
+    counter = _Counter(campaign_id, len(problems) - len(todo), len(problems), on_event)
+    log.info("campaign %s: %d of %d problems to run (%s, %s)", campaign_id, len(todo), len(problems), settings.kind,
+             settings.device)
     evaluator = Evaluator(device=settings.device, timeout_s=settings.timeout_s, baseline_store=BaselineTable(repo))
     job = _solve if settings.kind == SOLUTIONS else _search
     with ThreadPoolExecutor(max_workers=max(1, settings.parallel), thread_name_prefix="campaign") as pool:
@@ -107,13 +111,14 @@ def run(repo, campaign_id: str, on_event: Callable[[Event], None] | None = None)
 
 
 class _Counter:
-    def __init__(self, done: int, total: int, on_event) -> None:
-        self.done, self.total, self.on_event = done, total, on_event
+    def __init__(self, campaign_id: str, done: int, total: int, on_event) -> None:
+        self.campaign_id, self.done, self.total, self.on_event = campaign_id, done, total, on_event
         self.lock = threading.Lock()
 
     def say(self, problem: str, text: str, finished: bool = False) -> None:
         with self.lock:
             self.done += finished
+            log.info("campaign %s: %s: %s", self.campaign_id, problem, text)
             if self.on_event is not None:
                 self.on_event(Event(problem, text, self.done, self.total))
 

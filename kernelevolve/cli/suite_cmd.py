@@ -103,8 +103,12 @@ def suite_command(
         out.print(f"[{event.done}/{event.total}] {event.problem}: {event.text}", highlight=False, markup=False,
                   soft_wrap=True)
 
+    from kernelevolve.logs import run_log
+
     try:
-        runner.run(repo, campaign_id, progress)
+        with run_log(campaign_id) as log_file:  # one file for the campaign: each line names its run
+            out.print(f"log: {log_file}", highlight=False, soft_wrap=True, markup=False)
+            runner.run(repo, campaign_id, progress)
     except KeyboardInterrupt:
         # Everything recorded is safe (the database is written step by step); workers are cut off.
         err_console.print(f"interrupted: resume with `kernelevolve suite --resume {campaign_id}{where}`",
