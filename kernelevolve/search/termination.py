@@ -41,5 +41,3 @@ def nodes_since_improvement(graph: SearchGraph) -> int:
             since += 1
     return since
 
-
-Limits = Budget  # the name before Budget and Limits were merged (issue 10); new code uses Budget

@@ -14,7 +14,7 @@ from kernelevolve.profiling.roofline import roofline
 from kernelevolve.profiling.schema import NcuKernel, NodeProfile, ProfileSummary
 from kernelevolve.search.profiling import ProfileSettings, Profiler
 from kernelevolve.search.session import RunSettings, build_engine, start_run
-from kernelevolve.search.termination import Limits
+from kernelevolve.spec import Budget
 from tests.search.helpers import SyntheticEvaluator, SyntheticOperator
 
 
@@ -46,7 +46,7 @@ class FitnessProfiler(Profiler):
 
 def _engine(db_url, spec, nodes, **profile):
     repo = Repository(db_url)
-    settings = RunSettings(policy="greedy", policy_options={"drafts": 2}, limits=Limits(max_nodes=nodes),
+    settings = RunSettings(policy="greedy", policy_options={"drafts": 2}, limits=Budget(max_nodes=nodes),
                            device="cuda", seed=5, profile=ProfileSettings(**profile).to_dict())
     run_id = start_run(repo, spec, settings)
     operator = RecordingOperator()
