@@ -161,7 +161,8 @@ def _start_run(repo, campaign_id: str, settings: CampaignSettings, problem, spec
 
 def _search(repo, campaign_id, settings: CampaignSettings, problem, evaluator, counter: _Counter) -> None:
     from kernelevolve.operators import resolve_operator
-    from kernelevolve.search.report import best_nodes, fitness_text
+    from kernelevolve.search.graph import best_nodes
+    from kernelevolve.views import fitness_text
     from kernelevolve.search.session import build_engine
 
     spec = _spec(problem, settings)
@@ -192,7 +193,7 @@ def _solve(repo, campaign_id, settings: CampaignSettings, problem, evaluator, co
 
     from kernelevolve.search.engine import rng_state
     from kernelevolve.search.graph import Node
-    from kernelevolve.search.report import fitness_text
+    from kernelevolve.views import fitness_text
 
     spec = _spec(problem, settings)
     run_id = problem.run_id or _start_run(repo, campaign_id, settings, problem, spec, "solutions")

@@ -90,7 +90,7 @@ def _num(value: float | None, fmt: str) -> str:
 def print_result(result: EvalResult, spec_name: str, candidate_name: str) -> None:
     """A table that reads at 80 columns: timing columns only when something was timed."""
     from kernelevolve.evaluation.result import EXPLANATIONS
-    from kernelevolve.search.report import UNTIMED, verdict
+    from kernelevolve.views import UNTIMED, verdict
 
     timed = any(s.latency_ms is not None or s.baseline_ms is not None for s in result.shapes)
     console.print(f"{candidate_name} vs {spec_name} on {result.device}:", highlight=False, markup=False)

@@ -9,7 +9,7 @@ from rich.live import Live
 from rich.table import Table
 
 from kernelevolve.search.engine import Progress
-from kernelevolve.search.report import UNTIMED, clip, failure_line, fitness_text
+from kernelevolve.views import UNTIMED, clip, failure_line, fitness_text
 
 
 def _best_text(p: Progress) -> str:

@@ -184,7 +184,9 @@ def _search(repo, run_id: str, operator, as_json: bool, db: str | None, max_node
     from sqlalchemy.exc import SQLAlchemyError
 
     from kernelevolve.cli.progress import ProgressView
-    from kernelevolve.search.report import best_nodes, fitness_text, run_dict
+    from kernelevolve.cli.run_views import run_dict
+    from kernelevolve.search.graph import best_nodes
+    from kernelevolve.views import fitness_text
     from kernelevolve.search.session import SessionError, build_engine
 
     operator.attach(repo)  # e.g. --reply-cache: kept in the experiment database
@@ -245,7 +247,8 @@ def runs_command(
 ) -> None:
     """List the runs in the experiment database, newest first: spec, model, status, nodes,
     best result and LLM cost."""
-    from kernelevolve.search.report import best_nodes, fitness_text
+    from kernelevolve.search.graph import best_nodes
+    from kernelevolve.views import fitness_text
 
     repo = repo_or_fail(db)
     counts = repo.node_counts()
@@ -296,7 +299,9 @@ def show_command(
     as_json: bool = typer.Option(False, "--json", help="Print the run and its nodes as JSON."),
 ) -> None:
     """A run: its search tree, best nodes and their per-shape numbers; or one node's source."""
-    from kernelevolve.search.report import best_nodes, fitness_text, node_dict, run_dict, tree_lines, verdict
+    from kernelevolve.cli.run_views import node_dict, run_dict, tree_lines
+    from kernelevolve.search.graph import best_nodes
+    from kernelevolve.views import fitness_text, verdict
 
     repo = repo_or_fail(db)
     run = repo.run(run_id)
@@ -314,7 +319,7 @@ def show_command(
             details["profile"] = None if profiled is None else {"summaries": profiled.summaries, "seconds": profiled.seconds}
             typer.echo(json.dumps(details, indent=2))
         elif graph[node].source is None:
-            from kernelevolve.search.report import failure_line
+            from kernelevolve.views import failure_line
 
             fail(f"node {node} has no source (the operator's reply held no kernel): {failure_line(graph[node])}",
                  EXIT_FAILED)

@@ -12,8 +12,8 @@ import re
 from kernelevolve.memory.profiles import load_profiles
 from kernelevolve.review import VERDICTS
 from kernelevolve.review.layout import tree_layout
-from kernelevolve.search.graph import SearchGraph
-from kernelevolve.search.report import best_nodes, fitness_text
+from kernelevolve.search.graph import SearchGraph, best_nodes
+from kernelevolve.views import fitness_text
 
 LOG_TAIL_LINES = 80  # a failure's log is trimmed to its end: the traceback is there
 BEST_SHOWN = 5
@@ -98,7 +98,7 @@ def node_details(repo, run_id: str, only: int | None = None, graph: SearchGraph 
     out = {}
     for n in wanted:
         ev = n.evaluation
-        # Not search.report.node_dict: its best descendant per node costs O(nodes x descendants).
+        # Not cli.run_views.node_dict: its best descendant per node costs O(nodes x descendants).
         d = {"id": n.id, "parents": list(n.parents), "kind": graph.kind(n.id), "state": n.state,
              "correct": n.correct if ev is not None else None, "fitness": n.fitness, "failure": n.failure,
              "note": n.note, "source": n.source, "tokens": n.tokens, "cost_usd": n.cost_usd, "approved": n.approved}

@@ -291,3 +291,18 @@ class SearchGraph:
             chain.append(parents[0])
             parents = self[parents[0]].parents
         return chain[::-1]
+
+
+def best_nodes(graph: SearchGraph, limit: int = 5) -> list[Node]:
+    """The best correct nodes not held for review, by (-score, id): at most `limit`."""
+    best: list[Node] = []
+    ranked = graph.ranked()
+    try:
+        for node in ranked:
+            if len(best) == limit:
+                break
+            if node.correct and not node.held:
+                best.append(node)
+    finally:
+        ranked.close()
+    return best

@@ -3,7 +3,8 @@
 import threading
 
 from kernelevolve.review import review
-from kernelevolve.search.report import best_nodes, fitness_text
+from kernelevolve.search.graph import best_nodes
+from kernelevolve.views import fitness_text
 
 from kernelevolve.search.session import build_engine
 

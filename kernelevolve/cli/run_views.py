@@ -1,53 +1,10 @@
-"""What a run looks like to a person or a script: summaries for `runs`, `show`, `run` and `eval`.
-
-One vocabulary everywhere: a node or shape is `correct`, `failed (CLASS)` or `pending`/`not
-checked`; a timed correct one shows its speedup as `1.234x`; an untimed one (the interpreter)
-is `correct (untimed)`, never a speedup; marks are `[suspicious: held for review]`.
-"""
+"""What `runs`, `show` and `show --json` print about a run: its nodes as JSON-ready dicts and as
+an indented tree (in the vocabulary of kernelevolve.views)."""
 
 from __future__ import annotations
 
-from kernelevolve.search.graph import Node, SearchGraph
-
-UNTIMED = "correct (untimed)"
-
-
-def verdict(correct: bool | None, failure: str | None = None) -> str:
-    """One shape's or one evaluation's outcome in the shared vocabulary."""
-    if correct is None:
-        return f"failed ({failure})" if failure else "not checked"
-    return "correct" if correct else f"failed ({failure or 'incorrect'})"
-
-
-def marks_text(marks: dict) -> str:
-    return f" [{', '.join(marks)}: held for review]" if marks else ""
-
-
-def fitness_text(node: Node) -> str:
-    """Never shows the selection surrogate as a speedup."""
-    if node.evaluation is None:
-        return "pending"
-    if not node.correct:
-        return f"failed ({node.failure})"
-    held = marks_text(node.evaluation.marks) if node.held else ""
-    if node.fitness is not None:
-        return f"{node.fitness:.3f}x" + held
-    return UNTIMED + held
-
-
-def failure_line(node: Node) -> str:
-    """`failed (CLASS): message` for a failed node (the message's first line), else ''."""
-    if node.evaluation is None or node.correct:
-        return ""
-    message = " ".join((node.evaluation.message or "").split()).replace("operator error: OperatorError: ", "operator error: ")
-    return f"failed ({node.failure})" + (f": {message}" if message else "")
-
-
-def clip(text: str, width: int | None) -> str:
-    """`text` cut to `width` characters with an ellipsis (None: uncut)."""
-    if width is None or len(text) <= width:
-        return text
-    return text[: max(1, width - 1)] + "…"
+from kernelevolve.search.graph import Node, SearchGraph, best_nodes
+from kernelevolve.views import clip, failure_line, fitness_text
 
 
 def node_dict(graph: SearchGraph, node: Node, with_source: bool = False) -> dict:
@@ -69,11 +26,6 @@ def node_dict(graph: SearchGraph, node: Node, with_source: bool = False) -> dict
     if with_source:
         d["source"] = node.source
     return d
-
-
-def best_nodes(graph: SearchGraph, limit: int = 5) -> list[Node]:
-    ranked = sorted((n for n in graph.evaluated() if n.correct and not n.held), key=lambda n: (-n.score, n.id))
-    return ranked[:limit]
 
 
 def run_dict(run, graph: SearchGraph, with_source: bool = False) -> dict:
