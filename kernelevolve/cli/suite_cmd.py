@@ -64,9 +64,10 @@ def suite_command(
         if paths or solutions is not None:
             fail("--resume CAMPAIGN takes no PATH or --solutions: the campaign keeps its own")
         try:
-            runner.check_resumable(repo, resume, force)
+            row = runner.check_resumable(repo, resume, force)
         except runner.CampaignError as e:
             fail(str(e))
+        resolve_device(runner.CampaignSettings.model_validate(row.settings).device)  # a cuda campaign needs its GPU
         campaign_id = resume
         out.print(f"resuming campaign {campaign_id}", highlight=False)
     else:
