@@ -13,6 +13,24 @@ import torch
 # the rest is left for the compiler's own scratch).
 PIPELINE_SMEM_BYTES = 160 * 1024
 
+# The cooperative row kernels (RMSNorm, softmax): load the next row's chunk before waiting (an
+# experiment switch, not a tunable), and how many polls a program may spend waiting over all its rows.
+COOP_PREFETCH = True
+SPIN_LIMIT = 1 << 22
+
+
+def pow2_at_least(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1)."""
+    return 1 << max(0, n - 1).bit_length()
+
+
+def unit_stride_rows(x: torch.Tensor) -> torch.Tensor:
+    """`x` as a [rows, last dimension] matrix for the row kernels, which take the row stride as an
+    argument: a view wherever the leading dimensions merge (x[:, :N] of a wider tensor included).
+    Copied only when a row's elements are not adjacent (x[..., ::2]), which the kernels need."""
+    x2 = x.reshape(-1, x.shape[-1])
+    return x2 if x2.stride(-1) == 1 or x2.shape[-1] <= 1 else x2.contiguous()
+
 
 def sm_count(device: torch.device) -> int:
     """Streaming multiprocessors of `device`; a small number under the CPU interpreter, which
@@ -58,36 +76,40 @@ def cooperative_grid(m: int, n_chunks: int, device: torch.device) -> tuple[int, 
 def cooperative_plan(m: int, n: int, chunk_n: int, device: torch.device) -> tuple[int, int, int, int] | None:
     """(chunk, n_chunks, row groups, iterations) for a cooperative kernel over m rows of n, or None
     where it must not run (see cooperative_grid)."""
-    chunk = min(chunk_n, 1 << max(0, n - 1).bit_length())
+    chunk = min(chunk_n, pow2_at_least(n))
     n_chunks = -(-n // chunk)
     grid = cooperative_grid(m, n_chunks, device)
     return None if grid is None else (chunk, n_chunks, *grid)
 
 
-def row_tile(m: int, block_n: int, config: dict) -> tuple[int, int]:
-    """(rows per program, warps) for a kernel whose program owns a [rows, block_n] tile of short
-    rows: about config["tile_elems"] elements a program (so N = 256 still moves enough bytes), and
+def row_tile(m: int, n: int, config: dict) -> tuple[int, int, int] | None:
+    """(rows per program, padded row length, warps) for a kernel whose program owns a [rows, padded
+    row] tile of short rows, or None when a padded row is longer than config["single_block_max_n"]:
+    about config["tile_elems"] elements a program (so N = 256 still moves enough bytes), and
     config["elems_per_thread"] elements a thread, at most config["max_warps"] warps."""
-    block_m = min(max(1, config["tile_elems"] // block_n), 1 << max(0, m - 1).bit_length())
+    block_n = pow2_at_least(n)
+    if block_n > config["single_block_max_n"]:
+        return None
+    block_m = min(max(1, config["tile_elems"] // block_n), pow2_at_least(m))
     tile = block_m * block_n
     per_warp = 32 * config["elems_per_thread"]
-    warps = min(config["max_warps"], max(1, 1 << max(0, tile // per_warp - 1).bit_length()))
-    return block_m, warps
+    warps = min(config["max_warps"], pow2_at_least(tile // per_warp))
+    return block_m, block_n, warps
 
 
-def split_launch(m: int, block_n: int, config: dict, stage_bytes_per_elem: int, device: torch.device) -> tuple[int, int, int]:
+def split_launch(m: int, n: int, config: dict, stage_bytes_per_elem: int, device: torch.device) -> tuple[int, int, int]:
     """(tile width, pipeline stages, programs) for a kernel that loops over a long row in tiles of
     config["split_block_n"]: one program a row, or config["split_programs_per_sm"] per SM taking
     rows in turn; `stage_bytes_per_elem` is what one column of a pipeline stage holds in shared memory."""
-    block = min(config["split_block_n"], block_n)
+    block = min(config["split_block_n"], pow2_at_least(n))
     stages = pipeline_stages(config["num_stages"], block * stage_bytes_per_elem)
     per_sm = config["split_programs_per_sm"]
     return block, stages, m if per_sm == 0 else min(m, per_sm * sm_count(device))
 
 
-def chunk_launch(m: int, n: int, block_n: int, config: dict, device: torch.device) -> tuple[int, int, int, torch.Tensor]:
+def chunk_launch(m: int, n: int, config: dict, device: torch.device) -> tuple[int, int, int, torch.Tensor]:
     """(columns a chunk program owns, its tile width, chunks a row, the rows' zeroed arrival
     counters) for a kernel whose programs each reduce config["chunk_n"] columns of one row."""
-    chunk = min(config["chunk_n"], block_n)
+    chunk = min(config["chunk_n"], pow2_at_least(n))
     block = min(config["split_block_n"], chunk)
     return chunk, block, -(-n // chunk), torch.zeros(m, dtype=torch.int32, device=device)

@@ -1,13 +1,20 @@
 """Device-side helpers shared by the row kernels (softmax, RMSNorm, cross-entropy): loads and
 stores with an optional L2 eviction hint, and the online max / sum-of-exp of a softmax.
 
-Imported as `from _row_io import ...` (knowledge_base/kernels is on the candidates' import path;
+Rows are addressed through their own stride (a row of a wider tensor, x[:, :N], is read in place);
+the elements of a row are adjacent. Imported as `from _row_io import ...` (knowledge_base/kernels is on the candidates' import path;
 Triton resolves @triton.jit helpers through the importing kernel's module). Values are in log2
 units: x * log2(e), so exp becomes exp2.
 """
 
 import triton
 import triton.language as tl
+
+
+@triton.jit
+def row_ptr(ptr, row, stride):
+    # Where `row` starts in a tensor whose rows are `stride` elements apart (int64: no overflow past 2^31).
+    return ptr + row.to(tl.int64) * stride
 
 
 @triton.jit
@@ -66,9 +73,9 @@ def arrive_last(arrived_ptr, row, n_chunks):
 
 
 @triton.jit
-def load_chunk(x_ptr, row, n_rows, n_cols, c, col_ok, other):
+def load_chunk(x_ptr, row, n_rows, stride, c, col_ok, other):
     # Columns c of `row` (nothing past the last row): the cooperative kernels' per-row chunk.
-    return tl.load(x_ptr + row.to(tl.int64) * n_cols + c, mask=col_ok & (row < n_rows), other=other)
+    return tl.load(row_ptr(x_ptr, row, stride) + c, mask=col_ok & (row < n_rows), other=other)
 
 
 @triton.jit
@@ -115,12 +122,12 @@ def coop_coords(n_chunks, n_cols, CHUNK: tl.constexpr, MAX_CHUNKS: tl.constexpr)
 
 
 @triton.jit
-def chunk_coords(n_chunks, n_cols, BLOCK_N: tl.constexpr):
-    # A chunk program's place: program id, row, which chunk of it, where the row starts, tile lanes.
+def chunk_coords(n_chunks, BLOCK_N: tl.constexpr):
+    # A chunk program's place: program id, row, which chunk of it, tile lanes.
     pid = tl.program_id(0)
     row = pid // n_chunks
     chunk = pid - row * n_chunks
-    return pid, row, chunk, row.to(tl.int64) * n_cols, tl.arange(0, BLOCK_N)
+    return pid, row, chunk, tl.arange(0, BLOCK_N)
 
 
 @triton.jit
@@ -132,7 +139,7 @@ def split_coords(n_cols, BLOCK_N: tl.constexpr):
 
 @triton.jit
 def split_row(pid, r, n_programs, n_rows, n_cols):
-    # The r-th row of split program pid, where it starts, and how many of its columns exist: 0 for
-    # rows past the end (an all-false mask is cheaper than a branch around two loops).
+    # The r-th row of split program pid and how many of its columns exist: 0 for rows past the end
+    # (an all-false mask is cheaper than a branch around two loops).
     row = pid + r * n_programs
-    return row, row.to(tl.int64) * n_cols, tl.where(row < n_rows, n_cols, 0)
+    return row, tl.where(row < n_rows, n_cols, 0)

@@ -43,8 +43,8 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from _row_io import arrive_last, chunk_coords, combine, merged_max_sum, online_update, publish_max_sum, split_coords, split_row
-from _launch_heuristics import chunk_launch, pipeline_stages, row_tile, split_launch
+from _row_io import arrive_last, chunk_coords, combine, merged_max_sum, online_update, publish_max_sum, row_ptr, split_coords, split_row
+from _launch_heuristics import chunk_launch, pipeline_stages, row_tile, split_launch, unit_stride_rows
 
 CONFIG = {
     "single_block_max_n": 8192,
@@ -74,16 +74,26 @@ IGNORE_INDEX = -100
 
 
 @triton.jit
-def _target_logit(x_ptr, row_start, target, n_cols, keep):
+def _target_logit(x_row, target, n_cols, keep):
     """logits[row, target] in log2 units; NaN for a kept row whose target is out of range."""
     in_range = (target >= 0) & (target < n_cols)
-    x_t = tl.load(x_ptr + row_start + tl.where(in_range, target, 0), mask=keep & in_range, other=0.0)
+    x_t = tl.load(x_row + tl.where(in_range, target, 0), mask=keep & in_range, other=0.0)
     return tl.where(keep & ~in_range, float("nan"), x_t.to(tl.float32) * 1.4426950408889634)
 
 
 @triton.jit
+def _store_loss(x_row, target_ptr, loss_ptr, row, row_ok, lse2, n_cols, stride_t, ignore_index):
+    # loss = logsumexp - the target's logit, 0 for an ignored row; back from log2 to natural
+    # units: ln(v) = log2(v) / log2(e). `row` may be one row or a block of them.
+    target = tl.load(target_ptr + row * stride_t, mask=row_ok, other=ignore_index)
+    keep = row_ok & (target != ignore_index)
+    x_t = _target_logit(x_row, target, n_cols, keep)
+    tl.store(loss_ptr + row, tl.where(keep, (lse2 - x_t) * 0.6931471805599453, 0.0), mask=row_ok)
+
+
+@triton.jit
 def _ce_tile_kernel(
-    x_ptr, target_ptr, loss_ptr, n_rows, n_cols, ignore_index,
+    x_ptr, target_ptr, loss_ptr, n_rows, n_cols, stride_x, stride_t, ignore_index,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -91,101 +101,88 @@ def _ce_tile_kernel(
     cols = tl.arange(0, BLOCK_N)
     row_ok = rows < n_rows
     mask = row_ok[:, None] & (cols < n_cols)[None, :]
-    x = tl.load(x_ptr + rows[:, None] * n_cols + cols[None, :], mask=mask, other=float("-inf"))
+    x_rows = x_ptr + rows * stride_x
+    x = tl.load(x_rows[:, None] + cols[None, :], mask=mask, other=float("-inf"))
     x = x.to(tl.float32) * 1.4426950408889634
     # Padding rows (past n_rows) are all -inf; give them a finite max so they compute quietly.
     row_max = tl.where(row_ok, tl.max(x, axis=1), 0.0)
     lse2 = row_max + tl.log2(tl.sum(tl.exp2(x - row_max[:, None]), axis=1))
-    target = tl.load(target_ptr + rows, mask=row_ok, other=ignore_index)
-    keep = row_ok & (target != ignore_index)
-    x_t = _target_logit(x_ptr, rows * n_cols, target, n_cols, keep)
-    # Back from log2 to natural units: ln(v) = log2(v) / log2(e).
-    loss = tl.where(keep, (lse2 - x_t) * 0.6931471805599453, 0.0)
-    tl.store(loss_ptr + rows, loss, mask=row_ok)
+    _store_loss(x_rows, target_ptr, loss_ptr, rows, row_ok, lse2, n_cols, stride_t, ignore_index)
 
 
 @triton.jit
 def _ce_split_kernel(
-    x_ptr, target_ptr, loss_ptr, n_rows, n_cols, ignore_index, n_programs, rows_per_program,
+    x_ptr, target_ptr, loss_ptr, n_rows, n_cols, stride_x, stride_t, ignore_index, n_programs, rows_per_program,
     BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr,
 ):
     pid, cols, n_tiles = split_coords(n_cols, BLOCK_N)  # rows pid, pid + n_programs, ...
     for r in range(0, rows_per_program):
-        row, row_start, limit = split_row(pid, r, n_programs, n_rows, n_cols)
-        row_ok = row < n_rows
+        row, limit = split_row(pid, r, n_programs, n_rows, n_cols)
+        x_row = row_ptr(x_ptr, row, stride_x)
         m = tl.full([BLOCK_N], float("-inf"), tl.float32)
         s = tl.zeros([BLOCK_N], dtype=tl.float32)
         for t in tl.range(0, n_tiles, num_stages=NUM_STAGES):
             c = t * BLOCK_N + cols
-            x = tl.load(x_ptr + row_start + c, mask=c < limit, other=float("-inf"))
+            x = tl.load(x_row + c, mask=c < limit, other=float("-inf"))
             x = x.to(tl.float32) * 1.4426950408889634
             m, s = online_update(m, s, x)
         row_max, total = combine(m, s)
-        lse2 = row_max + tl.log2(total)
-        target = tl.load(target_ptr + row, mask=row_ok, other=ignore_index)
-        keep = row_ok & (target != ignore_index)
-        x_t = _target_logit(x_ptr, row_start, target, n_cols, keep)
-        loss = tl.where(keep, (lse2 - x_t) * 0.6931471805599453, 0.0)
-        tl.store(loss_ptr + row, loss, mask=row_ok)
+        _store_loss(x_row, target_ptr, loss_ptr, row, row < n_rows, row_max + tl.log2(total), n_cols, stride_t, ignore_index)
 
 
 @triton.jit
 def _ce_chunk_kernel(
-    x_ptr, target_ptr, loss_ptr, part_max_ptr, part_sum_ptr, arrived_ptr, n_cols, ignore_index, n_chunks,
+    x_ptr, target_ptr, loss_ptr, part_max_ptr, part_sum_ptr, arrived_ptr, n_cols, stride_x, stride_t, ignore_index, n_chunks,
     CHUNK: tl.constexpr, BLOCK_N: tl.constexpr, MAX_CHUNKS: tl.constexpr, NUM_STAGES: tl.constexpr,
 ):
     # Program (row, chunk) finds max and sum of exp over CHUNK columns and publishes them; the
     # row's last program to arrive merges the partials into logsumexp and writes the loss.
     # Nobody waits for anybody, so any launch order works.
-    pid, row, chunk, row_start, cols = chunk_coords(n_chunks, n_cols, BLOCK_N)
+    pid, row, chunk, cols = chunk_coords(n_chunks, BLOCK_N)
+    x_row = row_ptr(x_ptr, row, stride_x)
     m = tl.full([BLOCK_N], float("-inf"), tl.float32)
     s = tl.zeros([BLOCK_N], dtype=tl.float32)
     for t in tl.range(0, CHUNK // BLOCK_N, num_stages=NUM_STAGES):
         c = chunk * CHUNK + t * BLOCK_N + cols
-        x = tl.load(x_ptr + row_start + c, mask=c < n_cols, other=float("-inf"))
+        x = tl.load(x_row + c, mask=c < n_cols, other=float("-inf"))
         x = x.to(tl.float32) * 1.4426950408889634
         m, s = online_update(m, s, x)
     publish_max_sum(part_max_ptr, part_sum_ptr, pid, m, s)
     if arrive_last(arrived_ptr, row, n_chunks):  # the last of the row's programs
         row_max, total = merged_max_sum(part_max_ptr, part_sum_ptr, row, n_chunks, MAX_CHUNKS)
-        lse2 = row_max + tl.log2(total)
-        target = tl.load(target_ptr + row)
-        keep = target != ignore_index
-        x_t = _target_logit(x_ptr, row_start, target, n_cols, keep)
-        tl.store(loss_ptr + row, tl.where(keep, (lse2 - x_t) * 0.6931471805599453, 0.0))
+        row_ok = tl.full([], 1, tl.int1)  # a chunk program's row always exists
+        _store_loss(x_row, target_ptr, loss_ptr, row, row_ok, row_max + tl.log2(total), n_cols, stride_t, ignore_index)
 
 
 def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
     """Per-row cross-entropy losses (fp32) with the CONFIG in force at call time."""
     if logits.dim() != 2 or target.shape != logits.shape[:1]:
         raise ValueError(f"cross_entropy: expected logits [M, V] and target [M], got {tuple(logits.shape)} and {tuple(target.shape)}")
-    x = logits.contiguous()
-    tgt = target.contiguous()
+    x = unit_stride_rows(logits)  # rows read in place, through their stride; target likewise
     m, n = x.shape
     loss = torch.empty(m, dtype=torch.float32, device=x.device)
     if m == 0:
         return loss
     if n == 0:
         raise ValueError("cross_entropy: logits have no classes (V = 0)")
-    cfg = CONFIG
-    block_n = triton.next_power_of_2(n)
-    if block_n <= cfg["single_block_max_n"]:
-        block_m, warps = row_tile(m, block_n, cfg)
+    cfg, strides = CONFIG, (x.stride(0), target.stride(0))
+    if tile := row_tile(m, n, cfg):
+        block_m, block_n, warps = tile
         _ce_tile_kernel[(triton.cdiv(m, block_m),)](
-            x, tgt, loss, m, n, ignore_index, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps
+            x, target, loss, m, n, *strides, ignore_index, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps
         )
     elif cfg["chunk_n"] > 0:
-        chunk, block, n_chunks, arrived = chunk_launch(m, n, block_n, cfg, x.device)
+        chunk, block, n_chunks, arrived = chunk_launch(m, n, cfg, x.device)
         partials = torch.empty(2, m * n_chunks, dtype=torch.float32, device=x.device)
         _ce_chunk_kernel[(m * n_chunks,)](
-            x, tgt, loss, partials[0], partials[1], arrived, n, ignore_index, n_chunks,
+            x, target, loss, partials[0], partials[1], arrived, n, *strides, ignore_index, n_chunks,
             CHUNK=chunk, BLOCK_N=block, MAX_CHUNKS=triton.next_power_of_2(n_chunks),
             NUM_STAGES=pipeline_stages(cfg["num_stages"], block * x.element_size()), num_warps=cfg["split_num_warps"],
         )
     else:
-        block, stages, programs = split_launch(m, block_n, cfg, x.element_size(), x.device)
+        block, stages, programs = split_launch(m, n, cfg, x.element_size(), x.device)
         _ce_split_kernel[(programs,)](
-            x, tgt, loss, m, n, ignore_index, programs, triton.cdiv(m, programs),
+            x, target, loss, m, n, *strides, ignore_index, programs, triton.cdiv(m, programs),
             BLOCK_N=block, NUM_STAGES=stages, num_warps=cfg["split_num_warps"],
         )
     return loss

@@ -56,8 +56,8 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from _bf16_pairs import pack_bf16x2, unpack_bf16x2
-from _row_io import arrive_last, chunk_coords, coop_coords, load_chunk, load_hinted, split_coords, split_row, store_streaming, tile_index, wait_slots
-from _launch_heuristics import chunk_launch, cooperative_plan, pipeline_stages, row_tile, split_launch
+from _row_io import arrive_last, chunk_coords, coop_coords, load_chunk, load_hinted, row_ptr, split_coords, split_row, store_streaming, tile_index, wait_slots
+from _launch_heuristics import COOP_PREFETCH, SPIN_LIMIT, chunk_launch, cooperative_plan, pipeline_stages, row_tile, split_launch, unit_stride_rows
 
 CONFIG = {
     "single_block_max_n": 16384,
@@ -73,8 +73,6 @@ CONFIG = {
     "l2_hints": True,
     "cooperative": False,
 }
-COOP_PREFETCH = True  # load the next row's chunk before waiting (an experiment switch, not a tunable)
-SPIN_LIMIT = 1 << 22  # polls a cooperative program may spend waiting, over all its rows
 
 TUNABLES = {
     # Kept small enough that its best configuration can be measured outright (bench/rmsnorm_space.py).
@@ -97,42 +95,44 @@ TUNABLES = {
 
 
 @triton.jit
-def _write_tile(x_ptr, w_ptr, y_ptr, row_start, c, m, inv_rms, L2_HINTS: tl.constexpr):
+def _write_tile(x_row, w_ptr, y_row, c, m, inv_rms, L2_HINTS: tl.constexpr):
     # y = x / rms * w for one tile of a row whose 1/rms is known (w is read by every row: kept in L2).
-    x = load_hinted(x_ptr + row_start + c, m, 0.0, L2_HINTS, "evict_first")
+    x = load_hinted(x_row + c, m, 0.0, L2_HINTS, "evict_first")
     w = tl.load(w_ptr + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
-    y = (x.to(tl.float32) * inv_rms * w).to(y_ptr.dtype.element_ty)
-    store_streaming(y_ptr + row_start + c, y, m, L2_HINTS)
+    y = (x.to(tl.float32) * inv_rms * w).to(y_row.dtype.element_ty)
+    store_streaming(y_row + c, y, m, L2_HINTS)
 
 
 @triton.jit
-def _rmsnorm_tile_kernel(x_ptr, w_ptr, y_ptr, n_rows, n_cols, eps, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _rmsnorm_tile_kernel(
+    x_ptr, w_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, eps, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
     pid = tl.program_id(0)
     rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
     mask = (rows < n_rows)[:, None] & col_ok[None, :]
-    offs = rows[:, None] * n_cols + cols[None, :]
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     inv_rms = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
     y = x * inv_rms[:, None] * w[None, :]
-    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
 def _rmsnorm_split_kernel(
-    x_ptr, w_ptr, y_ptr, n_rows, n_cols, eps, n_programs, rows_per_program,
+    x_ptr, w_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, eps, n_programs, rows_per_program,
     BLOCK_N: tl.constexpr, REVERSE: tl.constexpr, L2_HINTS: tl.constexpr, NUM_STAGES: tl.constexpr,
 ):
     pid, cols, n_tiles = split_coords(n_cols, BLOCK_N)  # rows pid, pid + n_programs, ...
     for r in range(0, rows_per_program):
-        row, row_start, limit = split_row(pid, r, n_programs, n_rows, n_cols)
+        row, limit = split_row(pid, r, n_programs, n_rows, n_cols)
+        x_row, y_row = row_ptr(x_ptr, row, stride_x), row_ptr(y_ptr, row, stride_y)
         acc = tl.zeros([BLOCK_N], dtype=tl.float32)
         for t in tl.range(0, n_tiles, num_stages=NUM_STAGES):
             c = t * BLOCK_N + cols
             m = c < limit
-            x = load_hinted(x_ptr + row_start + c, m, 0.0, L2_HINTS, "evict_last")
+            x = load_hinted(x_row + c, m, 0.0, L2_HINTS, "evict_last")
             x = x.to(tl.float32)
             acc += x * x
         inv_rms = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
@@ -140,23 +140,24 @@ def _rmsnorm_split_kernel(
             t = tile_index(i, n_tiles, REVERSE)
             c = t * BLOCK_N + cols
             m = c < limit
-            _write_tile(x_ptr, w_ptr, y_ptr, row_start, c, m, inv_rms, L2_HINTS)
+            _write_tile(x_row, w_ptr, y_row, c, m, inv_rms, L2_HINTS)
 
 
 @triton.jit
 def _rmsnorm_chunk_kernel(
-    x_ptr, w_ptr, y_ptr, partial_ptr, arrived_ptr, n_cols, eps, n_chunks,
+    x_ptr, w_ptr, y_ptr, partial_ptr, arrived_ptr, n_cols, stride_x, stride_y, eps, n_chunks,
     CHUNK: tl.constexpr, BLOCK_N: tl.constexpr, MAX_CHUNKS: tl.constexpr, L2_HINTS: tl.constexpr,
     NUM_STAGES: tl.constexpr,
 ):
     # Program (row, chunk) sums x^2 over CHUNK columns and publishes it; the row's last program
     # to arrive adds the partials and normalises the whole row, whose lines are still in L2
     # because all its chunks were read moments ago. Nobody waits, so any launch order works.
-    pid, row, chunk, row_start, cols = chunk_coords(n_chunks, n_cols, BLOCK_N)
+    pid, row, chunk, cols = chunk_coords(n_chunks, BLOCK_N)
+    x_row, y_row = row_ptr(x_ptr, row, stride_x), row_ptr(y_ptr, row, stride_y)
     acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     for t in tl.range(0, CHUNK // BLOCK_N, num_stages=NUM_STAGES):
         c = chunk * CHUNK + t * BLOCK_N + cols
-        x = load_hinted(x_ptr + row_start + c, c < n_cols, 0.0, L2_HINTS, "evict_last")
+        x = load_hinted(x_row + c, c < n_cols, 0.0, L2_HINTS, "evict_last")
         x = x.to(tl.float32)
         acc += x * x
     tl.store(partial_ptr + pid, tl.sum(acc, axis=0))
@@ -168,32 +169,31 @@ def _rmsnorm_chunk_kernel(
         for t in tl.range(0, tl.cdiv(n_cols, BLOCK_N), num_stages=NUM_STAGES):
             c = t * BLOCK_N + cols
             m = c < n_cols
-            _write_tile(x_ptr, w_ptr, y_ptr, row_start, c, m, inv_rms, L2_HINTS)
+            _write_tile(x_row, w_ptr, y_row, c, m, inv_rms, L2_HINTS)
 
 
 @triton.jit
 def _rmsnorm_coop_kernel(
-    x_ptr, w_ptr, y_ptr, slot_ptr, n_rows, n_cols, n_elems, eps, n_chunks, n_groups, n_iters,
+    x_ptr, w_ptr, y_ptr, slot_ptr, n_rows, n_cols, stride_x, stride_y, n_elems, eps, n_chunks, n_groups, n_iters,
     CHUNK: tl.constexpr, MAX_CHUNKS: tl.constexpr, PACKED: tl.constexpr, PREFETCH: tl.constexpr,
     SPIN_LIMIT: tl.constexpr,
 ):
     # Persistent: program (group, chunk) owns columns [chunk * CHUNK, +CHUNK) of rows group,
     # group + n_groups, ...; the row's chunk stays in registers from load to store. With PACKED
-    # the host passes bf16 tensors as int32 views (two elements a word, n_cols words a row), so
+    # the host passes bf16 tensors as int32 views (two elements a word: n_cols words a row, strides in words), so
     # the chunk waits in half the registers. The partial sum of squares goes to a zeroed int64
     # slot with bit 32 set (so "written" needs no fence and no counter); the program waits until
     # all of the row's slots are written.
     group, chunk, c, col_ok, k, k_ok = coop_coords(n_chunks, n_cols, CHUNK, MAX_CHUNKS)
     w = tl.load(w_ptr + c, mask=col_ok, other=0)  # the same columns for every row
-    x_next = load_chunk(x_ptr, group, n_rows, n_cols, c, col_ok, 0)
+    x_next = load_chunk(x_ptr, group, n_rows, stride_x, c, col_ok, 0)
     tries = tl.full([], 0, tl.int32)  # polls so far, over all rows: a bound, never a hang
     for it in range(0, n_iters):
         row = group + it * n_groups
-        row_start = row.to(tl.int64) * n_cols
         if PREFETCH:
             x = x_next
         else:
-            x = load_chunk(x_ptr, row, n_rows, n_cols, c, col_ok, 0)
+            x = load_chunk(x_ptr, row, n_rows, stride_x, c, col_ok, 0)
         if PACKED:
             lo, hi = unpack_bf16x2(x)
             part = tl.sum(lo * lo + hi * hi, axis=0)
@@ -204,13 +204,13 @@ def _rmsnorm_coop_kernel(
         tl.atomic_xchg(slot_ptr + row * n_chunks + chunk, flagged, sem="relaxed")
         if PREFETCH:  # next row's chunk is in flight while we wait
             nxt = row + n_groups
-            x_next = load_chunk(x_ptr, nxt, n_rows, n_cols, c, col_ok, 0)
+            x_next = load_chunk(x_ptr, nxt, n_rows, stride_x, c, col_ok, 0)
         slots = slot_ptr + row * n_chunks + k
         v, ready, tries = wait_slots(slots, k_ok, tries, SPIN_LIMIT)
         parts = tl.where(k_ok, v.to(tl.int32).to(tl.float32, bitcast=True), 0.0)
         inv_rms = tl.rsqrt(tl.sum(parts, axis=0) / n_elems + eps)
         inv_rms = tl.where(ready != 0, inv_rms, float("nan"))  # gave up waiting: say so in y
-        out = y_ptr + row_start + c
+        out = row_ptr(y_ptr, row, stride_y) + c
         if PACKED:
             # x ^ (ready - 1) is x once the wait succeeded, but the compiler cannot know it: it
             # widens x again here instead of keeping the fp32 halves alive across the wait.
@@ -226,43 +226,44 @@ def rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.
     n = x.shape[-1]
     if weight.shape != (n,):
         raise ValueError(f"rmsnorm: weight has shape {tuple(weight.shape)}, expected ({n},)")
-    x2 = x.reshape(-1, n).contiguous()
-    w = weight.contiguous()
-    y = torch.empty_like(x2)
+    x2 = unit_stride_rows(x)  # rows read in place, through their stride
+    w = weight.contiguous()  # read as adjacent elements: a parameter already is (no copy)
     m = x2.shape[0]
-    if m == 0 or n == 0:
+    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    if y.numel() == 0:
         return y.view(x.shape)
-    cfg = CONFIG
-    block_n = triton.next_power_of_2(n)
-    if block_n <= cfg["single_block_max_n"]:
-        block_m, warps = row_tile(m, block_n, cfg)
+    cfg, strides = CONFIG, (x2.stride(0), y.stride(0))
+    if tile := row_tile(m, n, cfg):
+        block_m, block_n, warps = tile
         _rmsnorm_tile_kernel[(triton.cdiv(m, block_m),)](
-            x2, w, y, m, n, eps, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps
+            x2, w, y, m, n, *strides, eps, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps
         )
     elif cfg["chunk_n"] > 0 and (coop := cfg["cooperative"] and cooperative_plan(m, n, cfg["chunk_n"], x.device)):
         chunk, n_chunks, n_groups, n_iters = coop
         slots = torch.zeros(n_groups * n_iters * n_chunks, dtype=torch.int64, device=x.device)
-        # bf16 pairs as int32 words on the GPU (the interpreter keeps plain elements).
-        packed = x.is_cuda and x2.dtype == w.dtype == torch.bfloat16 and n % 2 == 0
+        # bf16 pairs as int32 words on the GPU (the interpreter keeps plain elements): rows must
+        # start on whole words.
+        packed = (x.is_cuda and x2.dtype == w.dtype == torch.bfloat16 and n % 2 == 0
+                  and x2.stride(0) % 2 == 0 and x2.storage_offset() % 2 == 0)
         xs, ws, ys, unit = (x2.view(torch.int32), w.view(torch.int32), y.view(torch.int32), 2) if packed else (x2, w, y, 1)
         _rmsnorm_coop_kernel[(n_groups * n_chunks,)](
-            xs, ws, ys, slots, m, n // unit, n, eps, n_chunks, n_groups, n_iters,
+            xs, ws, ys, slots, m, n // unit, *(s // unit for s in strides), n, eps, n_chunks, n_groups, n_iters,
             CHUNK=chunk // unit, MAX_CHUNKS=triton.next_power_of_2(n_chunks), PACKED=packed, PREFETCH=COOP_PREFETCH,
             SPIN_LIMIT=SPIN_LIMIT, num_warps=cfg["split_num_warps"],
         )
     elif cfg["chunk_n"] > 0:
-        chunk, block, n_chunks, arrived = chunk_launch(m, n, block_n, cfg, x.device)
+        chunk, block, n_chunks, arrived = chunk_launch(m, n, cfg, x.device)
         stages = pipeline_stages(cfg["num_stages"], block * x2.element_size() * 2)
         partial = torch.empty(m * n_chunks, dtype=torch.float32, device=x.device)
         _rmsnorm_chunk_kernel[(m * n_chunks,)](
-            x2, w, y, partial, arrived, n, eps, n_chunks,
+            x2, w, y, partial, arrived, n, *strides, eps, n_chunks,
             CHUNK=chunk, BLOCK_N=block, MAX_CHUNKS=triton.next_power_of_2(n_chunks), L2_HINTS=cfg["l2_hints"],
             NUM_STAGES=stages, num_warps=cfg["split_num_warps"],
         )
     else:
-        block, stages, programs = split_launch(m, block_n, cfg, x2.element_size() * 2, x.device)
+        block, stages, programs = split_launch(m, n, cfg, x2.element_size() * 2, x.device)
         _rmsnorm_split_kernel[(programs,)](
-            x2, w, y, m, n, eps, programs, triton.cdiv(m, programs),
+            x2, w, y, m, n, *strides, eps, programs, triton.cdiv(m, programs),
             BLOCK_N=block, REVERSE=cfg["reverse_second_pass"], L2_HINTS=cfg["l2_hints"], NUM_STAGES=stages,
             num_warps=cfg["split_num_warps"],
         )

@@ -55,8 +55,8 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from _bf16_pairs import pack_bf16x2, unpack_bf16x2
-from _row_io import arrive_last, chunk_coords, combine, coop_coords, load_chunk, load_hinted, merged_max_sum, online_update, publish_max_sum, split_coords, split_row, store_streaming, tile_index, wait_slots
-from _launch_heuristics import chunk_launch, cooperative_plan, pipeline_stages, row_tile, split_launch
+from _row_io import arrive_last, chunk_coords, combine, coop_coords, load_chunk, load_hinted, merged_max_sum, online_update, publish_max_sum, row_ptr, split_coords, split_row, store_streaming, tile_index, wait_slots
+from _launch_heuristics import COOP_PREFETCH, SPIN_LIMIT, chunk_launch, cooperative_plan, pipeline_stages, row_tile, split_launch, unit_stride_rows
 
 CONFIG = {
     "single_block_max_n": 16384,
@@ -72,8 +72,6 @@ CONFIG = {
     "l2_hints": True,
     "cooperative": False,
 }
-COOP_PREFETCH = True  # load the next row's chunk before waiting (an experiment switch, not a tunable)
-SPIN_LIMIT = 1 << 22  # polls a cooperative program may spend waiting, over all its rows
 
 TUNABLES = {
     "single_block_max_n": [1024, 2048, 4096, 8192, 16384, 32768],
@@ -91,43 +89,44 @@ TUNABLES = {
 }
 
 @triton.jit
-def _write_tile(x_ptr, y_ptr, offs, ok, row_max, inv_sum, L2_HINTS: tl.constexpr):
+def _write_tile(x_row, y_row, c, ok, row_max, inv_sum, L2_HINTS: tl.constexpr):
     # y = exp(x - max) / sum for one tile of a row whose max (log2 units) and 1/sum are known.
-    x = load_hinted(x_ptr + offs, ok, float("-inf"), L2_HINTS, "evict_first")
-    y = (tl.exp2(x.to(tl.float32) * 1.4426950408889634 - row_max) * inv_sum).to(y_ptr.dtype.element_ty)
-    store_streaming(y_ptr + offs, y, ok, L2_HINTS)
+    x = load_hinted(x_row + c, ok, float("-inf"), L2_HINTS, "evict_first")
+    y = (tl.exp2(x.to(tl.float32) * 1.4426950408889634 - row_max) * inv_sum).to(y_row.dtype.element_ty)
+    store_streaming(y_row + c, y, ok, L2_HINTS)
 
 
 @triton.jit
-def _softmax_tile_kernel(x_ptr, y_ptr, n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _softmax_tile_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     pid = tl.program_id(0)
     rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     row_ok = rows < n_rows
     mask = row_ok[:, None] & (cols < n_cols)[None, :]
-    offs = rows[:, None] * n_cols + cols[None, :]
-    x = tl.load(x_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32) * 1.4426950408889634
+    x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask, other=float("-inf"))
+    x = x.to(tl.float32) * 1.4426950408889634
     # Padding rows (past n_rows) are all -inf; give them a finite max so they compute quietly.
     row_max = tl.where(row_ok, tl.max(x, axis=1), 0.0)
     e = tl.exp2(x - row_max[:, None])
     y = e * (1.0 / tl.sum(e, axis=1))[:, None]
-    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
 def _softmax_split_kernel(
-    x_ptr, y_ptr, n_rows, n_cols, n_programs, rows_per_program,
+    x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, n_programs, rows_per_program,
     BLOCK_N: tl.constexpr, REVERSE: tl.constexpr, L2_HINTS: tl.constexpr, NUM_STAGES: tl.constexpr,
 ):
     pid, cols, n_tiles = split_coords(n_cols, BLOCK_N)  # rows pid, pid + n_programs, ...
     for r in range(0, rows_per_program):
-        row, row_start, limit = split_row(pid, r, n_programs, n_rows, n_cols)
+        row, limit = split_row(pid, r, n_programs, n_rows, n_cols)
+        x_row, y_row = row_ptr(x_ptr, row, stride_x), row_ptr(y_ptr, row, stride_y)
         m = tl.full([BLOCK_N], float("-inf"), tl.float32)  # running max per lane (log2 units)
         s = tl.zeros([BLOCK_N], dtype=tl.float32)  # running sum of exp2(x - m) per lane
         for t in tl.range(0, n_tiles, num_stages=NUM_STAGES):
             c = t * BLOCK_N + cols
             ok = c < limit
-            x = load_hinted(x_ptr + row_start + c, ok, float("-inf"), L2_HINTS, "evict_last")
+            x = load_hinted(x_row + c, ok, float("-inf"), L2_HINTS, "evict_last")
             x = x.to(tl.float32) * 1.4426950408889634
             m, s = online_update(m, s, x)
         row_max, total = combine(m, s)
@@ -136,24 +135,25 @@ def _softmax_split_kernel(
             t = tile_index(i, n_tiles, REVERSE)
             c = t * BLOCK_N + cols
             ok = c < limit
-            _write_tile(x_ptr, y_ptr, row_start + c, ok, row_max, inv_sum, L2_HINTS)
+            _write_tile(x_row, y_row, c, ok, row_max, inv_sum, L2_HINTS)
 
 
 @triton.jit
 def _softmax_chunk_kernel(
-    x_ptr, y_ptr, part_max_ptr, part_sum_ptr, arrived_ptr, n_cols, n_chunks,
+    x_ptr, y_ptr, part_max_ptr, part_sum_ptr, arrived_ptr, n_cols, stride_x, stride_y, n_chunks,
     CHUNK: tl.constexpr, BLOCK_N: tl.constexpr, MAX_CHUNKS: tl.constexpr, L2_HINTS: tl.constexpr,
     NUM_STAGES: tl.constexpr,
 ):
     # Program (row, chunk) finds max and sum of exp over CHUNK columns and publishes them; the
     # row's last program to arrive merges the partials and writes the whole row, whose lines are
     # still in L2 because all its chunks were read moments ago. Nobody waits for anybody.
-    pid, row, chunk, row_start, cols = chunk_coords(n_chunks, n_cols, BLOCK_N)
+    pid, row, chunk, cols = chunk_coords(n_chunks, BLOCK_N)
+    x_row, y_row = row_ptr(x_ptr, row, stride_x), row_ptr(y_ptr, row, stride_y)
     m = tl.full([BLOCK_N], float("-inf"), tl.float32)  # running max per lane (log2 units)
     s = tl.zeros([BLOCK_N], dtype=tl.float32)  # running sum of exp2(x - m) per lane
     for t in tl.range(0, CHUNK // BLOCK_N, num_stages=NUM_STAGES):
         c = chunk * CHUNK + t * BLOCK_N + cols
-        x = load_hinted(x_ptr + row_start + c, c < n_cols, float("-inf"), L2_HINTS, "evict_last")
+        x = load_hinted(x_row + c, c < n_cols, float("-inf"), L2_HINTS, "evict_last")
         x = x.to(tl.float32) * 1.4426950408889634
         m, s = online_update(m, s, x)
     publish_max_sum(part_max_ptr, part_sum_ptr, pid, m, s)
@@ -163,12 +163,12 @@ def _softmax_chunk_kernel(
         for t in tl.range(0, tl.cdiv(n_cols, BLOCK_N), num_stages=NUM_STAGES):
             c = t * BLOCK_N + cols
             ok = c < n_cols
-            _write_tile(x_ptr, y_ptr, row_start + c, ok, row_max, inv_sum, L2_HINTS)
+            _write_tile(x_row, y_row, c, ok, row_max, inv_sum, L2_HINTS)
 
 
 @triton.jit
 def _softmax_coop_kernel(
-    x_ptr, y_ptr, slot_ptr, n_rows, n_cols, n_chunks, n_groups, n_iters,
+    x_ptr, y_ptr, slot_ptr, n_rows, n_cols, stride_x, stride_y, n_chunks, n_groups, n_iters,
     CHUNK: tl.constexpr, MAX_CHUNKS: tl.constexpr, PACKED: tl.constexpr, PREFETCH: tl.constexpr,
     SPIN_LIMIT: tl.constexpr,
 ):
@@ -183,15 +183,14 @@ def _softmax_coop_kernel(
         pad = -8323200  # 0xFF80FF80: two bf16 -inf
     else:
         pad = float("-inf")
-    x_next = load_chunk(x_ptr, group, n_rows, n_cols, c, col_ok, pad)
+    x_next = load_chunk(x_ptr, group, n_rows, stride_x, c, col_ok, pad)
     tries = tl.full([], 0, tl.int32)  # polls so far, over all rows: a bound, never a hang
     for it in range(0, n_iters):
         row = group + it * n_groups
-        row_start = row.to(tl.int64) * n_cols
         if PREFETCH:
             x = x_next
         else:
-            x = load_chunk(x_ptr, row, n_rows, n_cols, c, col_ok, pad)
+            x = load_chunk(x_ptr, row, n_rows, stride_x, c, col_ok, pad)
         if PACKED:
             lo, hi = unpack_bf16x2(x)
             lo *= 1.4426950408889634
@@ -208,7 +207,7 @@ def _softmax_coop_kernel(
         tl.atomic_xchg(slot_ptr + row * n_chunks + chunk, hi_bits | lo_bits, sem="relaxed")
         if PREFETCH:  # next row's chunk is in flight while we wait
             nxt = row + n_groups
-            x_next = load_chunk(x_ptr, nxt, n_rows, n_cols, c, col_ok, pad)
+            x_next = load_chunk(x_ptr, nxt, n_rows, stride_x, c, col_ok, pad)
         slots = slot_ptr + row * n_chunks + k
         v, ready, tries = wait_slots(slots, k_ok, tries, SPIN_LIMIT)
         p_max = tl.where(k_ok, (v >> 32).to(tl.int32).to(tl.float32, bitcast=True), float("-inf"))
@@ -217,7 +216,7 @@ def _softmax_coop_kernel(
         inv_total = tl.where(ready != 0, 1.0 / total, float("nan"))  # gave up waiting: say so in y
         # exp2 again rather than keeping fp32 exponentials across the wait (registers for a bigger
         # chunk); a row of -inf gives exp2(NaN) = NaN, as torch does.
-        out = y_ptr + row_start + c
+        out = row_ptr(y_ptr, row, stride_y) + c
         if PACKED:
             # x ^ (ready - 1) is x once the wait succeeded, but the compiler cannot know it: it
             # widens x again here instead of keeping the fp32 halves alive across the wait.
@@ -231,40 +230,42 @@ def _softmax_coop_kernel(
 
 def softmax_forward(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dimension of `x` with the CONFIG in force at call time."""
-    n = x.shape[-1]
-    x2 = x.reshape(-1, n).contiguous()
-    y = torch.empty_like(x2)
-    m = x2.shape[0]
-    if m == 0 or n == 0:
+    x2 = unit_stride_rows(x)  # rows read in place, through their stride
+    m, n = x2.shape
+    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    if y.numel() == 0:
         return y.view(x.shape)
-    cfg = CONFIG
-    block_n = triton.next_power_of_2(n)
-    if block_n <= cfg["single_block_max_n"]:
-        block_m, warps = row_tile(m, block_n, cfg)
-        _softmax_tile_kernel[(triton.cdiv(m, block_m),)](x2, y, m, n, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps)
+    cfg, strides = CONFIG, (x2.stride(0), y.stride(0))
+    if tile := row_tile(m, n, cfg):
+        block_m, block_n, warps = tile
+        _softmax_tile_kernel[(triton.cdiv(m, block_m),)](
+            x2, y, m, n, *strides, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps
+        )
     elif cfg["chunk_n"] > 0 and (coop := cfg["cooperative"] and cooperative_plan(m, n, cfg["chunk_n"], x.device)):
         chunk, n_chunks, n_groups, n_iters = coop
         slots = torch.zeros(n_groups * n_iters * n_chunks, dtype=torch.int64, device=x.device)
-        # bf16 pairs as int32 words on the GPU (the interpreter keeps plain elements).
-        packed = x.is_cuda and x2.dtype == torch.bfloat16 and n % 2 == 0
+        # bf16 pairs as int32 words on the GPU (the interpreter keeps plain elements): rows must
+        # start on whole words.
+        packed = (x.is_cuda and x2.dtype == torch.bfloat16 and n % 2 == 0
+                  and x2.stride(0) % 2 == 0 and x2.storage_offset() % 2 == 0)
         xs, ys, unit = (x2.view(torch.int32), y.view(torch.int32), 2) if packed else (x2, y, 1)
         _softmax_coop_kernel[(n_groups * n_chunks,)](
-            xs, ys, slots, m, n // unit, n_chunks, n_groups, n_iters,
+            xs, ys, slots, m, n // unit, *(s // unit for s in strides), n_chunks, n_groups, n_iters,
             CHUNK=chunk // unit, MAX_CHUNKS=triton.next_power_of_2(n_chunks), PACKED=packed, PREFETCH=COOP_PREFETCH,
             SPIN_LIMIT=SPIN_LIMIT, num_warps=cfg["split_num_warps"],
         )
     elif cfg["chunk_n"] > 0:
-        chunk, block, n_chunks, arrived = chunk_launch(m, n, block_n, cfg, x.device)
+        chunk, block, n_chunks, arrived = chunk_launch(m, n, cfg, x.device)
         partials = torch.empty(2, m * n_chunks, dtype=torch.float32, device=x.device)
         _softmax_chunk_kernel[(m * n_chunks,)](
-            x2, y, partials[0], partials[1], arrived, n, n_chunks,
+            x2, y, partials[0], partials[1], arrived, n, *strides, n_chunks,
             CHUNK=chunk, BLOCK_N=block, MAX_CHUNKS=triton.next_power_of_2(n_chunks), L2_HINTS=cfg["l2_hints"],
             NUM_STAGES=pipeline_stages(cfg["num_stages"], block * x2.element_size()), num_warps=cfg["split_num_warps"],
         )
     else:
-        block, stages, programs = split_launch(m, block_n, cfg, x2.element_size(), x.device)
+        block, stages, programs = split_launch(m, n, cfg, x2.element_size(), x.device)
         _softmax_split_kernel[(programs,)](
-            x2, y, m, n, programs, triton.cdiv(m, programs),
+            x2, y, m, n, *strides, programs, triton.cdiv(m, programs),
             BLOCK_N=block, REVERSE=cfg["reverse_second_pass"], L2_HINTS=cfg["l2_hints"], NUM_STAGES=stages,
             num_warps=cfg["split_num_warps"],
         )

@@ -56,16 +56,18 @@ def make_case(name: str, m: int, n: int, dtype: torch.dtype, seed: int):
     return model.to(dtype), init, inputs
 
 
-def check(kernel, name: str, m: int, n: int, dtype_name: str, seed: int) -> None:
+def check(kernel, name: str, m: int, n: int, dtype_name: str, seed: int, as_input=torch.clone) -> list[torch.Tensor]:
+    """Runs the case; returns the inputs ModelNew was given (`as_input` of each input)."""
     dtype = DTYPES[dtype_name]
     model, init, inputs = make_case(name, m, n, dtype, seed)
     new = kernel.ModelNew(*init)
     new.load_state_dict(model.state_dict())
     new = new.to(dtype)
+    given = [as_input(x) for x in inputs]
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # numpy under the interpreter: exp2(-inf) etc.
         with poisoned_allocations():
-            out = new(*[x.clone() for x in inputs])
+            out = new(*given)
         expected = model(*inputs)  # the dtype and shape a candidate must produce
         ref = copy.deepcopy(model).double()(*[x.double() if x.is_floating_point() else x for x in inputs])
     where = f"{name} M={m} N={n} {dtype_name} seed={seed}"
@@ -76,6 +78,7 @@ def check(kernel, name: str, m: int, n: int, dtype_name: str, seed: int) -> None
     err = (got - ref).abs()
     bad = err > tol.atol + tol.rtol * ref.abs()
     assert not bad.any(), f"{where}: {bad.sum().item()} elements out of tolerance, max abs err {err.max().item():.3g}"
+    return given
 
 
 @pytest.mark.parametrize("path", list(PATHS))
@@ -130,6 +133,67 @@ def test_cooperative_grid_keeps_every_program_resident(monkeypatch):
         assert groups * n_chunks <= 132 and groups * iters >= m and groups * (iters - 1) < m, (m, n_chunks)
     assert cooperative_grid(2048, 2, cuda) == (64, 32)  # 2048 rows in 32 full waves, not 31 and a sliver
     assert cooperative_grid(10, 133, cuda) is None  # more chunks than SMs could deadlock
+
+def in_wider_rows(t: torch.Tensor) -> torch.Tensor:
+    """`t`'s values as a view whose rows lie further apart than they are long: logits and x as
+    x[:, :N] of a tensor 40 columns wider, targets as every other element of a longer vector. What
+    lies between is NaN (or an out-of-range target), so a kernel that reads it fails the check."""
+    if t.dim() == 1:
+        wide = torch.full((t.shape[0], 2), -7, dtype=t.dtype)
+        wide[:, 0] = t
+        return wide[:, 0]
+    wide = torch.full((t.shape[0], t.shape[1] + 40), float("nan"), dtype=t.dtype)
+    wide[:, : t.shape[1]] = t
+    return wide[:, : t.shape[1]]
+
+
+class LaunchSpy:
+    """Stands in for a @triton.jit kernel of a module and records each launch's tensor arguments."""
+
+    def __init__(self, fn):
+        self.fn, self.launches = fn, []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.launches.append([a for a in args if isinstance(a, torch.Tensor)])
+            return self.fn[grid](*args, **kwargs)
+        return launch
+
+
+STRIDED_CASES = [(name, path, config, shapes[0]) for name in KERNELS
+                 for path, (config, shapes) in [*PATHS.items(), ("cooperative", COOPERATIVE)]
+                 if not (name == "cross_entropy" and path == "cooperative")]
+
+
+@pytest.mark.parametrize("name, path, config, shape", STRIDED_CASES, ids=[f"{c[0]}-{c[1]}" for c in STRIDED_CASES])
+def test_rows_of_a_wider_tensor_are_read_in_place(name, path, config, shape, tmp_path):
+    """x[:, :N] (row stride N + 40) gives the float64 reference's result on every path, and the
+    kernel reads the caller's memory itself: its launch gets the very tensors the caller passed."""
+    kernel = load_kernel(name, tmp_path, **config)
+    spies = {attr: LaunchSpy(getattr(kernel, attr)) for attr in dir(kernel) if attr.endswith("_kernel")}
+    for attr, spy in spies.items():
+        setattr(kernel, attr, spy)
+    given = check(kernel, name, *shape, "float32", random.randrange(2**31), as_input=in_wider_rows)
+    launched = [(attr, args) for attr, spy in spies.items() for args in spy.launches]
+    assert len(launched) == 1, [attr for attr, _ in launched]
+    attr, args = launched[0]
+    assert (path == "cooperative") == ("coop" in attr), attr  # the path the case is named for ran
+    data = [t for t in given if t.is_floating_point()][0]
+    assert args[0].data_ptr() == data.data_ptr() and args[0].stride() == data.stride(), "input copied"
+    if name == "cross_entropy":
+        assert args[1].data_ptr() == given[1].data_ptr() and args[1].stride() == (2,), "targets copied"
+
+
+def test_rows_are_copied_only_when_their_elements_are_not_adjacent():
+    from _launch_heuristics import unit_stride_rows
+
+    wide = torch.randn(2, 3, 50)
+    rows = unit_stride_rows(wide[..., :40])  # leading dimensions merge: a view, rows 50 apart
+    assert rows.shape == (6, 40) and rows.stride() == (50, 1) and rows.data_ptr() == wide.data_ptr()
+    columns = torch.randn(40, 6).t()  # a transposed matrix: a row's elements are 6 apart
+    rows = unit_stride_rows(columns)
+    assert rows.is_contiguous() and torch.equal(rows, columns)
+
 
 @pytest.mark.parametrize("name", KERNELS)
 def test_sampled_tunables_combinations_are_correct(name, tmp_path, seed):
