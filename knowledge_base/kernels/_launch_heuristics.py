@@ -32,6 +32,14 @@ def unit_stride_rows(x: torch.Tensor) -> torch.Tensor:
     return x2 if x2.stride(-1) == 1 or x2.shape[-1] <= 1 else x2.contiguous()
 
 
+def rows_and_output(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tuple[int, int]]:
+    """(x as unit_stride_rows, a fresh row-major output of that shape and x's dtype, the two row
+    strides) for a row kernel whose output is shaped like its input."""
+    x2 = unit_stride_rows(x)
+    y = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
+    return x2, y, (x2.stride(0), y.stride(0))
+
+
 def sm_count(device: torch.device) -> int:
     """Streaming multiprocessors of `device`; a small number under the CPU interpreter, which
     still exercises a persistent grid's loop."""

@@ -79,6 +79,17 @@ def load_chunk(x_ptr, row, n_rows, stride, c, col_ok, other):
 
 
 @triton.jit
+def current_chunk(x_next, x_ptr, row, n_rows, stride, c, col_ok, other, PREFETCH: tl.constexpr):
+    # A cooperative program's chunk of `row`: loaded while it waited on the previous row
+    # (PREFETCH, in x_next), or now.
+    if PREFETCH:
+        x = x_next
+    else:
+        x = load_chunk(x_ptr, row, n_rows, stride, c, col_ok, other)
+    return x
+
+
+@triton.jit
 def wait_slots(slots, k_ok, tries, SPIN_LIMIT: tl.constexpr):
     # Polls a row's slots (atomic reads go to L2, never a stale L1 line) until every one is written
     # (non-zero) or the program has polled SPIN_LIMIT times in all: a bound, never a hang.

@@ -56,8 +56,8 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from _bf16_pairs import pack_bf16x2, unpack_bf16x2
-from _row_io import arrive_last, chunk_coords, coop_coords, load_chunk, load_hinted, row_ptr, split_coords, split_row, store_streaming, tile_index, wait_slots
-from _launch_heuristics import COOP_PREFETCH, SPIN_LIMIT, chunk_launch, cooperative_plan, pipeline_stages, row_tile, split_launch, unit_stride_rows
+from _row_io import arrive_last, chunk_coords, coop_coords, current_chunk, load_chunk, load_hinted, row_ptr, split_coords, split_row, store_streaming, tile_index, wait_slots
+from _launch_heuristics import COOP_PREFETCH, SPIN_LIMIT, chunk_launch, cooperative_plan, pipeline_stages, row_tile, rows_and_output, split_launch
 
 CONFIG = {
     "single_block_max_n": 16384,
@@ -95,12 +95,19 @@ TUNABLES = {
 
 
 @triton.jit
-def _write_tile(x_row, w_ptr, y_row, c, m, inv_rms, L2_HINTS: tl.constexpr):
-    # y = x / rms * w for one tile of a row whose 1/rms is known (w is read by every row: kept in L2).
-    x = load_hinted(x_row + c, m, 0.0, L2_HINTS, "evict_first")
-    w = tl.load(w_ptr + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
-    y = (x.to(tl.float32) * inv_rms * w).to(y_row.dtype.element_ty)
-    store_streaming(y_row + c, y, m, L2_HINTS)
+def _write_row(
+    x_row, w_ptr, y_row, cols, n_tiles, limit, inv_rms, BLOCK_N: tl.constexpr,
+    REVERSE: tl.constexpr, L2_HINTS: tl.constexpr, NUM_STAGES: tl.constexpr,
+):
+    # The second pass: y = x / rms * w over the row's first `limit` columns, tile by tile, once
+    # its 1/rms is known (w is read by every row: kept in L2).
+    for i in tl.range(0, n_tiles, num_stages=NUM_STAGES):
+        c = tile_index(i, n_tiles, REVERSE) * BLOCK_N + cols
+        m = c < limit
+        x = load_hinted(x_row + c, m, 0.0, L2_HINTS, "evict_first")
+        w = tl.load(w_ptr + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        y = (x.to(tl.float32) * inv_rms * w).to(y_row.dtype.element_ty)
+        store_streaming(y_row + c, y, m, L2_HINTS)
 
 
 @triton.jit
@@ -136,11 +143,7 @@ def _rmsnorm_split_kernel(
             x = x.to(tl.float32)
             acc += x * x
         inv_rms = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
-        for i in tl.range(0, n_tiles, num_stages=NUM_STAGES):
-            t = tile_index(i, n_tiles, REVERSE)
-            c = t * BLOCK_N + cols
-            m = c < limit
-            _write_tile(x_row, w_ptr, y_row, c, m, inv_rms, L2_HINTS)
+        _write_row(x_row, w_ptr, y_row, cols, n_tiles, limit, inv_rms, BLOCK_N, REVERSE, L2_HINTS, NUM_STAGES)
 
 
 @triton.jit
@@ -166,10 +169,7 @@ def _rmsnorm_chunk_kernel(
         # .cg reads L2, never a stale L1 line.
         parts = tl.load(partial_ptr + row * n_chunks + k, mask=k < n_chunks, other=0.0, cache_modifier=".cg")
         inv_rms = tl.rsqrt(tl.sum(parts, axis=0) / n_cols + eps)
-        for t in tl.range(0, tl.cdiv(n_cols, BLOCK_N), num_stages=NUM_STAGES):
-            c = t * BLOCK_N + cols
-            m = c < n_cols
-            _write_tile(x_row, w_ptr, y_row, c, m, inv_rms, L2_HINTS)
+        _write_row(x_row, w_ptr, y_row, cols, tl.cdiv(n_cols, BLOCK_N), n_cols, inv_rms, BLOCK_N, False, L2_HINTS, NUM_STAGES)
 
 
 @triton.jit
@@ -190,10 +190,7 @@ def _rmsnorm_coop_kernel(
     tries = tl.full([], 0, tl.int32)  # polls so far, over all rows: a bound, never a hang
     for it in range(0, n_iters):
         row = group + it * n_groups
-        if PREFETCH:
-            x = x_next
-        else:
-            x = load_chunk(x_ptr, row, n_rows, stride_x, c, col_ok, 0)
+        x = current_chunk(x_next, x_ptr, row, n_rows, stride_x, c, col_ok, 0, PREFETCH)
         if PACKED:
             lo, hi = unpack_bf16x2(x)
             part = tl.sum(lo * lo + hi * hi, axis=0)
@@ -226,13 +223,12 @@ def rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.
     n = x.shape[-1]
     if weight.shape != (n,):
         raise ValueError(f"rmsnorm: weight has shape {tuple(weight.shape)}, expected ({n},)")
-    x2 = unit_stride_rows(x)  # rows read in place, through their stride
-    w = weight.contiguous()  # read as adjacent elements: a parameter already is (no copy)
+    x2, y, strides = rows_and_output(x)  # x's rows read in place, through their stride
     m = x2.shape[0]
-    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
     if y.numel() == 0:
         return y.view(x.shape)
-    cfg, strides = CONFIG, (x2.stride(0), y.stride(0))
+    w = weight.contiguous()  # read as adjacent elements: a parameter already is (no copy)
+    cfg = CONFIG
     if tile := row_tile(m, n, cfg):
         block_m, block_n, warps = tile
         _rmsnorm_tile_kernel[(triton.cdiv(m, block_m),)](

@@ -55,8 +55,8 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from _bf16_pairs import pack_bf16x2, unpack_bf16x2
-from _row_io import arrive_last, chunk_coords, combine, coop_coords, load_chunk, load_hinted, merged_max_sum, online_update, publish_max_sum, row_ptr, split_coords, split_row, store_streaming, tile_index, wait_slots
-from _launch_heuristics import COOP_PREFETCH, SPIN_LIMIT, chunk_launch, cooperative_plan, pipeline_stages, row_tile, split_launch, unit_stride_rows
+from _row_io import arrive_last, chunk_coords, combine, coop_coords, current_chunk, load_chunk, load_hinted, merged_max_sum, online_update, publish_max_sum, row_ptr, split_coords, split_row, store_streaming, tile_index, wait_slots
+from _launch_heuristics import COOP_PREFETCH, SPIN_LIMIT, chunk_launch, cooperative_plan, pipeline_stages, row_tile, rows_and_output, split_launch
 
 CONFIG = {
     "single_block_max_n": 16384,
@@ -89,11 +89,18 @@ TUNABLES = {
 }
 
 @triton.jit
-def _write_tile(x_row, y_row, c, ok, row_max, inv_sum, L2_HINTS: tl.constexpr):
-    # y = exp(x - max) / sum for one tile of a row whose max (log2 units) and 1/sum are known.
-    x = load_hinted(x_row + c, ok, float("-inf"), L2_HINTS, "evict_first")
-    y = (tl.exp2(x.to(tl.float32) * 1.4426950408889634 - row_max) * inv_sum).to(y_row.dtype.element_ty)
-    store_streaming(y_row + c, y, ok, L2_HINTS)
+def _write_row(
+    x_row, y_row, cols, n_tiles, limit, row_max, inv_sum,
+    BLOCK_N: tl.constexpr, REVERSE: tl.constexpr, L2_HINTS: tl.constexpr, NUM_STAGES: tl.constexpr,
+):
+    # The second pass: y = exp(x - max) / sum over the row's first `limit` columns, tile by tile,
+    # once its max (log2 units) and 1/sum are known.
+    for i in tl.range(0, n_tiles, num_stages=NUM_STAGES):
+        c = tile_index(i, n_tiles, REVERSE) * BLOCK_N + cols
+        ok = c < limit
+        x = load_hinted(x_row + c, ok, float("-inf"), L2_HINTS, "evict_first")
+        y = (tl.exp2(x.to(tl.float32) * 1.4426950408889634 - row_max) * inv_sum).to(y_row.dtype.element_ty)
+        store_streaming(y_row + c, y, ok, L2_HINTS)
 
 
 @triton.jit
@@ -130,12 +137,7 @@ def _softmax_split_kernel(
             x = x.to(tl.float32) * 1.4426950408889634
             m, s = online_update(m, s, x)
         row_max, total = combine(m, s)
-        inv_sum = 1.0 / total
-        for i in tl.range(0, n_tiles, num_stages=NUM_STAGES):
-            t = tile_index(i, n_tiles, REVERSE)
-            c = t * BLOCK_N + cols
-            ok = c < limit
-            _write_tile(x_row, y_row, c, ok, row_max, inv_sum, L2_HINTS)
+        _write_row(x_row, y_row, cols, n_tiles, limit, row_max, 1.0 / total, BLOCK_N, REVERSE, L2_HINTS, NUM_STAGES)
 
 
 @triton.jit
@@ -159,11 +161,8 @@ def _softmax_chunk_kernel(
     publish_max_sum(part_max_ptr, part_sum_ptr, pid, m, s)
     if arrive_last(arrived_ptr, row, n_chunks):  # the last of the row's programs
         row_max, total = merged_max_sum(part_max_ptr, part_sum_ptr, row, n_chunks, MAX_CHUNKS)
-        inv_sum = 1.0 / total
-        for t in tl.range(0, tl.cdiv(n_cols, BLOCK_N), num_stages=NUM_STAGES):
-            c = t * BLOCK_N + cols
-            ok = c < n_cols
-            _write_tile(x_row, y_row, c, ok, row_max, inv_sum, L2_HINTS)
+        n_tiles = tl.cdiv(n_cols, BLOCK_N)
+        _write_row(x_row, y_row, cols, n_tiles, n_cols, row_max, 1.0 / total, BLOCK_N, False, L2_HINTS, NUM_STAGES)
 
 
 @triton.jit
@@ -187,10 +186,7 @@ def _softmax_coop_kernel(
     tries = tl.full([], 0, tl.int32)  # polls so far, over all rows: a bound, never a hang
     for it in range(0, n_iters):
         row = group + it * n_groups
-        if PREFETCH:
-            x = x_next
-        else:
-            x = load_chunk(x_ptr, row, n_rows, stride_x, c, col_ok, pad)
+        x = current_chunk(x_next, x_ptr, row, n_rows, stride_x, c, col_ok, pad, PREFETCH)
         if PACKED:
             lo, hi = unpack_bf16x2(x)
             lo *= 1.4426950408889634
@@ -230,12 +226,11 @@ def _softmax_coop_kernel(
 
 def softmax_forward(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dimension of `x` with the CONFIG in force at call time."""
-    x2 = unit_stride_rows(x)  # rows read in place, through their stride
+    x2, y, strides = rows_and_output(x)  # x's rows read in place, through their stride
     m, n = x2.shape
-    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
     if y.numel() == 0:
         return y.view(x.shape)
-    cfg, strides = CONFIG, (x2.stride(0), y.stride(0))
+    cfg = CONFIG
     if tile := row_tile(m, n, cfg):
         block_m, block_n, warps = tile
         _softmax_tile_kernel[(triton.cdiv(m, block_m),)](
