@@ -5,7 +5,9 @@ on every candidate's import path, so LLM-written candidates may use it too. Host
 @triton.jit functions here (Triton resolves those through the kernel's own module).
 """
 
+import math
 import os
+from dataclasses import dataclass
 
 import torch
 
@@ -58,6 +60,38 @@ def pipeline_stages(wanted: int, bytes_per_stage: int, budget: int = PIPELINE_SM
 def tma_ok(t: torch.Tensor) -> bool:
     """Whether a tensor descriptor (TMA) can address `t`: contiguous, 16-byte aligned base and rows."""
     return t.is_contiguous() and t.data_ptr() % 16 == 0 and (t.shape[-1] * t.element_size()) % 16 == 0
+
+
+# Shared memory the attention launchers allow for the Q tile plus the pipelined K/V tiles
+# (H100/H200: 227 KB per SM).
+ATTENTION_SMEM_BYTES = 200 * 1024
+
+
+@dataclass
+class AttentionPlan:
+    k: object  # K as the kernel takes it: the tensor, or a TMA descriptor over its [rows, D] view
+    v: object
+    qk_scale: float  # 1/sqrt(D) times log2(e): the kernels' softmax uses exp2
+    meta: dict  # the launch's shared constexprs and options: BLOCK_D, EVEN_D, USE_TMA, num_warps, num_stages
+
+
+def attention_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_m: int, block_n: int, config: dict) -> AttentionPlan:
+    """How an attention kernel over [..., D] tensors launches with a [block_m, D] Q tile and
+    [block_n, D] K/V tiles: num_stages capped so the Q tile and the pipelined K/V tile pairs fit
+    ATTENTION_SMEM_BYTES; K and V as tensor descriptors (TMA) where config["USE_TMA"] asks and
+    they allow it (contiguous, 16-byte aligned rows and base)."""
+    head_dim = q.shape[-1]
+    block_d = max(16, pow2_at_least(head_dim))
+    tile_bytes = q.element_size() * block_d
+    stages = pipeline_stages(config["num_stages"], 2 * block_n * tile_bytes, ATTENTION_SMEM_BYTES - block_m * tile_bytes)
+    use_tma = bool(config["USE_TMA"]) and tma_ok(k) and tma_ok(v)
+    if use_tma:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        rows = k.numel() // head_dim
+        k, v = (TensorDescriptor(t, [rows, head_dim], [head_dim, 1], [block_n, block_d]) for t in (k, v))
+    meta = dict(BLOCK_D=block_d, EVEN_D=head_dim == block_d, USE_TMA=use_tma, num_warps=config["num_warps"], num_stages=stages)
+    return AttentionPlan(k, v, 1.0 / math.sqrt(head_dim) * 1.4426950408889634, meta)
 
 
 def cooperative_grid(m: int, n_chunks: int, device: torch.device) -> tuple[int, int] | None:

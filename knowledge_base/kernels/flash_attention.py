@@ -32,20 +32,17 @@ Choices that matter for speed:
   num_stages so the K/V pipeline fits in shared memory.
 """
 
-import math
-
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from triton.tools.tensor_descriptor import TensorDescriptor
-from _launch_heuristics import tma_ok
+from _launch_heuristics import attention_plan
 
 CONFIG = {
     "BLOCK_M": 128,  # query rows a program owns
     "BLOCK_N": 64,  # keys per inner step
     "num_warps": 4,  # warps a program
-    "num_stages": 2,  # K/V tiles in flight (clamped to SMEM_BUDGET_BYTES)
+    "num_stages": 2,  # K/V tiles in flight (clamped to fit _launch_heuristics.ATTENTION_SMEM_BYTES)
     "USE_TMA": True,  # tensor descriptors for Q/K/V where the GPU has them
 }
 
@@ -56,9 +53,6 @@ TUNABLES = {
     "num_stages": [1, 2, 3, 4, 5],
     "USE_TMA": [False, True],
 }
-
-# Shared memory the launcher allows for Q plus the pipelined K/V tiles (H100/H200: 227 KB/SM).
-SMEM_BUDGET_BYTES = 200 * 1024
 
 
 @triton.jit
@@ -209,35 +203,19 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     seq_pow2 = max(16, triton.next_power_of_2(seq_len))
     block_m = min(CONFIG["BLOCK_M"], seq_pow2)
     block_n = min(CONFIG["BLOCK_N"], seq_pow2)
-    block_d = max(16, triton.next_power_of_2(head_dim))
-    # Q tile plus num_stages K/V tile pairs must fit in shared memory.
-    tile_bytes = q.element_size() * block_d
-    stages = CONFIG["num_stages"]
-    while stages > 1 and tile_bytes * (block_m + 2 * stages * block_n) > SMEM_BUDGET_BYTES:
-        stages -= 1
-    qk_scale = (1.0 / math.sqrt(head_dim)) * 1.4426950408889634  # log2(e): softmax via exp2
-    # TMA needs a contiguous [B*H*S, D] view with 16-byte aligned rows and base.
-    use_tma = bool(CONFIG["USE_TMA"]) and tma_ok(k) and tma_ok(v)
-    if use_tma:
-        k_arg = TensorDescriptor(k, [batch * heads * seq_len, head_dim], [head_dim, 1], [block_n, block_d])
-        v_arg = TensorDescriptor(v, [batch * heads * seq_len, head_dim], [head_dim, 1], [block_n, block_d])
-    else:
-        k_arg, v_arg = k, v
+    # Stages capped to fit shared memory; K/V through TMA where asked and possible.
+    plan = attention_plan(q, k, v, block_m, block_n, CONFIG)
     grid = (triton.cdiv(seq_len, block_m), batch * heads)
     _flash_attention_fwd[grid](
-        q, k_arg, v_arg, out,
+        q, plan.k, plan.v, out,
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
-        heads, seq_len, head_dim, qk_scale,
+        heads, seq_len, head_dim, plan.qk_scale,
         CAUSAL=bool(causal),
         BLOCK_M=block_m,
         BLOCK_N=block_n,
-        BLOCK_D=block_d,
         EVEN_M=seq_len % block_m == 0,
         EVEN_N=seq_len % block_n == 0,
-        EVEN_D=head_dim == block_d,
-        USE_TMA=use_tma,
-        num_warps=CONFIG["num_warps"],
-        num_stages=stages,
+        **plan.meta,
     )
     return out
 

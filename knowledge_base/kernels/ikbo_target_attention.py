@@ -31,20 +31,17 @@ Choices that matter for speed:
   slower (the numbers, with their dates: bench/results/attention_reference_kernels_h200.md).
 """
 
-import math
-
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from triton.tools.tensor_descriptor import TensorDescriptor
-from _launch_heuristics import tma_ok
+from _launch_heuristics import attention_plan
 
 CONFIG = {
     "BLOCK_M": 64,  # candidate rows a program owns
     "BLOCK_N": 64,  # user-history keys per inner step
     "num_warps": 4,  # warps a program
-    "num_stages": 3,  # K/V tiles in flight (clamped to SMEM_BUDGET_BYTES)
+    "num_stages": 3,  # K/V tiles in flight (clamped to fit _launch_heuristics.ATTENTION_SMEM_BYTES)
     "USE_TMA": True,  # tensor descriptors where the GPU has them
 }
 
@@ -56,15 +53,21 @@ TUNABLES = {
     "USE_TMA": [False, True],
 }
 
-# Shared memory the launcher allows for Q plus the pipelined K/V tiles (H100/H200: 227 KB/SM).
-SMEM_BUDGET_BYTES = 200 * 1024
+
+@triton.jit
+def _kv_source(base, user, h, stride_u, stride_h, tile_off, USE_TMA: tl.constexpr):
+    """The descriptor itself (TMA), or the pointer tile of this (user, head)'s first BLOCK_N rows."""
+    if USE_TMA:
+        return base
+    else:
+        return base + user * stride_u + h * stride_h + tile_off
 
 
 @triton.jit
 def _attend_user(
-    acc, m_i, l_i, q, rows_active,
-    k_ptrs, v_ptrs, stride_kn, stride_vn, offs_n, d_mask,
-    kv_len, qk_scale, kv_row0,
+    acc, m_i, l_i, q, rows_active, user, h, num_heads,
+    K, V, stride_ku, stride_kh, stride_vu, stride_vh, kv_off, vv_off,
+    stride_kn, stride_vn, offs_n, d_mask, kv_len, qk_scale,
     BLOCK_N: tl.constexpr,
     ROW_MASK: tl.constexpr,
     EVEN_N: tl.constexpr,
@@ -76,6 +79,9 @@ def _attend_user(
     With USE_TMA, k_ptrs/v_ptrs are descriptors over [U*H*Lkv, D] and kv_row0 is this (user, head)'s
     first row; a ragged last tile reads the next rows (or zero fill), masked to p = 0 below.
     """
+    k_ptrs = _kv_source(K, user, h, stride_ku, stride_kh, kv_off, USE_TMA)
+    v_ptrs = _kv_source(V, user, h, stride_vu, stride_vh, vv_off, USE_TMA)
+    kv_row0 = ((user * num_heads + h) * kv_len).to(tl.int32)
     for start_n in tl.range(0, kv_len, BLOCK_N):
         cols = start_n + offs_n
         if USE_TMA:
@@ -100,15 +106,6 @@ def _attend_user(
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
         m_i = m_new
     return acc, m_i, l_i
-
-
-@triton.jit
-def _kv_source(base, user, h, stride_u, stride_h, tile_off, USE_TMA: tl.constexpr):
-    """The descriptor itself (TMA), or the pointer tile of this (user, head)'s first BLOCK_N rows."""
-    if USE_TMA:
-        return base
-    else:
-        return base + user * stride_u + h * stride_h + tile_off
 
 
 @triton.jit
@@ -156,10 +153,8 @@ def _ikbo_target_attention_fwd(
     if CANDS == 1:
         user = tl.load(UID + c0)
         acc, m_i, l_i = _attend_user(
-            acc, m_i, l_i, q, row_ok,
-            _kv_source(K, user, h, stride_ku, stride_kh, kv_off, USE_TMA), _kv_source(V, user, h, stride_vu, stride_vh, vv_off, USE_TMA),
-            stride_kn, stride_vn, offs_n, d_mask, kv_len, qk_scale, ((user * num_heads + h) * kv_len).to(tl.int32),
-            BLOCK_N, False, EVEN_N, EVEN_D, USE_TMA,
+            acc, m_i, l_i, q, row_ok, user, h, num_heads, K, V, stride_ku, stride_kh, stride_vu, stride_vh, kv_off, vv_off,
+            stride_kn, stride_vn, offs_n, d_mask, kv_len, qk_scale, BLOCK_N, False, EVEN_N, EVEN_D, USE_TMA,
         )
     else:
         slots = tl.arange(0, CANDS)
@@ -172,11 +167,8 @@ def _ikbo_target_attention_fwd(
         if tl.sum(run_start.to(tl.int32), 0) == 1:
             # Whole tile (every valid slot) shares one user: one unmasked pass.
             acc, m_i, l_i = _attend_user(
-                acc, m_i, l_i, q, row_ok,
-                _kv_source(K, first_user, h, stride_ku, stride_kh, kv_off, USE_TMA),
-                _kv_source(V, first_user, h, stride_vu, stride_vh, vv_off, USE_TMA),
-                stride_kn, stride_vn, offs_n, d_mask, kv_len, qk_scale, ((first_user * num_heads + h) * kv_len).to(tl.int32),
-                BLOCK_N, False, EVEN_N, EVEN_D, USE_TMA,
+                acc, m_i, l_i, q, row_ok, first_user, h, num_heads, K, V, stride_ku, stride_kh, stride_vu, stride_vh,
+                kv_off, vv_off, stride_kn, stride_vn, offs_n, d_mask, kv_len, qk_scale, BLOCK_N, False, EVEN_N, EVEN_D, USE_TMA,
             )
         else:
             for j in tl.static_range(CANDS):
@@ -186,11 +178,8 @@ def _ikbo_target_attention_fwd(
                     run_end = tl.min(tl.where(run_start & (slots > j), slots, CANDS), 0)
                     active = (slot >= j) & (slot < run_end)
                     acc, m_i, l_i = _attend_user(
-                        acc, m_i, l_i, q, active,
-                        _kv_source(K, user, h, stride_ku, stride_kh, kv_off, USE_TMA),
-                        _kv_source(V, user, h, stride_vu, stride_vh, vv_off, USE_TMA),
-                        stride_kn, stride_vn, offs_n, d_mask, kv_len, qk_scale, ((user * num_heads + h) * kv_len).to(tl.int32),
-                        BLOCK_N, True, EVEN_N, EVEN_D, USE_TMA,
+                        acc, m_i, l_i, q, active, user, h, num_heads, K, V, stride_ku, stride_kh, stride_vu, stride_vh,
+                        kv_off, vv_off, stride_kn, stride_vn, offs_n, d_mask, kv_len, qk_scale, BLOCK_N, True, EVEN_N, EVEN_D, USE_TMA,
                     )
 
     out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
@@ -219,34 +208,18 @@ def ikbo_target_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, can
     rows_per_cand = min(block_m, triton.next_power_of_2(q_len))
     cands = block_m // rows_per_cand
     block_n = min(CONFIG["BLOCK_N"], max(16, triton.next_power_of_2(kv_len)))
-    block_d = max(16, triton.next_power_of_2(head_dim))
-    tile_bytes = q.element_size() * block_d
-    stages = CONFIG["num_stages"]
-    while stages > 1 and tile_bytes * (block_m + 2 * stages * block_n) > SMEM_BUDGET_BYTES:
-        stages -= 1
-    qk_scale = (1.0 / math.sqrt(head_dim)) * 1.4426950408889634  # log2(e): softmax via exp2
-    # TMA needs contiguous K/V ([U*H*Lkv, D] views) with 16-byte aligned rows and base.
-    use_tma = bool(CONFIG["USE_TMA"]) and tma_ok(k) and tma_ok(v)
-    if use_tma:
-        rows = num_users * heads * kv_len
-        k_arg = TensorDescriptor(k, [rows, head_dim], [head_dim, 1], [block_n, block_d])
-        v_arg = TensorDescriptor(v, [rows, head_dim], [head_dim, 1], [block_n, block_d])
-    else:
-        k_arg, v_arg = k, v
+    # Stages capped to fit shared memory; K/V ([U*H*Lkv, D] views) through TMA where asked and possible.
+    plan = attention_plan(q, k, v, block_m, block_n, CONFIG)
     grid = (triton.cdiv(num_cands, cands) * triton.cdiv(q_len, rows_per_cand) * heads,)
     _ikbo_target_attention_fwd[grid](
-        q, k_arg, v_arg, out, cand_to_user.contiguous(),
+        q, plan.k, plan.v, out, cand_to_user.contiguous(),
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
-        num_cands, heads, q_len, kv_len, head_dim, qk_scale,
+        num_cands, heads, q_len, kv_len, head_dim, plan.qk_scale,
         CANDS=cands,
         ROWS_PER_CAND=rows_per_cand,
         BLOCK_N=block_n,
-        BLOCK_D=block_d,
         EVEN_N=kv_len % block_n == 0,
-        EVEN_D=head_dim == block_d,
-        USE_TMA=use_tma,
-        num_warps=CONFIG["num_warps"],
-        num_stages=stages,
+        **plan.meta,
     )
     return out
 
