@@ -63,7 +63,10 @@ def test_screened(screened, spec, name, monkeypatch):
 def test_unscreened(unscreened, scratch, spec, name, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-secret-do-not-leak")
     hostile = CORPUS[name]
-    result = unscreened.evaluate(spec, hostile.source)
+    evaluator = unscreened
+    if name == "fork_bomb":  # 150 forks of a process holding torch: over 25 s on a loaded 2-core machine
+        evaluator = Evaluator(device="interpret", timeout_s=120, screen=False, scratch_root=scratch)
+    result = evaluator.evaluate(spec, hostile.source)
     if hostile.unscreened == "correct":
         assert result.correct, f"{result.failure}: {result.message}"
     else:

@@ -35,8 +35,7 @@ def _ctx(spec, calls):
 def _openai(monkeypatch, server):
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
-    monkeypatch.setenv("KERNELEVOLVE_PRICE", "2,8")
-    return OpenAIProvider("local-coder", backoff_s=0.0)
+    return OpenAIProvider("local-coder", backoff_s=0.0, price=(2, 8))  # the run's price (saved with it)
 
 
 def test_reply_cache_replays_without_paying_and_counts_samples(monkeypatch, tmp_path, spec):
