@@ -34,23 +34,13 @@ class AnthropicProvider(Provider):
         return str(self._client.base_url)
 
     def _send(self, prompt: str, system: str | None, max_tokens: int) -> LLMReply:
-        sdk = self._sdk
         kwargs = {"model": self.model, "max_tokens": max_tokens, "messages": [{"role": "user", "content": prompt}]}
         if system:
             kwargs["system"] = system
         if self.temperature is not None:
             # This SDK release types no `temperature` argument; the API still takes the field.
             kwargs["extra_body"] = {"temperature": self.temperature}
-        try:
-            response = self._client.messages.create(**kwargs)
-        except sdk.APIStatusError as e:
-            raise classify_status(self.label, e.status_code, _message(e), e.response.headers) from None
-        except sdk.APITimeoutError as e:
-            raise RetryableError(f"{type(e).__name__}: {e} (no reply within {self.timeout_s:g}s)") from None
-        except sdk.APIConnectionError as e:
-            raise RetryableError(_connection_message(e, self.endpoint), connect=True) from None
-        except sdk.APIError as e:  # malformed response and the like
-            raise LLMError(f"{self.label}: {type(e).__name__}: {e}") from None
+        response = _request(self, self._client.messages.create, kwargs)
         text = "".join(getattr(block, "text", "") for block in response.content if getattr(block, "type", "") == "text")
         usage = response.usage
         return LLMReply(text=text, input_tokens=int(usage.input_tokens or 0), output_tokens=int(usage.output_tokens or 0))
@@ -77,23 +67,13 @@ class OpenAIProvider(Provider):
         return str(self._client.base_url)
 
     def _send(self, prompt: str, system: str | None, max_tokens: int) -> LLMReply:
-        sdk = self._sdk
         messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
         kwargs = {"model": self.model, "messages": messages}
         # OpenAI's reasoning models take only max_completion_tokens; many compatible servers only max_tokens.
         kwargs["max_completion_tokens" if self.official else "max_tokens"] = max_tokens
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
-        try:
-            response = self._client.chat.completions.create(**kwargs)
-        except sdk.APIStatusError as e:
-            raise classify_status(self.label, e.status_code, _message(e), e.response.headers) from None
-        except sdk.APITimeoutError as e:
-            raise RetryableError(f"{type(e).__name__}: {e} (no reply within {self.timeout_s:g}s)") from None
-        except sdk.APIConnectionError as e:
-            raise RetryableError(_connection_message(e, self.endpoint), connect=True) from None
-        except sdk.APIError as e:
-            raise LLMError(f"{self.label}: {type(e).__name__}: {e}") from None
+        response = _request(self, self._client.chat.completions.create, kwargs)
         if not response.choices:
             raise RetryableError("reply had no choices")
         text = response.choices[0].message.content or ""
@@ -106,6 +86,22 @@ class OpenAIProvider(Provider):
         if not self.official and self.price is None:
             return 0.0  # a self-hosted server
         return cost_usd(self.model, input_tokens, output_tokens, self.price)
+
+
+def _request(provider: AnthropicProvider | OpenAIProvider, create, kwargs: dict):
+    """create(**kwargs) with the SDK's errors turned into ours (both SDKs name their error classes alike):
+    an HTTP status classified, a timeout or a refused connection retryable, anything else final."""
+    sdk = provider._sdk
+    try:
+        return create(**kwargs)
+    except sdk.APIStatusError as e:
+        raise classify_status(provider.label, e.status_code, _message(e), e.response.headers) from None
+    except sdk.APITimeoutError as e:
+        raise RetryableError(f"{type(e).__name__}: {e} (no reply within {provider.timeout_s:g}s)") from None
+    except sdk.APIConnectionError as e:
+        raise RetryableError(_connection_message(e, provider.endpoint), connect=True) from None
+    except sdk.APIError as e:  # malformed response and the like
+        raise LLMError(f"{provider.label}: {type(e).__name__}: {e}") from None
 
 
 def _connection_message(error, endpoint: str) -> str:
