@@ -114,7 +114,7 @@ def _ikbo_target_attention_fwd(
     stride_qc, stride_qh, stride_qm, stride_qd,
     stride_ku, stride_kh, stride_kn, stride_kd,
     stride_vu, stride_vh, stride_vn, stride_vd,
-    stride_oc, stride_oh, stride_om, stride_od,
+    stride_oc, stride_oh, stride_om, stride_od, stride_uid,
     num_cands, num_heads, q_len, kv_len, head_dim, qk_scale,
     CANDS: tl.constexpr,
     ROWS_PER_CAND: tl.constexpr,
@@ -151,7 +151,7 @@ def _ikbo_target_attention_fwd(
     vv_off = offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd
 
     if CANDS == 1:
-        user = tl.load(UID + c0)
+        user = tl.load(UID + c0 * stride_uid)
         acc, m_i, l_i = _attend_user(
             acc, m_i, l_i, q, row_ok, user, h, num_heads, K, V, stride_ku, stride_kh, stride_vu, stride_vh, kv_off, vv_off,
             stride_kn, stride_vn, offs_n, d_mask, kv_len, qk_scale, BLOCK_N, False, EVEN_N, EVEN_D, USE_TMA,
@@ -159,11 +159,11 @@ def _ikbo_target_attention_fwd(
     else:
         slots = tl.arange(0, CANDS)
         slot_ok = c0 + slots < num_cands
-        slot_user = tl.load(UID + c0 + slots, mask=slot_ok, other=-1)
-        prev_user = tl.load(UID + c0 + slots - 1, mask=slot_ok & (slots > 0), other=-1)
+        slot_user = tl.load(UID + (c0 + slots) * stride_uid, mask=slot_ok, other=-1)
+        prev_user = tl.load(UID + (c0 + slots - 1) * stride_uid, mask=slot_ok & (slots > 0), other=-1)
         # A run is a maximal stretch of slots with one user; it starts where the user changes.
         run_start = slot_ok & ((slots == 0) | (slot_user != prev_user))
-        first_user = tl.load(UID + c0)
+        first_user = tl.load(UID + c0 * stride_uid)
         if tl.sum(run_start.to(tl.int32), 0) == 1:
             # Whole tile (every valid slot) shares one user: one unmasked pass.
             acc, m_i, l_i = _attend_user(
@@ -212,8 +212,8 @@ def ikbo_target_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, can
     plan = attention_plan(q, k, v, block_m, block_n, CONFIG)
     grid = (triton.cdiv(num_cands, cands) * triton.cdiv(q_len, rows_per_cand) * heads,)
     _ikbo_target_attention_fwd[grid](
-        q, plan.k, plan.v, out, cand_to_user.contiguous(),
-        *q.stride(), *k.stride(), *v.stride(), *out.stride(),
+        q, plan.k, plan.v, out, cand_to_user,
+        *q.stride(), *k.stride(), *v.stride(), *out.stride(), cand_to_user.stride(0),
         num_cands, heads, q_len, kv_len, head_dim, plan.qk_scale,
         CANDS=cands,
         ROWS_PER_CAND=rows_per_cand,

@@ -36,6 +36,19 @@ def _interpreter_on():
         "tests/kernels): set os.environ['TRITON_INTERPRET'] = '1' before `import triton` there")
 
 
+class LaunchSpy:
+    """Stands in for a @triton.jit kernel of a module and records each launch's tensor arguments."""
+
+    def __init__(self, fn):
+        self.fn, self.launches = fn, []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.launches.append([a for a in args if isinstance(a, torch.Tensor)])
+            return self.fn[grid](*args, **kwargs)
+        return launch
+
+
 def load_kernel(name: str, tmp_path: Path | None = None, **config):
     """A fresh module of the kernel file, its CONFIG line rewritten as the search would."""
     path = KNOWLEDGE_BASE / "kernels" / f"{name}.py"

@@ -25,7 +25,7 @@ from kernelevolve.operators.tunables import read_declared
 from kernelevolve.paths import KNOWLEDGE_BASE, SPECS
 from kernelevolve.spec import load_spec
 
-from .conftest import load_kernel, load_reference, poisoned_allocations  # noqa: E402
+from .conftest import LaunchSpy, load_kernel, load_reference, poisoned_allocations  # noqa: E402
 
 KERNELS = ["flash_attention", "ikbo_lce", "ikbo_target_attention"]
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -232,6 +232,20 @@ def test_ikbo_target_attention_tunables(config, tmp_path):
     kernel = load_kernel("ikbo_target_attention", tmp_path, **config)
     inputs = ta_inputs([0, 0, 0, 1, 2, 2], 1, 6, 21, 32, torch.float16)
     check("ikbo_target_attention", kernel, [], inputs, torch.float16)
+
+
+def test_ikbo_target_attention_reads_strided_inputs_in_place(tmp_path):
+    """q, k, v as the first D columns of NaN-padded wider tensors and cand_to_user as every other
+    element of a longer vector (the gaps name other users): the reference's result, from the
+    caller's own tensors (no copy; K/V too strided for TMA take the pointer path)."""
+    kernel = load_kernel("ikbo_target_attention", tmp_path, BLOCK_M=32, BLOCK_N=16, USE_TMA=True)
+    q, k, v, uid = ta_inputs([0, 0, 1, 1, 1, 2, 0], 2, 7, 24, 16, torch.float16)
+    q, k, v = (torch.cat([t, torch.full_like(t[..., :8], float("nan"))], -1)[..., :16] for t in (q, k, v))
+    uid = torch.stack([uid, (uid + 1) % 3], 1)[:, 0]
+    spy = kernel._ikbo_target_attention_fwd = LaunchSpy(kernel._ikbo_target_attention_fwd)
+    check("ikbo_target_attention", kernel, [], [q, k, v, uid], torch.float16)
+    (launched,) = spy.launches
+    assert [t.data_ptr() for t in launched[:3] + launched[4:]] == [t.data_ptr() for t in (q, k, v, uid)]
 
 
 def test_ikbo_target_attention_rejects_mismatched_shapes(tmp_path):

@@ -23,7 +23,7 @@ from kernelevolve.operators.tunables import read_declared
 from kernelevolve.paths import KNOWLEDGE_BASE, SPECS
 from kernelevolve.spec import load_spec
 
-from .conftest import load_kernel, load_reference, poisoned_allocations  # noqa: E402
+from .conftest import LaunchSpy, load_kernel, load_reference, poisoned_allocations  # noqa: E402
 
 KERNELS = ["rmsnorm", "softmax", "cross_entropy"]
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -145,19 +145,6 @@ def in_wider_rows(t: torch.Tensor) -> torch.Tensor:
     wide = torch.full((t.shape[0], t.shape[1] + 40), float("nan"), dtype=t.dtype)
     wide[:, : t.shape[1]] = t
     return wide[:, : t.shape[1]]
-
-
-class LaunchSpy:
-    """Stands in for a @triton.jit kernel of a module and records each launch's tensor arguments."""
-
-    def __init__(self, fn):
-        self.fn, self.launches = fn, []
-
-    def __getitem__(self, grid):
-        def launch(*args, **kwargs):
-            self.launches.append([a for a in args if isinstance(a, torch.Tensor)])
-            return self.fn[grid](*args, **kwargs)
-        return launch
 
 
 STRIDED_CASES = [(name, path, config, shapes[0]) for name in KERNELS
