@@ -37,8 +37,8 @@ import triton
 import triton.language as tl
 
 CONFIG = {
-    "BLOCK_B": 32,
-    "BLOCK_F": 128,
+    "BLOCK_B": 64,
+    "BLOCK_F": 64,
     "search": "binary",
     "tile_borders": True,
     "rows_fastest": False,
@@ -123,7 +123,8 @@ def mbdt_forward(values: torch.Tensor, borders: torch.Tensor, offsets: torch.Ten
         values, borders, offsets, out, n_rows, n_feat, n_borders, tiles_f,
         *values.stride(), *borders.stride(), *out.stride(),
         BLOCK_B=block_b, BLOCK_F=block_f, FIRST_STEP=first_step, N_STEPS=first_step.bit_length(), LINEAR=cfg["search"] == "linear",
-        ROWS_FASTEST=cfg["rows_fastest"], TILE_BORDERS=cfg["tile_borders"],
+        # Triton 3.6 fails to compile the tl.gather for narrow tiles (BLOCK_F = 2 on the H200).
+        ROWS_FASTEST=cfg["rows_fastest"], TILE_BORDERS=cfg["tile_borders"] and block_f >= 32,
         NB_TILE=max(1, triton.next_power_of_2(n_borders)),
         num_warps=cfg["num_warps"],
     )

@@ -36,11 +36,11 @@ import triton
 import triton.language as tl
 
 CONFIG = {
-    "BLOCK_K": 128,
+    "BLOCK_K": 64,
     "BLOCK_D": 64,
     "num_warps": 4,
     "num_stages": 3,
-    "k_major": False,
+    "k_major": True,
 }
 
 TUNABLES = {

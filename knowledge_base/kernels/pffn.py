@@ -42,7 +42,7 @@ from _launch_heuristics import pipeline_stages
 CONFIG = {
     "BLOCK_M": 64,
     "BLOCK_KC": 32,
-    "num_warps": 8,
+    "num_warps": 4,
     "num_stages": 2,
 }
 
