@@ -45,6 +45,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
+from _launch_heuristics import pipeline_stages, tma_ok
 
 CONFIG = {
     "BLOCK_M": 128,
@@ -93,7 +94,7 @@ def _mainloop_pointers(acc, W, E, b, offs_m, offs_n, offs_k, n_mask, K, stride_w
 def _compress_tile(
     W, E, OUT, Y, UID, b, m_start, pid_n,
     M, N, K,
-    stride_wm, stride_eb, stride_ek, stride_en, stride_ob, stride_om, stride_on, stride_yb, stride_ym, stride_yn,
+    stride_wm, stride_eb, stride_ek, stride_en, stride_ob, stride_om, stride_on, stride_yb, stride_ym, stride_yn, stride_uid,
     ADD_USER: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     EVEN_N: tl.constexpr, EVEN_K: tl.constexpr, USE_TMA: tl.constexpr,
 ):
@@ -105,7 +106,7 @@ def _compress_tile(
     out_mask = (offs_m[:, None] < M) & n_mask[None, :]
     if ADD_USER:
         # The user term seeds the accumulator: no second fp32 tile live in the epilogue.
-        user = tl.load(UID + b)
+        user = tl.load(UID + b * stride_uid)
         y_ptrs = Y + user * stride_yb + offs_m[:, None] * stride_ym + offs_n[None, :] * stride_yn
         acc = tl.load(y_ptrs, mask=out_mask, other=0.0)
     else:
@@ -130,7 +131,7 @@ def _compress_gemm(
     stride_wm,
     stride_eb, stride_ek, stride_en,
     stride_ob, stride_om, stride_on,
-    stride_yb, stride_ym, stride_yn,
+    stride_yb, stride_ym, stride_yn, stride_uid,
     ADD_USER: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_M_TAIL: tl.constexpr,
@@ -157,25 +158,25 @@ def _compress_gemm(
     if BLOCK_M_TAIL == BLOCK_M or pid_m < tiles_m - 1:
         _compress_tile(W, E, OUT, Y, UID, b, pid_m * BLOCK_M, pid_n, M, N, K,
                        stride_wm, stride_eb, stride_ek, stride_en, stride_ob, stride_om, stride_on, stride_yb, stride_ym, stride_yn,
-                       ADD_USER, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_N, EVEN_K, USE_TMA)
+                       stride_uid, ADD_USER, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_N, EVEN_K, USE_TMA)
     else:
         _compress_tile(W_TAIL, E, OUT, Y, UID, b, pid_m * BLOCK_M, pid_n, M, N, K,
                        stride_wm, stride_eb, stride_ek, stride_en, stride_ob, stride_om, stride_on, stride_yb, stride_ym, stride_yn,
-                       ADD_USER, BLOCK_M_TAIL, BLOCK_N, BLOCK_K, EVEN_N, EVEN_K, USE_TMA)
+                       stride_uid, ADD_USER, BLOCK_M_TAIL, BLOCK_N, BLOCK_K, EVEN_N, EVEN_K, USE_TMA)
 
 
 @triton.jit
-def _pad_weight_halves(W, W_USER, W_CAND, M, K_USER, K_CAND, stride_wm, stride_um, stride_cm, BLOCK: tl.constexpr):
+def _pad_weight_halves(W, W_USER, W_CAND, M, K_USER, K_CAND, stride_wm, stride_wk, stride_um, stride_cm, BLOCK: tl.constexpr):
     """W [M, K_USER + K_CAND] -> zero-padded W_USER and W_CAND (row r of either is written by program r)."""
     row = tl.program_id(0)
     valid_row = row < M
     for k0 in tl.range(0, stride_um, BLOCK):
         cols = k0 + tl.arange(0, BLOCK)
-        x = tl.load(W + row * stride_wm + cols, mask=valid_row & (cols < K_USER), other=0.0)
+        x = tl.load(W + row * stride_wm + cols * stride_wk, mask=valid_row & (cols < K_USER), other=0.0)
         tl.store(W_USER + row * stride_um + cols, x.to(W_USER.dtype.element_ty), mask=cols < stride_um)
     for k0 in tl.range(0, stride_cm, BLOCK):
         cols = k0 + tl.arange(0, BLOCK)
-        x = tl.load(W + row * stride_wm + K_USER + cols, mask=valid_row & (cols < K_CAND), other=0.0)
+        x = tl.load(W + row * stride_wm + (K_USER + cols) * stride_wk, mask=valid_row & (cols < K_CAND), other=0.0)
         tl.store(W_CAND + row * stride_cm + cols, x.to(W_CAND.dtype.element_ty), mask=cols < stride_cm)
 
 
@@ -184,7 +185,7 @@ def _launch(w_pad, e, out, y, uid, m, add_user, block_m, block_n, block_k, stage
     rem = m % block_m
     block_m_tail = min(block_m, max(16, triton.next_power_of_2(rem))) if rem else block_m
     # TMA needs E contiguous with 16-byte aligned rows; W's padded copy always qualifies.
-    use_tma = bool(CONFIG["USE_TMA"]) and e.is_contiguous() and e.data_ptr() % 16 == 0 and (n * e.element_size()) % 16 == 0
+    use_tma = bool(CONFIG["USE_TMA"]) and tma_ok(e)
     if use_tma:
         w_arg = TensorDescriptor(w_pad, list(w_pad.shape), list(w_pad.stride()), [block_m, block_k])
         w_tail = TensorDescriptor(w_pad, list(w_pad.shape), list(w_pad.stride()), [block_m_tail, block_k])
@@ -196,7 +197,7 @@ def _launch(w_pad, e, out, y, uid, m, add_user, block_m, block_n, block_k, stage
         w_arg, w_tail, e_arg, out, y, uid,
         m, n, k,
         w_pad.stride(0),
-        *e.stride(), *out.stride(), *y.stride(),
+        *e.stride(), *out.stride(), *y.stride(), uid.stride(0),
         ADD_USER=add_user,
         BLOCK_M=block_m, BLOCK_M_TAIL=block_m_tail, BLOCK_N=block_n, BLOCK_K=block_k,
         EVEN_N=n % block_n == 0,
@@ -227,21 +228,18 @@ def ikbo_linear_compression(user_emb: torch.Tensor, cand_emb: torch.Tensor, cand
     block_m = min(CONFIG["BLOCK_M"], max(16, triton.next_power_of_2(m)))
     block_n = min(CONFIG["BLOCK_N"], max(16, triton.next_power_of_2(n)))
     block_k = min(CONFIG["BLOCK_K"], max(16, triton.next_power_of_2(max(k_user, k_cand))))
-    stages = CONFIG["num_stages"]
-    while stages > 1 and cand_emb.element_size() * stages * block_k * (block_m + block_n) > SMEM_BUDGET_BYTES:
-        stages -= 1
+    stages = pipeline_stages(CONFIG["num_stages"], cand_emb.element_size() * block_k * (block_m + block_n), SMEM_BUDGET_BYTES)
 
     # Both weight halves, zero-padded to whole tiles (K to a multiple of BLOCK_K, so of 8), in one launch.
     m_pad = triton.cdiv(m, block_m) * block_m
     w_user = torch.empty(m_pad, triton.cdiv(k_user, block_k) * block_k, dtype=cand_emb.dtype, device=cand_emb.device)
     w_cand = torch.empty(m_pad, triton.cdiv(k_cand, block_k) * block_k, dtype=cand_emb.dtype, device=cand_emb.device)
-    weight = weight.contiguous()
-    _pad_weight_halves[(m_pad,)](weight, w_user, w_cand, m, k_user, k_cand, weight.stride(0), w_user.stride(0),
+    _pad_weight_halves[(m_pad,)](weight, w_user, w_cand, m, k_user, k_cand, *weight.stride(), w_user.stride(0),
                                  w_cand.stride(0), BLOCK=256, num_warps=4)
     user_part = torch.empty(num_users, m, n, dtype=torch.float32, device=cand_emb.device)
-    uid = cand_to_user.contiguous()
-    _launch(w_user, user_emb, user_part, user_part, uid, m, False, block_m, block_n, block_k, stages)
-    _launch(w_cand, cand_emb, out, user_part, uid, m, True, block_m, block_n, block_k, stages)
+    # Inputs are read in place through their strides (E through TMA only when contiguous).
+    _launch(w_user, user_emb, user_part, user_part, cand_to_user, m, False, block_m, block_n, block_k, stages)
+    _launch(w_cand, cand_emb, out, user_part, cand_to_user, m, True, block_m, block_n, block_k, stages)
     return out
 
 

@@ -196,6 +196,22 @@ def test_ikbo_lce_spec_interpret_shapes_with_default_config(tmp_path):
         check("ikbo_lce", kernel, [], inputs, torch.bfloat16, reference=ref)
 
 
+def test_ikbo_lce_reads_strided_inputs_in_place(tmp_path):
+    """Embeddings as the first N columns of NaN-padded wider tensors, the weight transposed (columns
+    M apart) and cand_to_user as every other element of a longer vector (the gaps name other users):
+    the reference's result, with the caller's own tensors passed to the kernels (no copy)."""
+    kernel = load_kernel("ikbo_lce", tmp_path, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, USE_TMA=True)
+    user_emb, cand_emb, uid, weight = lce_inputs([1, 0, 0, 2, 1], 40, 24, 20, 36, torch.float16)
+    user_emb, cand_emb = (torch.cat([t, torch.full_like(t[..., :8], float("nan"))], -1)[..., :36] for t in (user_emb, cand_emb))
+    weight = weight.t().contiguous().t()
+    uid = torch.stack([uid, (uid + 1) % 3], 1)[:, 0]
+    pad, gemm = kernel._pad_weight_halves, kernel._compress_gemm = LaunchSpy(kernel._pad_weight_halves), LaunchSpy(kernel._compress_gemm)
+    check("ikbo_lce", kernel, [], [user_emb, cand_emb, uid, weight], torch.float16)
+    assert pad.launches[0][0].data_ptr() == weight.data_ptr()
+    assert [launch[2].data_ptr() for launch in gemm.launches] == [user_emb.data_ptr(), cand_emb.data_ptr()]
+    assert all(launch[-1].data_ptr() == uid.data_ptr() for launch in gemm.launches)
+
+
 def test_ikbo_lce_rejects_mismatched_shapes(tmp_path):
     kernel = load_kernel("ikbo_lce", tmp_path)
     user_emb, cand_emb, uid, weight = lce_inputs([0, 1], 8, 4, 4, 16, torch.float32)
