@@ -30,7 +30,7 @@ N = 200 in tiles of 64 -> 256.
 Measured on an H200 (bench/results/recsys_operators_h200_round*/): the first two versions, the
 whole W2[b] as one 128 KB dot operand (0.43 ms at B=1024, N=200, D=256, K=160) and an outer K-chunk
 loop around a pipelined D loop that re-read X per chunk (0.49 ms), were both slower than
-torch.compile (0.28 ms).
+torch.compile (0.28 ms). This version: 0.54 ms with 8 warps, 0.264 ms with 4 (the default).
 """
 
 import torch
