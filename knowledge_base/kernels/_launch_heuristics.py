@@ -3,6 +3,9 @@
 Kernels import it as `from _launch_heuristics import ...`: the evaluator puts knowledge_base/kernels
 on every candidate's import path, so LLM-written candidates may use it too. Host code only: no
 @triton.jit functions here (Triton resolves those through the kernel's own module).
+
+Candidates stored in experiment databases import these names: a function keeps its signature and
+meaning once released (resuming an old run re-evaluates its kernels' children); add new ones beside.
 """
 
 import math
@@ -124,19 +127,25 @@ def cooperative_plan(m: int, n: int, chunk_n: int, device: torch.device) -> tupl
     return None if grid is None else (chunk, n_chunks, *grid)
 
 
-def row_tile(m: int, n: int, config: dict) -> tuple[int, int, int] | None:
+def row_plan(m: int, n: int, config: dict) -> tuple[int, int, int] | None:
     """(rows per program, padded row length, warps) for a kernel whose program owns a [rows, padded
-    row] tile of short rows, or None when a padded row is longer than config["single_block_max_n"]:
-    about config["tile_elems"] elements a program (so N = 256 still moves enough bytes), and
-    config["elems_per_thread"] elements a thread, at most config["max_warps"] warps."""
+    row] tile of short rows, or None when a padded row is longer than config["single_block_max_n"]."""
     block_n = pow2_at_least(n)
     if block_n > config["single_block_max_n"]:
         return None
+    block_m, warps = row_tile(m, block_n, config)
+    return block_m, block_n, warps
+
+
+def row_tile(m: int, block_n: int, config: dict) -> tuple[int, int]:
+    """(rows per program, warps) for a kernel whose program owns a [rows, block_n] tile of short
+    rows: about config["tile_elems"] elements a program (so N = 256 still moves enough bytes), and
+    config["elems_per_thread"] elements a thread, at most config["max_warps"] warps."""
     block_m = min(max(1, config["tile_elems"] // block_n), pow2_at_least(m))
     tile = block_m * block_n
     per_warp = 32 * config["elems_per_thread"]
     warps = min(config["max_warps"], pow2_at_least(tile // per_warp))
-    return block_m, block_n, warps
+    return block_m, warps
 
 
 def split_launch(m: int, n: int, config: dict, stage_bytes_per_elem: int, device: torch.device) -> tuple[int, int, int]:

@@ -44,7 +44,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from _row_io import arrive_last, chunk_coords, combine, merged_max_sum, online_update, publish_max_sum, row_ptr, split_coords, split_row
-from _launch_heuristics import chunk_launch, pipeline_stages, row_tile, split_launch, unit_stride_rows
+from _launch_heuristics import chunk_launch, pipeline_stages, row_plan, split_launch, unit_stride_rows
 
 CONFIG = {
     "single_block_max_n": 8192,
@@ -166,7 +166,7 @@ def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_ind
     if n == 0:
         raise ValueError("cross_entropy: logits have no classes (V = 0)")
     cfg, strides = CONFIG, (x.stride(0), target.stride(0))
-    if tile := row_tile(m, n, cfg):
+    if tile := row_plan(m, n, cfg):
         block_m, block_n, warps = tile
         _ce_tile_kernel[(triton.cdiv(m, block_m),)](
             x, target, loss, m, n, *strides, ignore_index, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps

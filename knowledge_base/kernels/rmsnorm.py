@@ -57,7 +57,7 @@ import triton
 import triton.language as tl
 from _bf16_pairs import pack_bf16x2, unpack_bf16x2
 from _row_io import arrive_last, chunk_coords, coop_coords, current_chunk, load_chunk, load_hinted, row_ptr, split_coords, split_row, store_streaming, tile_index, wait_slots
-from _launch_heuristics import COOP_PREFETCH, SPIN_LIMIT, chunk_launch, cooperative_plan, pipeline_stages, row_tile, rows_and_output, split_launch
+from _launch_heuristics import COOP_PREFETCH, SPIN_LIMIT, chunk_launch, cooperative_plan, pipeline_stages, row_plan, rows_and_output, split_launch
 
 CONFIG = {
     "single_block_max_n": 16384,
@@ -229,7 +229,7 @@ def rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.
         return y.view(x.shape)
     w = weight.contiguous()  # read as adjacent elements: a parameter already is (no copy)
     cfg = CONFIG
-    if tile := row_tile(m, n, cfg):
+    if tile := row_plan(m, n, cfg):
         block_m, block_n, warps = tile
         _rmsnorm_tile_kernel[(triton.cdiv(m, block_m),)](
             x2, w, y, m, n, *strides, eps, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps
