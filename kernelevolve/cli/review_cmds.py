@@ -51,6 +51,8 @@ def export_command(
     as_op: Optional[str] = typer.Option(None, "--as-op", metavar="NAMESPACE::NAME",
                                         help="Write a PyTorch custom op: kernel, torch.library registration with a "
                                              "fake implementation, a pytest file and a GPU benchmark."),
+    tritonbench: bool = typer.Option(False, "--tritonbench", help="Write a TritonBench operator package (operator.py: "
+                                     "the baseline and this kernel registered, the run's shapes as inputs) into -o DIR."),
     unreviewed: bool = typer.Option(False, "--unreviewed", help="Export even if nobody approved this kernel "
                                     "(or it is marked suspicious)."),
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
@@ -59,18 +61,33 @@ def export_command(
     how accurate it was, and who approved it; or, with --as-op, as a PyTorch custom op.
 
     Examples: kernelevolve export r-1a2b3c4d 7 -o rmsnorm_triton.py;
-    kernelevolve export r-1a2b3c4d 7 -o rmsnorm_op/ --as-op mylib::rmsnorm
+    kernelevolve export r-1a2b3c4d 7 -o rmsnorm_op/ --as-op mylib::rmsnorm;
+    kernelevolve export r-1a2b3c4d 7 -o rmsnorm_tb/ --tritonbench
     """
     from kernelevolve.review import ReviewError, export
 
+    if as_op is not None and tritonbench:
+        fail("--as-op and --tritonbench write different folders: give one of them")
+    if (as_op is not None or tritonbench) and output is None:
+        fail(f"{'--as-op' if as_op is not None else '--tritonbench'} writes a folder: give it with -o DIR")
+    if output is not None and (as_op is not None or tritonbench) and output.exists() and not output.is_dir():
+        fail(f"{output}: exists and is not a folder")
     repo = repo_or_fail(db)
+    if tritonbench:
+        from kernelevolve.review.export_op import export_tritonbench
+
+        try:
+            operator = export_tritonbench(repo, run_id, node, output, allow_unreviewed=unreviewed)
+        except ReviewError as e:
+            fail(str(e))
+        except OSError as e:
+            fail(f"{output}: cannot write: {e}")
+        console.print(f"wrote {operator}: run it with `tritonbench` where TritonBench is installed",
+                      highlight=False, markup=False, soft_wrap=True)
+        return
     if as_op is not None:
         from kernelevolve.review.export_op import export_package
 
-        if output is None:
-            fail("--as-op writes a folder: give it with -o DIR")
-        if output.exists() and not output.is_dir():
-            fail(f"{output}: exists and is not a folder")
         try:
             written = export_package(repo, run_id, node, output, as_op, allow_unreviewed=unreviewed)
         except ReviewError as e:

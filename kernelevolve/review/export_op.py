@@ -25,6 +25,29 @@ OP_NAME = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)::([A-Za-z_][A-Za-z0-9_]*)$")
 WARMUP_MS, REP_MS = 25.0, 100.0  # the evaluator's defaults (kernelevolve/evaluation/evaluator.py)
 
 
+def exportable(repo, run_id: str, node_id: int, allow_unreviewed: bool = False):
+    """(the run's graph, the node's source with its provenance header) for a node that may be
+    exported: approved (or `allow_unreviewed`) and not held by a mark nobody approved; else ReviewError."""
+    graph = repo.load_graph(run_id)
+    node = graph[node_id] if node_id in graph else None
+    if node is not None and node.held and not allow_unreviewed:  # marked suspicious/unstable, not approved
+        raise ReviewError(f"node {node_id} of run {run_id} is marked {', '.join(node.evaluation.marks)} and nobody "
+                          f"approved it: review it first, or export anyway with --unreviewed")
+    return graph, export(repo, run_id, node_id, allow_unreviewed=allow_unreviewed)
+
+
+def export_tritonbench(repo, run_id: str, node_id: int, out_dir: Path, allow_unreviewed: bool = False) -> Path:
+    """A TritonBench operator package (kernelevolve.harness.tritonbench) for an exportable node, at the
+    run's shapes; returns its operator.py."""
+    from kernelevolve.harness.tritonbench import write_operator
+    from kernelevolve.search.session import RunSettings
+
+    _, header_and_source = exportable(repo, run_id, node_id, allow_unreviewed)
+    run = repo.run(run_id)
+    return write_operator(_spec_of(run), header_and_source, Path(out_dir),
+                          shapes=RunSettings.model_validate(run.settings).shapes)
+
+
 def parse_op_name(qualname: str) -> tuple[str, str]:
     m = OP_NAME.match(qualname or "")
     if not m:
@@ -36,12 +59,7 @@ def export_package(repo, run_id: str, node_id: int, out_dir: Path, qualname: str
                    allow_unreviewed: bool = False) -> list[Path]:
     """Write the op folder; ReviewError (one line) for a node that may not or cannot be exported."""
     namespace, name = parse_op_name(qualname)
-    graph = repo.load_graph(run_id)
-    node = graph[node_id] if node_id in graph else None
-    if node is not None and node.held and not allow_unreviewed:  # marked suspicious/unstable, not approved
-        raise ReviewError(f"node {node_id} of run {run_id} is marked {', '.join(node.evaluation.marks)} and nobody "
-                          f"approved it: review it first, or export anyway with --unreviewed")
-    header_and_source = export(repo, run_id, node_id, allow_unreviewed=allow_unreviewed)
+    graph, header_and_source = exportable(repo, run_id, node_id, allow_unreviewed)
     node = graph[node_id]
     run = repo.run(run_id)
     spec = _spec_of(run)
