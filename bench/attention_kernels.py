@@ -38,20 +38,48 @@ KEYS = {
 }
 SWEEPS = {  # second H200 round: around the first round's winners, and configs that fit 2-3 programs per SM
     "flash_attention": [
-        (64, 64, 4, 3, True), (64, 64, 4, 2, True), (64, 64, 4, 4, True), (64, 32, 4, 3, True), (64, 32, 4, 4, True),
-        (128, 32, 8, 3, True), (64, 64, 8, 3, True), (128, 64, 4, 2, True), (128, 64, 8, 3, True), (128, 128, 8, 2, True),
-        (64, 64, 4, 3, False), (128, 64, 8, 3, False),
+        (64, 64, 4, 3, True),
+        (64, 64, 4, 2, True),
+        (64, 64, 4, 4, True),
+        (64, 32, 4, 3, True),
+        (64, 32, 4, 4, True),
+        (128, 32, 8, 3, True),
+        (64, 64, 8, 3, True),
+        (128, 64, 4, 2, True),
+        (128, 64, 8, 3, True),
+        (128, 128, 8, 2, True),
+        (64, 64, 4, 3, False),
+        (128, 64, 8, 3, False),
     ],
     "ikbo_lce": [
-        (128, 256, 64, 8, 4, True), (128, 256, 64, 8, 3, True), (128, 128, 64, 8, 3, True), (128, 128, 64, 8, 2, True),
-        (128, 128, 32, 8, 4, True), (128, 128, 32, 8, 5, True), (64, 256, 32, 4, 4, True), (64, 256, 64, 4, 4, True),
-        (128, 128, 64, 4, 3, True), (64, 128, 64, 4, 3, True), (128, 256, 32, 8, 5, True), (256, 128, 64, 8, 3, True),
-        (128, 128, 64, 8, 4, True), (128, 256, 64, 8, 3, False),
+        (128, 256, 64, 8, 4, True),
+        (128, 256, 64, 8, 3, True),
+        (128, 128, 64, 8, 3, True),
+        (128, 128, 64, 8, 2, True),
+        (128, 128, 32, 8, 4, True),
+        (128, 128, 32, 8, 5, True),
+        (64, 256, 32, 4, 4, True),
+        (64, 256, 64, 4, 4, True),
+        (128, 128, 64, 4, 3, True),
+        (64, 128, 64, 4, 3, True),
+        (128, 256, 32, 8, 5, True),
+        (256, 128, 64, 8, 3, True),
+        (128, 128, 64, 8, 4, True),
+        (128, 256, 64, 8, 3, False),
     ],
     "ikbo_target_attention": [
-        (64, 64, 4, 3, True), (64, 64, 4, 2, True), (64, 64, 4, 4, True), (64, 32, 4, 3, True), (64, 32, 4, 4, True),
-        (128, 32, 8, 3, True), (64, 64, 8, 3, True), (128, 64, 8, 3, True), (128, 128, 8, 2, True), (256, 64, 8, 2, True),
-        (64, 128, 4, 2, True), (64, 64, 4, 3, False),
+        (64, 64, 4, 3, True),
+        (64, 64, 4, 2, True),
+        (64, 64, 4, 4, True),
+        (64, 32, 4, 3, True),
+        (64, 32, 4, 4, True),
+        (128, 32, 8, 3, True),
+        (64, 64, 8, 3, True),
+        (128, 64, 8, 3, True),
+        (128, 128, 8, 2, True),
+        (256, 64, 8, 2, True),
+        (64, 128, 4, 2, True),
+        (64, 64, 4, 3, False),
     ],
 }
 
@@ -112,8 +140,11 @@ def baselines(name: str, ref, inputs, params: dict, allow_compile: bool, deadlin
             from torch.nn.attention import SDPBackend, sdpa_kernel
 
             causal = bool(params.get("CAUSAL", 0))
-            for label, backend in (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION),
-                                   ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION)):
+            for label, backend in (
+                ("sdpa_flash", SDPBackend.FLASH_ATTENTION),
+                ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION),
+                ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION),
+            ):
                 try:
                     with sdpa_kernel([backend]):
                         out[label] = bench(lambda: F.scaled_dot_product_attention(*inputs, is_causal=causal))
@@ -245,18 +276,27 @@ def run_kernel(name: str, which: str, allow_compile: bool, deadline: float) -> d
 
 
 def table(results: list[dict]) -> str:
-    lines = ["| kernel | shape | default ms | best ms | best TFLOP/s | best config | baselines ms |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| kernel | shape | default ms | best ms | best TFLOP/s | best config | baselines ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for res in results:
         for shape in res["shapes"]:
             label = ",".join(f"{k}={v}" for k, v in shape["params"].items())
             default, best = shape.get("default") or {}, shape.get("best") or {}
-            base = ", ".join(f"{k} {v:.3f}" for k, v in shape["baselines_ms"].items() if isinstance(v, float) and not k.endswith("_s"))
+            base = ", ".join(
+                f"{k} {v:.3f}"
+                for k, v in shape["baselines_ms"].items()
+                if isinstance(v, float) and not k.endswith("_s")
+            )
             cells = [
-                res["spec"], label,
+                res["spec"],
+                label,
                 f"{default['ms']:.3f}" if "ms" in default else "-",
                 f"{best['ms']:.3f}" if "ms" in best else "-",
                 f"{best['tflops']:.0f}" if best.get("tflops") else "-",
-                str(best.get("config", "-")), base,
+                str(best.get("config", "-")),
+                base,
             ]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -282,8 +322,18 @@ def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 references stay fp32
     torch.backends.cudnn.allow_tf32 = False
     workers = [
-        subprocess.Popen([sys.executable, __file__, "--only", args.only, "--configs", args.configs,
-                          "--warm-shard", f"{i}/{args.warm_workers}"])
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--only",
+                args.only,
+                "--configs",
+                args.configs,
+                "--warm-shard",
+                f"{i}/{args.warm_workers}",
+            ]
+        )
         for i in range(args.warm_workers)
     ]
     for proc in workers:
@@ -294,8 +344,13 @@ def main() -> None:
     warm_s = time.time() - start
     results = []
     out_path = Path(args.out) / "attention_bench.json"
-    env = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
-           "warm_compile_s": round(warm_s, 1), "command": " ".join(sys.argv)}
+    env = {
+        "gpu": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "warm_compile_s": round(warm_s, 1),
+        "command": " ".join(sys.argv),
+    }
     for name in names:
         results.append(run_kernel(name, args.configs, not args.no_compile, deadline))
         out_path.write_text(json.dumps({"environment": env, "results": results}, indent=1))

@@ -23,9 +23,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HONEST = "hostile-corpus:honest"  # the corpus's honest control, written to a file when needed
-PAIRS = [("tests/evaluation/hostile/softmax.yaml", HONEST),
-         ("specs/softmax.yaml", "knowledge_base/kernels/softmax.py"),
-         ("specs/rmsnorm.yaml", "knowledge_base/kernels/rmsnorm.py")]
+PAIRS = [
+    ("tests/evaluation/hostile/softmax.yaml", HONEST),
+    ("specs/softmax.yaml", "knowledge_base/kernels/softmax.py"),
+    ("specs/rmsnorm.yaml", "knowledge_base/kernels/rmsnorm.py"),
+]
 KERNELS = ["rmsnorm", "softmax", "cross_entropy", "flash_attention", "ikbo_lce", "ikbo_target_attention"]
 
 
@@ -54,27 +56,53 @@ def _kernel_file(kernel: str) -> Path:
 
 
 def evaluate(code_root: Path, spec: str, kernel: str, cache: Path, search_path: bool = False) -> dict:
-    env = {**os.environ, "KERNELEVOLVE_CACHE_DIR": str(cache),
-           "PYTHONPATH": os.pathsep.join([str(code_root)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-                                                            if p and Path(p).resolve() != ROOT])}
+    env = {
+        **os.environ,
+        "KERNELEVOLVE_CACHE_DIR": str(cache),
+        "PYTHONPATH": os.pathsep.join(
+            [str(code_root)]
+            + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != ROOT]
+        ),
+    }
     db = f"sqlite:///{cache / 'baselines.db'}"  # the new evaluator's baseline store (the old one used the cache dir)
     new = Path(code_root).resolve() == ROOT
     t0 = time.monotonic()
-    command = ([sys.executable, "-c", SEARCH_PATH, str(ROOT / spec), str(_kernel_file(kernel)), db] if search_path else
-               [sys.executable, "-c", "from kernelevolve.cli import main; main()", "eval",
-                str(ROOT / spec), str(_kernel_file(kernel)), "--device", "cuda", "--json"] + (["--db", db] if new else []))
-    proc = subprocess.run(command,
-                          capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(), timeout=900)
+    command = (
+        [sys.executable, "-c", SEARCH_PATH, str(ROOT / spec), str(_kernel_file(kernel)), db]
+        if search_path
+        else [
+            sys.executable,
+            "-c",
+            "from kernelevolve.cli import main; main()",
+            "eval",
+            str(ROOT / spec),
+            str(_kernel_file(kernel)),
+            "--device",
+            "cuda",
+            "--json",
+        ]
+        + (["--db", db] if new else [])
+    )
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(), timeout=900)
     wall = time.monotonic() - t0
     try:
         out = json.loads(proc.stdout)
     except ValueError:
         return {"error": (proc.stderr or proc.stdout)[-500:], "wall_s": wall}
-    return {"correct": out["correct"], "failure": out["failure"], "message": out["message"], "fitness": out["fitness"],
-            "wall_s": round(wall, 2), "duration_s": out["duration_s"], "phases_s": out["phases_s"],
-            "latency_ms": [s["latency_ms"] for s in out["shapes"]], "baseline_ms": [s["baseline_ms"] for s in out["shapes"]],
-            "marks": out.get("marks", {}), "sandbox": out.get("environment", {}).get("sandbox", {}),
-            "stages_s": out.get("environment", {}).get("stages_s", {})}
+    return {
+        "correct": out["correct"],
+        "failure": out["failure"],
+        "message": out["message"],
+        "fitness": out["fitness"],
+        "wall_s": round(wall, 2),
+        "duration_s": out["duration_s"],
+        "phases_s": out["phases_s"],
+        "latency_ms": [s["latency_ms"] for s in out["shapes"]],
+        "baseline_ms": [s["baseline_ms"] for s in out["shapes"]],
+        "marks": out.get("marks", {}),
+        "sandbox": out.get("environment", {}).get("sandbox", {}),
+        "stages_s": out.get("environment", {}).get("stages_s", {}),
+    }
 
 
 def main() -> int:
@@ -83,29 +111,42 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--part", choices=["compare", "kernels", "all"], default="all")
-    ap.add_argument("--search-path", action="store_true",
-                    help="evaluate the new side as a search does (no profiled call), not through `kernelevolve eval`")
+    ap.add_argument(
+        "--search-path",
+        action="store_true",
+        help="evaluate the new side as a search does (no profiled call), not through `kernelevolve eval`",
+    )
     ap.add_argument("--pairs", type=int, default=len(PAIRS), help="compare only the first N (spec, kernel) pairs")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.part in ("compare", "all"):
         rows = []
-        for spec, kernel in PAIRS[:args.pairs]:
+        for spec, kernel in PAIRS[: args.pairs]:
             with tempfile.TemporaryDirectory() as c_old, tempfile.TemporaryDirectory() as c_new:
                 runs = {"old": [], "new": []}
                 for i in range(args.repeat):
                     for which, root, cache in (("old", args.old.resolve(), c_old), ("new", ROOT, c_new)):
                         r = evaluate(root, spec, kernel, Path(cache), args.search_path and which == "new")
                         runs[which].append(r)
-                        print(f"{spec:40s} {which} #{i}: fitness {r.get('fitness')} in {r.get('duration_s')} s "
-                              f"{r.get('error', '')[:200]}", flush=True)
+                        print(
+                            f"{spec:40s} {which} #{i}: fitness {r.get('fitness')} in {r.get('duration_s')} s "
+                            f"{r.get('error', '')[:200]}",
+                            flush=True,
+                        )
             fit = {w: [r.get("fitness") for r in rs] for w, rs in runs.items()}
             dur = {w: [r.get("duration_s") for r in rs] for w, rs in runs.items()}
-            summary = {"spec": spec, "kernel": kernel, "runs": runs,
-                       "fitness_median": {w: statistics.median([f for f in v if f]) if any(v) else None for w, v in fit.items()},
-                       "uncached_s": {w: v[0] for w, v in dur.items()},
-                       "cached_s_median": {w: statistics.median([d for d in v[1:] if d]) if len(v) > 1 else None
-                                           for w, v in dur.items()}}
+            summary = {
+                "spec": spec,
+                "kernel": kernel,
+                "runs": runs,
+                "fitness_median": {
+                    w: statistics.median([f for f in v if f]) if any(v) else None for w, v in fit.items()
+                },
+                "uncached_s": {w: v[0] for w, v in dur.items()},
+                "cached_s_median": {
+                    w: statistics.median([d for d in v[1:] if d]) if len(v) > 1 else None for w, v in dur.items()
+                },
+            }
             rows.append(summary)
             print(json.dumps({k: v for k, v in summary.items() if k != "runs"}), flush=True)
         (args.out / "integrity_overhead.json").write_text(json.dumps(rows, indent=1))
@@ -115,8 +156,11 @@ def main() -> int:
             for name in KERNELS:
                 results[name] = evaluate(ROOT, f"specs/{name}.yaml", f"knowledge_base/kernels/{name}.py", Path(cache))
                 r = results[name]
-                print(f"{name:24s} correct {r.get('correct')} fitness {r.get('fitness')} {r.get('failure') or ''} "
-                      f"{r.get('message', '')[:150]} {r.get('error', '')[:300]}", flush=True)
+                print(
+                    f"{name:24s} correct {r.get('correct')} fitness {r.get('fitness')} {r.get('failure') or ''} "
+                    f"{r.get('message', '')[:150]} {r.get('error', '')[:300]}",
+                    flush=True,
+                )
         (args.out / "reference_kernels_eval.json").write_text(json.dumps(results, indent=1))
     return 0
 

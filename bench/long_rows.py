@@ -28,8 +28,13 @@ from kernelevolve.spec import Case  # noqa: E402
 
 SEEDS = (11, 12, 13)
 # Production shapes first: the run may stop at its time budget.
-SHAPES = [{"M": 2048, "N": 65536}, {"M": 1024, "N": 262144}, {"M": 300, "N": 100003},  # odd: masked tails, unaligned rows
-          {"M": 4096, "N": 32768}, {"M": 2048, "N": 131072}]
+SHAPES = [
+    {"M": 2048, "N": 65536},
+    {"M": 1024, "N": 262144},
+    {"M": 300, "N": 100003},  # odd: masked tails, unaligned rows
+    {"M": 4096, "N": 32768},
+    {"M": 2048, "N": 131072},
+]
 COOP = {"cooperative": True}
 # (label, CONFIG change, COOP_PREFETCH, only at this N or None)
 VARIANTS = [
@@ -63,7 +68,10 @@ def run_shape(name, path, spec, params, report, deadline):
         compiled = torch.compile(model, dynamic=False)
         compiled(*sets[0][0])
         compile_ms = rk.bench(lambda: compiled(*sets[0][0]))
-    print(f"{name} {rk.shape_text(params)}: torch.compile {compile_ms:.4f} ms ({nbytes / compile_ms / 1e6:.0f} GB/s)", flush=True)
+    print(
+        f"{name} {rk.shape_text(params)}: torch.compile {compile_ms:.4f} ms ({nbytes / compile_ms / 1e6:.0f} GB/s)",
+        flush=True,
+    )
     rows = []
     for label, change, prefetch, only_n in VARIANTS:
         if time.time() > deadline or only_n not in (None, params["N"]):
@@ -71,8 +79,14 @@ def run_shape(name, path, spec, params, report, deadline):
         kernel.CONFIG.clear()
         kernel.CONFIG.update(default, **change)
         kernel.COOP_PREFETCH = prefetch
-        row = {"kernel": name, "shape": params, "variant": label, "config_change": change, "prefetch": prefetch,
-               "compile_ms": compile_ms}
+        row = {
+            "kernel": name,
+            "shape": params,
+            "variant": label,
+            "config_change": change,
+            "prefetch": prefetch,
+            "compile_ms": compile_ms,
+        }
         try:
             with torch.no_grad():
                 t0 = time.time()
@@ -95,7 +109,11 @@ def run_shape(name, path, spec, params, report, deadline):
                     row["vs_compile"] = compile_ms / row["ms"]
         except Exception as exc:  # a variant that fails to build is a finding, not a crash
             row.update(ok=False, message=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
-        ms = f"{row['ms']:.4f} ms {row['gbps']:.0f} GB/s {row['vs_compile']:.2f}x compile" if "ms" in row else row.get("message", "")[:120]
+        ms = (
+            f"{row['ms']:.4f} ms {row['gbps']:.0f} GB/s {row['vs_compile']:.2f}x compile"
+            if "ms" in row
+            else row.get("message", "")[:120]
+        )
         print(f"  {label:28s} {'ok' if row.get('ok') else 'WRONG'} {ms}", flush=True)
         rows.append(row)
     kernel.CONFIG.clear()
@@ -108,12 +126,16 @@ def run_shape(name, path, spec, params, report, deadline):
 
 def markdown(report) -> str:
     p = report["peaks"]
-    lines = [f"# Long-row RMSNorm / softmax variants on {report['environment']['gpu']}", "",
-             f"torch {report['environment']['torch']}, triton {report['environment']['triton']}; bf16; medians of "
-             f"do_bench (L2 flushed); copy ceiling {p['copy_gbps']:.0f} GB/s measured in the same run. "
-             f"Command: `{report['environment']['command']}`", "",
-             "| kernel | shape | variant | ok | ms | GB/s | % of copy | compile ms | vs compile |",
-             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        f"# Long-row RMSNorm / softmax variants on {report['environment']['gpu']}",
+        "",
+        f"torch {report['environment']['torch']}, triton {report['environment']['triton']}; bf16; medians of "
+        f"do_bench (L2 flushed); copy ceiling {p['copy_gbps']:.0f} GB/s measured in the same run. "
+        f"Command: `{report['environment']['command']}`",
+        "",
+        "| kernel | shape | variant | ok | ms | GB/s | % of copy | compile ms | vs compile |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in report["results"]:
         if "ms" in r:
             cells = f"{r['ms']:.4f} | {r['gbps']:.0f} | {100 * r['fraction_of_copy']:.0f}% | {r['compile_ms']:.4f} | {r['vs_compile']:.2f}x"
@@ -138,9 +160,16 @@ def main(argv=None) -> int:
 
     start = time.time()
     deadline = start + args.budget_s
-    report = {"environment": {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
-                              "command": "python bench/long_rows.py " + " ".join(argv if argv is not None else sys.argv[1:])},
-              "peaks": rk.peaks(), "results": []}
+    report = {
+        "environment": {
+            "gpu": torch.cuda.get_device_name(0),
+            "torch": torch.__version__,
+            "triton": triton.__version__,
+            "command": "python bench/long_rows.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        },
+        "peaks": rk.peaks(),
+        "results": [],
+    }
     print(f"copy {report['peaks']['copy_gbps']:.0f} GB/s", flush=True)
     kernels = {name: (path, spec) for name, path, spec in rk.discover(args.only)}
 

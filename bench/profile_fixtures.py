@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 KERNELS = ("softmax", "rmsnorm", "cross_entropy", "flash_attention", "ikbo_lce", "ikbo_target_attention")
 
-CANDIDATE = '''import triton.profiler as proton
+CANDIDATE = """import triton.profiler as proton
 
 from {kernel} import ModelNew as _Reference
 
@@ -40,7 +40,7 @@ class ModelNew(_Reference):
     def forward(self, *args):
         with proton.scope("candidate.{kernel}"):
             return super().forward(*args)
-'''
+"""
 
 
 def main() -> int:
@@ -60,8 +60,10 @@ def main() -> int:
     from kernelevolve.spec import load_spec
 
     if args.device == "cuda" and not torch.cuda.is_available():
-        print("profile_fixtures: needs a CUDA GPU (none visible); --device interpret runs the torch harness on CPU",
-              file=sys.stderr)
+        print(
+            "profile_fixtures: needs a CUDA GPU (none visible); --device interpret runs the torch harness on CPU",
+            file=sys.stderr,
+        )
         return 2
     kernels = KERNELS if args.kernels == "all" else tuple(args.kernels.split(","))
     tools = args.tools.split(",")
@@ -83,8 +85,16 @@ def main() -> int:
             _keep(run, dest, "sandboxed")
             print(f"{kernel} {tool}: {run.error or 'ok'} ({run.duration_s:.1f} s)", flush=True)
             if tool == "ncu" and k == 0 and run.error:  # what does ncu need that the sandbox withholds?
-                run = run_tool(tool, spec, source, cases, scratch, device=args.device, timeout_s=args.timeout_s,
-                               isolate_network=False)
+                run = run_tool(
+                    tool,
+                    spec,
+                    source,
+                    cases,
+                    scratch,
+                    device=args.device,
+                    timeout_s=args.timeout_s,
+                    isolate_network=False,
+                )
                 _keep(run, args.out / kernel / "ncu_no_netns", "sandboxed, network namespace off")
                 print(f"{kernel} ncu without netns: {run.error or 'ok'} ({run.duration_s:.1f} s)", flush=True)
                 _keep_direct(spec, source, cases, scratch, args.out / kernel / "ncu_direct", args.timeout_s)
@@ -97,9 +107,17 @@ def _keep(run, dest: Path, how: str) -> None:
     for name in run.outputs.values():
         if (run.directory / name).is_file():
             shutil.copy(run.directory / name, dest / name)
-    _write(dest / "verdict.json", {"how": how, "error": run.error, "seconds": round(run.duration_s, 2),
-                                   "outputs": run.outputs, "sandbox": run.sandbox,
-                                   "dropped_metrics": run.dropped_metrics})
+    _write(
+        dest / "verdict.json",
+        {
+            "how": how,
+            "error": run.error,
+            "seconds": round(run.duration_s, 2),
+            "outputs": run.outputs,
+            "sandbox": run.sandbox,
+            "dropped_metrics": run.dropped_metrics,
+        },
+    )
 
 
 def _keep_direct(spec, source: str, cases, scratch: Path, dest: Path, timeout_s: float) -> None:
@@ -112,17 +130,27 @@ def _keep_direct(spec, source: str, cases, scratch: Path, dest: Path, timeout_s:
     work.mkdir(parents=True, exist_ok=True)
     (work / "candidate.py").write_text(source)
     shutil.copy(spec.reference, work / "reference.py")
-    config = {"device": "cuda", "candidate_path": str(work / "candidate.py"),
-              "reference_path": str(work / "reference.py"), "result_path": str(work / "result.json"),
-              "output_dir": str(work), "cases": [{"label": c.label, "params": c.params, "dtype": c.dtype} for c in cases],
-              "seed": 1234, "calls": 1, "import_paths": [str(KNOWLEDGE_BASE / "kernels")],
-              "package_root": str(PACKAGE_ROOT), "ncu_path": find_ncu() or "ncu",
-              "ncu_launch_count": NCU_LAUNCH_COUNT, "ncu_timeout_s": timeout_s - 20}
+    config = {
+        "device": "cuda",
+        "candidate_path": str(work / "candidate.py"),
+        "reference_path": str(work / "reference.py"),
+        "result_path": str(work / "result.json"),
+        "output_dir": str(work),
+        "cases": [{"label": c.label, "params": c.params, "dtype": c.dtype} for c in cases],
+        "seed": 1234,
+        "calls": 1,
+        "import_paths": [str(KNOWLEDGE_BASE / "kernels")],
+        "package_root": str(PACKAGE_ROOT),
+        "ncu_path": find_ncu() or "ncu",
+        "ncu_launch_count": NCU_LAUNCH_COUNT,
+        "ncu_timeout_s": timeout_s - 20,
+    }
     (work / "harness.py").write_text(render("profile_ncu", config))
     t0 = time.monotonic()
     try:
-        proc = subprocess.run([sys.executable, str(work / "harness.py")], cwd=work, capture_output=True, text=True,
-                              timeout=timeout_s)
+        proc = subprocess.run(
+            [sys.executable, str(work / "harness.py")], cwd=work, capture_output=True, text=True, timeout=timeout_s
+        )
         tail = (proc.stderr or proc.stdout)[-1500:]
     except subprocess.TimeoutExpired:
         tail = "timed out"
@@ -130,8 +158,15 @@ def _keep_direct(spec, source: str, cases, scratch: Path, dest: Path, timeout_s:
     result = json.loads((work / "result.json").read_text()) if (work / "result.json").exists() else {}
     for case in result.get("cases", []):
         shutil.copy(work / case["output"], dest / case["output"])
-    _write(dest / "verdict.json", {"how": "direct subprocess, no sandbox", "result": result, "stderr_tail": tail,
-                                   "seconds": round(time.monotonic() - t0, 2)})
+    _write(
+        dest / "verdict.json",
+        {
+            "how": "direct subprocess, no sandbox",
+            "result": result,
+            "stderr_tail": tail,
+            "seconds": round(time.monotonic() - t0, 2),
+        },
+    )
     print(f"ncu direct: {(result.get('failure') or {}).get('message') or 'ok'}", flush=True)
 
 
@@ -139,8 +174,13 @@ def _environment(device: str, ncu: str | None) -> dict:
     import torch
     import triton
 
-    env = {"torch": torch.__version__, "triton": triton.__version__, "python": sys.version.split()[0], "ncu": ncu,
-           "gpu": torch.cuda.get_device_name(0) if device == "cuda" else "cpu"}
+    env = {
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "python": sys.version.split()[0],
+        "ncu": ncu,
+        "gpu": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
+    }
     if ncu:
         env["ncu_version"] = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip()[-200:]
     try:

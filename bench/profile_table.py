@@ -27,8 +27,10 @@ def main() -> int:
     ap.add_argument("dir", type=Path)
     ap.add_argument("--kernels", default=KERNELS)
     args = ap.parse_args()
-    print("| kernel | shape | ncu ms | GB/s | TFLOP/s | roofline | bound | DRAM % | SM % | occupancy % | regs | "
-          "smem KiB | L2 hit % | top stall |")
+    print(
+        "| kernel | shape | ncu ms | GB/s | TFLOP/s | roofline | bound | DRAM % | SM % | occupancy % | regs | "
+        "smem KiB | L2 hit % | top stall |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for kernel in args.kernels.split(","):
         spec = load_spec(ROOT / "specs" / f"{kernel}.yaml")
@@ -44,11 +46,13 @@ def main() -> int:
             r = roofline(ms, "ncu", nbytes, flops, spec.hardware)
             main_k = max(ks, key=lambda k: k.duration_ms)  # the launch that takes the time
             stall = main_k.top_stalls[0] if main_k.top_stalls else None
-            print(f"| {kernel} | {case.label.replace(' bfloat16', '')} | {ms:.4f} | {r.gbps or 0:.0f} | {r.tflops or 0:.1f} | "
-                  f"{100 * (r.fraction or 0):.0f}% | {r.bound} | {main_k.dram_throughput_pct:.0f} | "
-                  f"{main_k.sm_throughput_pct:.0f} | {main_k.achieved_occupancy_pct:.0f} | {main_k.registers_per_thread} | "
-                  f"{(main_k.shared_bytes_per_block or 0) / 1024:.0f} | {main_k.l2_hit_rate_pct:.0f} | "
-                  f"{stall.reason + f' {stall.cycles_per_issue:.1f}' if stall else '-'} |")
+            print(
+                f"| {kernel} | {case.label.replace(' bfloat16', '')} | {ms:.4f} | {r.gbps or 0:.0f} | {r.tflops or 0:.1f} | "
+                f"{100 * (r.fraction or 0):.0f}% | {r.bound} | {main_k.dram_throughput_pct:.0f} | "
+                f"{main_k.sm_throughput_pct:.0f} | {main_k.achieved_occupancy_pct:.0f} | {main_k.registers_per_thread} | "
+                f"{(main_k.shared_bytes_per_block or 0) / 1024:.0f} | {main_k.l2_hit_rate_pct:.0f} | "
+                f"{stall.reason + f' {stall.cycles_per_issue:.1f}' if stall else '-'} |"
+            )
     return 0
 
 

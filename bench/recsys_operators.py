@@ -42,23 +42,55 @@ EXTRA_SHAPES = {"mbdt": [{"BATCH": 64, "FEATURES": 2, "BORDERS": 2}]}
 # CONFIG changes timed against the default, each alone (values from the kernel's TUNABLES).
 VARIANTS = {
     "conv1d": [
-        {"BLOCK_L": 128}, {"fp32_BLOCK_L": 256}, {"fp32_BLOCK_L": 64}, {"num_stages": 2}, {"num_stages": 4},
-        {"num_warps": 4}, {"fp32_precision": "tf32x3"}, {"BLOCK_CI": 64}, {"BLOCK_CI": 16},
+        {"BLOCK_L": 128},
+        {"fp32_BLOCK_L": 256},
+        {"fp32_BLOCK_L": 64},
+        {"num_stages": 2},
+        {"num_stages": 4},
+        {"num_warps": 4},
+        {"fp32_precision": "tf32x3"},
+        {"BLOCK_CI": 64},
+        {"BLOCK_CI": 16},
     ],
     "optimized_fm": [
-        {"k_major": True}, {"k_major": True, "BLOCK_K": 64}, {"k_major": True, "num_warps": 8},
-        {"k_major": True, "BLOCK_K": 256, "num_warps": 8}, {"k_major": True, "BLOCK_D": 32}, {"BLOCK_K": 64}, {"BLOCK_K": 256}, {"BLOCK_D": 128}, {"BLOCK_D": 32}, {"num_stages": 2},
-        {"num_warps": 8}, {"num_warps": 2}, {"BLOCK_K": 64, "num_stages": 2}, {"BLOCK_D": 128, "num_warps": 8},
+        {"k_major": True},
+        {"k_major": True, "BLOCK_K": 64},
+        {"k_major": True, "num_warps": 8},
+        {"k_major": True, "BLOCK_K": 256, "num_warps": 8},
+        {"k_major": True, "BLOCK_D": 32},
+        {"BLOCK_K": 64},
+        {"BLOCK_K": 256},
+        {"BLOCK_D": 128},
+        {"BLOCK_D": 32},
+        {"num_stages": 2},
+        {"num_warps": 8},
+        {"num_warps": 2},
+        {"BLOCK_K": 64, "num_stages": 2},
+        {"BLOCK_D": 128, "num_warps": 8},
         {"BLOCK_K": 256, "BLOCK_D": 32},
     ],
     "pffn": [
-        {"BLOCK_KC": 64}, {"BLOCK_KC": 16}, {"BLOCK_M": 128}, {"BLOCK_M": 32}, {"num_warps": 4},
-        {"num_stages": 3}, {"num_stages": 1}, {"BLOCK_M": 128, "BLOCK_KC": 16}, {"BLOCK_M": 32, "num_warps": 4},
+        {"BLOCK_KC": 64},
+        {"BLOCK_KC": 16},
+        {"BLOCK_M": 128},
+        {"BLOCK_M": 32},
+        {"num_warps": 4},
+        {"num_stages": 3},
+        {"num_stages": 1},
+        {"BLOCK_M": 128, "BLOCK_KC": 16},
+        {"BLOCK_M": 32, "num_warps": 4},
         {"BLOCK_KC": 64, "num_stages": 1},
     ],
     "mbdt": [
-        {"tile_borders": False}, {"search": "linear"}, {"BLOCK_B": 64}, {"BLOCK_B": 16}, {"BLOCK_F": 64},
-        {"BLOCK_F": 256}, {"num_warps": 4}, {"BLOCK_B": 64, "BLOCK_F": 64}, {"BLOCK_B": 8, "BLOCK_F": 256},
+        {"tile_borders": False},
+        {"search": "linear"},
+        {"BLOCK_B": 64},
+        {"BLOCK_B": 16},
+        {"BLOCK_F": 64},
+        {"BLOCK_F": 256},
+        {"num_warps": 4},
+        {"BLOCK_B": 64, "BLOCK_F": 64},
+        {"BLOCK_B": 8, "BLOCK_F": 256},
     ],
 }
 # Sweep only the first SWEEP_SHAPES shapes of each spec (each dtype): the production ones come first.
@@ -75,7 +107,11 @@ def kernel_call(rk, new, inputs, refs, tol, timed: bool, rep_ms: float) -> dict:
     try:
         return _kernel_call(rk, new, inputs, refs, tol, timed, rep_ms)
     except Exception as exc:
-        return {"ok": False, "ms": None, "message": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"}
+        return {
+            "ok": False,
+            "ms": None,
+            "message": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
+        }
 
 
 def _kernel_call(rk, new, inputs, refs, tol, timed, rep_ms) -> dict:
@@ -128,7 +164,7 @@ def run_case(rk, name, specs, case, seed, timed, sweep, deadline) -> dict:
     row["baselines_ms"] = baselines
     row["variants"] = []
     default_cfg = dict(kernel.CONFIG)
-    for variant in (VARIANTS.get(name, []) if sweep else []):
+    for variant in VARIANTS.get(name, []) if sweep else []:
         if time.time() > deadline:
             row["sweep_cut_short"] = True
             break
@@ -146,34 +182,58 @@ def run_case(rk, name, specs, case, seed, timed, sweep, deadline) -> dict:
         good = [v for v in row["variants"] if v.get("ok") and v.get("ms")]
         best = min(good, key=lambda v: v["ms"], default=None)
         if best and (not ms or best["ms"] < ms):
-            row["best_variant"] = {"variant": best["variant"], "ms": best["ms"],
-                                   "speedups": {b: t / best["ms"] for b, t in baselines.items() if t}}
+            row["best_variant"] = {
+                "variant": best["variant"],
+                "ms": best["ms"],
+                "speedups": {b: t / best["ms"] for b, t in baselines.items() if t},
+            }
     return row
 
 
 def markdown(report: dict) -> str:
     env = report["environment"]
-    lines = [f"# Recommendation-model operators on {env['device']}", "",
-             f"torch {env['torch']}, triton {env['triton']}; medians of triton.testing.do_bench (L2 flushed)."
-             + (f" Copy ceiling measured in the same run: {report['peaks']['copy_gbps']:.0f} GB/s, bf16 matmul "
-                f"{report['peaks']['matmul_tflops']:.0f} TFLOP/s." if report.get("peaks") else ""), "",
-             "| kernel | shape | dtype | ok | kernel ms | GB/s | TFLOP/s | baselines ms | speedups | best variant |",
-             "| --- | --- | --- | --- | ---: | ---: | ---: | --- | --- | --- |"]
+    lines = [
+        f"# Recommendation-model operators on {env['device']}",
+        "",
+        f"torch {env['torch']}, triton {env['triton']}; medians of triton.testing.do_bench (L2 flushed)."
+        + (
+            f" Copy ceiling measured in the same run: {report['peaks']['copy_gbps']:.0f} GB/s, bf16 matmul "
+            f"{report['peaks']['matmul_tflops']:.0f} TFLOP/s."
+            if report.get("peaks")
+            else ""
+        ),
+        "",
+        "| kernel | shape | dtype | ok | kernel ms | GB/s | TFLOP/s | baselines ms | speedups | best variant |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | --- | --- | --- |",
+    ]
     for r in report["results"]:
         if "error" in r:
-            lines.append(f"| {r['kernel']} | {shape_text(r['shape'])} | {r['dtype']} | ERROR: {r['error'][:100]} | | | | | | |")
+            lines.append(
+                f"| {r['kernel']} | {shape_text(r['shape'])} | {r['dtype']} | ERROR: {r['error'][:100]} | | | | | | |"
+            )
             continue
         d = r["default"]
         fmt = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
         base = ", ".join(f"{k} {fmt(v, '.4f')}" for k, v in r["baselines_ms"].items())
         speed = ", ".join(f"{k} {v:.2f}x" for k, v in r.get("speedups", {}).items())
         best = r.get("best_variant")
-        best_txt = (f"`{json.dumps(best['variant'])}` {best['ms']:.4f} ms ("
-                    + ", ".join(f"{k} {v:.2f}x" for k, v in best["speedups"].items()) + ")") if best else "-"
+        best_txt = (
+            (
+                f"`{json.dumps(best['variant'])}` {best['ms']:.4f} ms ("
+                + ", ".join(f"{k} {v:.2f}x" for k, v in best["speedups"].items())
+                + ")"
+            )
+            if best
+            else "-"
+        )
         bad = [v for v in r["variants"] if not v.get("ok")]
-        ok = ("yes" if d["ok"] else "NO " + d.get("message", "")[:60]) + (f"; {len(bad)} variants failed" if bad else "")
-        lines.append(f"| {r['kernel']} | {shape_text(r['shape'])} | {r['dtype']} | {ok} | {fmt(d['ms'], '.4f')} | "
-                     f"{fmt(r.get('gbps'), '.0f')} | {fmt(r.get('tflops'), '.1f')} | {base} | {speed or '-'} | {best_txt} |")
+        ok = ("yes" if d["ok"] else "NO " + d.get("message", "")[:60]) + (
+            f"; {len(bad)} variants failed" if bad else ""
+        )
+        lines.append(
+            f"| {r['kernel']} | {shape_text(r['shape'])} | {r['dtype']} | {ok} | {fmt(d['ms'], '.4f')} | "
+            f"{fmt(r.get('gbps'), '.0f')} | {fmt(r.get('tflops'), '.1f')} | {base} | {speed or '-'} | {best_txt} |"
+        )
     lines += ["", "## Variants: geometric mean of default ms / variant ms over each kernel's timed cases", ""]
     for name, ranking in report.get("variant_ranking", {}).items():
         lines.append(f"- {name}: " + "; ".join(f"`{json.dumps(v)}` {g:.3f} ({n} cases)" for v, g, n in ranking[:6]))
@@ -191,7 +251,10 @@ def variant_ranking(results: list[dict]) -> dict:
             for v in r["variants"]:
                 key = json.dumps(v["variant"])
                 ratios.setdefault(key, []).append(r["default"]["ms"] / v["ms"] if v.get("ok") and v.get("ms") else 0.0)
-        ranked = [(json.loads(k), math.exp(sum(math.log(max(x, 1e-9)) for x in xs) / len(xs)), len(xs)) for k, xs in ratios.items()]
+        ranked = [
+            (json.loads(k), math.exp(sum(math.log(max(x, 1e-9)) for x in xs) / len(xs)), len(xs))
+            for k, xs in ratios.items()
+        ]
         out[name] = sorted(ranked, key=lambda t: -t[1])
     return out
 
@@ -211,7 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     if not interpret and not torch.cuda.is_available():
-        print("bench/recsys_operators.py: no CUDA GPU here; use --device interpret for a CPU check (untimed)", file=sys.stderr)
+        print(
+            "bench/recsys_operators.py: no CUDA GPU here; use --device interpret for a CPU check (untimed)",
+            file=sys.stderr,
+        )
         return 2
     sys.path.insert(0, str(REPO / "bench"))
     import reference_kernels as rk
@@ -227,9 +293,16 @@ def main(argv: list[str] | None = None) -> int:
     start = time.time()
     deadline = start + args.budget_s
     (args.out / "cases").mkdir(parents=True, exist_ok=True)
-    report = {"environment": {"device": "Triton interpreter (CPU, untimed)" if interpret else torch.cuda.get_device_name(0),
-                              "torch": torch.__version__, "triton": triton.__version__, "command": " ".join(sys.argv)},
-              "peaks": None if interpret else rk.peaks(), "results": []}
+    report = {
+        "environment": {
+            "device": "Triton interpreter (CPU, untimed)" if interpret else torch.cuda.get_device_name(0),
+            "torch": torch.__version__,
+            "triton": triton.__version__,
+            "command": " ".join(sys.argv),
+        },
+        "peaks": None if interpret else rk.peaks(),
+        "results": [],
+    }
 
     def save():
         report["variant_ranking"] = variant_ranking(report["results"])
@@ -247,13 +320,20 @@ def main(argv: list[str] | None = None) -> int:
                 sweep = not args.no_sweep and (interpret or shape_index < SWEEP_SHAPES.get(name, len(cases)))
                 row = run_case(rk, name, specs, case, args.seed, not interpret, sweep, deadline)
                 d = row["default"]
-                print(f"{name:13s} {shape_text(case.params):40s} {case.dtype:9s} {'ok' if d['ok'] else 'WRONG'} "
-                      f"{d['ms'] if d['ms'] is None else round(d['ms'], 4)} ms; baselines {row['baselines_ms']}; "
-                      f"variants failed: {sum(not v.get('ok') for v in row['variants'])}/{len(row['variants'])}", flush=True)
+                print(
+                    f"{name:13s} {shape_text(case.params):40s} {case.dtype:9s} {'ok' if d['ok'] else 'WRONG'} "
+                    f"{d['ms'] if d['ms'] is None else round(d['ms'], 4)} ms; baselines {row['baselines_ms']}; "
+                    f"variants failed: {sum(not v.get('ok') for v in row['variants'])}/{len(row['variants'])}",
+                    flush=True,
+                )
             except Exception as exc:  # one bad case must not lose the others
                 traceback.print_exc()
-                row = {"kernel": name, "shape": case.params, "dtype": case.dtype,
-                       "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+                row = {
+                    "kernel": name,
+                    "shape": case.params,
+                    "dtype": case.dtype,
+                    "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                }
             (args.out / "cases" / f"{name}_{i}.json").write_text(json.dumps(row, indent=1, default=str))
             report["results"].append(row)
             rk.free_cache()
@@ -261,7 +341,9 @@ def main(argv: list[str] | None = None) -> int:
     report["environment"]["wall_s"] = time.time() - start
     save()
     print(markdown(report))
-    ok = all("error" not in r and r["default"]["ok"] and all(v.get("ok") for v in r["variants"]) for r in report["results"])
+    ok = all(
+        "error" not in r and r["default"]["ok"] and all(v.get("ok") for v in r["variants"]) for r in report["results"]
+    )
     return 0 if ok else 1
 
 

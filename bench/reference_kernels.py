@@ -45,27 +45,48 @@ DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.f
 # ("tile" or "split", judged on the column constant named in COLUMNS) or to one column size.
 COLUMNS = {"rmsnorm": "N", "softmax": "N", "cross_entropy": "V"}
 _TWO_PASS = [
-    ({"tile_elems": 4096}, "tile"), ({"tile_elems": 2048}, "tile"), ({"elems_per_thread": 32}, "tile"),
-    ({"elems_per_thread": 8}, "tile"), ({"max_warps": 32}, 16384), ({"single_block_max_n": 8192}, 16384),
-    ({"chunk_n": 0}, "split"), ({"chunk_n": 8192}, "split"), ({"chunk_n": 32768}, "split"),
-    ({"chunk_n": 4096, "split_block_n": 4096}, "split"), ({"split_num_warps": 8}, "split"), ({"split_num_warps": 32}, "split"),
-    ({"split_block_n": 16384, "split_num_warps": 32}, "split"), ({"split_block_n": 4096, "split_num_warps": 8}, "split"),
-    ({"num_stages": 2}, "split"), ({"num_stages": 3}, "split"), ({"l2_hints": False}, "split"),
+    ({"tile_elems": 4096}, "tile"),
+    ({"tile_elems": 2048}, "tile"),
+    ({"elems_per_thread": 32}, "tile"),
+    ({"elems_per_thread": 8}, "tile"),
+    ({"max_warps": 32}, 16384),
+    ({"single_block_max_n": 8192}, 16384),
+    ({"chunk_n": 0}, "split"),
+    ({"chunk_n": 8192}, "split"),
+    ({"chunk_n": 32768}, "split"),
+    ({"chunk_n": 4096, "split_block_n": 4096}, "split"),
+    ({"split_num_warps": 8}, "split"),
+    ({"split_num_warps": 32}, "split"),
+    ({"split_block_n": 16384, "split_num_warps": 32}, "split"),
+    ({"split_block_n": 4096, "split_num_warps": 8}, "split"),
+    ({"num_stages": 2}, "split"),
+    ({"num_stages": 3}, "split"),
+    ({"l2_hints": False}, "split"),
     ({"chunk_n": 32768, "split_block_n": 16384, "split_num_warps": 32}, "split"),
-    ({"chunk_n": 0, "split_programs_per_sm": 2}, "split"), ({"chunk_n": 0, "num_stages": 3}, "split"),
+    ({"chunk_n": 0, "split_programs_per_sm": 2}, "split"),
+    ({"chunk_n": 0, "num_stages": 3}, "split"),
 ]
 SWEEP_PLAN = {
     "rmsnorm": _TWO_PASS,
     "softmax": _TWO_PASS,
     "cross_entropy": [
-        ({"elems_per_thread": 16}, "tile"), ({"tile_elems": 2048}, "tile"), ({"tile_elems": 8192}, "tile"),
+        ({"elems_per_thread": 16}, "tile"),
+        ({"tile_elems": 2048}, "tile"),
+        ({"tile_elems": 8192}, "tile"),
         ({"single_block_max_n": 4096}, 4096),
-        ({"chunk_n": 0}, "split"), ({"chunk_n": 0, "split_block_n": 4096, "split_num_warps": 8}, "split"),
-        ({"chunk_n": 8192}, "split"), ({"chunk_n": 2048}, "split"), ({"chunk_n": 16384}, "split"),
-        ({"split_block_n": 4096}, "split"), ({"split_block_n": 1024}, "split"), ({"split_num_warps": 8}, "split"),
-        ({"num_stages": 2}, "split"), ({"num_stages": 3}, "split"),
+        ({"chunk_n": 0}, "split"),
+        ({"chunk_n": 0, "split_block_n": 4096, "split_num_warps": 8}, "split"),
+        ({"chunk_n": 8192}, "split"),
+        ({"chunk_n": 2048}, "split"),
+        ({"chunk_n": 16384}, "split"),
+        ({"split_block_n": 4096}, "split"),
+        ({"split_block_n": 1024}, "split"),
+        ({"split_num_warps": 8}, "split"),
+        ({"num_stages": 2}, "split"),
+        ({"num_stages": 3}, "split"),
         ({"chunk_n": 8192, "split_block_n": 4096, "split_num_warps": 8}, "split"),
-        ({"single_block_max_n": 16384}, 16384), ({"single_block_max_n": 32768}, 32000),
+        ({"single_block_max_n": 16384}, 16384),
+        ({"single_block_max_n": 32768}, 32000),
     ],
 }
 
@@ -137,8 +158,12 @@ def peaks() -> dict:
     mm_ms = bench(lambda: torch.mm(a, b))
     del a, b
     free_cache()
-    return {"copy_ms": copy_ms, "copy_gbps": 2 * 2 * n / copy_ms / 1e6, "matmul_ms": mm_ms,
-            "matmul_tflops": 2 * 8192**3 / mm_ms / 1e9}
+    return {
+        "copy_ms": copy_ms,
+        "copy_gbps": 2 * 2 * n / copy_ms / 1e6,
+        "matmul_ms": mm_ms,
+        "matmul_tflops": 2 * 8192**3 / mm_ms / 1e9,
+    }
 
 
 @contextlib.contextmanager
@@ -155,6 +180,7 @@ def poisoned_allocations():
             elif t.numel() and t.dtype != torch.bool:
                 t.fill_(torch.iinfo(t.dtype).max)
             return t
+
         return allocate
 
     for n in names:
@@ -181,7 +207,9 @@ def compare(outs, refs, tol) -> dict:
         diff = (got - want).abs().where(finite, torch.zeros_like(got))
         bad = (diff > tol["atol"] + tol["rtol"] * want.abs()).sum().item()
         worst["max_abs_err"] = max(worst["max_abs_err"], diff.max().item())
-        worst["rel_err"] = max(worst["rel_err"], (diff.norm() / want.where(finite, torch.zeros_like(want)).norm().clamp_min(1e-30)).item())
+        worst["rel_err"] = max(
+            worst["rel_err"], (diff.norm() / want.where(finite, torch.zeros_like(want)).norm().clamp_min(1e-30)).item()
+        )
         if bad_nan or bad:
             worst["ok"] = False
             worst["message"] = f"{bad_nan} non-finite, {bad} outside tolerance of {out.numel()}"
@@ -279,7 +307,9 @@ def sweep_case(name, spec, case, state, budget_s: float) -> list[dict]:
                 del outs
                 entry["new_ms"] = bench(lambda: new(*inputs), warmup_ms=5, rep_ms=30)
         except Exception as exc:  # a variant that fails to compile is a finding, not a crash
-            entry.update(ok=False, message=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
+            entry.update(
+                ok=False, message=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            )
         rows.append(entry)
     kernel.CONFIG.clear()
     kernel.CONFIG.update(default)
@@ -305,7 +335,9 @@ def markdown(report: dict) -> str:
     ]
     for r in report["results"]:
         if "error" in r:
-            lines.append(f"| {r['kernel']} | {shape_text(r['shape'])} | {r['dtype']} | ERROR: {r['error'][:80]} | | | | | | | |")
+            lines.append(
+                f"| {r['kernel']} | {shape_text(r['shape'])} | {r['dtype']} | ERROR: {r['error'][:80]} | | | | | | | |"
+            )
             continue
         gbps = f"{r['new_gbps']:.0f}" if r.get("new_gbps") else "-"
         frac = f"{100 * r['fraction_of_copy_peak']:.0f}%" if r.get("fraction_of_copy_peak") else "-"
@@ -314,15 +346,22 @@ def markdown(report: dict) -> str:
             f"{gbps} | {frac} | {r['eager_ms']:.4f} | {r['compile_ms']:.4f} | {r['speedup_vs_eager']:.2f}x | {r['speedup_vs_compile']:.2f}x |"
         )
     if report.get("sweep"):
-        lines += ["", "## CONFIG sweep (changes from the defaults; ms, median of a short do_bench window)", "",
-                  "| kernel | shape | variant | ok | ms | vs default |", "| --- | --- | --- | --- | ---: | ---: |"]
+        lines += [
+            "",
+            "## CONFIG sweep (changes from the defaults; ms, median of a short do_bench window)",
+            "",
+            "| kernel | shape | variant | ok | ms | vs default |",
+            "| --- | --- | --- | --- | ---: | ---: |",
+        ]
         base = {(r["kernel"], shape_text(r["shape"])): r.get("new_ms") for r in report["results"] if "error" not in r}
         for s in report["sweep"]:
             ref_ms = base.get((s["kernel"], shape_text(s["shape"])))
             ms = s.get("new_ms")
             ratio = f"{ref_ms / ms:.2f}x" if ms and ref_ms else "-"
-            lines.append(f"| {s['kernel']} | {shape_text(s['shape'])} | `{json.dumps(s['variant'])}` | "
-                         f"{'yes' if s.get('ok') else 'NO ' + s.get('message', '')[:60]} | {ms if ms is None else f'{ms:.4f}'} | {ratio} |")
+            lines.append(
+                f"| {s['kernel']} | {shape_text(s['shape'])} | `{json.dumps(s['variant'])}` | "
+                f"{'yes' if s.get('ok') else 'NO ' + s.get('message', '')[:60]} | {ms if ms is None else f'{ms:.4f}'} | {ratio} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -332,23 +371,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "reference_kernels.json")
     parser.add_argument("--md", type=Path, help="also write a markdown table here")
     parser.add_argument("--sweep", action="store_true", help="time the CONFIG variants in SWEEP_PLAN too")
-    parser.add_argument("--sweep-s", type=float, default=1e9, help="seconds for all sweeps, shared equally by the cases")
+    parser.add_argument(
+        "--sweep-s", type=float, default=1e9, help="seconds for all sweeps, shared equally by the cases"
+    )
     parser.add_argument("--seed", type=int, default=20261121)
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
-        print("bench/reference_kernels.py needs a CUDA GPU (timings under the interpreter mean nothing)", file=sys.stderr)
+        print(
+            "bench/reference_kernels.py needs a CUDA GPU (timings under the interpreter mean nothing)", file=sys.stderr
+        )
         return 2
     start = time.time()
     import triton
 
     kernels = discover(args.only)
     # Sweep seconds are shared by the cases in proportion to how many variants apply to each.
-    n_variants = {(name, c.label): len(plan_for(name, c, load_module(path, f"plan_{name}").CONFIG))
-                  for name, path, spec in kernels for c in spec.cases("cuda")} if args.sweep else {}
+    n_variants = (
+        {
+            (name, c.label): len(plan_for(name, c, load_module(path, f"plan_{name}").CONFIG))
+            for name, path, spec in kernels
+            for c in spec.cases("cuda")
+        }
+        if args.sweep
+        else {}
+    )
     total_variants = max(1, sum(n_variants.values()))
-    report = {"environment": {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
-                              "command": " ".join(sys.argv)}, "peaks": peaks(), "results": [], "sweep": [], "skipped": SKIPPED}
-    print(f"peaks: copy {report['peaks']['copy_gbps']:.0f} GB/s, bf16 matmul {report['peaks']['matmul_tflops']:.0f} TFLOP/s", flush=True)
+    report = {
+        "environment": {
+            "gpu": torch.cuda.get_device_name(0),
+            "torch": torch.__version__,
+            "triton": triton.__version__,
+            "command": " ".join(sys.argv),
+        },
+        "peaks": peaks(),
+        "results": [],
+        "sweep": [],
+        "skipped": SKIPPED,
+    }
+    print(
+        f"peaks: copy {report['peaks']['copy_gbps']:.0f} GB/s, bf16 matmul {report['peaks']['matmul_tflops']:.0f} TFLOP/s",
+        flush=True,
+    )
 
     def save():
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -362,15 +425,27 @@ def main(argv: list[str] | None = None) -> int:
                 row = run_case(name, path, spec, case, report["peaks"], args.seed)
                 state = row.pop("_state")
                 report["results"].append(row)
-                print(f"{name:14s} {shape_text(case.params):22s} {'ok' if row['ok'] else 'WRONG'} new {row['new_ms']:.4f} ms "
-                      f"({row['new_gbps'] or 0:.0f} GB/s) eager {row['eager_ms']:.4f} compile {row['compile_ms']:.4f}", flush=True)
+                print(
+                    f"{name:14s} {shape_text(case.params):22s} {'ok' if row['ok'] else 'WRONG'} new {row['new_ms']:.4f} ms "
+                    f"({row['new_gbps'] or 0:.0f} GB/s) eager {row['eager_ms']:.4f} compile {row['compile_ms']:.4f}",
+                    flush=True,
+                )
                 if args.sweep:
-                    report["sweep"] += sweep_case(name, spec, case, state, args.sweep_s * n_variants[(name, case.label)] / total_variants)
+                    report["sweep"] += sweep_case(
+                        name, spec, case, state, args.sweep_s * n_variants[(name, case.label)] / total_variants
+                    )
                 del state
             except Exception as exc:
                 traceback.print_exc()
-                report["results"].append({"kernel": name, "spec": spec.name, "shape": case.params, "dtype": case.dtype,
-                                          "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"})
+                report["results"].append(
+                    {
+                        "kernel": name,
+                        "spec": spec.name,
+                        "shape": case.params,
+                        "dtype": case.dtype,
+                        "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                    }
+                )
             free_cache()
             save()
     report["environment"]["wall_s"] = time.time() - start

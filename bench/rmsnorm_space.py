@@ -41,7 +41,14 @@ from kernelevolve.spec import load_spec  # noqa: E402
 PATH_KNOBS = {
     "tile": ["tile_elems", "elems_per_thread", "max_warps"],
     "chunk": ["chunk_n", "split_block_n", "split_num_warps", "num_stages", "l2_hints"],
-    "split": ["split_block_n", "split_num_warps", "split_programs_per_sm", "num_stages", "reverse_second_pass", "l2_hints"],
+    "split": [
+        "split_block_n",
+        "split_num_warps",
+        "split_programs_per_sm",
+        "num_stages",
+        "reverse_second_pass",
+        "l2_hints",
+    ],
 }
 
 
@@ -77,7 +84,9 @@ def median_ms(fn, warmup: float, rep: float) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--start-percentile", type=float, default=10.0, help="where in the space the search's start config lies")
+    ap.add_argument(
+        "--start-percentile", type=float, default=10.0, help="where in the space the search's start config lies"
+    )
     ap.add_argument("--warmup", type=float, default=5.0)
     ap.add_argument("--rep", type=float, default=30.0)
     args = ap.parse_args()
@@ -113,14 +122,22 @@ def main() -> None:
     table: dict[str, float | None] = {}
     for si, sh in enumerate(shapes):
         n = sh["params"]["N"]
-        paths = {path_of({**default, "single_block_max_n": t, "chunk_n": c}, n)
-                 for t in tunables["single_block_max_n"] for c in tunables["chunk_n"]}
+        paths = {
+            path_of({**default, "single_block_max_n": t, "chunk_n": c}, n)
+            for t in tunables["single_block_max_n"]
+            for c in tunables["chunk_n"]
+        }
         for path in sorted(paths):
             knobs = PATH_KNOBS[path]
-            values = [tunables[k] if not (path == "chunk" and k == "chunk_n") else [v for v in tunables[k] if v > 0] for k in knobs]
+            values = [
+                tunables[k] if not (path == "chunk" and k == "chunk_n") else [v for v in tunables[k] if v > 0]
+                for k in knobs
+            ]
             for combo in itertools.product(*values):
                 cfg = dict(default, **dict(zip(knobs, combo)))
-                cfg["single_block_max_n"] = max(tunables["single_block_max_n"]) if path == "tile" else min(tunables["single_block_max_n"])
+                cfg["single_block_max_n"] = (
+                    max(tunables["single_block_max_n"]) if path == "tile" else min(tunables["single_block_max_n"])
+                )
                 if path == "split":
                     cfg["chunk_n"] = 0
                 assert path_of(cfg, n) == path
@@ -131,7 +148,11 @@ def main() -> None:
                     with torch.no_grad():
                         y = kernel.rmsnorm_forward(sh["x"], sh["w"], 1e-6)
                         ok = bool(torch.allclose(y.float(), sh["want"], atol=0.05, rtol=0.02))
-                        table[key] = median_ms(lambda: kernel.rmsnorm_forward(sh["x"], sh["w"], 1e-6), args.warmup, args.rep) if ok else None
+                        table[key] = (
+                            median_ms(lambda: kernel.rmsnorm_forward(sh["x"], sh["w"], 1e-6), args.warmup, args.rep)
+                            if ok
+                            else None
+                        )
                 except Exception as exc:  # a configuration that fails counts as fitness 0
                     print(f"  {key}: {type(exc).__name__}: {exc}"[:200], flush=True)
                     table[key] = None
@@ -151,7 +172,10 @@ def main() -> None:
             logs += math.log(sh["baseline_ms"] / ms)
         return math.exp(logs / len(shapes))
 
-    scored = sorted(((fitness(dict(zip(names, vals))), vals) for vals in itertools.product(*(tunables[k] for k in names))), reverse=True)
+    scored = sorted(
+        ((fitness(dict(zip(names, vals))), vals) for vals in itertools.product(*(tunables[k] for k in names))),
+        reverse=True,
+    )
     best_fit, best_vals = scored[0]
     best = dict(zip(names, best_vals))
     correct = [s for s in scored if s[0] > 0]
@@ -166,21 +190,36 @@ def main() -> None:
     measured = []
     with torch.no_grad():
         for sh in shapes:
-            measured.append(sh["baseline_ms"] / median_ms(lambda: kernel.rmsnorm_forward(sh["x"], sh["w"], 1e-6), 25, 100))
+            measured.append(
+                sh["baseline_ms"] / median_ms(lambda: kernel.rmsnorm_forward(sh["x"], sh["w"], 1e-6), 25, 100)
+            )
     best_measured = math.exp(sum(map(math.log, measured)) / len(measured))
 
     (args.out / "rmsnorm_best.py").write_text(rewrite_config(source, best))
     (args.out / "rmsnorm_start.py").write_text(rewrite_config(source, start))
     report = {
-        "gpu": torch.cuda.get_device_name(0) if GPU else "cpu (interpreter smoke test)", "torch": torch.__version__,
-        "space_size": len(scored), "configs_correct": len(correct), "combos_timed": len(table),
-        "baselines_ms": [sh["baseline_ms"] for sh in shapes], "shapes": [sh["params"] for sh in shapes],
-        "best": {"config": best, "fitness_composed": best_fit, "fitness_retimed": best_measured, "per_shape_speedup_retimed": measured},
+        "gpu": torch.cuda.get_device_name(0) if GPU else "cpu (interpreter smoke test)",
+        "torch": torch.__version__,
+        "space_size": len(scored),
+        "configs_correct": len(correct),
+        "combos_timed": len(table),
+        "baselines_ms": [sh["baseline_ms"] for sh in shapes],
+        "shapes": [sh["params"] for sh in shapes],
+        "best": {
+            "config": best,
+            "fitness_composed": best_fit,
+            "fitness_retimed": best_measured,
+            "per_shape_speedup_retimed": measured,
+        },
         "default": {"config": default, "fitness_composed": fitness(default)},
         "start": {"config": start, "fitness_composed": start_fit, "percentile": args.start_percentile},
-        "fitness_percentiles": {p: scored[min(len(scored) - 1, int(len(scored) * (1 - p / 100)))][0] for p in (100, 99, 90, 75, 50, 25, 10, 1)},
+        "fitness_percentiles": {
+            p: scored[min(len(scored) - 1, int(len(scored) * (1 - p / 100)))][0]
+            for p in (100, 99, 90, 75, 50, 25, 10, 1)
+        },
         "configs_within_95pct_of_best": sum(1 for f, _ in scored if f >= 0.95 * best_fit),
-        "table": table, "seconds": time.time() - t0,
+        "table": table,
+        "seconds": time.time() - t0,
     }
     (args.out / "rmsnorm_space.json").write_text(json.dumps(report, indent=1))
     print(json.dumps({k: v for k, v in report.items() if k != "table"}, indent=1))

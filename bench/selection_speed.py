@@ -74,9 +74,15 @@ def measure(policy_name: str, graph: SearchGraph, k: int, repeats: int) -> dict:
         t = time.perf_counter()
         policy.select(graph, k, rng)
         times.append(time.perf_counter() - t)
-    return {"policy": policy_name, "nodes": len(graph), "k": k, "repeats": repeats,
-            "median_ms": 1e3 * statistics.median(times), "min_ms": 1e3 * min(times),
-            "observe_all_ms": 1e3 * observe_s}
+    return {
+        "policy": policy_name,
+        "nodes": len(graph),
+        "k": k,
+        "repeats": repeats,
+        "median_ms": 1e3 * statistics.median(times),
+        "min_ms": 1e3 * min(times),
+        "observe_all_ms": 1e3 * observe_s,
+    }
 
 
 def main() -> None:
@@ -95,16 +101,26 @@ def main() -> None:
                 row = measure(name, graph, k, args.repeats)
                 rows.append(row)
                 print(f"{name:13s} {size:6d} nodes k={k}: {row['median_ms']:8.2f} ms per select", flush=True)
-    machine = {"python": sys.version.split()[0], "networkx": networkx.__version__, "platform": platform.platform(),
-               "processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()}
+    machine = {
+        "python": sys.version.split()[0],
+        "networkx": networkx.__version__,
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "selection_speed.json").write_text(json.dumps({"machine": machine, "results": rows}, indent=2) + "\n")
-    lines = ["# Selection time per step", "",
-             "`python bench/selection_speed.py`: synthetic graphs (10% failed nodes, debug chains, 5% crossovers), "
-             "median wall time of one `policy.select(graph, k)` call over "
-             f"{args.repeats} calls; no evaluation. Machine: {machine['processor']}, {machine['cpus']} CPUs "
-             f"(shared), Python {machine['python']}, networkx {machine['networkx']}.", "",
-             "| policy | nodes | k | median ms | min ms |", "| --- | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "# Selection time per step",
+        "",
+        "`python bench/selection_speed.py`: synthetic graphs (10% failed nodes, debug chains, 5% crossovers), "
+        "median wall time of one `policy.select(graph, k)` call over "
+        f"{args.repeats} calls; no evaluation. Machine: {machine['processor']}, {machine['cpus']} CPUs "
+        f"(shared), Python {machine['python']}, networkx {machine['networkx']}.",
+        "",
+        "| policy | nodes | k | median ms | min ms |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
     lines += [f"| {r['policy']} | {r['nodes']:,} | {r['k']} | {r['median_ms']:.2f} | {r['min_ms']:.2f} |" for r in rows]
     (args.out / "selection_speed.md").write_text("\n".join(lines) + "\n")
 

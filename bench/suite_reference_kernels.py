@@ -32,9 +32,27 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     db = f"sqlite:///{(args.out / 'suite.db').resolve()}"
     specs = [str(ROOT / "specs" / f"{name}.yaml") for name in args.specs]
-    proc = subprocess.run([*CLI, "suite", "--solutions", str(ROOT / "knowledge_base" / "kernels"), *specs,
-                           "--device", args.device, "--baseline", "torch.compile", "--parallel", "1", "--db", db,
-                           "--json"], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            *CLI,
+            "suite",
+            "--solutions",
+            str(ROOT / "knowledge_base" / "kernels"),
+            *specs,
+            "--device",
+            args.device,
+            "--baseline",
+            "torch.compile",
+            "--parallel",
+            "1",
+            "--db",
+            db,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     (args.out / "suite_stdout.txt").write_text(proc.stdout)
     (args.out / "suite_stderr.txt").write_text(proc.stderr)
     campaign = next((line.split()[1] for line in proc.stderr.splitlines() if line.startswith("campaign c-")), None)
@@ -44,18 +62,30 @@ def main() -> int:
     # the score from the database, whether or not the suite process finished cleanly
     score = subprocess.run([*CLI, "score", campaign, "--db", db, "--json"], capture_output=True, text=True, cwd=ROOT)
     (args.out / "score.json").write_text(score.stdout)
-    text = subprocess.run([*CLI, "score", campaign, "--db", db], capture_output=True, text=True, cwd=ROOT,
-                          env={**__import__("os").environ, "COLUMNS": "120"})
+    text = subprocess.run(
+        [*CLI, "score", campaign, "--db", db],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**__import__("os").environ, "COLUMNS": "120"},
+    )
     (args.out / "score.txt").write_text(text.stdout + text.stderr)
     data = json.loads(score.stdout)
-    rows = ["| problem | result | speedup vs " + data["baseline"] + " | fast_1.0 | shapes |", "| --- | --- | --- | --- | --- |"]
+    rows = [
+        "| problem | result | speedup vs " + data["baseline"] + " | fast_1.0 | shapes |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for p in data["problems"]:
         speed = "-" if p["speedup"] is None else f"{p['speedup']:.3f}x"
         fast = "yes" if p["speedup"] is not None and p["speedup"] > 1.0 else "no"
-        rows.append(f"| {p['name']} | {'correct' if p['correct'] else p['failure']} | {speed} | {fast} | "
-                    f"{p['shapes'] or p['shape_rule']} |")
-    summary = (f"campaign {campaign} on {data['device']}: correct {data['correct']}/{data['total']}, "
-               f"fast_p {data['fast_p']}, geomean {data['geomean_speedup']}")
+        rows.append(
+            f"| {p['name']} | {'correct' if p['correct'] else p['failure']} | {speed} | {fast} | "
+            f"{p['shapes'] or p['shape_rule']} |"
+        )
+    summary = (
+        f"campaign {campaign} on {data['device']}: correct {data['correct']}/{data['total']}, "
+        f"fast_p {data['fast_p']}, geomean {data['geomean_speedup']}"
+    )
     (args.out / "table.md").write_text(summary + "\n\n" + "\n".join(rows) + "\n")
     print(summary)
     print("\n".join(rows))

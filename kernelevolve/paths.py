@@ -61,7 +61,9 @@ def cache_dir() -> Path:
 
     from kernelevolve.settings import settings
 
-    base = settings().cache_dir or Path(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))) / "kernelevolve"
+    base = (
+        settings().cache_dir or Path(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))) / "kernelevolve"
+    )
     path = Path(base)
     path.mkdir(parents=True, exist_ok=True)
     return path

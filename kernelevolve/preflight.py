@@ -36,11 +36,15 @@ def _environment(workdir: Path, device: str) -> dict[str, str]:
     from kernelevolve.paths import cache_dir
 
     caches = cache_dir()
-    env = clean_environment({
-        "HOME": str(workdir), "TMPDIR": str(workdir),
-        "TRITON_CACHE_DIR": str(caches / "triton"), "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
-        "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 2) // 2)),
-    })
+    env = clean_environment(
+        {
+            "HOME": str(workdir),
+            "TMPDIR": str(workdir),
+            "TRITON_CACHE_DIR": str(caches / "triton"),
+            "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
+            "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 2) // 2)),
+        }
+    )
     if device == "cuda":
         env.pop("TRITON_INTERPRET", None)
     else:
@@ -64,18 +68,27 @@ def suggestion(spec: Spec, device: str) -> str:
 
     try:
         if not constants(spec.reference_source):
-            return (f"{spec.reference.name} has no module-level size constants that --shape could override: "
-                    "write its sizes as constants (batch_size = 16 ...) or make a smaller copy of it")
+            return (
+                f"{spec.reference.name} has no module-level size constants that --shape could override: "
+                "write its sizes as constants (batch_size = 16 ...) or make a smaller copy of it"
+            )
     except SyntaxError:
         pass
     if device == "interpret" and not spec.interpret_shapes and spec.path is not None:
         return f"give smaller shapes with --shape NAME=VALUE, or add interpret_shapes to {spec.path.name}"
     return "give smaller shapes with --shape NAME=VALUE" + (
-        "" if spec.path is None else f" (or change the shapes in {spec.path.name})")
+        "" if spec.path is None else f" (or change the shapes in {spec.path.name})"
+    )
 
 
-def preflight(spec: Spec, device: str, shapes: list[dict[str, ShapeValue]] | None = None, *,
-              timeout_s: float = 300.0, max_memory_bytes: int | None = DEFAULT_MEMORY_BYTES) -> PreflightResult:
+def preflight(
+    spec: Spec,
+    device: str,
+    shapes: list[dict[str, ShapeValue]] | None = None,
+    *,
+    timeout_s: float = 300.0,
+    max_memory_bytes: int | None = DEFAULT_MEMORY_BYTES,
+) -> PreflightResult:
     """Run the reference alone at every case of (spec, device, shapes) in one sandboxed process."""
     from kernelevolve.evaluation.sandbox import Limits, run_script
     from kernelevolve.harness import render
@@ -92,8 +105,13 @@ def preflight(spec: Spec, device: str, shapes: list[dict[str, ShapeValue]] | Non
             "seed": secrets.randbits(30),
         }
         limits = Limits(timeout_s=timeout_s, max_memory_bytes=max_memory_bytes if device == "interpret" else None)
-        outcome = run_script(render("preflight", config), workdir / "run", limits=limits,
-                             env=_environment(workdir, device), result_path=workdir / "run" / "result.json")
+        outcome = run_script(
+            render("preflight", config),
+            workdir / "run",
+            limits=limits,
+            env=_environment(workdir, device),
+            result_path=workdir / "run" / "result.json",
+        )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     data = outcome.result or {}
@@ -112,7 +130,11 @@ def preflight(spec: Spec, device: str, shapes: list[dict[str, ShapeValue]] | Non
         else:
             last = (outcome.stderr.strip().splitlines() or ["no output"])[-1][:200]
             why = f"its process exited with status {outcome.returncode}: {last}"
-        where = case.label.replace("default", "the module's own sizes,", 1) if case.label.startswith("default") else case.label
+        where = (
+            case.label.replace("default", "the module's own sizes,", 1)
+            if case.label.startswith("default")
+            else case.label
+        )
         message = f"{head} at {where} on {device}: {why}; {suggestion(spec, device)}"
         return PreflightResult(False, " ".join(message.split()), case.label, outcome.duration_s)
     return PreflightResult(True, duration_s=outcome.duration_s)

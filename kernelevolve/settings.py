@@ -24,23 +24,40 @@ class SettingsError(ValueError):
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=PREFIX, env_ignore_empty=True, extra="ignore", frozen=True)
 
-    db: str | None = Field(None, description="SQLAlchemy URL of the experiment database (default sqlite:///kernelevolve.db).")
+    db: str | None = Field(
+        None, description="SQLAlchemy URL of the experiment database (default sqlite:///kernelevolve.db)."
+    )
     model: str | None = Field(None, description="The operator when --model is not given (default: offline).")
     kb: Path | None = Field(None, description="Knowledge-base folder used instead of the bundled one (like --kb).")
     cache_dir: Path | None = Field(None, description="Per-user cache folder (default ~/.cache/kernelevolve).")
-    log_level: str = Field("warning", description="Log level on stderr: debug, info, warning, error (like --log-level).")
-    log_dir: Path | None = Field(None, description="Folder of the per-run log files (default: the cache folder's logs/).")
+    log_level: str = Field(
+        "warning", description="Log level on stderr: debug, info, warning, error (like --log-level)."
+    )
+    log_dir: Path | None = Field(
+        None, description="Folder of the per-run log files (default: the cache folder's logs/)."
+    )
     temperature: float | None = Field(None, ge=0, le=2, description="LLM sampling temperature (like --temperature).")
-    max_tokens: int | None = Field(None, gt=0, description="Longest LLM reply in tokens (like --max-tokens; default 8192).")
+    max_tokens: int | None = Field(
+        None, gt=0, description="Longest LLM reply in tokens (like --max-tokens; default 8192)."
+    )
     llm_timeout: float | None = Field(None, gt=0, description="Seconds one LLM request may take (default 600).")
-    llm_retries: int | None = Field(None, ge=0, description="Retries of an LLM request the service refused for now (default 6).")
+    llm_retries: int | None = Field(
+        None, ge=0, description="Retries of an LLM request the service refused for now (default 6)."
+    )
     context_tokens: int | None = Field(None, gt=0, description="Prompt budget in tokens (default 24000).")
     llm_insights: bool = Field(True, description="0: rule-based insights only, no model call for them.")
     reply_cache: bool = Field(False, description="1: reuse cached LLM replies, like run --reply-cache.")
-    file_wait: float | None = Field(None, gt=0, description="Seconds the file: provider waits for a reply (default 3600).")
-    price: tuple[float, float] | None = Field(None, description="IN,OUT: USD per million input and output tokens, for models "
-                                                                  "the price list lacks and self-hosted servers.")
-    review_token: str | None = Field(None, description="Token `kernelevolve serve` requires on non-loopback addresses (like --token).")
+    file_wait: float | None = Field(
+        None, gt=0, description="Seconds the file: provider waits for a reply (default 3600)."
+    )
+    price: tuple[float, float] | None = Field(
+        None,
+        description="IN,OUT: USD per million input and output tokens, for models "
+        "the price list lacks and self-hosted servers.",
+    )
+    review_token: str | None = Field(
+        None, description="Token `kernelevolve serve` requires on non-loopback addresses (like --token)."
+    )
     debug: bool = Field(False, description="1: show Python tracebacks of internal errors.")
 
     @field_validator("price", mode="before")
@@ -72,8 +89,14 @@ class Settings(BaseSettings):
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 # settings field -> the operator option it sets (kernelevolve.operators.resolve_operator)
-_OPERATOR_OPTION = {"temperature": "temperature", "max_tokens": "max_tokens", "llm_timeout": "timeout_s",
-                    "llm_retries": "max_retries", "context_tokens": "token_budget", "file_wait": "wait_s"}
+_OPERATOR_OPTION = {
+    "temperature": "temperature",
+    "max_tokens": "max_tokens",
+    "llm_timeout": "timeout_s",
+    "llm_retries": "max_retries",
+    "context_tokens": "token_budget",
+    "file_wait": "wait_s",
+}
 
 
 @functools.cache

@@ -19,9 +19,17 @@ import operator
 import re
 from typing import Any
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
-           ast.LShift: operator.lshift, ast.RShift: operator.rshift}
+_BINOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+}
 _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 _CALLS = {"int": int, "float": float, "min": min, "max": max, "abs": abs, "round": round}
 
@@ -53,8 +61,7 @@ def _eval(node: ast.expr, scope: dict[str, Any]) -> Any:
             return _BINOPS[type(node.op)](left, right)
         except Exception:
             raise _NotConstant from None
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CALLS
-            and not node.keywords):
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CALLS and not node.keywords:
         try:
             return _CALLS[node.func.id](*(_eval(a, scope) for a in node.args))
         except _NotConstant:
@@ -132,14 +139,14 @@ def check(overrides: dict[str, Any], source: str, module_name: str, where: str =
     unknown = sorted(set(overrides) - set(consts))
     if unknown:
         listed = ", ".join(sorted(consts)) or "none"
-        raise ShapeError(f"{where}: {', '.join(unknown)} is not a module-level constant of {module_name} "
-                         f"(constants: {listed})")
+        raise ShapeError(
+            f"{where}: {', '.join(unknown)} is not a module-level constant of {module_name} (constants: {listed})"
+        )
     for name, value in overrides.items():
         problem = _mismatch(name, value, consts[name])
         if problem:
             shown = _show(value) if isinstance(value, (list, tuple)) else repr(value)
-            raise ShapeError(f"{where}: {name}={shown}: "
-                             f"{problem} ({module_name} has {name} = {_show(consts[name])})")
+            raise ShapeError(f"{where}: {name}={shown}: {problem} ({module_name} has {name} = {_show(consts[name])})")
 
 
 def _mismatch(name: str, value: Any, original: Any) -> str | None:
@@ -211,8 +218,9 @@ def override_tree(tree: ast.Module, overrides: dict[str, Any]) -> ast.Module:
         body.append(stmt)  # the original binding first, then the overridden names
         for name in hits:
             value = coerce(overrides[name], scope.get(name))
-            body.append(ast.copy_location(ast.Assign(targets=[ast.Name(name, ast.Store())], value=_literal(value, stmt)),
-                                          stmt))
+            body.append(
+                ast.copy_location(ast.Assign(targets=[ast.Name(name, ast.Store())], value=_literal(value, stmt)), stmt)
+            )
     tree.body = body
     return ast.fix_missing_locations(tree)
 

@@ -252,7 +252,9 @@ def load_spec(path: str | Path) -> Spec:
 
 def _spec_from_module(path: Path) -> Spec:
     _check_reference(path.resolve(), str(path))
-    return Spec(name=path.stem.replace(" ", "_"), reference=path.resolve(), description=f"KernelBench-style module {path.name}")
+    return Spec(
+        name=path.stem.replace(" ", "_"), reference=path.resolve(), description=f"KernelBench-style module {path.name}"
+    )
 
 
 def _check_reference(ref: Path, where: str) -> None:
@@ -278,8 +280,11 @@ def parse_shape_option(text: str) -> dict[str, ShapeValue]:
         raise SpecError(str(e)) from None
     for name, value in out.items():
         ok = isinstance(value, (int, float, str)) or (
-            isinstance(value, (list, tuple)) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value))
+            isinstance(value, (list, tuple))
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value)
+        )
         if not ok:
-            raise SpecError(f"--shape {text!r}: {name}: a number, True/False, a string or a tuple of numbers, "
-                            f"not {value!r}")
+            raise SpecError(
+                f"--shape {text!r}: {name}: a number, True/False, a string or a tuple of numbers, not {value!r}"
+            )
     return out

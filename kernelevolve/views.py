@@ -39,7 +39,9 @@ def failure_line(node: Node) -> str:
     """`failed (CLASS): message` for a failed node (the message's first line), else ''."""
     if node.evaluation is None or node.correct:
         return ""
-    message = " ".join((node.evaluation.message or "").split()).replace("operator error: OperatorError: ", "operator error: ")
+    message = " ".join((node.evaluation.message or "").split()).replace(
+        "operator error: OperatorError: ", "operator error: "
+    )
     return f"failed ({node.failure})" + (f": {message}" if message else "")
 
 

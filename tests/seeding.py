@@ -51,5 +51,6 @@ def seed(request) -> int:
     value = seed_for(request.node.nodeid)
     seed_everything(value)
     request.node.add_report_section(
-        "setup", "seed", f"seed {value}; replay: {ENV}={value} python -m pytest '{request.node.nodeid}'\n")
+        "setup", "seed", f"seed {value}; replay: {ENV}={value} python -m pytest '{request.node.nodeid}'\n"
+    )
     return value

@@ -23,12 +23,15 @@ from kernelevolve.spec import load_spec
 
 def timed(*pairs: tuple[float, float], correct: bool = True) -> EvalResult:
     """A timed result with one shape per (latency_ms, baseline_ms)."""
-    shapes = [ShapeResult(label=f"s{i}", params={}, dtype="bfloat16", correct=True, latency_ms=lat, baseline_ms=base)
-              for i, (lat, base) in enumerate(pairs)]
+    shapes = [
+        ShapeResult(label=f"s{i}", params={}, dtype="bfloat16", correct=True, latency_ms=lat, baseline_ms=base)
+        for i, (lat, base) in enumerate(pairs)
+    ]
     return EvalResult(correct=correct, shapes=shapes, device="cuda", timed=True)
 
 
 # -- fitness ---------------------------------------------------------------------------------------
+
 
 def test_fitness_is_geometric():
     # Speedups 4x and 1x: geometric mean 2.0, arithmetic mean 2.5.
@@ -81,15 +84,24 @@ class FakeGPU:
     def render(self, name: str, config: dict) -> str:
         return json.dumps({"name": name, "config": config})
 
-    def run_script(self, script: str, workdir, *, limits, env, result_path, clock=None, prepare_timeout_s=0.0) -> Outcome:
+    def run_script(
+        self, script: str, workdir, *, limits, env, result_path, clock=None, prepare_timeout_s=0.0
+    ) -> Outcome:
         rendered = json.loads(script)
         config = rendered["config"]
         if clock is not None:  # a process that prepares, then waits for the evaluator's go (or stop)
             assert clock.wait(10), "the evaluator never said go or stop"
             if (workdir / "stop").exists():
                 self.runs.append(("stopped " + config["mode"], []))
-                return Outcome(returncode=0, timed_out=False, signal_name=None, duration_s=0.01, stdout="", stderr="",
-                               result={"stage": "done", "cancelled": True})
+                return Outcome(
+                    returncode=0,
+                    timed_out=False,
+                    signal_name=None,
+                    duration_s=0.01,
+                    stdout="",
+                    stderr="",
+                    result={"stage": "done", "cancelled": True},
+                )
         labels = [c["label"] for c in config["cases"]]
         phase = "correctness" if rendered["name"] == "correctness" else config["mode"]
         self.runs.append((phase, labels))
@@ -102,8 +114,9 @@ class FakeGPU:
             data.update(stage="timing", failure=self.candidate_failure, cases=[])
         else:
             data["cases"] = [{"label": label, "latency_ms": self.latency_ms.get(label)} for label in labels]
-        return Outcome(returncode=0, timed_out=False, signal_name=None, duration_s=0.01, stdout="", stderr="",
-                       result=data)
+        return Outcome(
+            returncode=0, timed_out=False, signal_name=None, duration_s=0.01, stdout="", stderr="", result=data
+        )
 
 
 @pytest.fixture
@@ -123,8 +136,12 @@ def gpu(monkeypatch, spec):
 
 
 def _evaluator(tmp_path, store=None):
-    return evaluator_module.Evaluator(device="cuda", gpus=[0], baseline_store=store or BaselineTable(Repository(f"sqlite:///{tmp_path / 'b.db'}")),
-                                      scratch_root=tmp_path)
+    return evaluator_module.Evaluator(
+        device="cuda",
+        gpus=[0],
+        baseline_store=store or BaselineTable(Repository(f"sqlite:///{tmp_path / 'b.db'}")),
+        scratch_root=tmp_path,
+    )
 
 
 def test_timed_evaluation_reads_latencies_and_derives_speedup_bandwidth_and_throughput(tmp_path, spec, gpu):
@@ -151,8 +168,11 @@ def test_a_shape_without_a_latency_leaves_the_result_untimed(tmp_path, spec, gpu
 
 
 def test_a_failure_reported_by_the_benchmark_process_is_the_results_failure(tmp_path, spec, gpu):
-    gpu.candidate_failure = {"class": "timing", "message": "work launched on another stream\nmore detail",
-                             "traceback": "Traceback ...\nTimingError"}
+    gpu.candidate_failure = {
+        "class": "timing",
+        "message": "work launched on another stream\nmore detail",
+        "traceback": "Traceback ...\nTimingError",
+    }
     result = _evaluator(tmp_path).evaluate(spec, SOURCE, shapes=SHAPES)
     assert (result.correct, result.failure, result.message) == (False, "timing", "work launched on another stream")
     assert result.fitness == 0.0 and "TimingError" in result.log
@@ -203,6 +223,7 @@ def test_a_candidate_that_fails_its_checks_is_never_timed_but_its_baseline_is(tm
 
 # -- the baseline store ----------------------------------------------------------------------------
 
+
 def test_the_database_baseline_store_persists_across_processes_and_filters_by_prefix(tmp_path):
     url = f"sqlite:///{tmp_path / 'k.db'}"
     store = BaselineTable(Repository(url))
@@ -211,8 +232,10 @@ def test_the_database_baseline_store_persists_across_processes_and_filters_by_pr
     store.save("abc|M=2 bfloat16|torch.compile|H200|2.13|3.6", 0.5)
     store.save("xyz|M=1 bfloat16|eager|H200|2.13|3.6", 9.0)
     fresh = BaselineTable(Repository(url))  # another process, later
-    assert fresh.lookup("abc") == {"abc|M=1 bfloat16|torch.compile|H200|2.13|3.6": 0.25,
-                                   "abc|M=2 bfloat16|torch.compile|H200|2.13|3.6": 0.5}
+    assert fresh.lookup("abc") == {
+        "abc|M=1 bfloat16|torch.compile|H200|2.13|3.6": 0.25,
+        "abc|M=2 bfloat16|torch.compile|H200|2.13|3.6": 0.5,
+    }
     assert list(fresh.lookup("xyz").values()) == [9.0]
     fresh.save("abc|M=1 bfloat16|torch.compile|H200|2.13|3.6", 0.3)  # re-timed: the newest counts
     assert store.lookup("abc|M=1")["abc|M=1 bfloat16|torch.compile|H200|2.13|3.6"] == 0.3
@@ -221,8 +244,10 @@ def test_the_database_baseline_store_persists_across_processes_and_filters_by_pr
 
 def test_the_database_baseline_store_keeps_every_concurrent_save(tmp_path):
     store = BaselineTable(Repository(f"sqlite:///{tmp_path / 'k.db'}"))
-    threads = [threading.Thread(target=lambda i=i: store.save(f"spec|shape {i}|eager|H200|2.13|3.6", float(i)))
-               for i in range(16)]
+    threads = [
+        threading.Thread(target=lambda i=i: store.save(f"spec|shape {i}|eager|H200|2.13|3.6", float(i)))
+        for i in range(16)
+    ]
     for t in threads:
         t.start()
     for t in threads:

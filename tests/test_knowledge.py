@@ -40,9 +40,14 @@ def md(title: str, kind: str, body: str, tags="[]", hardware="[any]", family="[a
 
 # -- shipped documents ----------------------------------------------------------------------
 
+
 def test_every_shipped_document_parses_with_its_header(kb):
-    files = [p for k in KINDS for p in (SHIPPED / k).glob("*.py" if k == "kernels" else "*.md")
-             if not p.name.startswith(("_", ".", "test_"))]
+    files = [
+        p
+        for k in KINDS
+        for p in (SHIPPED / k).glob("*.py" if k == "kernels" else "*.md")
+        if not p.name.startswith(("_", ".", "test_"))
+    ]
     assert len(kb) == len(files) >= 20
     for doc in kb:
         assert doc.path.parent.name == doc.kind
@@ -79,6 +84,7 @@ def test_reference_kernels_carry_their_source_and_spec(kb):
 
 # -- retrieval ------------------------------------------------------------------------------
 
+
 def test_online_softmax_query_ranks_the_reductions_guidance_first(kb):
     ranked = kb.search("online softmax split row", kind="guidance")
     assert ranked[0].name == "memory_bound_reductions"
@@ -86,15 +92,18 @@ def test_online_softmax_query_ranks_the_reductions_guidance_first(kb):
     assert "guidance/memory_bound_reductions" in overall
 
 
-@pytest.mark.parametrize("query, expected", [
-    ("int32 overflow program_id grid limit", "constraints/indexing_overflow"),
-    ("masked load other value out of bounds", "constraints/masking"),
-    ("tl.dot minimum K tf32 accumulator", "constraints/tl_dot"),
-    ("grouped ordering L2 matmul tiles", "guidance/matmul_tiling"),
-    ("broadcast user candidate index epilogue", "guidance/ikbo_broadcast"),
-    ("causal block skipping flash attention", "guidance/attention"),
-    ("interpreter does not catch races", "constraints/interpreter"),
-])
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("int32 overflow program_id grid limit", "constraints/indexing_overflow"),
+        ("masked load other value out of bounds", "constraints/masking"),
+        ("tl.dot minimum K tf32 accumulator", "constraints/tl_dot"),
+        ("grouped ordering L2 matmul tiles", "guidance/matmul_tiling"),
+        ("broadcast user candidate index epilogue", "guidance/ikbo_broadcast"),
+        ("causal block skipping flash attention", "guidance/attention"),
+        ("interpreter does not catch races", "constraints/interpreter"),
+    ],
+)
 def test_focused_queries_find_their_document(kb, query, expected):
     assert kb.search(query, kind=expected.split("/")[0])[0].ref == expected
 
@@ -154,17 +163,21 @@ def test_get_by_name_and_ambiguity(tmp_path):
 
 # -- malformed documents --------------------------------------------------------------------
 
-@pytest.mark.parametrize("rel, text, message", [
-    ("guidance/g.md", "# no header\n", "no front matter"),
-    ("guidance/g.md", "---\ntitle: x\nkind: guidance\n", "not closed"),
-    ("guidance/g.md", "---\ntitle: [unclosed\n---\nbody\n", "not valid YAML"),
-    ("guidance/g.md", "---\ntitle: x\nkind: guidance\ntags: []\n---\n", "lacks hardware, family"),
-    ("guidance/g.md", md("x", "hardware", "b"), "says kind 'hardware' but the file is in guidance/"),
-    ("guidance/g.md", md("x", "guidance", "b", tags="fast"), "`tags` must be a list"),
-    ("guidance/g.md", md("x", "guidance", "b", hardware="[]"), "`hardware` is empty"),
-    ("kernels/k.py", "import triton\n", "no module docstring"),
-    ("kernels/k.py", 'def broken(:\n', "line 1"),
-])
+
+@pytest.mark.parametrize(
+    "rel, text, message",
+    [
+        ("guidance/g.md", "# no header\n", "no front matter"),
+        ("guidance/g.md", "---\ntitle: x\nkind: guidance\n", "not closed"),
+        ("guidance/g.md", "---\ntitle: [unclosed\n---\nbody\n", "not valid YAML"),
+        ("guidance/g.md", "---\ntitle: x\nkind: guidance\ntags: []\n---\n", "lacks hardware, family"),
+        ("guidance/g.md", md("x", "hardware", "b"), "says kind 'hardware' but the file is in guidance/"),
+        ("guidance/g.md", md("x", "guidance", "b", tags="fast"), "`tags` must be a list"),
+        ("guidance/g.md", md("x", "guidance", "b", hardware="[]"), "`hardware` is empty"),
+        ("kernels/k.py", "import triton\n", "no module docstring"),
+        ("kernels/k.py", "def broken(:\n", "line 1"),
+    ],
+)
 def test_malformed_document_gives_one_line_error_naming_the_file(tmp_path, rel, text, message):
     write(tmp_path, "constraints/good.md", md("Fine", "constraints", "ok"))
     bad = write(tmp_path, rel, text)
@@ -186,6 +199,7 @@ def test_kernel_front_matter_lives_in_the_module_docstring(tmp_path):
 
 # -- for_spec -------------------------------------------------------------------------------
 
+
 def spec(name="rmsnorm", family="rmsnorm", hardware="h200", **kw) -> Spec:
     return Spec(name=name, family=family, hardware=hardware, reference=SHIPPED / "missing_ref.py", **kw)
 
@@ -201,7 +215,9 @@ def test_for_spec_picks_hardware_constraints_guidance_and_kernel(kb):
 
 
 def test_for_spec_matmul_family_gets_matmul_knowledge_and_amd_hardware(kb):
-    found = kb.for_spec(spec(name="gemm_fused", family="matmul", hardware="mi300x", description="bf16 matmul with bias"))
+    found = kb.for_spec(
+        spec(name="gemm_fused", family="matmul", hardware="mi300x", description="bf16 matmul with bias")
+    )
     assert found.hardware.name == "mi300x"
     assert found.guidance[0].ref == "guidance/matmul_tiling"
     assert found.constraints[0].ref == "constraints/tl_dot"
@@ -209,7 +225,11 @@ def test_for_spec_matmul_family_gets_matmul_knowledge_and_amd_hardware(kb):
 
 
 def test_for_spec_falls_back_to_a_kernel_of_the_same_family(tmp_path):
-    write(tmp_path, "kernels/norm_ref.py", '"""\n---\ntitle: Norm\nkind: kernels\ntags: []\nhardware: [any]\nfamily: [rmsnorm]\nspec: norm_ref\n---\nRMSNorm.\n"""\n')
+    write(
+        tmp_path,
+        "kernels/norm_ref.py",
+        '"""\n---\ntitle: Norm\nkind: kernels\ntags: []\nhardware: [any]\nfamily: [rmsnorm]\nspec: norm_ref\n---\nRMSNorm.\n"""\n',
+    )
     kb = KnowledgeBase.load(tmp_path)
     assert kb.for_spec(spec(name="my_norm")).kernel.name == "norm_ref"
     assert kb.for_spec(spec(name="my_norm"), include_kernel=False).kernel is None
@@ -219,14 +239,28 @@ def test_for_spec_falls_back_to_a_kernel_of_the_same_family(tmp_path):
 
 # -- CLI ------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def shipped_default(monkeypatch):
     monkeypatch.setattr(paths, "KNOWLEDGE_BASE", SHIPPED)
 
 
 def test_cli_search_json_with_filters(shipped_default):
-    result = CliRunner().invoke(app, ["kb", "search", "online softmax split row", "--kind", "guidance",
-                                      "--hardware", "h200", "--limit", "2", "--json"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "kb",
+            "search",
+            "online softmax split row",
+            "--kind",
+            "guidance",
+            "--hardware",
+            "h200",
+            "--limit",
+            "2",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     hits = json.loads(result.stdout)
     assert len(hits) == 2 and hits[0]["ref"] == "guidance/memory_bound_reductions"
@@ -248,8 +282,13 @@ def test_cli_search_table_and_show(shipped_default):
 def test_cli_entry_point_reports_a_malformed_knowledge_base_in_one_line(tmp_path):
     bad = write(tmp_path, "guidance/broken.md", "---\ntitle: x\n")
     env = {**os.environ, "KERNELEVOLVE_KB": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-c", "from kernelevolve.cli import main; main()", "kb", "search", "x"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", "from kernelevolve.cli import main; main()", "kb", "search", "x"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 2
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "error:" in lines[0] and str(bad.name) in lines[0] and "Traceback" not in proc.stderr

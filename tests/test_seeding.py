@@ -12,13 +12,13 @@ import torch
 from tests.seeding import ENV, seed, seed_everything, seed_for  # noqa: F401  (seed: the fixture)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FAILING = '''
+FAILING = """
 from tests.seeding import seed  # noqa: F401
 
 def test_draws(seed):
     print("SEED", seed)
     assert False, "fails on purpose"
-'''
+"""
 
 
 def test_seeds_are_stable_per_test_and_chosen_by_the_environment(monkeypatch):
@@ -52,9 +52,24 @@ def test_a_failure_prints_the_seed_and_the_replay_command(tmp_path):
     (tmp_path / "test_drawing.py").write_text(FAILING)
     env = {k: v for k, v in os.environ.items() if k != ENV}
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
-                           str(tmp_path / "test_drawing.py")], capture_output=True, text=True, env=env, cwd=tmp_path,
-                          timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path / "test_drawing.py"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     seed = re.search(r"SEED (\d+)", proc.stdout).group(1)
     assert f"seed {seed}; replay: {ENV}={seed} python -m pytest 'test_drawing.py::test_draws'" in proc.stdout

@@ -58,10 +58,18 @@ def create(repo, problems: list[Problem], settings: CampaignSettings, skip: dict
     settings.baselines = {p.name: settings.baseline or p.spec.baseline for p in problems}
     if settings.seed is None:
         settings.seed = random.SystemRandom().randrange(2**31)
-    rows = [{"name": p.name, "path": str(p.path), "shapes": p.shapes, "shape_rule": p.shape_rule,
-             "solution": None if p.solution is None else str(p.solution.resolve()),
-             "state": store.SKIPPED if p.name in skip else store.PENDING, "note": skip.get(p.name, "")}
-            for p in problems]
+    rows = [
+        {
+            "name": p.name,
+            "path": str(p.path),
+            "shapes": p.shapes,
+            "shape_rule": p.shape_rule,
+            "solution": None if p.solution is None else str(p.solution.resolve()),
+            "state": store.SKIPPED if p.name in skip else store.PENDING,
+            "note": skip.get(p.name, ""),
+        }
+        for p in problems
+    ]
     return store.create_campaign(repo, settings.kind, settings.model_dump(mode="json"), rows, owner_tag())
 
 
@@ -72,7 +80,9 @@ def check_resumable(repo, campaign_id: str, force: bool = False):
         raise CampaignError(f"no campaign {campaign_id!r} in {repo.display_url} (recent campaigns: {known})")
     pid = live_owner(row.owner) if row.status == "running" and not force else None
     if pid is not None:
-        raise CampaignError(f"campaign {campaign_id} is being run by process {pid} on this host (stop it, or pass --force)")
+        raise CampaignError(
+            f"campaign {campaign_id} is being run by process {pid} on this host (stop it, or pass --force)"
+        )
     return row
 
 
@@ -99,8 +109,14 @@ def run(repo, campaign_id: str, on_event: Callable[[Event], None] | None = None)
     problems = store.problems(repo, campaign_id)
     todo = [p for p in problems if p.state in (store.PENDING, store.STARTED)]
     counter = _Counter(campaign_id, len(problems) - len(todo), len(problems), on_event)
-    log.info("campaign %s: %d of %d problems to run (%s, %s)", campaign_id, len(todo), len(problems), settings.kind,
-             settings.device)
+    log.info(
+        "campaign %s: %d of %d problems to run (%s, %s)",
+        campaign_id,
+        len(todo),
+        len(problems),
+        settings.kind,
+        settings.device,
+    )
     evaluator = Evaluator(device=settings.device, timeout_s=settings.timeout_s, baseline_store=BaselineTable(repo))
     job = _solve if settings.kind == SOLUTIONS else _search
     with ThreadPoolExecutor(max_workers=max(1, settings.parallel), thread_name_prefix="campaign") as pool:
@@ -145,10 +161,18 @@ def _run_settings(settings: CampaignSettings, problem, spec, model: str):
     from kernelevolve.search.session import RunSettings
 
     limits = spec.budget.with_overrides(max_nodes=1 if settings.kind == SOLUTIONS else settings.budget)
-    return RunSettings(policy=settings.policy, policy_options=settings.policy_options, limits=limits,
-                       device=settings.device, shapes=problem.shapes, model=model,
-                       model_options=settings.model_options, timeout_s=settings.timeout_s,
-                       seed=(settings.seed or 0) + problem.position, knowledge_base=settings.knowledge_base)
+    return RunSettings(
+        policy=settings.policy,
+        policy_options=settings.policy_options,
+        limits=limits,
+        device=settings.device,
+        shapes=problem.shapes,
+        model=model,
+        model_options=settings.model_options,
+        timeout_s=settings.timeout_s,
+        seed=(settings.seed or 0) + problem.position,
+        knowledge_base=settings.knowledge_base,
+    )
 
 
 def _start_run(repo, campaign_id: str, settings: CampaignSettings, problem, spec, model: str) -> str:
@@ -172,6 +196,7 @@ def _search(repo, campaign_id, settings: CampaignSettings, problem, evaluator, c
     operator.attach(repo)
     run_row = repo.run(run_id)
     if run_row.status != "finished":
+
         def progress(event, engine, node) -> None:
             if event == "evaluated":
                 counter.say(problem.name, f"node {node.id} {engine.graph.kind(node.id)}: {fitness_text(node)}")
@@ -183,8 +208,9 @@ def _search(repo, campaign_id, settings: CampaignSettings, problem, evaluator, c
     best = best_nodes(graph, 1)
     store.update_problem(repo, campaign_id, problem.position, state=store.DONE)
     outcome = f"best node {best[0].id}: {fitness_text(best[0])}" if best else "no correct kernel"
-    counter.say(problem.name, f"finished ({repo.run(run_id).termination_reason}, {len(graph)} nodes): {outcome}",
-                finished=True)
+    counter.say(
+        problem.name, f"finished ({repo.run(run_id).termination_reason}, {len(graph)} nodes): {outcome}", finished=True
+    )
 
 
 def _solve(repo, campaign_id, settings: CampaignSettings, problem, evaluator, counter: _Counter) -> None:
@@ -211,4 +237,3 @@ def _solve(repo, campaign_id, settings: CampaignSettings, problem, evaluator, co
     repo.update_run(run_id, status="finished", termination_reason="solution")
     store.update_problem(repo, campaign_id, problem.position, state=store.DONE)
     counter.say(problem.name, f"{Path(problem.solution).name}: {fitness_text(graph[0])}", finished=True)
-

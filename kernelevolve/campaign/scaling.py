@@ -75,7 +75,7 @@ def scaled_shape(source: str) -> dict[str, Any]:
     scaled = {v: _shrink(v) for v in originals}
     originals = [v for v in originals if v > 1]
     for i, small in enumerate(originals):  # rule 3, smallest first so that chains a | b | c hold
-        for big in originals[i + 1:]:
+        for big in originals[i + 1 :]:
             if big % small == 0 and scaled[big] % scaled[small]:
                 scaled[big] = scaled[small] * math.ceil(scaled[big] / scaled[small])
     out: dict[str, Any] = {}

@@ -64,19 +64,35 @@ def score(repo, campaign_id: str, baseline: str | None = None) -> CampaignScore:
     rows = [_problem(repo, p, settings, baseline if timed else None) for p in store.problems(repo, campaign_id)]
     correct = [p for p in rows if p.correct]
     speedups = [p.speedup for p in correct if p.speedup is not None]
-    failures = Counter(p.failure.split(":")[0] if p.failure.startswith(("skipped", "error")) else p.failure
-                       for p in rows if p.failure)
-    against = baseline or settings.baseline or (
-        next(iter(set(settings.baselines.values()))) if len(set(settings.baselines.values())) == 1 else "each spec's")
+    failures = Counter(
+        p.failure.split(":")[0] if p.failure.startswith(("skipped", "error")) else p.failure for p in rows if p.failure
+    )
+    against = (
+        baseline
+        or settings.baseline
+        or (
+            next(iter(set(settings.baselines.values())))
+            if len(set(settings.baselines.values())) == 1
+            else "each spec's"
+        )
+    )
     note = "" if timed else "untimed (interpreter): correctness only, no speedups"
     if timed and len(speedups) < len(correct):
         note = f"{len(correct) - len(speedups)} correct problem(s) have no {against} timing: not counted in fast_p"
     return CampaignScore(
-        campaign_id=campaign_id, kind=row.kind, device=settings.device, timed=timed, baseline=against,
-        total=len(rows), correct=len(correct),
+        campaign_id=campaign_id,
+        kind=row.kind,
+        device=settings.device,
+        timed=timed,
+        baseline=against,
+        total=len(rows),
+        correct=len(correct),
         fast_p={f"{p:.1f}": sum(1 for s in speedups if s > p) for p in FAST_P} if timed else None,
         geomean_speedup=math.exp(sum(map(math.log, speedups)) / len(speedups)) if timed and speedups else None,
-        failures=dict(sorted(failures.items())), problems=rows, note=note)
+        failures=dict(sorted(failures.items())),
+        problems=rows,
+        note=note,
+    )
 
 
 def _problem(repo, p, settings, baseline: str | None) -> ProblemScore:
@@ -85,8 +101,7 @@ def _problem(repo, p, settings, baseline: str | None) -> ProblemScore:
     from kernelevolve.spec import shape_text
 
     shapes = "; ".join(shape_text(s) for s in p.shapes) if p.shapes else ""
-    out = ProblemScore(name=p.name, state=p.state, shapes=shapes, shape_rule=p.shape_rule, run_id=p.run_id,
-                       note=p.note)
+    out = ProblemScore(name=p.name, state=p.state, shapes=shapes, shape_rule=p.shape_rule, run_id=p.run_id, note=p.note)
     if p.state in (store.SKIPPED, store.ERROR):
         out.failure = f"{p.state}: {p.note}"
         return out
@@ -97,7 +112,9 @@ def _problem(repo, p, settings, baseline: str | None) -> ProblemScore:
     out.nodes = len(graph)
     if not out.shapes:
         first = next((n for n in graph.evaluated() if n.evaluation.shapes), None)
-        out.shapes = "; ".join(dict.fromkeys(s.label.rsplit(" ", 1)[0] for s in first.evaluation.shapes)) if first else ""
+        out.shapes = (
+            "; ".join(dict.fromkeys(s.label.rsplit(" ", 1)[0] for s in first.evaluation.shapes)) if first else ""
+        )
     best = best_nodes(graph, 1)
     if not best:
         done = graph.evaluated()
@@ -107,7 +124,11 @@ def _problem(repo, p, settings, baseline: str | None) -> ProblemScore:
     node = best[0]
     out.best_node, out.correct = node.id, True
     measured = settings.baselines.get(p.name)
-    out.speedup = node.fitness if baseline in (None, measured) else _against(repo, repo.run(p.run_id).spec_fingerprint, node, baseline)
+    out.speedup = (
+        node.fitness
+        if baseline in (None, measured)
+        else _against(repo, repo.run(p.run_id).spec_fingerprint, node, baseline)
+    )
     return out
 
 
@@ -118,8 +139,11 @@ def _against(repo, fingerprint: str, node, baseline: str) -> float | None:
     cached = repo.baselines(fingerprint)
     ratios = []
     for s in ev.shapes:
-        rows = [r for r in cached if r.shape == s.label and r.software.split("|")[0] == baseline
-                and (gpu is None or r.device == gpu)]
+        rows = [
+            r
+            for r in cached
+            if r.shape == s.label and r.software.split("|")[0] == baseline and (gpu is None or r.device == gpu)
+        ]
         if not s.latency_ms or not rows:
             return None
         ratios.append(max(rows, key=lambda r: r.created_at).baseline_ms / s.latency_ms)

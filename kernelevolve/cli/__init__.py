@@ -69,6 +69,10 @@ def main() -> None:
         if _debug():
             raise
         text = " ".join(str(exc).split())[:300]
-        print(f"error: internal error: {type(exc).__name__}" + (f": {text}" if text else "") +
-              " (KERNELEVOLVE_DEBUG=1 shows the traceback; please report it)", file=sys.stderr)
+        print(
+            f"error: internal error: {type(exc).__name__}"
+            + (f": {text}" if text else "")
+            + " (KERNELEVOLVE_DEBUG=1 shows the traceback; please report it)",
+            file=sys.stderr,
+        )
         sys.exit(EXIT_INTERNAL)

@@ -19,8 +19,8 @@ app = typer.Typer(
         "`kernelevolve run SPEC` to search. SPEC is a YAML file in specs/ or a KernelBench-style "
         "reference module (class Model, get_inputs, get_init_inputs)."
     ),
-    epilog="Environment (command-line options win; what changes a run is saved with it):\n\n" + "\n\n".join(
-        environment_help().splitlines()),
+    epilog="Environment (command-line options win; what changes a run is saved with it):\n\n"
+    + "\n\n".join(environment_help().splitlines()),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -35,11 +35,21 @@ EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 
 @app.callback()
 def _everywhere(
-    kb: Optional[Path] = typer.Option(None, "--kb", metavar="DIR", help="Your own knowledge-base folder (hardware/, "
-                                      "constraints/, guidance/, kernels/) instead of the bundled one; or $KERNELEVOLVE_KB."),
-    log_level: Optional[str] = typer.Option(None, "--log-level", metavar="LEVEL", help="Log messages on stderr from "
-                                            "this level: debug, info, warning (default), error; or $KERNELEVOLVE_LOG_LEVEL. "
-                                            "A run also logs everything to its own file."),
+    kb: Optional[Path] = typer.Option(
+        None,
+        "--kb",
+        metavar="DIR",
+        help="Your own knowledge-base folder (hardware/, "
+        "constraints/, guidance/, kernels/) instead of the bundled one; or $KERNELEVOLVE_KB.",
+    ),
+    log_level: Optional[str] = typer.Option(
+        None,
+        "--log-level",
+        metavar="LEVEL",
+        help="Log messages on stderr from "
+        "this level: debug, info, warning (default), error; or $KERNELEVOLVE_LOG_LEVEL. "
+        "A run also logs everything to its own file.",
+    ),
 ) -> None:
     """Options for every command (before the command's name: kernelevolve --kb DIR kb search ...)."""
     from kernelevolve import logs, paths
@@ -81,8 +91,9 @@ def print_entries(entries: list[tuple[str, str]], indent: int = 4) -> None:
     width = max(40, console.width)
     for head, text in entries:
         console.print(head, highlight=False, markup=False, soft_wrap=True)
-        for line in textwrap.wrap(" ".join(text.split()), width=width - indent, break_long_words=False,
-                                  break_on_hyphens=False) or [""]:
+        for line in textwrap.wrap(
+            " ".join(text.split()), width=width - indent, break_long_words=False, break_on_hyphens=False
+        ) or [""]:
             console.print(" " * indent + line, highlight=False, markup=False, soft_wrap=True)
 
 
@@ -97,6 +108,7 @@ def print_table_or_entries(table, entries: list[tuple[str, str]]) -> None:
 
 
 # -- options shared by `eval`, `run` and friends -------------------------------------------
+
 
 def load_spec_or_fail(path: str):
     """A YAML spec or a KernelBench reference module; a bad one ends the command with one line."""
@@ -149,7 +161,9 @@ def resolve_device(device: str | None) -> str:
     if device not in ("cuda", "interpret"):
         fail(f"--device {device!r}: use cuda or interpret")
     if device == "cuda" and not torch.cuda.is_available():
-        fail("--device cuda: no CUDA GPU is visible to torch on this machine (use --device interpret for a correctness-only check)")
+        fail(
+            "--device cuda: no CUDA GPU is visible to torch on this machine (use --device interpret for a correctness-only check)"
+        )
     return device
 
 
@@ -178,9 +192,13 @@ def repo_or_fail(db: str | None):
     except ImportError as e:  # the URL's driver is not installed
         url = database_url(db)
         dialect = url.split("://", 1)[0]
-        hint = _DRIVERS.get(dialect) or _DRIVERS.get(dialect.split("+")[0]) or f"install the Python driver for {dialect}"
-        fail(f"--db {_hide_password(url)}: the database driver is not installed "
-             f"({getattr(e, 'name', None) or e}): {hint}")
+        hint = (
+            _DRIVERS.get(dialect) or _DRIVERS.get(dialect.split("+")[0]) or f"install the Python driver for {dialect}"
+        )
+        fail(
+            f"--db {_hide_password(url)}: the database driver is not installed "
+            f"({getattr(e, 'name', None) or e}): {hint}"
+        )
 
 
 def _hide_password(url: str) -> str:

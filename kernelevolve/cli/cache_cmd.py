@@ -9,9 +9,11 @@ import typer
 from kernelevolve.cli.app import DB_HELP, app, console, repo_or_fail
 
 cache_app = typer.Typer(
-    help=("The LLM reply cache, off unless `run --reply-cache` (or KERNELEVOLVE_REPLY_CACHE=1): replies kept in the "
-          "experiment database (table reply_cache), keyed by provider, model, endpoint, temperature, reply limit, "
-          "system prompt and prompt."),
+    help=(
+        "The LLM reply cache, off unless `run --reply-cache` (or KERNELEVOLVE_REPLY_CACHE=1): replies kept in the "
+        "experiment database (table reply_cache), keyed by provider, model, endpoint, temperature, reply limit, "
+        "system prompt and prompt."
+    ),
     no_args_is_help=True,
 )
 app.add_typer(cache_app, name="cache")
@@ -26,7 +28,7 @@ def clear_command(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP)) 
 
     url = database_url(db)
     removed = 0
-    path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else None
+    path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else None
     if path is None or (path and __import__("os").path.exists(path)):  # never create a database to empty it
         repo = repo_or_fail(db)
         try:

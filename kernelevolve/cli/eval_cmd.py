@@ -29,12 +29,33 @@ from kernelevolve.evaluation.result import EvalResult
 
 @app.command("eval")
 def eval_command(
-    spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec YAML (specs/softmax.yaml) or a KernelBench reference module (.py)."),
-    candidate: Path = typer.Argument(..., metavar="CANDIDATE.py", help="Python source defining class ModelNew(nn.Module)."),
-    device: Optional[str] = typer.Option(None, "--device", help="cuda (check + time on a GPU) or interpret (CPU, TRITON_INTERPRET=1, correctness only). Default: cuda if a GPU is visible."),
-    shape: Optional[list[str]] = typer.Option(None, "--shape", metavar="NAME=VALUE[,NAME=VALUE...]", help="Override the reference's module constants; repeat for several shapes (they replace the spec's)."),
-    timeout: float = typer.Option(300.0, "--timeout", min=1, metavar="SECONDS", help="Wall-clock limit per phase (correctness, benchmark); the process group is killed after it."),
-    no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip running the reference alone once per shape first."),
+    spec_path: str = typer.Argument(
+        ..., metavar="SPEC", help="Spec YAML (specs/softmax.yaml) or a KernelBench reference module (.py)."
+    ),
+    candidate: Path = typer.Argument(
+        ..., metavar="CANDIDATE.py", help="Python source defining class ModelNew(nn.Module)."
+    ),
+    device: Optional[str] = typer.Option(
+        None,
+        "--device",
+        help="cuda (check + time on a GPU) or interpret (CPU, TRITON_INTERPRET=1, correctness only). Default: cuda if a GPU is visible.",
+    ),
+    shape: Optional[list[str]] = typer.Option(
+        None,
+        "--shape",
+        metavar="NAME=VALUE[,NAME=VALUE...]",
+        help="Override the reference's module constants; repeat for several shapes (they replace the spec's).",
+    ),
+    timeout: float = typer.Option(
+        300.0,
+        "--timeout",
+        min=1,
+        metavar="SECONDS",
+        help="Wall-clock limit per phase (correctness, benchmark); the process group is killed after it.",
+    ),
+    no_preflight: bool = typer.Option(
+        False, "--no-preflight", help="Skip running the reference alone once per shape first."
+    ),
     db: Optional[str] = typer.Option(None, "--db", help="Where baseline timings are cached on a GPU: " + DB_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the table."),
 ) -> None:
@@ -67,7 +88,9 @@ def eval_command(
         result = evaluator.evaluate(spec, source, shapes, deep=True)
         typer.echo(json.dumps(result.to_dict(), indent=2))
     else:
-        with console.status(f"evaluating {candidate.name} on {device} ({spec.name}, {len(spec.cases(device, shapes))} cases)…"):
+        with console.status(
+            f"evaluating {candidate.name} on {device} ({spec.name}, {len(spec.cases(device, shapes))} cases)…"
+        ):
             result = evaluator.evaluate(spec, source, shapes, deep=True)
         print_result(result, spec.name, candidate.name)
     _warn_unsealed(result)
@@ -94,22 +117,36 @@ def print_result(result: EvalResult, spec_name: str, candidate_name: str) -> Non
 
     timed = any(s.latency_ms is not None or s.baseline_ms is not None for s in result.shapes)
     console.print(f"{candidate_name} vs {spec_name} on {result.device}:", highlight=False, markup=False)
-    columns = ["shape", "result", "max abs err", "rel err"] + (["latency ms", "baseline ms", "speedup", "GB/s"] if timed else [])
+    columns = ["shape", "result", "max abs err", "rel err"] + (
+        ["latency ms", "baseline ms", "speedup", "GB/s"] if timed else []
+    )
     table = Table(box=None, pad_edge=False)
     for col in columns:
         table.add_column(col, justify="left" if col in ("shape", "result") else "right", no_wrap=True)
     entries = []
     for s in result.shapes:
         text = verdict(s.correct, s.failure)
-        row = [s.label, f"[green]{text}[/]" if s.correct else f"[red]{text}[/]" if s.correct is False or s.failure else text,
-               _num(s.max_abs_err, ".2e"), _num(s.max_rel_err, ".2e")]
+        row = [
+            s.label,
+            f"[green]{text}[/]" if s.correct else f"[red]{text}[/]" if s.correct is False or s.failure else text,
+            _num(s.max_abs_err, ".2e"),
+            _num(s.max_rel_err, ".2e"),
+        ]
         facts = f"{text}; max abs err {_num(s.max_abs_err, '.2e')}, rel err {_num(s.max_rel_err, '.2e')}"
         if timed:
             base = _num(s.baseline_ms, ".4f") + (" (cached)" if s.baseline_cached else "")
-            row += [_num(s.latency_ms, ".4f"), base, _num(s.speedup, ".2f") + ("x" if s.speedup else ""), _num(s.gbps, ".0f")]
+            row += [
+                _num(s.latency_ms, ".4f"),
+                base,
+                _num(s.speedup, ".2f") + ("x" if s.speedup else ""),
+                _num(s.gbps, ".0f"),
+            ]
             cached = " (cached)" if s.baseline_cached else ""
-            facts += (f"; {_num(s.latency_ms, '.4f')} ms against a baseline of {_num(s.baseline_ms, '.4f')} ms{cached}"
-                      + (f", speedup {s.speedup:.2f}x" if s.speedup else "") + (f", {s.gbps:.0f} GB/s" if s.gbps else ""))
+            facts += (
+                f"; {_num(s.latency_ms, '.4f')} ms against a baseline of {_num(s.baseline_ms, '.4f')} ms{cached}"
+                + (f", speedup {s.speedup:.2f}x" if s.speedup else "")
+                + (f", {s.gbps:.0f} GB/s" if s.gbps else "")
+            )
         table.add_row(*row)
         entries.append((f"{s.label}:", facts))
     print_table_or_entries(table, entries)
@@ -125,14 +162,22 @@ def print_result(result: EvalResult, spec_name: str, candidate_name: str) -> Non
     if not result.correct:
         console.print(f"result: failed ({result.failure or 'incorrect'}); fitness 0", highlight=False)
     elif fitness is None:
-        console.print(f"result: {UNTIMED} at {f'all {n} shapes' if n != 1 else 'its one shape'}; the interpreter checks "
-                      "correctness only (--device cuda measures speedups)", highlight=False)
+        console.print(
+            f"result: {UNTIMED} at {f'all {n} shapes' if n != 1 else 'its one shape'}; the interpreter checks "
+            "correctness only (--device cuda measures speedups)",
+            highlight=False,
+        )
     else:
-        console.print(f"result: correct; fitness [bold]{fitness:.3f}x[/] (geometric-mean speedup over {n} "
-                      f"shape{'s' if n != 1 else ''})", highlight=False)
+        console.print(
+            f"result: correct; fitness [bold]{fitness:.3f}x[/] (geometric-mean speedup over {n} "
+            f"shape{'s' if n != 1 else ''})",
+            highlight=False,
+        )
     for mark, reason in result.marks.items():
-        console.print(f"[yellow]{mark}:[/] {escape(reason)}; held for review: not to be trusted until a person has looked",
-                      highlight=False)
+        console.print(
+            f"[yellow]{mark}:[/] {escape(reason)}; held for review: not to be trusted until a person has looked",
+            highlight=False,
+        )
     phases = ", ".join(f"{k} {v:.1f}s" for k, v in result.phases_s.items())
     how = phases or "no process started: the source was refused before it ran"
     console.print(f"[dim]evaluated in {result.duration_s:.1f}s ({how})[/]")

@@ -12,8 +12,12 @@ from kernelevolve.cli.app import DB_HELP, app, console, fail, print_entries, rep
 
 @app.command("insights")
 def insights_command(
-    family: Optional[str] = typer.Option(None, "--family", help="Only insights about this operator family (e.g. rmsnorm)."),
-    hardware: Optional[str] = typer.Option(None, "--hardware", help="Only insights from searches for this GPU (e.g. h200)."),
+    family: Optional[str] = typer.Option(
+        None, "--family", help="Only insights about this operator family (e.g. rmsnorm)."
+    ),
+    hardware: Optional[str] = typer.Option(
+        None, "--hardware", help="Only insights from searches for this GPU (e.g. h200)."
+    ),
     limit: int = typer.Option(20, "--limit", help="How many, most recent first."),
     as_json: bool = typer.Option(False, "--json", help="Print them as a JSON list."),
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
@@ -31,12 +35,29 @@ def insights_command(
     finally:
         repo.close()
     if as_json:
-        print(json.dumps([{"id": r.id, "run_id": r.run_id, "node_id": r.node_id, "family": r.family,
-                           "hardware": r.hardware, "source": r.source, "created_at": r.created_at, "text": r.text}
-                          for r in rows], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "id": r.id,
+                        "run_id": r.run_id,
+                        "node_id": r.node_id,
+                        "family": r.family,
+                        "hardware": r.hardware,
+                        "source": r.source,
+                        "created_at": r.created_at,
+                        "text": r.text,
+                    }
+                    for r in rows
+                ],
+                indent=2,
+            )
+        )
         return
     if not rows:
-        what = " ".join(x for x in (f"family {family}" if family else "", f"hardware {hardware}" if hardware else "") if x)
+        what = " ".join(
+            x for x in (f"family {family}" if family else "", f"hardware {hardware}" if hardware else "") if x
+        )
         console.print(f"no insights{' for ' + what if what else ''} in {repo.display_url}", highlight=False)
         return
     from kernelevolve.operators.context_builder import usable_insight
@@ -45,8 +66,13 @@ def insights_command(
     for r in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at))
         node = "" if r.node_id is None else f" node {r.node_id}"
-        text = r.text if usable_insight(r.text) else (
-            f"(stored before insights were checked: it holds code or is {len(r.text)} characters long; "
-            "never put into a prompt; see --json)")
+        text = (
+            r.text
+            if usable_insight(r.text)
+            else (
+                f"(stored before insights were checked: it holds code or is {len(r.text)} characters long; "
+                "never put into a prompt; see --json)"
+            )
+        )
         entries.append((f"{when}  run {r.run_id or '-'}{node}  {r.family or '-'} on {r.hardware or '-'}", text))
     print_entries(entries)

@@ -49,8 +49,15 @@ def search_cmd(
         console.print("no matching document")
         raise typer.Exit(1)
     # The document name (what `kb show` takes) heads each entry, whole; the title wraps under it.
-    print_entries([(f"{i}. {d.ref}  (score {s:.2f})", f"{d.title} (hardware: {', '.join(d.hardware) or '-'}; "
-                    f"family: {', '.join(d.family) or '-'})") for i, (d, s) in enumerate(hits, 1)])
+    print_entries(
+        [
+            (
+                f"{i}. {d.ref}  (score {s:.2f})",
+                f"{d.title} (hardware: {', '.join(d.hardware) or '-'}; family: {', '.join(d.family) or '-'})",
+            )
+            for i, (d, s) in enumerate(hits, 1)
+        ]
+    )
 
 
 @kb_app.command("show")

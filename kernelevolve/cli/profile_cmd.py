@@ -9,19 +9,51 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from kernelevolve.cli.app import EXIT_FAILED, EXIT_OK, app, candidate_or_fail, console, fail, load_spec_or_fail, print_entries, \
-    print_table_or_entries, shapes_or_fail
+from kernelevolve.cli.app import (
+    EXIT_FAILED,
+    EXIT_OK,
+    app,
+    candidate_or_fail,
+    console,
+    fail,
+    load_spec_or_fail,
+    print_entries,
+    print_table_or_entries,
+    shapes_or_fail,
+)
 from kernelevolve.profiling.schema import ProfileSummary, ncu_line
 
 
 @app.command("profile")
 def profile_command(
-    spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec YAML (specs/softmax.yaml) or a KernelBench reference module (.py)."),
-    candidate: Path = typer.Argument(..., metavar="CANDIDATE.py", help="Python source defining class ModelNew(nn.Module)."),
-    tool: str = typer.Option("all", "--tool", help="torch (torch.profiler), ncu (Nsight Compute), proton (triton.profiler) or all."),
-    shape: Optional[list[str]] = typer.Option(None, "--shape", metavar="NAME=VALUE[,NAME=VALUE...]", help="Profile at these shapes instead of the spec's; repeat for several."),
-    timeout: float = typer.Option(300.0, "--timeout", min=10, metavar="SECONDS", help="Wall-clock limit per tool; the sandboxed process group is killed after it."),
-    keep: Optional[Path] = typer.Option(None, "--keep", metavar="DIR", help="Keep the tools' raw outputs (Chrome trace, ncu CSV, Proton hatchet) in DIR/<tool>/."),
+    spec_path: str = typer.Argument(
+        ..., metavar="SPEC", help="Spec YAML (specs/softmax.yaml) or a KernelBench reference module (.py)."
+    ),
+    candidate: Path = typer.Argument(
+        ..., metavar="CANDIDATE.py", help="Python source defining class ModelNew(nn.Module)."
+    ),
+    tool: str = typer.Option(
+        "all", "--tool", help="torch (torch.profiler), ncu (Nsight Compute), proton (triton.profiler) or all."
+    ),
+    shape: Optional[list[str]] = typer.Option(
+        None,
+        "--shape",
+        metavar="NAME=VALUE[,NAME=VALUE...]",
+        help="Profile at these shapes instead of the spec's; repeat for several.",
+    ),
+    timeout: float = typer.Option(
+        300.0,
+        "--timeout",
+        min=10,
+        metavar="SECONDS",
+        help="Wall-clock limit per tool; the sandboxed process group is killed after it.",
+    ),
+    keep: Optional[Path] = typer.Option(
+        None,
+        "--keep",
+        metavar="DIR",
+        help="Keep the tools' raw outputs (Chrome trace, ncu CSV, Proton hatchet) in DIR/<tool>/.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the tables."),
 ) -> None:
     """Profile one candidate kernel on a GPU: kernels per call, Nsight Compute metrics, the roofline line.
@@ -59,8 +91,17 @@ def profile_command(
     cases = spec.cases("cuda", shapes)
     if as_json:
         summaries = profile_candidate(spec, source, cases, tools, timeout_s=timeout, raw_dir=keep)
-        typer.echo(json.dumps({"spec": spec.name, "candidate": str(candidate), "tools": tools,
-                               "profiles": [s.model_dump() for s in summaries]}, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "spec": spec.name,
+                    "candidate": str(candidate),
+                    "tools": tools,
+                    "profiles": [s.model_dump() for s in summaries],
+                },
+                indent=2,
+            )
+        )
     else:
         with console.status(f"profiling {candidate.name} with {', '.join(tools)} ({len(cases)} shapes)…"):
             summaries = profile_candidate(spec, source, cases, tools, timeout_s=timeout, raw_dir=keep)
@@ -79,24 +120,43 @@ def print_profile(s: ProfileSummary) -> None:
         _wrapped(s.roofline.line())
     if s.torch:
         t = s.torch
-        _wrapped(f"torch.profiler: GPU {t.gpu_ms:.4f} ms and host {t.host_ms:.4f} ms per call (host time under the "
-                 f"profiler; {t.launch_api_ms:.4f} ms in launch calls); allocates {_bytes(t.allocated_bytes_per_call)} "
-                 f"per call, peak {_bytes(t.peak_allocated_bytes)}")
+        _wrapped(
+            f"torch.profiler: GPU {t.gpu_ms:.4f} ms and host {t.host_ms:.4f} ms per call (host time under the "
+            f"profiler; {t.launch_api_ms:.4f} ms in launch calls); allocates {_bytes(t.allocated_bytes_per_call)} "
+            f"per call, peak {_bytes(t.peak_allocated_bytes)}"
+        )
         _kernel_table([(k.name, f"{k.launches:g}", f"{k.gpu_ms:.4f}") for k in t.kernels])
     if s.ncu:
         table = Table(box=None, pad_edge=False)
-        cols = ["ncu kernel", "ms", "DRAM MiB", "DRAM %", "SM %", "occ %", "regs", "spill KiB", "smem KiB", "L2 hit %",
-                "top stalls"]
+        cols = [
+            "ncu kernel",
+            "ms",
+            "DRAM MiB",
+            "DRAM %",
+            "SM %",
+            "occ %",
+            "regs",
+            "spill KiB",
+            "smem KiB",
+            "L2 hit %",
+            "top stalls",
+        ]
         for c in cols:
             table.add_column(c, justify="left" if c in ("ncu kernel", "top stalls") else "right", no_wrap=True)
         for k in s.ncu:
-            table.add_row(k.name[:40], f"{k.duration_ms:.4f}",
-                          f"{((k.dram_read_bytes or 0) + (k.dram_write_bytes or 0)) / 2**20:.1f}",
-                          _f(k.dram_throughput_pct), _f(k.sm_throughput_pct), _f(k.achieved_occupancy_pct),
-                          str(k.registers_per_thread if k.registers_per_thread is not None else "-"),
-                          f"{((k.local_load_bytes or 0) + (k.local_store_bytes or 0)) / 1024:.1f}",
-                          f"{(k.shared_bytes_per_block or 0) / 1024:.1f}", _f(k.l2_hit_rate_pct),
-                          ", ".join(f"{x.reason} {x.cycles_per_issue:.1f}" for x in k.top_stalls))
+            table.add_row(
+                k.name[:40],
+                f"{k.duration_ms:.4f}",
+                f"{((k.dram_read_bytes or 0) + (k.dram_write_bytes or 0)) / 2**20:.1f}",
+                _f(k.dram_throughput_pct),
+                _f(k.sm_throughput_pct),
+                _f(k.achieved_occupancy_pct),
+                str(k.registers_per_thread if k.registers_per_thread is not None else "-"),
+                f"{((k.local_load_bytes or 0) + (k.local_store_bytes or 0)) / 1024:.1f}",
+                f"{(k.shared_bytes_per_block or 0) / 1024:.1f}",
+                _f(k.l2_hit_rate_pct),
+                ", ".join(f"{x.reason} {x.cycles_per_issue:.1f}" for x in k.top_stalls),
+            )
         print_table_or_entries(table, [(f"  ncu, launch {i + 1}:", ncu_line(k)) for i, k in enumerate(s.ncu)])
     if s.proton:
         _kernel_table([(k.name, f"{k.launches:g}", f"{k.gpu_ms:.4f}") for k in s.proton.kernels], "proton kernel")
@@ -111,8 +171,14 @@ def _wrapped(text: str) -> None:
     """A line of facts at any width: wrapped at word boundaries, continuation lines indented."""
     import textwrap
 
-    for line in textwrap.wrap(text, width=max(40, console.width), initial_indent="  ", subsequent_indent="    ",
-                              break_long_words=False, break_on_hyphens=False):
+    for line in textwrap.wrap(
+        text,
+        width=max(40, console.width),
+        initial_indent="  ",
+        subsequent_indent="    ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    ):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
@@ -138,13 +204,16 @@ def _bytes(n: int | None) -> str:
     return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 1024:.1f} KiB"
 
 
-PROFILE_HELP = ("Profile promising nodes (a new best, or within --profile-within of it) with these tools: "
-                "auto (on a GPU: torch and proton, and ncu when it is on PATH; none under the interpreter), "
-                "off, all, or a list such as torch,ncu. Their summaries reach the next optimise prompts.")
+PROFILE_HELP = (
+    "Profile promising nodes (a new best, or within --profile-within of it) with these tools: "
+    "auto (on a GPU: torch and proton, and ncu when it is on PATH; none under the interpreter), "
+    "off, all, or a list such as torch,ncu. Their summaries reach the next optimise prompts."
+)
 
 
-def profile_settings_or_fail(tools: str, device: str, within: float, timeout_s: float,
-                             stop_at: float | None) -> dict | None:
+def profile_settings_or_fail(
+    tools: str, device: str, within: float, timeout_s: float, stop_at: float | None
+) -> dict | None:
     """`kernelevolve run`'s --profile options as ProfileSettings (a dict for the run's settings), or
     one-line exit 2; None when nothing is profiled."""
     from kernelevolve.profiling.runner import TOOLS, ToolUnavailable, check_available, find_ncu

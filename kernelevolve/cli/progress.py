@@ -35,8 +35,10 @@ def _budget_text(p: Progress) -> str:
 def summary_line(p: Progress) -> str:
     failures = ", ".join(f"{k} {v}" for k, v in sorted(p.failures.items())) or "none"
     held = "".join(f", {k} {v}" for k, v in sorted(p.held.items()))
-    return (f"{p.evaluated}/{p.max_nodes} done, {p.in_flight} in flight | failures: {failures}{held} | "
-            f"best: {_best_text(p)} | {_budget_text(p)} | {p.elapsed_s:.0f}s")
+    return (
+        f"{p.evaluated}/{p.max_nodes} done, {p.in_flight} in flight | failures: {failures}{held} | "
+        f"best: {_best_text(p)} | {_budget_text(p)} | {p.elapsed_s:.0f}s"
+    )
 
 
 class ProgressView:
@@ -67,8 +69,9 @@ class ProgressView:
             return
         if event == "evaluated":
             kind = engine.graph.kind(node.id)
-            self.console.print(f"{clip(node_line(node, kind), 300)} | {summary_line(p)}",
-                               highlight=False, soft_wrap=True, markup=False)
+            self.console.print(
+                f"{clip(node_line(node, kind), 300)} | {summary_line(p)}", highlight=False, soft_wrap=True, markup=False
+            )
 
     def _panel(self, p: Progress, engine, node) -> Table:
         table = Table.grid(padding=(0, 2))

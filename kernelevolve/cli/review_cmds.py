@@ -46,15 +46,28 @@ def review_command(
 def export_command(
     run_id: str = typer.Argument(..., metavar="RUN_ID"),
     node: int = typer.Argument(..., metavar="NODE"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write here (default: print on stdout); "
-                                          "with --as-op, the folder to write the op into."),
-    as_op: Optional[str] = typer.Option(None, "--as-op", metavar="NAMESPACE::NAME",
-                                        help="Write a PyTorch custom op: kernel, torch.library registration with a "
-                                             "fake implementation, a pytest file and a GPU benchmark."),
-    tritonbench: bool = typer.Option(False, "--tritonbench", help="Write a TritonBench operator package (operator.py: "
-                                     "the baseline and this kernel registered, the run's shapes as inputs) into -o DIR."),
-    unreviewed: bool = typer.Option(False, "--unreviewed", help="Export even if nobody approved this kernel "
-                                    "(or it is marked suspicious)."),
+    output: Optional[Path] = typer.Option(
+        None,
+        "--output",
+        "-o",
+        help="Write here (default: print on stdout); with --as-op, the folder to write the op into.",
+    ),
+    as_op: Optional[str] = typer.Option(
+        None,
+        "--as-op",
+        metavar="NAMESPACE::NAME",
+        help="Write a PyTorch custom op: kernel, torch.library registration with a "
+        "fake implementation, a pytest file and a GPU benchmark.",
+    ),
+    tritonbench: bool = typer.Option(
+        False,
+        "--tritonbench",
+        help="Write a TritonBench operator package (operator.py: "
+        "the baseline and this kernel registered, the run's shapes as inputs) into -o DIR.",
+    ),
+    unreviewed: bool = typer.Option(
+        False, "--unreviewed", help="Export even if nobody approved this kernel (or it is marked suspicious)."
+    ),
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
     """Write an approved kernel to a file, with a header saying where it came from, how fast and
@@ -82,8 +95,12 @@ def export_command(
             fail(str(e))
         except OSError as e:
             fail(f"{output}: cannot write: {e}")
-        console.print(f"wrote {operator}: run it with `tritonbench` where TritonBench is installed",
-                      highlight=False, markup=False, soft_wrap=True)
+        console.print(
+            f"wrote {operator}: run it with `tritonbench` where TritonBench is installed",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
         return
     if as_op is not None:
         from kernelevolve.review.export_op import export_package
@@ -93,8 +110,12 @@ def export_command(
         except ReviewError as e:
             fail(str(e))
         name = as_op.split("::")[-1]
-        console.print(f"wrote {len(written)} files to {output}: check with `python -m pytest {output / (name + '_test.py')}`",
-                      highlight=False, markup=False, soft_wrap=True)
+        console.print(
+            f"wrote {len(written)} files to {output}: check with `python -m pytest {output / (name + '_test.py')}`",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
         return
     try:
         text = export(repo, run_id, node, allow_unreviewed=unreviewed)

@@ -38,8 +38,12 @@ def report_command(
         fail(str(e))
     except OSError as e:
         fail(f"{output}: cannot write the report: {e.strerror or e}")
-    console.print(f"wrote {written['nodes']} nodes in {time.perf_counter() - start:.1f}s: {written['index']}",
-                  highlight=False, markup=False, soft_wrap=True)
+    console.print(
+        f"wrote {written['nodes']} nodes in {time.perf_counter() - start:.1f}s: {written['index']}",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
 
 
 @app.command("serve")
@@ -47,9 +51,12 @@ def serve_command(
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; anything but loopback needs a token."),
     port: int = typer.Option(8765, "--port", help="Port (0: any free port)."),
-    token: Optional[str] = typer.Option(None, "--token",
-                                        help="Secret every review and export must carry (default: "
-                                             "$KERNELEVOLVE_REVIEW_TOKEN; on a non-loopback host, else a new one, printed)."),
+    token: Optional[str] = typer.Option(
+        None,
+        "--token",
+        help="Secret every review and export must carry (default: "
+        "$KERNELEVOLVE_REVIEW_TOKEN; on a non-loopback host, else a new one, printed).",
+    ),
 ) -> None:
     """Serve the review pages for every run in the database: live while a search runs, with
     approve/reject and a note per node (stored as `kernelevolve review` stores them) and export.

@@ -10,16 +10,34 @@ from kernelevolve.views import clip, failure_line, fitness_text
 def node_dict(graph: SearchGraph, node: Node, with_source: bool = False) -> dict:
     ev = node.evaluation
     d = {
-        "id": node.id, "parents": list(node.parents), "kind": graph.kind(node.id), "state": node.state,
-        "correct": node.correct if ev is not None else None, "fitness": node.fitness, "failure": node.failure,
-        "message": ev.message if ev is not None else "", "note": node.note,
-        "marks": dict(ev.marks) if ev is not None else {}, "approved": node.approved,
+        "id": node.id,
+        "parents": list(node.parents),
+        "kind": graph.kind(node.id),
+        "state": node.state,
+        "correct": node.correct if ev is not None else None,
+        "fitness": node.fitness,
+        "failure": node.failure,
+        "message": ev.message if ev is not None else "",
+        "note": node.note,
+        "marks": dict(ev.marks) if ev is not None else {},
+        "approved": node.approved,
         "recheck": ev.recheck if ev is not None else None,
-        "debug_depth": graph.debug_depth(node.id), "best_descendant": graph.best_descendant(node.id),
-        "tokens": node.tokens, "cost_usd": node.cost_usd,
-        "shapes": [] if ev is None else [
-            {"label": s.label, "correct": s.correct, "failure": s.failure, "max_abs_err": s.max_abs_err,
-             "latency_ms": s.latency_ms, "baseline_ms": s.baseline_ms, "speedup": s.speedup}
+        "debug_depth": graph.debug_depth(node.id),
+        "best_descendant": graph.best_descendant(node.id),
+        "tokens": node.tokens,
+        "cost_usd": node.cost_usd,
+        "shapes": []
+        if ev is None
+        else [
+            {
+                "label": s.label,
+                "correct": s.correct,
+                "failure": s.failure,
+                "max_abs_err": s.max_abs_err,
+                "latency_ms": s.latency_ms,
+                "baseline_ms": s.baseline_ms,
+                "speedup": s.speedup,
+            }
             for s in ev.shapes
         ],
     }
@@ -31,9 +49,16 @@ def node_dict(graph: SearchGraph, node: Node, with_source: bool = False) -> dict
 def run_dict(run, graph: SearchGraph, with_source: bool = False) -> dict:
     best = best_nodes(graph, 1)
     return {
-        "id": run.id, "spec": run.spec_name, "spec_path": run.spec_path, "policy": run.policy,
-        "device": run.device, "status": run.status, "termination_reason": run.termination_reason,
-        "created_at": run.created_at, "updated_at": run.updated_at, "elapsed_s": run.elapsed_s,
+        "id": run.id,
+        "spec": run.spec_name,
+        "spec_path": run.spec_path,
+        "policy": run.policy,
+        "device": run.device,
+        "status": run.status,
+        "termination_reason": run.termination_reason,
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+        "elapsed_s": run.elapsed_s,
         "settings": run.settings,
         "best": None if not best else {"id": best[0].id, "fitness": best[0].fitness, "text": fitness_text(best[0])},
         "nodes": [node_dict(graph, n, with_source) for n in graph.nodes()],

@@ -10,15 +10,31 @@ import typer
 from rich.console import Console
 from rich.table import Column, Table
 
-from kernelevolve.cli.app import (DB_HELP, EXIT_FAILED, EXIT_OK, app, check_model_or_fail, console, err_console, fail,
-                                  load_spec_or_fail, preflight_or_fail, print_table_or_entries, repo_or_fail,
-                                  resolve_device, settings_or_fail, shapes_or_fail)
+from kernelevolve.cli.app import (
+    DB_HELP,
+    EXIT_FAILED,
+    EXIT_OK,
+    app,
+    check_model_or_fail,
+    console,
+    err_console,
+    fail,
+    load_spec_or_fail,
+    preflight_or_fail,
+    print_table_or_entries,
+    repo_or_fail,
+    resolve_device,
+    settings_or_fail,
+    shapes_or_fail,
+)
 from kernelevolve.cli.profile_cmd import PROFILE_HELP, print_node_profile, profile_settings_or_fail
 
-REPLY_CACHE_HELP = ("Reuse LLM replies cached by earlier runs in the same --db database (off by default, or "
-                    "KERNELEVOLVE_REPLY_CACHE=1): keyed by provider, model, endpoint, temperature, reply limit and the "
-                    "whole prompt (spec, shapes, dtypes, device); `kernelevolve cache clear` empties it. A resumed run replays its own recorded calls "
-                    "either way, so it never pays twice.")
+REPLY_CACHE_HELP = (
+    "Reuse LLM replies cached by earlier runs in the same --db database (off by default, or "
+    "KERNELEVOLVE_REPLY_CACHE=1): keyed by provider, model, endpoint, temperature, reply limit and the "
+    "whole prompt (spec, shapes, dtypes, device); `kernelevolve cache clear` empties it. A resumed run replays its own recorded calls "
+    "either way, so it never pays twice."
+)
 
 
 def _positive(name: str, value, allow_zero: bool = False) -> None:
@@ -30,31 +46,76 @@ def _positive(name: str, value, allow_zero: bool = False) -> None:
 def run_command(
     spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec YAML or a KernelBench reference module (.py)."),
     policy: str = typer.Option("greedy", "--policy", help="greedy | mcts | evolutionary."),
-    budget: Optional[int] = typer.Option(None, "--budget", help="Most nodes (kernel candidates) to make; default: the spec's budget.nodes."),
-    device: Optional[str] = typer.Option(None, "--device", help="cuda or interpret (CPU, correctness only). Default: cuda if a GPU is visible."),
-    shape: Optional[list[str]] = typer.Option(None, "--shape", metavar="NAME=VALUE[,NAME=VALUE...]", help="Replace the spec's shapes; repeat for several."),
+    budget: Optional[int] = typer.Option(
+        None, "--budget", help="Most nodes (kernel candidates) to make; default: the spec's budget.nodes."
+    ),
+    device: Optional[str] = typer.Option(
+        None, "--device", help="cuda or interpret (CPU, correctness only). Default: cuda if a GPU is visible."
+    ),
+    shape: Optional[list[str]] = typer.Option(
+        None, "--shape", metavar="NAME=VALUE[,NAME=VALUE...]", help="Replace the spec's shapes; repeat for several."
+    ),
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-    model: Optional[str] = typer.Option(None, "--model", help="Operator: PROVIDER:MODEL, or plugin:PATH.py:CLASS. Default: the offline operator."),
-    temperature: Optional[float] = typer.Option(None, "--temperature", help="LLM sampling temperature (default: the provider's, or $KERNELEVOLVE_TEMPERATURE)."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Longest LLM reply in tokens (default 8192, or $KERNELEVOLVE_MAX_TOKENS)."),
-    timeout: float = typer.Option(300.0, "--timeout", metavar="SECONDS", help="Evaluation time limit per candidate phase."),
+    model: Optional[str] = typer.Option(
+        None, "--model", help="Operator: PROVIDER:MODEL, or plugin:PATH.py:CLASS. Default: the offline operator."
+    ),
+    temperature: Optional[float] = typer.Option(
+        None, "--temperature", help="LLM sampling temperature (default: the provider's, or $KERNELEVOLVE_TEMPERATURE)."
+    ),
+    max_tokens: Optional[int] = typer.Option(
+        None, "--max-tokens", help="Longest LLM reply in tokens (default 8192, or $KERNELEVOLVE_MAX_TOKENS)."
+    ),
+    timeout: float = typer.Option(
+        300.0, "--timeout", metavar="SECONDS", help="Evaluation time limit per candidate phase."
+    ),
     drafts: int = typer.Option(3, "--drafts", help="Independent drafts before any improvement."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the run's random stream (saved; resume continues it)."),
-    wall_clock: Optional[float] = typer.Option(None, "--wall-clock", metavar="SECONDS", help="Stop starting nodes after this much search time."),
+    seed: Optional[int] = typer.Option(
+        None, "--seed", help="Seed of the run's random stream (saved; resume continues it)."
+    ),
+    wall_clock: Optional[float] = typer.Option(
+        None, "--wall-clock", metavar="SECONDS", help="Stop starting nodes after this much search time."
+    ),
     tokens: Optional[int] = typer.Option(None, "--tokens", help="Stop after this many LLM tokens."),
     cost: Optional[float] = typer.Option(None, "--cost", metavar="USD", help="Stop after this much LLM cost."),
-    stall: Optional[int] = typer.Option(None, "--stall", metavar="K", help="Stop after K evaluated nodes without a new best."),
-    target: Optional[float] = typer.Option(None, "--target", metavar="SPEEDUP", help="Stop once a node reaches this fitness (GPU only)."),
+    stall: Optional[int] = typer.Option(
+        None, "--stall", metavar="K", help="Stop after K evaluated nodes without a new best."
+    ),
+    target: Optional[float] = typer.Option(
+        None, "--target", metavar="SPEEDUP", help="Stop once a node reaches this fitness (GPU only)."
+    ),
     debug_depth: int = typer.Option(3, "--debug-depth", help="Most debug attempts in a row on a failing line."),
     exploration: float = typer.Option(1.4, "--exploration", help="MCTS: UCT exploration constant."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Expansions in flight at once (default: the evaluator's parallelism)."),
+    workers: Optional[int] = typer.Option(
+        None, "--workers", help="Expansions in flight at once (default: the evaluator's parallelism)."
+    ),
     reply_cache: bool = typer.Option(False, "--reply-cache", help=REPLY_CACHE_HELP),
-    no_model_check: bool = typer.Option(False, "--no-model-check", help="Skip the one cheap request that checks --model's endpoint, key and model before the run."),
-    no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip running the reference once per shape in the sandbox before the run."),
+    no_model_check: bool = typer.Option(
+        False,
+        "--no-model-check",
+        help="Skip the one cheap request that checks --model's endpoint, key and model before the run.",
+    ),
+    no_preflight: bool = typer.Option(
+        False, "--no-preflight", help="Skip running the reference once per shape in the sandbox before the run."
+    ),
     profile: str = typer.Option("auto", "--profile", metavar="TOOLS", help=PROFILE_HELP),
-    profile_within: float = typer.Option(0.05, "--profile-within", metavar="FRACTION", help="Profile nodes scoring within this fraction of the best (0: new bests only)."),
-    profile_timeout: float = typer.Option(300.0, "--profile-timeout", metavar="SECONDS", help="Time limit per profiling tool and node (sandboxed like evaluations)."),
-    stop_at_roofline: Optional[float] = typer.Option(None, "--stop-at-roofline", metavar="FRACTION", help="Stop once a profiled node reaches this fraction of its roofline (termination reason: roofline)."),
+    profile_within: float = typer.Option(
+        0.05,
+        "--profile-within",
+        metavar="FRACTION",
+        help="Profile nodes scoring within this fraction of the best (0: new bests only).",
+    ),
+    profile_timeout: float = typer.Option(
+        300.0,
+        "--profile-timeout",
+        metavar="SECONDS",
+        help="Time limit per profiling tool and node (sandboxed like evaluations).",
+    ),
+    stop_at_roofline: Optional[float] = typer.Option(
+        None,
+        "--stop-at-roofline",
+        metavar="FRACTION",
+        help="Stop once a profiled node reaches this fraction of its roofline (termination reason: roofline).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout (progress goes to stderr)."),
 ) -> None:
     """Search for a faster kernel: drafts, then debug/improve steps chosen by the policy.
@@ -74,9 +135,17 @@ def run_command(
     shapes = shapes_or_fail(spec, shape)
     if policy not in POLICIES:
         fail(f"--policy {policy!r}: use one of {', '.join(POLICIES)}")
-    for name, value in (("--budget", budget), ("--timeout", timeout), ("--drafts", drafts), ("--wall-clock", wall_clock),
-                        ("--tokens", tokens), ("--cost", cost), ("--stall", stall), ("--target", target),
-                        ("--workers", workers)):
+    for name, value in (
+        ("--budget", budget),
+        ("--timeout", timeout),
+        ("--drafts", drafts),
+        ("--wall-clock", wall_clock),
+        ("--tokens", tokens),
+        ("--cost", cost),
+        ("--stall", stall),
+        ("--target", target),
+        ("--workers", workers),
+    ):
         _positive(name, value)
     _positive("--debug-depth", debug_depth, allow_zero=True)
     _positive("--exploration", exploration, allow_zero=True)
@@ -107,20 +176,34 @@ def run_command(
         preflight_or_fail(spec, device, shapes, timeout)
     if not no_model_check:
         check_model_or_fail(operator, model)
-    limits = spec.budget.with_overrides(max_nodes=budget, wall_clock_s=wall_clock, tokens=tokens, cost_usd=cost,
-                                        stall=stall, target_fitness=target)
-    settings = RunSettings(policy=policy, policy_options=options, limits=limits, device=device, shapes=shapes,
-                           model=model, model_options=model_options, timeout_s=timeout, seed=seed, workers=workers,
-                           knowledge_base=_users_knowledge_base(),
-                           profile=profiling)
+    limits = spec.budget.with_overrides(
+        max_nodes=budget, wall_clock_s=wall_clock, tokens=tokens, cost_usd=cost, stall=stall, target_fitness=target
+    )
+    settings = RunSettings(
+        policy=policy,
+        policy_options=options,
+        limits=limits,
+        device=device,
+        shapes=shapes,
+        model=model,
+        model_options=model_options,
+        timeout_s=timeout,
+        seed=seed,
+        workers=workers,
+        knowledge_base=_users_knowledge_base(),
+        profile=profiling,
+    )
     try:
         run_id = start_run(repo, spec, settings)
     except (SessionError, ValueError) as e:
         fail(str(e))
     where = "" if db is None else f" --db {db}"
     out = err_console if as_json else console
-    out.print(f"run [bold]{run_id}[/] ({spec.name}, {policy}, {device}, budget {limits.max_nodes} nodes, "
-              f"{operator.name}); resume with:", highlight=False)
+    out.print(
+        f"run [bold]{run_id}[/] ({spec.name}, {policy}, {device}, budget {limits.max_nodes} nodes, "
+        f"{operator.name}); resume with:",
+        highlight=False,
+    )
     out.print(f"  kernelevolve resume {run_id}{where}", highlight=False, soft_wrap=True, markup=False)
     _search(repo, run_id, operator, as_json, db)
 
@@ -129,8 +212,12 @@ def run_command(
 def resume_command(
     run_id: str = typer.Argument(..., metavar="RUN_ID"),
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-    budget: Optional[int] = typer.Option(None, "--budget", help="A new node budget (to search on after a finished run)."),
-    force: bool = typer.Option(False, "--force", help="Resume even if the run looks held by a live process on this host."),
+    budget: Optional[int] = typer.Option(
+        None, "--budget", help="A new node budget (to search on after a finished run)."
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Resume even if the run looks held by a live process on this host."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout."),
 ) -> None:
     """Continue a run where the database left it: evaluated nodes stay, pending ones are evaluated again.
@@ -148,12 +235,16 @@ def resume_command(
     settings = RunSettings.model_validate(run.settings)
     nodes = len(repo.load_graph(run_id))
     if run.status == "finished" and (budget is None or budget <= nodes):
-        fail(f"run {run_id} already finished ({run.termination_reason}) with {nodes} nodes; "
-             f"pass --budget N (more than {nodes}) to search on")
+        fail(
+            f"run {run_id} already finished ({run.termination_reason}) with {nodes} nodes; "
+            f"pass --budget N (more than {nodes}) to search on"
+        )
     operator = _operator_or_fail(settings.model, options=settings.model_options)
     replayed = operator.replay(repo.llm_calls(run_id))
     more = f"; {replayed} recorded model repl{'y' if replayed == 1 else 'ies'} to replay" if replayed else ""
-    (err_console if as_json else console).print(f"resuming run [bold]{run_id}[/] ({nodes} nodes so far{more})", highlight=False)
+    (err_console if as_json else console).print(
+        f"resuming run [bold]{run_id}[/] ({nodes} nodes so far{more})", highlight=False
+    )
     _search(repo, run_id, operator, as_json, db, max_nodes=budget)
 
 
@@ -200,8 +291,9 @@ def _search(repo, run_id: str, operator, as_json: bool, db: str | None, max_node
 
     try:
         with view, run_log(run_id) as log_file:
-            (err_console if as_json else console).print(f"log: {log_file}", highlight=False, soft_wrap=True,
-                                                        markup=False)
+            (err_console if as_json else console).print(
+                f"log: {log_file}", highlight=False, soft_wrap=True, markup=False
+            )
             reason = engine.run()
     except KeyboardInterrupt:
         where = "" if db is None else f" --db {db}"
@@ -209,8 +301,10 @@ def _search(repo, run_id: str, operator, as_json: bool, db: str | None, max_node
         raise typer.Exit(130) from None
     except SQLAlchemyError as e:  # the database went away mid-run: what was committed is safe
         where = "" if db is None else f" --db {db}"
-        fail(f"database error during the search ({type(e).__name__}: {str(e).strip().splitlines()[0]}); "
-             f"once it is back: `kernelevolve resume {run_id}{where}`")
+        fail(
+            f"database error during the search ({type(e).__name__}: {str(e).strip().splitlines()[0]}); "
+            f"once it is back: `kernelevolve resume {run_id}{where}`"
+        )
     run = repo.run(run_id)
     graph = engine.graph
     best = best_nodes(graph, 1)
@@ -218,23 +312,38 @@ def _search(repo, run_id: str, operator, as_json: bool, db: str | None, max_node
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if as_json:
         summary = run_dict(run, graph)
-        summary["nodes"] = [{k: n[k] for k in ("id", "parents", "kind", "fitness", "failure", "message", "note")} for n in summary["nodes"]]
+        summary["nodes"] = [
+            {k: n[k] for k in ("id", "parents", "kind", "fitness", "failure", "message", "note")}
+            for n in summary["nodes"]
+        ]
         typer.echo(json.dumps(summary, indent=2))
     else:
         done = graph.evaluated()
-        console.print(f"finished: {reason}; {len(done)} nodes, {sum(n.correct for n in done)} correct, "
-                      f"{engine.elapsed_s:.0f}s", highlight=False)
+        console.print(
+            f"finished: {reason}; {len(done)} nodes, {sum(n.correct for n in done)} correct, {engine.elapsed_s:.0f}s",
+            highlight=False,
+        )
         if reason == "operator_error":
             last = next((n for n in reversed(graph.nodes()) if n.evaluation is not None and not n.correct), None)
             if last is not None:
-                console.print(f"the operator failed {engine.operator_errors} times in a row; last: "
-                              f"{last.evaluation.message}", highlight=False, markup=False)
+                console.print(
+                    f"the operator failed {engine.operator_errors} times in a row; last: {last.evaluation.message}",
+                    highlight=False,
+                    markup=False,
+                )
         if best:
             where = "" if db is None else f" --db {db}"
-            console.print(f"best: node {best[0].id} ({graph.kind(best[0].id)}): {fitness_text(best[0])}; its source:",
-                          highlight=False, markup=False)
-            console.print(f"  kernelevolve show {run_id} --node {best[0].id}{where}", highlight=False, soft_wrap=True,
-                          markup=False)
+            console.print(
+                f"best: node {best[0].id} ({graph.kind(best[0].id)}): {fitness_text(best[0])}; its source:",
+                highlight=False,
+                markup=False,
+            )
+            console.print(
+                f"  kernelevolve show {run_id} --node {best[0].id}{where}",
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
         else:
             console.print("no correct kernel found", highlight=False)
     raise typer.Exit(EXIT_OK if best else EXIT_FAILED)
@@ -257,14 +366,27 @@ def runs_command(
         c = counts.get(run.id, {})
         best = best_nodes(repo.load_graph(run.id), 1)
         tokens, cost = repo.totals(run.id)
-        rows.append({"id": run.id, "spec": run.spec_name, "policy": run.policy, "device": run.device,
-                     "model": run.settings.get("model") or "offline",
-                     "status": run.status, "termination_reason": run.termination_reason,
-                     "nodes": c.get("nodes", 0), "evaluated": c.get("evaluated", 0), "correct": c.get("correct", 0),
-                     "budget": run.settings.get("limits", {}).get("max_nodes"),
-                     "best": None if not best else {"id": best[0].id, "fitness": best[0].fitness,
-                                                    "text": fitness_text(best[0])},
-                     "tokens": tokens, "cost_usd": cost, "created_at": run.created_at})
+        rows.append(
+            {
+                "id": run.id,
+                "spec": run.spec_name,
+                "policy": run.policy,
+                "device": run.device,
+                "model": run.settings.get("model") or "offline",
+                "status": run.status,
+                "termination_reason": run.termination_reason,
+                "nodes": c.get("nodes", 0),
+                "evaluated": c.get("evaluated", 0),
+                "correct": c.get("correct", 0),
+                "budget": run.settings.get("limits", {}).get("max_nodes"),
+                "best": None
+                if not best
+                else {"id": best[0].id, "fitness": best[0].fitness, "text": fitness_text(best[0])},
+                "tokens": tokens,
+                "cost_usd": cost,
+                "created_at": run.created_at,
+            }
+        )
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -275,8 +397,18 @@ def runs_command(
     for r in rows:
         stop = r["status"] + (f" ({r['termination_reason']})" if r["termination_reason"] else "")
         best = "none" if r["best"] is None else f"#{r['best']['id']} {r['best']['text']}"
-        lines.append([r["id"], r["spec"], r["model"], stop, f"{r['correct']}/{r['evaluated']}/{r['budget']}", best,
-                      f"${r['cost_usd']:.2f}", time.strftime("%m-%d %H:%M", time.localtime(r["created_at"]))])
+        lines.append(
+            [
+                r["id"],
+                r["spec"],
+                r["model"],
+                stop,
+                f"{r['correct']}/{r['evaluated']}/{r['budget']}",
+                best,
+                f"${r['cost_usd']:.2f}",
+                time.strftime("%m-%d %H:%M", time.localtime(r["created_at"])),
+            ]
+        )
     header = ["run", "spec", "model", "status", "nodes", "best", "cost", "created"]
     widths = [max(len(x[i]) for x in [header, *lines]) for i in range(len(header))]
     if sum(widths) + 2 * (len(widths) - 1) <= console.width:  # one row per run, nothing cut or wrapped
@@ -286,8 +418,9 @@ def runs_command(
     else:  # narrow terminals and files: two lines per run, words never broken
         for row in lines:
             console.print(f"{row[0]}  {row[1]}  {row[2]}  {row[7]}", highlight=False, markup=False, soft_wrap=True)
-            console.print(f"  {row[3]}, nodes {row[4]}, best {row[5]}, {row[6]}", highlight=False, markup=False,
-                          soft_wrap=True)
+            console.print(
+                f"  {row[3]}, nodes {row[4]}, best {row[5]}, {row[6]}", highlight=False, markup=False, soft_wrap=True
+            )
     console.print("nodes: correct/evaluated/budget", style="dim", highlight=False)
 
 
@@ -316,13 +449,17 @@ def show_command(
         profiled = load_profile(repo, run_id, node)
         if as_json:
             details = node_dict(graph, graph[node], with_source=True)
-            details["profile"] = None if profiled is None else {"summaries": profiled.summaries, "seconds": profiled.seconds}
+            details["profile"] = (
+                None if profiled is None else {"summaries": profiled.summaries, "seconds": profiled.seconds}
+            )
             typer.echo(json.dumps(details, indent=2))
         elif graph[node].source is None:
             from kernelevolve.views import failure_line
 
-            fail(f"node {node} has no source (the operator's reply held no kernel): {failure_line(graph[node])}",
-                 EXIT_FAILED)
+            fail(
+                f"node {node} has no source (the operator's reply held no kernel): {failure_line(graph[node])}",
+                EXIT_FAILED,
+            )
         else:
             typer.echo(graph[node].source)
             print_node_profile(profiled)
@@ -334,24 +471,40 @@ def show_command(
     status = run.status + (f" ({run.termination_reason})" if run.termination_reason else "")
     model = run.settings.get("model") or "offline"
     tokens, cost = repo.totals(run_id)
-    console.print(f"run {run.id}: {run.spec_name}, {run.policy} on {run.device}, {model}, {status}, {len(graph)} nodes, "
-                  f"{run.elapsed_s:.0f}s, {tokens} tokens, ${cost:.2f}", highlight=False, markup=False)
+    console.print(
+        f"run {run.id}: {run.spec_name}, {run.policy} on {run.device}, {model}, {status}, {len(graph)} nodes, "
+        f"{run.elapsed_s:.0f}s, {tokens} tokens, ${cost:.2f}",
+        highlight=False,
+        markup=False,
+    )
     for line in tree_lines(graph, width=width):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     for n in graph.evaluated():
         if n.held:
             for mark, reason in n.evaluation.marks.items():
-                console.print(f"node {n.id} held for review ({mark}): {reason}; a person may approve it with:",
-                              highlight=False, markup=False)
-                console.print(f"  kernelevolve review {run_id} {n.id} --approve", highlight=False, markup=False,
-                              soft_wrap=True)
+                console.print(
+                    f"node {n.id} held for review ({mark}): {reason}; a person may approve it with:",
+                    highlight=False,
+                    markup=False,
+                )
+                console.print(
+                    f"  kernelevolve review {run_id} {n.id} --approve", highlight=False, markup=False, soft_wrap=True
+                )
     best = best_nodes(graph, 5)
     if not best:
-        console.print("no correct node yet" + (" that is not held for review" if any(n.held for n in graph.evaluated()) else ""))
+        console.print(
+            "no correct node yet" + (" that is not held for review" if any(n.held for n in graph.evaluated()) else "")
+        )
         return
     console.print("best nodes:", highlight=False)
-    table = Table(Column("node", justify="right", no_wrap=True), Column("kind", no_wrap=True),
-                  Column("result", no_wrap=True), Column("change", overflow="fold"), box=None, pad_edge=False)
+    table = Table(
+        Column("node", justify="right", no_wrap=True),
+        Column("kind", no_wrap=True),
+        Column("result", no_wrap=True),
+        Column("change", overflow="fold"),
+        box=None,
+        pad_edge=False,
+    )
     for n in best:
         table.add_row(str(n.id), graph.kind(n.id), fitness_text(n), n.note if n.note != graph.kind(n.id) else "")
     console.print(table)
@@ -360,17 +513,34 @@ def show_command(
     fmt = lambda v, f="{:.4g}": "-" if v is None else f.format(v)  # noqa: E731
     entries = []
     if ev.timed:
-        shapes = Table("shape", "result", "max abs err", "latency ms", "baseline ms", "speedup", box=None, pad_edge=False)
+        shapes = Table(
+            "shape", "result", "max abs err", "latency ms", "baseline ms", "speedup", box=None, pad_edge=False
+        )
         for s in ev.shapes:
-            shapes.add_row(s.label, verdict(s.correct, s.failure), fmt(s.max_abs_err), fmt(s.latency_ms),
-                           fmt(s.baseline_ms), fmt(s.speedup, "{:.3f}x"))
-            entries.append((f"{s.label}:", f"{verdict(s.correct, s.failure)}; max abs err {fmt(s.max_abs_err)}; "
-                                           f"{fmt(s.latency_ms)} ms against {fmt(s.baseline_ms)} ms baseline, "
-                                           f"speedup {fmt(s.speedup, '{:.3f}x')}"))
+            shapes.add_row(
+                s.label,
+                verdict(s.correct, s.failure),
+                fmt(s.max_abs_err),
+                fmt(s.latency_ms),
+                fmt(s.baseline_ms),
+                fmt(s.speedup, "{:.3f}x"),
+            )
+            entries.append(
+                (
+                    f"{s.label}:",
+                    f"{verdict(s.correct, s.failure)}; max abs err {fmt(s.max_abs_err)}; "
+                    f"{fmt(s.latency_ms)} ms against {fmt(s.baseline_ms)} ms baseline, "
+                    f"speedup {fmt(s.speedup, '{:.3f}x')}",
+                )
+            )
     else:  # untimed: no latency columns that could only say "-"
         shapes = Table("shape", "result", "max abs err", "rel err", box=None, pad_edge=False)
         for s in ev.shapes:
             shapes.add_row(s.label, verdict(s.correct, s.failure), fmt(s.max_abs_err), fmt(s.max_rel_err))
-            entries.append((f"{s.label}:", f"{verdict(s.correct, s.failure)}; max abs err {fmt(s.max_abs_err)}, "
-                                           f"rel err {fmt(s.max_rel_err)}"))
+            entries.append(
+                (
+                    f"{s.label}:",
+                    f"{verdict(s.correct, s.failure)}; max abs err {fmt(s.max_abs_err)}, rel err {fmt(s.max_rel_err)}",
+                )
+            )
     print_table_or_entries(shapes, entries)

@@ -10,34 +10,70 @@ from typing import Optional
 
 import typer
 
-from kernelevolve.cli.app import (DB_HELP, app, check_model_or_fail, console, err_console, fail, print_entries,
-                                  repo_or_fail, resolve_device, settings_or_fail)
+from kernelevolve.cli.app import (
+    DB_HELP,
+    app,
+    check_model_or_fail,
+    console,
+    err_console,
+    fail,
+    print_entries,
+    repo_or_fail,
+    resolve_device,
+    settings_or_fail,
+)
 
-SHAPE_HELP = ("Shapes of one problem instead of its own or the interpreter rule's: PROBLEM:NAME=VALUE[,...]; "
-              "repeat for several shapes or problems.")
+SHAPE_HELP = (
+    "Shapes of one problem instead of its own or the interpreter rule's: PROBLEM:NAME=VALUE[,...]; "
+    "repeat for several shapes or problems."
+)
 
 
 @app.command("suite")
 def suite_command(
-    paths: Optional[list[str]] = typer.Argument(None, metavar="PATH...", help="Specs (.yaml), KernelBench-style "
-                                                "problem files (.py), directories of them, or globs."),
-    resume: Optional[str] = typer.Option(None, "--resume", metavar="CAMPAIGN", help="Continue a campaign that was "
-                                         "stopped or killed: finished problems stay, the others go on."),
-    solutions: Optional[Path] = typer.Option(None, "--solutions", metavar="DIR", help="Score the kernels in DIR "
-                                             "(PROBLEM.py, or the spec's kernel name) instead of searching."),
-    model: Optional[str] = typer.Option(None, "--model", help="Operator: PROVIDER:MODEL, or plugin:PATH.py:CLASS. "
-                                        "Default: the offline operator (problems without a reference kernel are skipped)."),
-    budget: Optional[int] = typer.Option(None, "--budget", help="Most nodes per problem (default: each spec's budget.nodes)."),
+    paths: Optional[list[str]] = typer.Argument(
+        None,
+        metavar="PATH...",
+        help="Specs (.yaml), KernelBench-style problem files (.py), directories of them, or globs.",
+    ),
+    resume: Optional[str] = typer.Option(
+        None,
+        "--resume",
+        metavar="CAMPAIGN",
+        help="Continue a campaign that was stopped or killed: finished problems stay, the others go on.",
+    ),
+    solutions: Optional[Path] = typer.Option(
+        None,
+        "--solutions",
+        metavar="DIR",
+        help="Score the kernels in DIR (PROBLEM.py, or the spec's kernel name) instead of searching.",
+    ),
+    model: Optional[str] = typer.Option(
+        None,
+        "--model",
+        help="Operator: PROVIDER:MODEL, or plugin:PATH.py:CLASS. "
+        "Default: the offline operator (problems without a reference kernel are skipped).",
+    ),
+    budget: Optional[int] = typer.Option(
+        None, "--budget", help="Most nodes per problem (default: each spec's budget.nodes)."
+    ),
     policy: str = typer.Option("greedy", "--policy", help="greedy | mcts | evolutionary."),
     drafts: int = typer.Option(3, "--drafts", help="Independent drafts per problem before any improvement."),
-    parallel: int = typer.Option(2, "--parallel", help="Problems searched at once (they share the evaluation workers)."),
+    parallel: int = typer.Option(
+        2, "--parallel", help="Problems searched at once (they share the evaluation workers)."
+    ),
     device: Optional[str] = typer.Option(None, "--device", help="cuda or interpret (CPU, correctness only)."),
     shape: Optional[list[str]] = typer.Option(None, "--shape", metavar="PROBLEM:NAME=VALUE[,...]", help=SHAPE_HELP),
-    baseline: Optional[str] = typer.Option(None, "--baseline", help="Time every problem against eager or "
-                                           "torch.compile (default: each spec's baseline)."),
-    timeout: float = typer.Option(300.0, "--timeout", metavar="SECONDS", help="Evaluation time limit per candidate phase."),
+    baseline: Optional[str] = typer.Option(
+        None, "--baseline", help="Time every problem against eager or torch.compile (default: each spec's baseline)."
+    ),
+    timeout: float = typer.Option(
+        300.0, "--timeout", metavar="SECONDS", help="Evaluation time limit per candidate phase."
+    ),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the campaign (problem i's run gets seed + i)."),
-    no_model_check: bool = typer.Option(False, "--no-model-check", help="Skip the one cheap request that checks --model."),
+    no_model_check: bool = typer.Option(
+        False, "--no-model-check", help="Skip the one cheap request that checks --model."
+    ),
     force: bool = typer.Option(False, "--force", help="With --resume: even if a live process on this host holds it."),
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the campaign's score as JSON on stdout at the end."),
@@ -54,8 +90,13 @@ def suite_command(
     kernelevolve suite --solutions my_kernels/ kernelbench/level1/ --device cuda
     """
     from kernelevolve.campaign import runner
-    from kernelevolve.campaign.problems import ProblemError, choose_shapes, load_problems, match_solutions, \
-        parse_problem_shapes
+    from kernelevolve.campaign.problems import (
+        ProblemError,
+        choose_shapes,
+        load_problems,
+        match_solutions,
+        parse_problem_shapes,
+    )
 
     repo = repo_or_fail(db)
     where = "" if db is None else f" --db {db}"
@@ -73,7 +114,12 @@ def suite_command(
     else:
         if not paths:
             fail("name at least one PATH (spec, problem file, directory or glob), or --resume CAMPAIGN")
-        for name, value in (("--budget", budget), ("--parallel", parallel), ("--timeout", timeout), ("--drafts", drafts)):
+        for name, value in (
+            ("--budget", budget),
+            ("--parallel", parallel),
+            ("--timeout", timeout),
+            ("--drafts", drafts),
+        ):
             if value is not None and value <= 0:
                 fail(f"{name} {value}: must be more than 0")
         if baseline not in (None, "eager", "torch.compile"):
@@ -91,18 +137,25 @@ def suite_command(
         settings = _settings(model, policy, drafts, budget, device, parallel, timeout, seed, baseline, solutions, paths)
         skip = _skipped(problems, settings, no_model_check)
         campaign_id = runner.create(repo, problems, settings, skip)
-        out.print(f"campaign [bold]{campaign_id}[/] ({len(problems)} problems, "
-                  f"{'solutions from ' + str(solutions) if solutions else settings.model}, {device}); resume with:",
-                  highlight=False)
+        out.print(
+            f"campaign [bold]{campaign_id}[/] ({len(problems)} problems, "
+            f"{'solutions from ' + str(solutions) if solutions else settings.model}, {device}); resume with:",
+            highlight=False,
+        )
         out.print(f"  kernelevolve suite --resume {campaign_id}{where}", highlight=False, soft_wrap=True, markup=False)
         for p in problems:
             why = f" (skipped: {skip[p.name]})" if p.name in skip else ""
-            out.print(f"  {p.name}: {p.shapes_text(device)} [{p.shape_rule}]{why}", highlight=False, markup=False,
-                      soft_wrap=True)
+            out.print(
+                f"  {p.name}: {p.shapes_text(device)} [{p.shape_rule}]{why}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
 
     def progress(event) -> None:
-        out.print(f"[{event.done}/{event.total}] {event.problem}: {event.text}", highlight=False, markup=False,
-                  soft_wrap=True)
+        out.print(
+            f"[{event.done}/{event.total}] {event.problem}: {event.text}", highlight=False, markup=False, soft_wrap=True
+        )
 
     from kernelevolve.logs import run_log
 
@@ -112,8 +165,9 @@ def suite_command(
             runner.run(repo, campaign_id, progress)
     except KeyboardInterrupt:
         # Everything recorded is safe (the database is written step by step); workers are cut off.
-        err_console.print(f"interrupted: resume with `kernelevolve suite --resume {campaign_id}{where}`",
-                          highlight=False)
+        err_console.print(
+            f"interrupted: resume with `kernelevolve suite --resume {campaign_id}{where}`", highlight=False
+        )
         sys.stderr.flush()
         os._exit(130)
     _print_score(repo, campaign_id, None, as_json)
@@ -135,11 +189,22 @@ def _settings(model, policy, drafts, budget, device, parallel, timeout, seed, ba
     model = (model or env.model or "offline").strip()
     model_options = {} if model.startswith(("plugin:", "offline")) else env.operator_options()
     kb = users_knowledge_base()
-    return CampaignSettings(kind=SOLUTIONS if solutions is not None else SEARCH, model=model,
-                            model_options=model_options, policy=policy, policy_options=options, budget=budget,
-                            device=device, parallel=parallel, timeout_s=timeout, seed=seed, baseline=baseline,
-                            solutions=None if solutions is None else str(solutions.resolve()),
-                            knowledge_base=None if kb is None else str(kb), paths=list(paths))
+    return CampaignSettings(
+        kind=SOLUTIONS if solutions is not None else SEARCH,
+        model=model,
+        model_options=model_options,
+        policy=policy,
+        policy_options=options,
+        budget=budget,
+        device=device,
+        parallel=parallel,
+        timeout_s=timeout,
+        seed=seed,
+        baseline=baseline,
+        solutions=None if solutions is None else str(solutions.resolve()),
+        knowledge_base=None if kb is None else str(kb),
+        paths=list(paths),
+    )
 
 
 def _skipped(problems, settings, no_model_check: bool) -> dict[str, str]:
@@ -168,9 +233,14 @@ def _skipped(problems, settings, no_model_check: bool) -> dict[str, str]:
 
 @app.command("score")
 def score_command(
-    campaign_id: Optional[str] = typer.Argument(None, metavar="[CAMPAIGN]", help="Without it: the campaigns in the database."),
-    baseline: Optional[str] = typer.Option(None, "--baseline", help="Speedups against eager or torch.compile "
-                                           "(default: what each problem was timed against)."),
+    campaign_id: Optional[str] = typer.Argument(
+        None, metavar="[CAMPAIGN]", help="Without it: the campaigns in the database."
+    ),
+    baseline: Optional[str] = typer.Option(
+        None,
+        "--baseline",
+        help="Speedups against eager or torch.compile (default: what each problem was timed against).",
+    ),
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the score as JSON."),
 ) -> None:
@@ -199,17 +269,29 @@ def _list_campaigns(repo, as_json: bool) -> None:
     rows = []
     for c in campaigns.campaigns(repo):
         states = [p.state for p in campaigns.problems(repo, c.id)]
-        rows.append({"id": c.id, "kind": c.kind, "status": c.status, "problems": len(states),
-                     "done": states.count(campaigns.DONE), "created_at": c.created_at})
+        rows.append(
+            {
+                "id": c.id,
+                "kind": c.kind,
+                "status": c.status,
+                "problems": len(states),
+                "done": states.count(campaigns.DONE),
+                "created_at": c.created_at,
+            }
+        )
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
     if not rows:
         console.print(f"no campaigns in {repo.display_url}", highlight=False, soft_wrap=True)
     for r in rows:
-        console.print(f"{r['id']}  {r['kind']}  {r['status']}  {r['done']}/{r['problems']} problems done  "
-                      f"{time.strftime('%m-%d %H:%M', time.localtime(r['created_at']))}", highlight=False,
-                      markup=False, soft_wrap=True)
+        console.print(
+            f"{r['id']}  {r['kind']}  {r['status']}  {r['done']}/{r['problems']} problems done  "
+            f"{time.strftime('%m-%d %H:%M', time.localtime(r['created_at']))}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 def _print_score(repo, campaign_id: str, baseline: str | None, as_json: bool) -> None:
@@ -220,26 +302,38 @@ def _print_score(repo, campaign_id: str, baseline: str | None, as_json: bool) ->
         typer.echo(json.dumps(result.to_dict(), indent=2))
         return
     pct = lambda n: f"{n}/{result.total} ({100 * n / max(1, result.total):.0f}%)"  # noqa: E731
-    console.print(f"campaign {campaign_id} ({result.kind}, {result.device}): correct {pct(result.correct)}",
-                  highlight=False, markup=False)
+    console.print(
+        f"campaign {campaign_id} ({result.kind}, {result.device}): correct {pct(result.correct)}",
+        highlight=False,
+        markup=False,
+    )
     if result.timed:
-        console.print(f"against {result.baseline}: " + ", ".join(f"fast_{p} {n}" for p, n in result.fast_p.items())
-                      + (f"; geometric-mean speedup {result.geomean_speedup:.3f}x" if result.geomean_speedup else ""),
-                      highlight=False, markup=False)
+        console.print(
+            f"against {result.baseline}: "
+            + ", ".join(f"fast_{p} {n}" for p, n in result.fast_p.items())
+            + (f"; geometric-mean speedup {result.geomean_speedup:.3f}x" if result.geomean_speedup else ""),
+            highlight=False,
+            markup=False,
+        )
     if result.note:
         console.print(result.note, highlight=False, markup=False)
     if result.failures:
-        console.print("failures: " + ", ".join(f"{k} {v}" for k, v in result.failures.items()), highlight=False,
-                      markup=False)
+        console.print(
+            "failures: " + ", ".join(f"{k} {v}" for k, v in result.failures.items()), highlight=False, markup=False
+        )
     entries = []
     for p in result.problems:
         if p.correct:
-            what = f"correct, node {p.best_node}" + (f", {p.speedup:.3f}x" if p.speedup is not None else
-                                                     (" (untimed)" if not result.timed else ", no timing"))
+            what = f"correct, node {p.best_node}" + (
+                f", {p.speedup:.3f}x"
+                if p.speedup is not None
+                else (" (untimed)" if not result.timed else ", no timing")
+            )
         else:
             what = p.failure or "failed"
         rule = f" [{p.shape_rule}]" if p.shape_rule else ""
         shapes = p.shapes or "the spec's"
-        entries.append((f"{p.name}: {what}", f"{p.nodes} nodes; shapes {shapes}{rule}"
-                        + (f"; run {p.run_id}" if p.run_id else "")))
+        entries.append(
+            (f"{p.name}: {what}", f"{p.nodes} nodes; shapes {shapes}{rule}" + (f"; run {p.run_id}" if p.run_id else ""))
+        )
     print_entries(entries)

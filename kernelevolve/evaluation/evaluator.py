@@ -76,8 +76,9 @@ class Evaluator:
         self.max_memory_bytes = max_memory_bytes if device == "interpret" else None
 
     # ------------------------------------------------------------------------------------
-    def evaluate(self, spec: Spec, source: str, shapes: list[dict[str, ShapeValue]] | None = None, *,
-                 deep: bool = False) -> EvalResult:
+    def evaluate(
+        self, spec: Spec, source: str, shapes: list[dict[str, ShapeValue]] | None = None, *, deep: bool = False
+    ) -> EvalResult:
         """Screen, check and (cuda) time one candidate. `deep` adds a profiled call on the GPU (where its
         kernels ran and how much GPU time was Triton's): seconds more, so a search spends it on the
         re-evaluation of a new best, and `kernelevolve eval` always."""
@@ -86,14 +87,25 @@ class Evaluator:
         try:
             ast.parse(source)
         except SyntaxError as e:
-            return self._finish(EvalResult.failed(Failure.SYNTAX, f"line {e.lineno}: {e.msg}", device=self.device,
-                                                  shapes=[_shape(c) for c in cases]), start)
+            return self._finish(
+                EvalResult.failed(
+                    Failure.SYNTAX, f"line {e.lineno}: {e.msg}", device=self.device, shapes=[_shape(c) for c in cases]
+                ),
+                start,
+            )
         problems = screen_source(source) if self.screen else []
         if problems:
             more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-            return self._finish(EvalResult.failed(Failure.TAMPERING, f"the candidate tampers with its evaluation: "
-                                                  f"{'; '.join(problems[:3])}{more}", log="\n".join(problems), device=self.device,
-                                                  shapes=[_shape(c) for c in cases]), start)
+            return self._finish(
+                EvalResult.failed(
+                    Failure.TAMPERING,
+                    f"the candidate tampers with its evaluation: {'; '.join(problems[:3])}{more}",
+                    log="\n".join(problems),
+                    device=self.device,
+                    shapes=[_shape(c) for c in cases],
+                ),
+                start,
+            )
         slot = self._slots.get()
         workdir = Path(tempfile.mkdtemp(prefix="kernelevolve-eval-", dir=self.scratch_root))
         try:
@@ -107,8 +119,9 @@ class Evaluator:
         result.duration_s = time.monotonic() - start
         return result
 
-    def _evaluate_in(self, workdir: Path, slot: str, spec: Spec, source: str, cases: list[Case],
-                     deep: bool) -> EvalResult:
+    def _evaluate_in(
+        self, workdir: Path, slot: str, spec: Spec, source: str, cases: list[Case], deep: bool
+    ) -> EvalResult:
         (workdir / "candidate.py").write_text(source)
         shutil.copy(spec.reference, workdir / "reference.py")
         seed = secrets.randbits(30)
@@ -129,22 +142,39 @@ class Evaluator:
             "import_paths": [str(KNOWLEDGE_BASE / "kernels")],
         }
         env = self._environment(workdir, slot, trusted=False)
-        limits = Limits(timeout_s=self.timeout_s, max_memory_bytes=self.max_memory_bytes, writable=[workdir / "cache"],
-                        per_uid_dirs={"TRITON_CACHE_DIR": _candidate_compile_cache()})
+        limits = Limits(
+            timeout_s=self.timeout_s,
+            max_memory_bytes=self.max_memory_bytes,
+            writable=[workdir / "cache"],
+            per_uid_dirs={"TRITON_CACHE_DIR": _candidate_compile_cache()},
+        )
         result = EvalResult(correct=False, device=self.device, shapes=[_shape(c) for c in cases])
 
-        bench = dict(config, mode="candidate", profile=deep, baseline=spec.baseline, warmup_ms=self.warmup_ms,
-                     rep_ms=self.rep_ms)
+        bench = dict(
+            config, mode="candidate", profile=deep, baseline=spec.baseline, warmup_ms=self.warmup_ms, rep_ms=self.rep_ms
+        )
         baselines = timing = None
         if self.device == "cuda":
             # Both processes start now and prepare (imports, inputs, the reference's outputs, compiles)
             # while the candidate is checked; each times only when told to, one after the other.
-            baselines = _BaselineJob(self, spec, bench, workdir, slot, self._environment(workdir, slot, trusted=True), result)
-            timing = _WaitingRun(lambda go: render("benchmark", dict(bench, **go)), workdir / "bench",
-                                 limits=limits, env=env, prepare_timeout_s=2 * self.timeout_s)
+            baselines = _BaselineJob(
+                self, spec, bench, workdir, slot, self._environment(workdir, slot, trusted=True), result
+            )
+            timing = _WaitingRun(
+                lambda go: render("benchmark", dict(bench, **go)),
+                workdir / "bench",
+                limits=limits,
+                env=env,
+                prepare_timeout_s=2 * self.timeout_s,
+            )
 
-        outcome = run_script(render("correctness", config), workdir / "check", limits=limits, env=env,
-                             result_path=workdir / "check" / "result.json")
+        outcome = run_script(
+            render("correctness", config),
+            workdir / "check",
+            limits=limits,
+            env=env,
+            result_path=workdir / "check" / "result.json",
+        )
         result.phases_s["correctness"] = outcome.duration_s
         self._absorb(result, outcome, "correctness")
         result.environment["seed"] = seed
@@ -220,14 +250,24 @@ class Evaluator:
         failure = data.get("failure")
         log = "\n".join(x for x in ((failure or {}).get("traceback", ""), outcome.stderr.strip()) if x)
         if outcome.timed_out:
-            self._fail(result, Failure.TIMEOUT, f"{phase}: no result after {self.timeout_s:g}s (during {stage}); process group killed", log)
+            self._fail(
+                result,
+                Failure.TIMEOUT,
+                f"{phase}: no result after {self.timeout_s:g}s (during {stage}); process group killed",
+                log,
+            )
         elif failure:
             self._fail(result, Failure.parse(failure["class"]), failure["message"], log)
         elif outcome.signal_name:
             self._fail(result, Failure.CRASH, f"{phase}: process killed by {outcome.signal_name} during {stage}", log)
         elif stage != "done":
             last = outcome.stderr.strip().splitlines()[-1:] or ["no output"]
-            self._fail(result, Failure.CRASH, f"{phase}: process exited with status {outcome.returncode} during {stage}: {last[0][:300]}", log)
+            self._fail(
+                result,
+                Failure.CRASH,
+                f"{phase}: process exited with status {outcome.returncode} during {stage}: {last[0][:300]}",
+                log,
+            )
         elif phase == "correctness":
             result.log = outcome.stderr.strip()[-2000:]
 
@@ -256,12 +296,25 @@ class _WaitingRun:
         self._clock = threading.Event()
         self.outcome: Outcome | None = None
         self.after_go_s = 0.0
-        script = render_script({"go_path": str(folder / "go"), "stop_path": str(folder / "stop"),
-                                "go_timeout_s": prepare_timeout_s, "result_path": str(self.result_path)})
+        script = render_script(
+            {
+                "go_path": str(folder / "go"),
+                "stop_path": str(folder / "stop"),
+                "go_timeout_s": prepare_timeout_s,
+                "result_path": str(self.result_path),
+            }
+        )
 
         def run() -> None:
-            self.outcome = run_script(script, folder, limits=limits, env=env, result_path=self.result_path,
-                                      clock=self._clock, prepare_timeout_s=prepare_timeout_s)
+            self.outcome = run_script(
+                script,
+                folder,
+                limits=limits,
+                env=env,
+                result_path=self.result_path,
+                clock=self._clock,
+                prepare_timeout_s=prepare_timeout_s,
+            )
 
         self._thread = threading.Thread(target=run, name=f"kernelevolve-{folder.name}", daemon=True)
         self._thread.start()
@@ -288,11 +341,14 @@ class _BaselineJob:
     The process starts at once and prepares (imports, builds, compiles, warms up) while the
     candidate is checked; it times when told to, so its timing never overlaps the candidate's."""
 
-    def __init__(self, evaluator: "Evaluator", spec: Spec, bench: dict, workdir: Path, slot: str, env: dict,
-                 result: EvalResult):
+    def __init__(
+        self, evaluator: "Evaluator", spec: Spec, bench: dict, workdir: Path, slot: str, env: dict, result: EvalResult
+    ):
         self.result, self.evaluator = result, evaluator
-        self.keys = {c["label"]: "|".join([spec.fingerprint, c["label"], spec.baseline, *_software(slot)])
-                     for c in bench["cases"]}
+        self.keys = {
+            c["label"]: "|".join([spec.fingerprint, c["label"], spec.baseline, *_software(slot)])
+            for c in bench["cases"]
+        }
         cached = evaluator.baselines.lookup(spec.fingerprint)
         self.found = {label: cached[k] for label, k in self.keys.items() if k in cached}
         result.environment["baselines_cached"] = sorted(self.found)
@@ -300,10 +356,18 @@ class _BaselineJob:
         self.run: _WaitingRun | None = None
         if missing:
             config = dict(bench, mode="baseline", cases=missing)
-            limits = Limits(timeout_s=evaluator.timeout_s, max_memory_bytes=evaluator.max_memory_bytes,
-                            writable=[workdir / "baseline-cache"])
-            self.run = _WaitingRun(lambda go: render("benchmark", dict(config, **go)), workdir / "baseline",
-                                   limits=limits, env=env, prepare_timeout_s=2 * evaluator.timeout_s)
+            limits = Limits(
+                timeout_s=evaluator.timeout_s,
+                max_memory_bytes=evaluator.max_memory_bytes,
+                writable=[workdir / "baseline-cache"],
+            )
+            self.run = _WaitingRun(
+                lambda go: render("benchmark", dict(config, **go)),
+                workdir / "baseline",
+                limits=limits,
+                env=env,
+                prepare_timeout_s=2 * evaluator.timeout_s,
+            )
 
     def finish(self) -> dict[str, float]:
         if self.run is None:
@@ -320,7 +384,8 @@ class _BaselineJob:
             how = f"{outcome.signal_name or outcome.returncode}" if outcome else "not started"
             last = (outcome.stderr.strip().splitlines() or [""])[-1][:300] if outcome else ""
             self.result.environment["baseline_error"] = (data.get("failure") or {}).get("message") or (
-                f"the baseline process ended without timings ({how}): {last}")
+                f"the baseline process ended without timings ({how}): {last}"
+            )
         return self.found
 
 
@@ -342,4 +407,3 @@ def _software(slot: str) -> tuple[str, str, str]:
 
 def _shape(case: Case) -> ShapeResult:
     return ShapeResult(label=case.label, params=dict(case.params), dtype=case.dtype)
-

@@ -96,8 +96,9 @@ def _int_masks_refused(interpreter) -> bool:
     buf = np.zeros(1, dtype=np.float32)
     ptrs = np.array([buf.ctypes.data], dtype=np.uint64)
     try:
-        interpreter._interpreter.load(ptrs, np.ones(1, dtype=np.int32), np.zeros(1, dtype=np.float32),
-                                      np.dtype(np.float32))
+        interpreter._interpreter.load(
+            ptrs, np.ones(1, dtype=np.int32), np.zeros(1, dtype=np.float32), np.dtype(np.float32)
+        )
     except (ValueError, TypeError):
         return True
     return False
@@ -120,7 +121,7 @@ def _fix_masks(interpreter) -> None:
 
         def fixed(self, *args, _original=original, _at=at, **kwargs):
             if len(args) > _at:
-                args = args[:_at] + (as_bool(args[_at]),) + args[_at + 1:]
+                args = args[:_at] + (as_bool(args[_at]),) + args[_at + 1 :]
             elif "mask" in kwargs:
                 kwargs["mask"] = as_bool(kwargs["mask"])
             return _original(self, *args, **kwargs)

@@ -54,6 +54,8 @@ def disagreement(first: EvalResult, second: EvalResult, tolerance: float = RECHE
         if a.latency_ms and b.latency_ms:
             rel = abs(a.latency_ms - b.latency_ms) / min(a.latency_ms, b.latency_ms)
             if rel > tolerance:
-                return (f"{a.label}: {a.latency_ms:.4f} ms then {b.latency_ms:.4f} ms in a fresh process "
-                        f"({100 * rel:.0f}% apart, more than {100 * tolerance:.0f}%)")
+                return (
+                    f"{a.label}: {a.latency_ms:.4f} ms then {b.latency_ms:.4f} ms in a fresh process "
+                    f"({100 * rel:.0f}% apart, more than {100 * tolerance:.0f}%)"
+                )
     return None

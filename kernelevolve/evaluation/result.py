@@ -44,19 +44,19 @@ class Failure(str, Enum):
 # Why a failure class was given, for people and for the model's debug prompt.
 EXPLANATIONS: dict[str, str] = {
     "not_a_kernel": "the evaluator watched the forward: it must launch kernels of the spec's language and do its "
-                    "computation in them; torch calls are allowed only as glue (allocation, views, reshapes, casts)",
+    "computation in them; torch calls are allowed only as glue (allocation, views, reshapes, casts)",
     "mutates_input": "the inputs were compared before and after the call: a kernel must leave its inputs unchanged "
-                     "and return new output tensors, not (views of) its inputs",
+    "and return new output tensors, not (views of) its inputs",
     "inconsistent": "the same module was called repeatedly on buffers whose values changed between calls, and "
-                    "those outputs were checked: results must not be cached on pointers or shapes, and every "
-                    "call must compute its result",
+    "those outputs were checked: results must not be cached on pointers or shapes, and every "
+    "call must compute its result",
     "timing": "timed calls must do their work on the caller's current CUDA stream, inside the timed region; "
-              "launching on another stream or returning before the work is done is not allowed",
+    "launching on another stream or returning before the work is done is not allowed",
     "tampering": "the candidate's source or behaviour tampers with the evaluation (patching torch, triton or the "
-                 "harness, reaching frames, globals or builtins, dynamic imports, processes, files): write a plain "
-                 "kernel module that imports only torch, triton and the standard math helpers",
+    "harness, reaching frames, globals or builtins, dynamic imports, processes, files): write a plain "
+    "kernel module that imports only torch, triton and the standard math helpers",
     "reference": "the reference module itself could not run at this shape: choose smaller shapes (--shape) or "
-                 "the spec's interpret_shapes",
+    "the spec's interpret_shapes",
 }
 
 
@@ -132,4 +132,10 @@ class EvalResult:
 
     @classmethod
     def failed(cls, failure: Failure, message: str, log: str = "", **kw: Any) -> "EvalResult":
-        return cls(correct=False, failure=str(failure), message=message.strip().splitlines()[0] if message.strip() else str(failure), log=log, **kw)
+        return cls(
+            correct=False,
+            failure=str(failure),
+            message=message.strip().splitlines()[0] if message.strip() else str(failure),
+            log=log,
+            **kw,
+        )

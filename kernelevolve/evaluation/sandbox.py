@@ -120,7 +120,7 @@ class _Drain:
 
     def text(self) -> str:
         with self.lock:
-            head, tail = bytes(self.head), bytes(self.tail[-self.tail_max:])
+            head, tail = bytes(self.head), bytes(self.tail[-self.tail_max :])
             dropped = self.total - len(head) - len(tail)
         middle = f"\n[... {dropped} bytes dropped ...]\n" if dropped else ""
         return head.decode("utf-8", "replace") + middle + tail.decode("utf-8", "replace")
@@ -156,7 +156,7 @@ def _find_cgroup_base() -> Path | None:
         if fstype == "cgroup2" and "" in own:
             candidates.append((root, point, own[""], 2))
     for root, point, path, version in candidates:
-        rel = path[len(root):] if root != "/" and path.startswith(root) else path
+        rel = path[len(root) :] if root != "/" and path.startswith(root) else path
         parent = Path(point + rel.rstrip("/"))
         base = parent / "kernelevolve"
         try:
@@ -302,8 +302,9 @@ def _exited(pid: int, pidfd: int | None, timeout: float) -> bool:
         time.sleep(0.005)
 
 
-def _exited_after(pid: int, pidfd: int | None, timeout: float, clock: threading.Event | None,
-                  prepare_timeout_s: float) -> bool:
+def _exited_after(
+    pid: int, pidfd: int | None, timeout: float, clock: threading.Event | None, prepare_timeout_s: float
+) -> bool:
     """`_exited`, with the timeout starting when `clock` is set (if given)."""
     if clock is not None:
         end = time.monotonic() + prepare_timeout_s
@@ -315,8 +316,16 @@ def _exited_after(pid: int, pidfd: int | None, timeout: float, clock: threading.
     return _exited(pid, pidfd, timeout)
 
 
-def run_script(script: str, workdir: Path, *, limits: Limits, env: dict[str, str], result_path: Path,
-               clock: threading.Event | None = None, prepare_timeout_s: float = 0.0) -> Outcome:
+def run_script(
+    script: str,
+    workdir: Path,
+    *,
+    limits: Limits,
+    env: dict[str, str],
+    result_path: Path,
+    clock: threading.Event | None = None,
+    prepare_timeout_s: float = 0.0,
+) -> Outcome:
     """Write `script` into `workdir`, run it sandboxed, and collect the JSON it left at `result_path`.
 
     With `clock`, the process may prepare for up to `prepare_timeout_s` before the event is set (it

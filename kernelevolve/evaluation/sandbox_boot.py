@@ -39,10 +39,32 @@ import sys
 
 # Siblings in this directory (the script's own, so sys.path[0]); stdlib only, like this file.
 from sandbox_privileges import _status_caps, drop_privileges, give_to, needed_paths, per_uid_dirs, plan_uid  # noqa: E402
-from sandbox_sys import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER,  # noqa: E402
-                         MS_BIND, MS_NOATIME, MS_NODEV, MS_NODIRATIME, MS_NOEXEC, MS_NOSUID, MS_PRIVATE,
-                         MS_RDONLY, MS_REC, MS_RELATIME, MS_REMOUNT, MS_STRICTATIME, PR_SET_CHILD_SUBREAPER,
-                         PR_SET_PDEATHSIG, _KEEP_FLAGS, libc, mount, prctl, umount)
+from sandbox_sys import (
+    CLONE_NEWIPC,
+    CLONE_NEWNET,
+    CLONE_NEWNS,
+    CLONE_NEWPID,
+    CLONE_NEWUSER,  # noqa: E402
+    MS_BIND,
+    MS_NOATIME,
+    MS_NODEV,
+    MS_NODIRATIME,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_RDONLY,
+    MS_REC,
+    MS_RELATIME,
+    MS_REMOUNT,
+    MS_STRICTATIME,
+    PR_SET_CHILD_SUBREAPER,
+    PR_SET_PDEATHSIG,
+    _KEEP_FLAGS,
+    libc,
+    mount,
+    prctl,
+    umount,
+)
 
 
 def _set_limit(kind: int, value: int) -> None:
@@ -66,6 +88,7 @@ def _within(path: str, root: str) -> bool:
 
 
 # ----------------------------------------------------------------------------- namespaces
+
 
 def unshare_namespaces(want_net: bool, notes: list) -> tuple:
     """Returns (flags obtained, whether a user namespace was needed)."""
@@ -92,6 +115,7 @@ def unshare_namespaces(want_net: bool, notes: list) -> tuple:
 
 
 # ----------------------------------------------------------------------------- cgroup
+
 
 def await_cgroup(cfg: dict, notes: list) -> str | None:
     """The parent moves this process into the run's pids cgroup while Python starts up here
@@ -120,8 +144,14 @@ def await_cgroup(cfg: dict, notes: list) -> str | None:
 
 # ----------------------------------------------------------------------------- privileges
 
-_OPTION_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
-                 "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
+_OPTION_FLAGS = {
+    "nosuid": MS_NOSUID,
+    "nodev": MS_NODEV,
+    "noexec": MS_NOEXEC,
+    "noatime": MS_NOATIME,
+    "nodiratime": MS_NODIRATIME,
+    "relatime": MS_RELATIME,
+}
 
 
 def _mounts() -> list:
@@ -183,7 +213,11 @@ def seal_filesystem(cfg: dict, needed: list, notes: list) -> str:
     visible = []
     for path in needed:
         path = path if os.path.isdir(path) else os.path.dirname(path)
-        if path not in covered and any(_within(path, c) for c in covered) and not any(_within(path, w) for w in writable):
+        if (
+            path not in covered
+            and any(_within(path, c) for c in covered)
+            and not any(_within(path, w) for w in writable)
+        ):
             if not any(_within(path, v) for v in visible):
                 visible = [v for v in visible if not _within(v, path)] + [path]
     visible.sort(key=len)
@@ -262,6 +296,7 @@ def private_proc(notes: list) -> bool:
 
 # ----------------------------------------------------------------------------- processes
 
+
 def run_harness(cfg: dict, script: str, report: dict, report_fd: int, uid, userns: bool) -> None:
     """The harness process: last limits, drop privileges, report, run the script."""
     try:
@@ -301,12 +336,15 @@ def _wait_for(pid: int) -> int:
             return status
 
 
-def run_init(cfg: dict, script: str, report: dict, report_fd: int, status_w: int, alive_r: int, uid, flags: int, userns: bool) -> None:
+def run_init(
+    cfg: dict, script: str, report: dict, report_fd: int, status_w: int, alive_r: int, uid, flags: int, userns: bool
+) -> None:
     """pid 1 of the new PID namespace (or, without one, a subreaper): harness in a child."""
     try:
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         # boot may have died before the line above: its end of `alive` is then closed
         import select
+
         if select.select([alive_r], [], [], 0)[0]:
             os._exit(1)
     except OSError:

@@ -11,8 +11,19 @@ import re
 import stat
 import sys
 
-from sandbox_sys import (CAP_VERSION_3, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, PR_CAPBSET_DROP,
-                         PR_SET_NO_NEW_PRIVS, PR_SET_SECUREBITS, SECURE_BITS, _check, libc, prctl)
+from sandbox_sys import (
+    CAP_VERSION_3,
+    PR_CAP_AMBIENT,
+    PR_CAP_AMBIENT_CLEAR_ALL,
+    PR_CAPBSET_DROP,
+    PR_SET_NO_NEW_PRIVS,
+    PR_SET_SECUREBITS,
+    SECURE_BITS,
+    _check,
+    libc,
+    prctl,
+)
+
 
 def _can(st: os.stat_result, uid: int, bits: int) -> bool:
     mode = st.st_mode
@@ -45,8 +56,14 @@ def needed_paths(script: str) -> list:
     """What the harness will read: Python and its import paths, this package, and every existing
     file or directory the (trusted, generated) script names: candidate, reference, import paths."""
     here = os.path.dirname(os.path.abspath(__file__))
-    needed = {os.path.realpath(sys.executable), sys.prefix, sys.base_prefix, sys.exec_prefix, script,
-              os.path.dirname(os.path.dirname(here))}
+    needed = {
+        os.path.realpath(sys.executable),
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        script,
+        os.path.dirname(os.path.dirname(here)),
+    }
     needed.update(p for p in sys.path if p and os.path.isabs(p) and os.path.exists(p) and p != here)
     needed.update(p for p in os.environ.get("PYTHONPATH", "").split(":") if p and os.path.exists(p))
     try:

@@ -24,17 +24,29 @@ from kernelevolve.spec import Spec, ShapeValue
 PRECISIONS = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64"}
 
 
-def write_operator(spec: Spec, source: str, folder: Path, *, name: str | None = None,
-                   shapes: list[dict[str, ShapeValue]] | None = None) -> Path:
+def write_operator(
+    spec: Spec, source: str, folder: Path, *, name: str | None = None, shapes: list[dict[str, ShapeValue]] | None = None
+) -> Path:
     """Write the operator package into `folder` (created; files there are replaced); returns operator.py."""
     name = name or re.sub(r"\W", "_", f"kernelevolve_{spec.name}")
     cases = []
     for case in spec.cases("cuda", shapes):
         nbytes, _ = spec.roofline(case)
-        cases.append({"label": case.label, "dtype": case.dtype, "bytes": nbytes,
-                      "constants": shapes_mod.constants(spec.reference_source, case.params)})
-    config = {"spec": spec.name, "name": name, "baseline": spec.baseline, "cases": cases,
-              "precision": PRECISIONS.get(spec.dtypes[0], "bypass")}
+        cases.append(
+            {
+                "label": case.label,
+                "dtype": case.dtype,
+                "bytes": nbytes,
+                "constants": shapes_mod.constants(spec.reference_source, case.params),
+            }
+        )
+    config = {
+        "spec": spec.name,
+        "name": name,
+        "baseline": spec.baseline,
+        "cases": cases,
+        "precision": PRECISIONS.get(spec.dtypes[0], "bypass"),
+    }
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy(spec.reference, folder / "reference.py")
@@ -53,8 +65,13 @@ def _helpers(source: str) -> list[Path]:
     todo = [source]
     while todo:
         for node in ast.walk(ast.parse(todo.pop())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and node.module and not node.level
+                else []
+            )
             for name in names:
                 path = KNOWLEDGE_BASE / "kernels" / f"{name.split('.')[0]}.py"
                 if path.is_file() and path.name not in found:

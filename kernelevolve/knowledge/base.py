@@ -85,9 +85,7 @@ class KnowledgeBase:
     def reference_kernel(self, name: str) -> Document | None:
         """The reference kernel named `name` (file stem), or the one whose `spec` is `name`."""
         kernels = [d for d in self.documents if d.kind == "kernels"]
-        return next((d for d in kernels if d.name == name), None) or next(
-            (d for d in kernels if d.spec == name), None
-        )
+        return next((d for d in kernels if d.name == name), None) or next((d for d in kernels if d.spec == name), None)
 
     # -- retrieval ------------------------------------------------------------------------
     def rank(

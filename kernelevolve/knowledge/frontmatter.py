@@ -71,5 +71,7 @@ def kernel_docstring(source: str, path: Path) -> str:
         raise KnowledgeError(f"{path}: line {e.lineno}: {e.msg}") from None
     doc = ast.get_docstring(tree, clean=False)
     if doc is None:
-        raise KnowledgeError(f"{path}: no module docstring (a reference kernel starts with a docstring holding `---` front matter)")
+        raise KnowledgeError(
+            f"{path}: no module docstring (a reference kernel starts with a docstring holding `---` front matter)"
+        )
     return doc

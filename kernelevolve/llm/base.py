@@ -35,8 +35,9 @@ class LLMError(RuntimeError):
 class RetryableError(Exception):
     """One attempt failed in a way worth retrying; `retry_after` is the server's hint in seconds."""
 
-    def __init__(self, message: str, retry_after: float | None = None, status: int | None = None,
-                 connect: bool = False):
+    def __init__(
+        self, message: str, retry_after: float | None = None, status: int | None = None, connect: bool = False
+    ):
         super().__init__(message)
         self.retry_after = retry_after
         self.status = status
@@ -82,9 +83,19 @@ class Provider:
 
     name = "provider"
 
-    def __init__(self, model: str, *, temperature: float | None = None, max_tokens: int = 8192,
-                 timeout_s: float = 600.0, max_retries: int = 6, backoff_s: float = 2.0, max_backoff_s: float = 120.0,
-                 system: str | None = None, price: tuple[float, float] | None = None):
+    def __init__(
+        self,
+        model: str,
+        *,
+        temperature: float | None = None,
+        max_tokens: int = 8192,
+        timeout_s: float = 600.0,
+        max_retries: int = 6,
+        backoff_s: float = 2.0,
+        max_backoff_s: float = 120.0,
+        system: str | None = None,
+        price: tuple[float, float] | None = None,
+    ):
         self.model = model
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -108,8 +119,13 @@ class Provider:
 
     def settings(self) -> dict:
         """Everything besides the prompt that changes a reply (for the reply-cache key)."""
-        return {"provider": self.name, "model": self.model, "endpoint": self.endpoint,
-                "temperature": self.temperature, "max_tokens": self.max_tokens}
+        return {
+            "provider": self.name,
+            "model": self.model,
+            "endpoint": self.endpoint,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
 
     def check(self) -> None:
         """One cheap request (a few tokens) to see that the endpoint, key and model work;
@@ -124,8 +140,13 @@ class Provider:
     def _send(self, prompt: str, system: str | None, max_tokens: int) -> LLMReply:
         raise NotImplementedError
 
-    def complete(self, prompt: str, system: str | None = None, max_tokens: int | None = None,
-                 connect_retries: int = CONNECT_RETRIES) -> LLMReply:
+    def complete(
+        self,
+        prompt: str,
+        system: str | None = None,
+        max_tokens: int | None = None,
+        connect_retries: int = CONNECT_RETRIES,
+    ) -> LLMReply:
         """One reply, retried with exponential back-off; LLMError when none came.
 
         A request that reaches no server at all (connection refused, unknown host) is retried
@@ -151,17 +172,29 @@ class Provider:
 
         def note(state: RetryCallState) -> None:
             retries.append(str(state.outcome.exception()))
-            log.warning("%s: attempt %d failed (%s); retrying in %.1fs", self.label, state.attempt_number,
-                        retries[-1], state.upcoming_sleep)
+            log.warning(
+                "%s: attempt %d failed (%s); retrying in %.1fs",
+                self.label,
+                state.attempt_number,
+                retries[-1],
+                state.upcoming_sleep,
+            )
 
-        retrying = Retrying(retry=retry_if_exception_type(RetryableError), stop=give_up, wait=delay, sleep=self._sleep,
-                            before_sleep=note, reraise=True)
+        retrying = Retrying(
+            retry=retry_if_exception_type(RetryableError),
+            stop=give_up,
+            wait=delay,
+            sleep=self._sleep,
+            before_sleep=note,
+            reraise=True,
+        )
         try:
             reply = retrying(self._send, prompt, system, max_tokens)
         except RetryableError as e:
             n = retrying.statistics.get("attempt_number", 1)
-            raise LLMError(f"{self.label}: gave up after {n} attempt{'s' if n > 1 else ''}: {e}", status=e.status,
-                           attempts=n) from None
+            raise LLMError(
+                f"{self.label}: gave up after {n} attempt{'s' if n > 1 else ''}: {e}", status=e.status, attempts=n
+            ) from None
         reply.latency_s = time.monotonic() - start
         reply.attempts = retrying.statistics.get("attempt_number", 1)
         reply.retries = retries
@@ -177,5 +210,7 @@ def classify_status(label: str, status: int, message: str, headers) -> Exception
     """An HTTP error status as RetryableError (try again) or a permanent LLMError."""
     if status in RETRY_STATUSES or status >= 500:
         return RetryableError(f"HTTP {status}: {message}", parse_retry_after(headers), status)
-    hint = {401: " (check the API key)", 403: " (key lacks access)", 404: " (unknown model or wrong base URL)"}.get(status, "")
+    hint = {401: " (check the API key)", 403: " (key lacks access)", 404: " (unknown model or wrong base URL)"}.get(
+        status, ""
+    )
     return LLMError(f"{label}: HTTP {status}{hint}: {message}", permanent=True, status=status)

@@ -73,8 +73,13 @@ class ReplyCache:
         if index >= len(replies):
             return None
         r = replies[index]
-        return LLMReply(text=r["text"], input_tokens=r.get("input_tokens", 0), output_tokens=r.get("output_tokens", 0),
-                        cost_usd=0.0, cached=True)
+        return LLMReply(
+            text=r["text"],
+            input_tokens=r.get("input_tokens", 0),
+            output_tokens=r.get("output_tokens", 0),
+            cost_usd=0.0,
+            cached=True,
+        )
 
     def put(self, key: str, reply: LLMReply, index: int) -> None:
         """Store `reply` as the `index`-th sample for `key` (kept if one is already there)."""
@@ -82,8 +87,14 @@ class ReplyCache:
             replies = self._read(key)
             if index < len(replies):
                 return
-            replies.append({"text": reply.text, "input_tokens": reply.input_tokens,
-                            "output_tokens": reply.output_tokens, "cost_usd": reply.cost_usd})
+            replies.append(
+                {
+                    "text": reply.text,
+                    "input_tokens": reply.input_tokens,
+                    "output_tokens": reply.output_tokens,
+                    "cost_usd": reply.cost_usd,
+                }
+            )
             path = self._path(key)
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
@@ -101,8 +112,9 @@ class DatabaseReplyCache:
         row = self.repo.cached_reply(key, index)
         if row is None:
             return None
-        return LLMReply(text=row.reply, input_tokens=row.input_tokens, output_tokens=row.output_tokens,
-                        cost_usd=0.0, cached=True)
+        return LLMReply(
+            text=row.reply, input_tokens=row.input_tokens, output_tokens=row.output_tokens, cost_usd=0.0, cached=True
+        )
 
     def put(self, key: str, reply: LLMReply, index: int) -> None:
         self.repo.cache_reply(key, index, reply.text, reply.input_tokens, reply.output_tokens)

@@ -38,7 +38,9 @@ def extract_kernel(reply: str) -> Extraction:
         # longest block is usually an excerpt of it, not the final answer.
         longest = max(len(b) for b in with_model)
         chosen = [b for b in with_model if len(b) >= longest / 2][-1]
-        return Extraction(chosen.rstrip() + "\n", f"took code block {code_blocks.index(chosen) + 1} of {len(code_blocks)}")
+        return Extraction(
+            chosen.rstrip() + "\n", f"took code block {code_blocks.index(chosen) + 1} of {len(code_blocks)}"
+        )
     if blocks:
         return Extraction(None, f"reply has {len(blocks)} code block(s) but none defines class ModelNew")
     if _MODEL_NEW.search(reply):

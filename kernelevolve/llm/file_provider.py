@@ -49,8 +49,11 @@ class FileProvider(Provider):
         if not reply_path.exists():
             text = (f"<!-- system -->\n{system}\n\n<!-- user -->\n" if system else "") + prompt
             prompt_path.write_text(text)
-            print(f"kernelevolve: waiting up to {self.wait_s:.0f} s for {reply_path} (prompt: {prompt_path})",
-                  file=sys.stderr, flush=True)
+            print(
+                f"kernelevolve: waiting up to {self.wait_s:.0f} s for {reply_path} (prompt: {prompt_path})",
+                file=sys.stderr,
+                flush=True,
+            )
         deadline = time.monotonic() + self.wait_s
         last_size = -1
         while True:
@@ -67,7 +70,9 @@ class FileProvider(Provider):
                 )
             time.sleep(self.poll_s)
         text = reply_path.read_text()
-        return LLMReply(text=text, input_tokens=estimate_tokens(prompt + (system or "")), output_tokens=estimate_tokens(text))
+        return LLMReply(
+            text=text, input_tokens=estimate_tokens(prompt + (system or "")), output_tokens=estimate_tokens(text)
+        )
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         return 0.0

@@ -43,7 +43,9 @@ class AnthropicProvider(Provider):
         response = _request(self, self._client.messages.create, kwargs)
         text = "".join(getattr(block, "text", "") for block in response.content if getattr(block, "type", "") == "text")
         usage = response.usage
-        return LLMReply(text=text, input_tokens=int(usage.input_tokens or 0), output_tokens=int(usage.output_tokens or 0))
+        return LLMReply(
+            text=text, input_tokens=int(usage.input_tokens or 0), output_tokens=int(usage.output_tokens or 0)
+        )
 
 
 class OpenAIProvider(Provider):
@@ -56,7 +58,9 @@ class OpenAIProvider(Provider):
         base_url = os.environ.get("OPENAI_BASE_URL")
         key = os.environ.get("OPENAI_API_KEY")
         if not key and not base_url:
-            raise LLMError("openai: OPENAI_API_KEY is not set (or set OPENAI_BASE_URL for a compatible server)", permanent=True)
+            raise LLMError(
+                "openai: OPENAI_API_KEY is not set (or set OPENAI_BASE_URL for a compatible server)", permanent=True
+            )
         self._sdk = openai
         # Compatible servers usually need no key, but the SDK insists on one.
         self._client = openai.OpenAI(api_key=key or "unused", max_retries=0, timeout=self.timeout_s)

@@ -47,9 +47,7 @@ class CampaignProblemRow(Base):
     state: Mapped[str] = mapped_column(String(16), default=PENDING)
     note: Mapped[str] = mapped_column(Text, default="")  # why skipped
     run_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
-    __table_args__ = (
-        ForeignKeyConstraint(["campaign_id"], ["campaigns.id"], ondelete="CASCADE"),
-    )
+    __table_args__ = (ForeignKeyConstraint(["campaign_id"], ["campaigns.id"], ondelete="CASCADE"),)
 
 
 def create_campaign(repo, kind: str, settings: dict[str, Any], problems: list[dict[str, Any]], owner: str) -> str:
@@ -77,8 +75,13 @@ def campaigns(repo) -> list[CampaignRow]:
 
 def problems(repo, campaign_id: str) -> list[CampaignProblemRow]:
     with repo.Session() as s:
-        return list(s.scalars(select(CampaignProblemRow).where(CampaignProblemRow.campaign_id == campaign_id)
-                              .order_by(CampaignProblemRow.position)))
+        return list(
+            s.scalars(
+                select(CampaignProblemRow)
+                .where(CampaignProblemRow.campaign_id == campaign_id)
+                .order_by(CampaignProblemRow.position)
+            )
+        )
 
 
 def update_campaign(repo, campaign_id: str, **fields) -> None:
@@ -88,5 +91,8 @@ def update_campaign(repo, campaign_id: str, **fields) -> None:
 
 def update_problem(repo, campaign_id: str, position: int, **fields) -> None:
     with repo.Session.begin() as s:
-        s.execute(update(CampaignProblemRow).where(CampaignProblemRow.campaign_id == campaign_id,
-                                                   CampaignProblemRow.position == position).values(**fields))
+        s.execute(
+            update(CampaignProblemRow)
+            .where(CampaignProblemRow.campaign_id == campaign_id, CampaignProblemRow.position == position)
+            .values(**fields)
+        )

@@ -8,8 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import (JSON, Boolean, Float, ForeignKey, ForeignKeyConstraint, Integer, String, Text,
-                        UniqueConstraint)
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, ForeignKeyConstraint, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -78,9 +77,7 @@ class EvaluationRow(Base):
     device: Mapped[str] = mapped_column(String(16))
     duration_s: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[float] = mapped_column(Float, default=_now)
-    __table_args__ = (
-        ForeignKeyConstraint(["run_id", "node_id"], ["nodes.run_id", "nodes.id"], ondelete="CASCADE"),
-    )
+    __table_args__ = (ForeignKeyConstraint(["run_id", "node_id"], ["nodes.run_id", "nodes.id"], ondelete="CASCADE"),)
 
 
 class BaselineRow(Base):
@@ -152,6 +149,4 @@ class ReviewRow(Base):
     verdict: Mapped[str] = mapped_column(String(32))
     notes: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[float] = mapped_column(Float, default=_now)
-    __table_args__ = (
-        ForeignKeyConstraint(["run_id", "node_id"], ["nodes.run_id", "nodes.id"], ondelete="CASCADE"),
-    )
+    __table_args__ = (ForeignKeyConstraint(["run_id", "node_id"], ["nodes.run_id", "nodes.id"], ondelete="CASCADE"),)

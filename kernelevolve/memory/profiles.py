@@ -23,9 +23,7 @@ class ProfileRow(Base):
     summaries: Mapped[list[dict[str, Any]]] = mapped_column(JSON)  # [ProfileSummary.model_dump()]
     seconds: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[float] = mapped_column(Float, default=time.time)
-    __table_args__ = (
-        ForeignKeyConstraint(["run_id", "node_id"], ["nodes.run_id", "nodes.id"], ondelete="CASCADE"),
-    )
+    __table_args__ = (ForeignKeyConstraint(["run_id", "node_id"], ["nodes.run_id", "nodes.id"], ondelete="CASCADE"),)
 
 
 def save_profile(repo, run_id: str, node_id: int, summaries: list[dict[str, Any]], seconds: float) -> None:

@@ -19,8 +19,17 @@ from sqlalchemy.orm import sessionmaker
 
 from kernelevolve.evaluation.result import EvalResult
 from kernelevolve.memory import migrations
-from kernelevolve.memory.models import (BaselineRow, EdgeRow, EvaluationRow, InsightRow, LLMCallRow,
-                                        NodeRow, ReplyCacheRow, ReviewRow, RunRow)
+from kernelevolve.memory.models import (
+    BaselineRow,
+    EdgeRow,
+    EvaluationRow,
+    InsightRow,
+    LLMCallRow,
+    NodeRow,
+    ReplyCacheRow,
+    ReviewRow,
+    RunRow,
+)
 from kernelevolve.operators.base import LLMCallRecord
 from kernelevolve.search.graph import EVALUATED, Node, SearchGraph
 
@@ -73,19 +82,40 @@ class Repository:
         self.engine.dispose()
 
     # -- runs ---------------------------------------------------------------------------
-    def create_run(self, *, spec, policy: str, device: str, settings: dict, rng_state: dict,
-                   policy_state: dict, snapshot: str, owner: str = "") -> str:
+    def create_run(
+        self,
+        *,
+        spec,
+        policy: str,
+        device: str,
+        settings: dict,
+        rng_state: dict,
+        policy_state: dict,
+        snapshot: str,
+        owner: str = "",
+    ) -> str:
         with self.Session.begin() as s:
             for _ in range(8):  # ids are random: retry the (unlikely) clash
                 run_id = new_run_id()
                 if s.get(RunRow, run_id) is None:
                     break
-            s.add(RunRow(
-                id=run_id, spec_name=spec.name, spec_path=str(spec.path or spec.reference),
-                spec_fingerprint=spec.fingerprint, spec_snapshot=snapshot, family=spec.family,
-                hardware=spec.hardware, policy=policy, device=device, settings=settings,
-                rng_state=rng_state, policy_state=policy_state, owner=owner,
-            ))
+            s.add(
+                RunRow(
+                    id=run_id,
+                    spec_name=spec.name,
+                    spec_path=str(spec.path or spec.reference),
+                    spec_fingerprint=spec.fingerprint,
+                    spec_snapshot=snapshot,
+                    family=spec.family,
+                    hardware=spec.hardware,
+                    policy=policy,
+                    device=device,
+                    settings=settings,
+                    rng_state=rng_state,
+                    policy_state=policy_state,
+                    owner=owner,
+                )
+            )
         return run_id
 
     def run(self, run_id: str) -> RunRow | None:
@@ -107,40 +137,69 @@ class Repository:
         with self.Session() as s:
             for run_id, n in s.execute(select(NodeRow.run_id, func.count()).group_by(NodeRow.run_id)):
                 out[run_id] = {"nodes": n, "evaluated": 0, "correct": 0}
-            for run_id, n, ok in s.execute(select(EvaluationRow.run_id, func.count(),
-                                                  func.sum(func.cast(EvaluationRow.correct, Integer)))
-                                           .group_by(EvaluationRow.run_id)):
+            for run_id, n, ok in s.execute(
+                select(
+                    EvaluationRow.run_id, func.count(), func.sum(func.cast(EvaluationRow.correct, Integer))
+                ).group_by(EvaluationRow.run_id)
+            ):
                 out.setdefault(run_id, {"nodes": 0})
                 out[run_id].update(evaluated=n, correct=int(ok or 0))
         return out
 
     # -- nodes and evaluations ----------------------------------------------------------
-    def add_node(self, run_id: str, node: Node, *, rng_state: dict, elapsed_s: float,
-                 llm_call_ids: Iterable[int] = ()) -> None:
+    def add_node(
+        self, run_id: str, node: Node, *, rng_state: dict, elapsed_s: float, llm_call_ids: Iterable[int] = ()
+    ) -> None:
         """Write a new node as pending (before it is evaluated), with its edges."""
         with self.Session.begin() as s:
-            s.add(NodeRow(run_id=run_id, id=node.id, source=node.source, note=node.note, state="pending",
-                          tokens=node.tokens, cost_usd=node.cost_usd, created_at=node.created_at))
+            s.add(
+                NodeRow(
+                    run_id=run_id,
+                    id=node.id,
+                    source=node.source,
+                    note=node.note,
+                    state="pending",
+                    tokens=node.tokens,
+                    cost_usd=node.cost_usd,
+                    created_at=node.created_at,
+                )
+            )
             s.flush()
             for position, parent in enumerate(node.parents):
                 s.add(EdgeRow(run_id=run_id, child_id=node.id, parent_id=parent, position=position))
             ids = list(llm_call_ids)
             if ids:
                 s.execute(update(LLMCallRow).where(LLMCallRow.id.in_(ids)).values(run_id=run_id, node_id=node.id))
-            s.execute(update(RunRow).where(RunRow.id == run_id).values(
-                rng_state=rng_state, elapsed_s=elapsed_s, updated_at=time.time()))
+            s.execute(
+                update(RunRow)
+                .where(RunRow.id == run_id)
+                .values(rng_state=rng_state, elapsed_s=elapsed_s, updated_at=time.time())
+            )
 
-    def record_evaluation(self, run_id: str, node_id: int, result: EvalResult, *, policy_state: dict,
-                          rng_state: dict, elapsed_s: float) -> None:
+    def record_evaluation(
+        self, run_id: str, node_id: int, result: EvalResult, *, policy_state: dict, rng_state: dict, elapsed_s: float
+    ) -> None:
         """The evaluation, the node's new state, the policy and random state: one transaction."""
         with self.Session.begin() as s:
             s.execute(delete(EvaluationRow).where(EvaluationRow.run_id == run_id, EvaluationRow.node_id == node_id))
-            s.add(EvaluationRow(run_id=run_id, node_id=node_id, result=result.to_dict(), correct=result.correct,
-                                fitness=result.fitness, failure=result.failure, device=result.device,
-                                duration_s=result.duration_s))
+            s.add(
+                EvaluationRow(
+                    run_id=run_id,
+                    node_id=node_id,
+                    result=result.to_dict(),
+                    correct=result.correct,
+                    fitness=result.fitness,
+                    failure=result.failure,
+                    device=result.device,
+                    duration_s=result.duration_s,
+                )
+            )
             s.execute(update(NodeRow).where(NodeRow.run_id == run_id, NodeRow.id == node_id).values(state=EVALUATED))
-            s.execute(update(RunRow).where(RunRow.id == run_id).values(
-                policy_state=policy_state, rng_state=rng_state, elapsed_s=elapsed_s, updated_at=time.time()))
+            s.execute(
+                update(RunRow)
+                .where(RunRow.id == run_id)
+                .values(policy_state=policy_state, rng_state=rng_state, elapsed_s=elapsed_s, updated_at=time.time())
+            )
 
     # -- baselines: the evaluator's cache of baseline timings (the one store; see BaselineStore) ---
     # A key is "fingerprint|case label|eager or torch.compile|GPU|torch|triton", built by the evaluator
@@ -149,8 +208,9 @@ class Repository:
         """Every baseline timing whose key starts with `prefix` (a spec's fingerprint); newest wins."""
         out: dict[str, float] = {}
         with self.Session() as s:
-            rows = s.scalars(select(BaselineRow).where(BaselineRow.spec_fingerprint == prefix.split("|")[0])
-                             .order_by(BaselineRow.id))
+            rows = s.scalars(
+                select(BaselineRow).where(BaselineRow.spec_fingerprint == prefix.split("|")[0]).order_by(BaselineRow.id)
+            )
             for r in rows:
                 kind, torch_v, triton_v = (r.software.split("|") + ["", "", ""])[:3]
                 key = "|".join([r.spec_fingerprint, r.shape, kind, r.device, torch_v, triton_v])
@@ -161,7 +221,9 @@ class Repository:
     def save_baseline(self, key: str, milliseconds: float) -> None:
         """Insert or replace one timing (a re-timed baseline replaces the old one)."""
         fingerprint, label, kind, gpu, torch_v, triton_v = key.split("|")
-        where = dict(spec_fingerprint=fingerprint, shape=label, device=gpu, software="|".join([kind, torch_v, triton_v]))
+        where = dict(
+            spec_fingerprint=fingerprint, shape=label, device=gpu, software="|".join([kind, torch_v, triton_v])
+        )
         for _ in range(2):  # a second process may insert the same key between our select and insert
             try:
                 with self.Session.begin() as s:
@@ -186,32 +248,45 @@ class Repository:
             for e in s.scalars(select(EdgeRow).where(EdgeRow.run_id == run_id)):
                 parents.setdefault(e.child_id, []).append((e.position, e.parent_id))
             evals = {e.node_id: e for e in s.scalars(select(EvaluationRow).where(EvaluationRow.run_id == run_id))}
-            verdicts = {r.node_id: r.verdict for r in s.scalars(
-                select(ReviewRow).where(ReviewRow.run_id == run_id).order_by(ReviewRow.id))}  # the latest counts
+            verdicts = {
+                r.node_id: r.verdict
+                for r in s.scalars(select(ReviewRow).where(ReviewRow.run_id == run_id).order_by(ReviewRow.id))
+            }  # the latest counts
             for row in s.scalars(select(NodeRow).where(NodeRow.run_id == run_id).order_by(NodeRow.id)):
                 ev = evals.get(row.id) if row.state == EVALUATED else None
-                graph.add(Node(
-                    id=row.id, parents=tuple(p for _, p in sorted(parents.get(row.id, []))), source=row.source,
-                    note=row.note, evaluation=EvalResult.from_dict(ev.result) if ev else None,
-                    created_at=row.created_at, tokens=row.tokens, cost_usd=row.cost_usd,
-                    approved=verdicts.get(row.id) == "approve",
-                ))
+                graph.add(
+                    Node(
+                        id=row.id,
+                        parents=tuple(p for _, p in sorted(parents.get(row.id, []))),
+                        source=row.source,
+                        note=row.note,
+                        evaluation=EvalResult.from_dict(ev.result) if ev else None,
+                        created_at=row.created_at,
+                        tokens=row.tokens,
+                        cost_usd=row.cost_usd,
+                        approved=verdicts.get(row.id) == "approve",
+                    )
+                )
         return graph
 
     def totals(self, run_id: str) -> tuple[int, float]:
         """Tokens and cost spent on the run's nodes."""
         with self.Session() as s:
-            tokens, cost = s.execute(select(func.coalesce(func.sum(NodeRow.tokens), 0),
-                                            func.coalesce(func.sum(NodeRow.cost_usd), 0.0))
-                                     .where(NodeRow.run_id == run_id)).one()
+            tokens, cost = s.execute(
+                select(
+                    func.coalesce(func.sum(NodeRow.tokens), 0), func.coalesce(func.sum(NodeRow.cost_usd), 0.0)
+                ).where(NodeRow.run_id == run_id)
+            ).one()
         return int(tokens), float(cost)
 
     # -- context memory -----------------------------------------------------------------
-    def add_insight(self, run_id: str | None, node_id: int | None, family: str, hardware: str, text: str,
-                    source: str = "") -> int:
+    def add_insight(
+        self, run_id: str | None, node_id: int | None, family: str, hardware: str, text: str, source: str = ""
+    ) -> int:
         with self.Session.begin() as s:
-            row = InsightRow(run_id=run_id, node_id=node_id, family=family or "", hardware=hardware or "",
-                             text=text, source=source)
+            row = InsightRow(
+                run_id=run_id, node_id=node_id, family=family or "", hardware=hardware or "", text=text, source=source
+            )
             s.add(row)
             s.flush()
             return row.id
@@ -230,10 +305,20 @@ class Repository:
     def record_llm_call(self, run_id: str | None, node_id: int | None, record: LLMCallRecord) -> int:
         with self.Session.begin() as s:
             row = LLMCallRow(
-                run_id=run_id, node_id=node_id, provider=record.provider, model=record.model, prompt=record.prompt,
-                prompt_sha256=prompt_sha256(record.prompt), reply=record.reply, input_tokens=record.input_tokens,
-                output_tokens=record.output_tokens, cost_usd=record.cost_usd, latency_s=record.latency_s,
-                cached=record.cached, error=record.error, attempts=record.attempts,
+                run_id=run_id,
+                node_id=node_id,
+                provider=record.provider,
+                model=record.model,
+                prompt=record.prompt,
+                prompt_sha256=prompt_sha256(record.prompt),
+                reply=record.reply,
+                input_tokens=record.input_tokens,
+                output_tokens=record.output_tokens,
+                cost_usd=record.cost_usd,
+                latency_s=record.latency_s,
+                cached=record.cached,
+                error=record.error,
+                attempts=record.attempts,
             )
             s.add(row)
             s.flush()
@@ -251,8 +336,15 @@ class Repository:
         try:
             with self.Session.begin() as s:
                 if s.get(ReplyCacheRow, (key, position)) is None:
-                    s.add(ReplyCacheRow(key=key, position=position, reply=reply, input_tokens=input_tokens,
-                                        output_tokens=output_tokens))
+                    s.add(
+                        ReplyCacheRow(
+                            key=key,
+                            position=position,
+                            reply=reply,
+                            input_tokens=input_tokens,
+                            output_tokens=output_tokens,
+                        )
+                    )
         except IntegrityError:  # another process stored it first
             pass
 

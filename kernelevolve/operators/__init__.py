@@ -70,7 +70,7 @@ def resolve_operator(model: str | None, **options) -> Operator:
 
 
 def _plugin(model: str, options: dict) -> Operator:
-    path, _, name = model[len("plugin:"):].rpartition(":")
+    path, _, name = model[len("plugin:") :].rpartition(":")
     if not path or not name or not Path(path).exists():
         raise OperatorError(f"--model {model!r}: expected plugin:PATH.py:CLASS with an existing file")
     mod_spec = importlib.util.spec_from_file_location(f"kernelevolve_plugin_{Path(path).stem}", path)
@@ -105,5 +105,13 @@ class PluginOperator(BaseOperator):
         return self.inner.improve(parents, context)
 
 
-__all__ = ["BaseOperator", "Operator", "OperatorContext", "OperatorError", "ParentView", "PluginOperator", "Proposal",
-           "resolve_operator"]
+__all__ = [
+    "BaseOperator",
+    "Operator",
+    "OperatorContext",
+    "OperatorError",
+    "ParentView",
+    "PluginOperator",
+    "Proposal",
+    "resolve_operator",
+]

@@ -123,8 +123,13 @@ class Operator(Protocol):
         """The run's experiment database, for state an operator keeps there (the reply cache)."""
         ...
 
-    def write_insight(self, spec: Spec, child: ParentView, parents: list[ParentView],
-                      record_llm_call: Callable[[LLMCallRecord], object] | None = None) -> str | None:
+    def write_insight(
+        self,
+        spec: Spec,
+        child: ParentView,
+        parents: list[ParentView],
+        record_llm_call: Callable[[LLMCallRecord], object] | None = None,
+    ) -> str | None:
         """One short analysis of an evaluated step for the context memory; None: nothing to say."""
         ...
 
@@ -153,6 +158,11 @@ class BaseOperator:
     def attach(self, repo: Repository) -> None:
         return None
 
-    def write_insight(self, spec: Spec, child: ParentView, parents: list[ParentView],
-                      record_llm_call: Callable[[LLMCallRecord], object] | None = None) -> str | None:
+    def write_insight(
+        self,
+        spec: Spec,
+        child: ParentView,
+        parents: list[ParentView],
+        record_llm_call: Callable[[LLMCallRecord], object] | None = None,
+    ) -> str | None:
         return None

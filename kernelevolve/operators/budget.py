@@ -70,7 +70,9 @@ def fit(sections: list[Section], render: Callable[[dict[str, str]], str], budget
             excess_chars -= len(item) + len(section.joiner)
             dropped_items += 1
         if dropped_items:
-            section.cut_note = f"[{dropped_items} more entr{'y' if dropped_items == 1 else 'ies'} left out to fit the context budget]"
+            section.cut_note = (
+                f"[{dropped_items} more entr{'y' if dropped_items == 1 else 'ies'} left out to fit the context budget]"
+            )
         if excess_chars > 0 and section.items:
             text = section.joiner.join(section.items)
             room = len(text) - excess_chars - 80

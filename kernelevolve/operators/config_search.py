@@ -64,7 +64,9 @@ def space_size(tunables: dict[str, list[Any]]) -> int:
     return size
 
 
-def random_untried(base: Config, tunables: dict[str, list[Any]], tried: set[tuple], rng: random.Random) -> Config | None:
+def random_untried(
+    base: Config, tunables: dict[str, list[Any]], tried: set[tuple], rng: random.Random
+) -> Config | None:
     """Any configuration not yet tried (enumerated when the space is small, else sampled)."""
     keys = sorted(tunables)
     if space_size(tunables) <= 20000:
@@ -88,7 +90,7 @@ def knob_effects(evaluated: list[tuple[Config, float]]) -> Effects:
     kernels, so an effect seen from one base predicts the same move from another."""
     logs: dict[tuple[str, str, str], list[float]] = {}
     for i, (a, fa) in enumerate(evaluated):
-        for b, fb in evaluated[i + 1:]:
+        for b, fb in evaluated[i + 1 :]:
             moved = [k for k in a if a.get(k) != b.get(k)]
             if len(moved) != 1 or fa <= 0 or fb <= 0:
                 continue
@@ -103,8 +105,14 @@ def _predicted(config: Config, new: Config, effects: Effects) -> float | None:
     return effects.get((k, repr(config.get(k)), repr(new[k])))
 
 
-def local_move(config: Config, tunables: dict[str, list[Any]], tried: set[tuple], rng: random.Random,
-               momentum: tuple[str, int] | None = None, effects: Effects | None = None) -> Config | None:
+def local_move(
+    config: Config,
+    tunables: dict[str, list[Any]],
+    tried: set[tuple],
+    rng: random.Random,
+    momentum: tuple[str, int] | None = None,
+    effects: Effects | None = None,
+) -> Config | None:
     """Hill-climbing step from `config`: keep going in a direction that just paid off; else the
     one-knob neighbour that paid off most from another base, else an untried one-knob
     neighbour not known to be useless, sometimes (or when those are exhausted) a two-knob one,
@@ -138,8 +146,9 @@ def local_move(config: Config, tunables: dict[str, list[Any]], tried: set[tuple]
     return random_untried(config, tunables, tried, rng)
 
 
-def toward(failed: Config, passing: Config, tunables: dict[str, list[Any]], tried: set[tuple],
-           rng: random.Random) -> Config | None:
+def toward(
+    failed: Config, passing: Config, tunables: dict[str, list[Any]], tried: set[tuple], rng: random.Random
+) -> Config | None:
     """Debug step: undo part of what separates a failing config from the last passing one, or
     try another value for one of the knobs that moved."""
     moved = [k for k in sorted(tunables) if failed.get(k) != passing.get(k)]
@@ -154,7 +163,7 @@ def toward(failed: Config, passing: Config, tunables: dict[str, list[Any]], trie
         i, j = _index(allowed, passing.get(k)), _index(allowed, failed.get(k))
         if i is None or j is None:
             continue
-        for v in allowed[min(i, j) + 1: max(i, j)]:
+        for v in allowed[min(i, j) + 1 : max(i, j)]:
             between.append({**passing, k: v})
     options = untried(between, tried)
     if options:
@@ -162,7 +171,9 @@ def toward(failed: Config, passing: Config, tunables: dict[str, list[Any]], trie
     return local_move(passing, tunables, tried, rng)
 
 
-def smaller_first(failed: Config, tunables: dict[str, list[Any]], tried: set[tuple], rng: random.Random) -> Config | None:
+def smaller_first(
+    failed: Config, tunables: dict[str, list[Any]], tried: set[tuple], rng: random.Random
+) -> Config | None:
     """Debug step with no passing ancestor: resource failures (shared memory, registers) are
     fixed by smaller values, so try one knob a step down before anything else."""
     down = untried([c for k in sorted(tunables) if (c := _step(failed, tunables, k, -1)) is not None], tried)
@@ -171,7 +182,9 @@ def smaller_first(failed: Config, tunables: dict[str, list[Any]], tried: set[tup
     return local_move(failed, tunables, tried, rng)
 
 
-def crossover(a: Config, b: Config, tunables: dict[str, list[Any]], tried: set[tuple], rng: random.Random) -> tuple[Config | None, list[str]]:
+def crossover(
+    a: Config, b: Config, tunables: dict[str, list[Any]], tried: set[tuple], rng: random.Random
+) -> tuple[Config | None, list[str]]:
     """A child taking each differing knob from one parent or the other; the keys taken from `b`."""
     differ = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k) and k in b]
     children = []

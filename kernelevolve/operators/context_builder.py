@@ -24,12 +24,25 @@ PROMPTS = Path(__file__).parent / "prompts"
 LOG_CHARS = 6000  # the log's tail is where the error is
 
 # Priorities of the optional sections (higher survives the budget longer).
-PRIORITY = {"reference": 95, "log": 80, "ancestry": 60, "insights": 50, "hardware": 40,
-            "constraints": 35, "guidance": 30, "kernel": 25}
+PRIORITY = {
+    "reference": 95,
+    "log": 80,
+    "ancestry": 60,
+    "insights": 50,
+    "hardware": 40,
+    "constraints": 35,
+    "guidance": 30,
+    "kernel": 25,
+}
 DRAFT_KERNEL_PRIORITY = 70  # with no parent, the closest reference kernel is the best start
 
-_env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROMPTS)), keep_trailing_newline=True,
-                          autoescape=False, trim_blocks=True, lstrip_blocks=True)
+_env = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(str(PROMPTS)),
+    keep_trailing_newline=True,
+    autoescape=False,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
 
 
 def render(template: str, **values) -> str:
@@ -88,16 +101,24 @@ def spec_summary(spec: Spec, device: str, shapes: list[dict] | None = None) -> s
     if spec.description:
         lines.append(f"- what it computes: {spec.description.strip()}")
     shown = list(dict.fromkeys(shape_text(c.params) for c in spec.cases(device, shapes)))
-    origin = "given with --shape" if shapes else ("the spec's interpret_shapes" if device == "interpret" and spec.interpret_shapes
-                                                  else "the spec's shapes")
+    origin = (
+        "given with --shape"
+        if shapes
+        else ("the spec's interpret_shapes" if device == "interpret" and spec.interpret_shapes else "the spec's shapes")
+    )
     lines.append(f"- shapes evaluated (module constants, {origin}): {'; '.join(shown)}")
     try:
         base = constants(spec.reference_source)
         resolved = []
         for params in dict.fromkeys(tuple(c.params.items()) for c in spec.cases(device, shapes)):
             values = constants(spec.reference_source, dict(params))
-            resolved.append(", ".join(f"{k}={format_value(v)}" for k, v in values.items()
-                                      if isinstance(v, (int, float, tuple, list)) and not isinstance(v, bool)))
+            resolved.append(
+                ", ".join(
+                    f"{k}={format_value(v)}"
+                    for k, v in values.items()
+                    if isinstance(v, (int, float, tuple, list)) and not isinstance(v, bool)
+                )
+            )
         if base and resolved:
             lines.append(f"- module constants at each evaluated shape: {' | '.join(resolved)}")
     except SyntaxError:
@@ -105,11 +126,15 @@ def spec_summary(spec: Spec, device: str, shapes: list[dict] | None = None) -> s
     if device == "interpret" and not shapes and spec.interpret_shapes and spec.shapes != spec.interpret_shapes:
         target = "; ".join(shape_text(s) for s in spec.shapes)
         lines.append(f"- production shapes on the GPU (tune for these): {target}")
-    tolerances = ", ".join(f"{d} (atol {spec.tolerance(d).atol:g}, rtol {spec.tolerance(d).rtol:g})" for d in spec.dtypes)
+    tolerances = ", ".join(
+        f"{d} (atol {spec.tolerance(d).atol:g}, rtol {spec.tolerance(d).rtol:g})" for d in spec.dtypes
+    )
     lines.append(f"- dtypes: {tolerances}")
     lines.append(f"- baseline to beat: {spec.baseline}; target hardware: {spec.hardware}")
     if device == "interpret":
-        lines.append("- this search runs under the Triton interpreter on CPU: correctness is checked, speed is not measured")
+        lines.append(
+            "- this search runs under the Triton interpreter on CPU: correctness is checked, speed is not measured"
+        )
     return "\n".join(lines)
 
 
@@ -132,18 +157,24 @@ def evaluation_summary(view: ParentView) -> str:
             if s.correct is False:
                 err = f"; max abs err {s.max_abs_err:.3g}" if s.max_abs_err is not None else ""
                 rel = f", rel err {s.max_rel_err:.3g}" if s.max_rel_err is not None else ""
-                lines.append(f"- shape {s.label}: {s.failure or 'wrong'}{err}{rel}" + (f" ({s.message})" if s.message else ""))
+                lines.append(
+                    f"- shape {s.label}: {s.failure or 'wrong'}{err}{rel}" + (f" ({s.message})" if s.message else "")
+                )
         return "\n".join(lines)
     if not ev.timed:
         lines.append(f"- correct at all {len(ev.shapes)} shapes (device {ev.device}: not timed)")
     else:
-        lines.append(f"- correct at all {len(ev.shapes)} shapes; fitness (geometric-mean speedup over the baseline) {_fmt(ev.fitness, '.3f')}x")
+        lines.append(
+            f"- correct at all {len(ev.shapes)} shapes; fitness (geometric-mean speedup over the baseline) {_fmt(ev.fitness, '.3f')}x"
+        )
         lines.append("")
         lines.append("| shape | latency ms | baseline ms | speedup | GB/s | TFLOP/s |")
         lines.append("| --- | --- | --- | --- | --- | --- |")
         for s in ev.shapes:
-            lines.append(f"| {s.label} | {_fmt(s.latency_ms)} | {_fmt(s.baseline_ms)} | {_fmt(s.speedup, '.3f')}x "
-                         f"| {_fmt(s.gbps, '.0f')} | {_fmt(s.tflops, '.1f')} |")
+            lines.append(
+                f"| {s.label} | {_fmt(s.latency_ms)} | {_fmt(s.baseline_ms)} | {_fmt(s.speedup, '.3f')}x "
+                f"| {_fmt(s.gbps, '.0f')} | {_fmt(s.tflops, '.1f')} |"
+            )
     profile = view.profile
     if profile:
         lines += ["", "Profile summary:", str(profile).strip()[:3000]]
@@ -192,15 +223,23 @@ class PromptBuilder:
         sections = [
             Section("spec", [spec_summary(spec, context.device, context.shapes)], 100, required=True),
             Section("reference", [fenced(spec.reference_source)], PRIORITY["reference"]),
-            Section("insights", [f"- {i.strip()}" for i in context.insights if usable_insight(i)], PRIORITY["insights"]),
-            Section("ancestry", [ancestry_line(v) for v in context.ancestry if v.node_id not in exclude],
-                    PRIORITY["ancestry"], keep="tail"),
+            Section(
+                "insights", [f"- {i.strip()}" for i in context.insights if usable_insight(i)], PRIORITY["insights"]
+            ),
+            Section(
+                "ancestry",
+                [ancestry_line(v) for v in context.ancestry if v.node_id not in exclude],
+                PRIORITY["ancestry"],
+                keep="tail",
+            ),
         ]
         return sections + self._kb_sections(spec, draft)
 
     def _fit(self, template: str, sections: list[Section], spec: Spec, **values) -> Fitted:
         ctor = constructor_signature(spec.reference_source)
-        return fit(sections, lambda s: render(template, s=s, spec_name=spec.name, ctor=ctor, **values), self.token_budget)
+        return fit(
+            sections, lambda s: render(template, s=s, spec_name=spec.name, ctor=ctor, **values), self.token_budget
+        )
 
     # -- the four prompts -----------------------------------------------------------------
     def draft(self, spec: Spec, context: OperatorContext) -> Fitted:

@@ -39,7 +39,11 @@ def rule_insight(spec, child: ParentView, parents: list[ParentView]) -> str | No
     head = step_label(child, parents)
     if not ev.correct:
         bad = [s for s in ev.shapes if s.correct is False]
-        where = f" at {', '.join(s.label for s in bad[:3])}" + (f" (+{len(bad) - 3} more)" if len(bad) > 3 else "") if bad else ""
+        where = (
+            f" at {', '.join(s.label for s in bad[:3])}" + (f" (+{len(bad) - 3} more)" if len(bad) > 3 else "")
+            if bad
+            else ""
+        )
         err = next((f"; max abs err {s.max_abs_err:.3g}" for s in bad if s.max_abs_err is not None), "")
         return f"{head}: FAILED {ev.failure}{where}{err}: {(ev.message or '').strip()[:200]}"
     if not ev.timed:
@@ -56,8 +60,7 @@ def rule_insight(spec, child: ParentView, parents: list[ParentView]) -> str | No
         was = " (parent failed)" if parent is not None and parent.failed else ""
         return f"{head}: correct{was}, {fit:.2f}x over {spec.baseline if spec else 'the baseline'}{slowest}"
     before = {s.label: s.latency_ms for s in parent.evaluation.shapes}
-    ratios = [(s.label, before[s.label] / s.latency_ms) for s in ev.shapes
-              if s.latency_ms and before.get(s.label)]
+    ratios = [(s.label, before[s.label] / s.latency_ms) for s in ev.shapes if s.latency_ms and before.get(s.label)]
     regressed = [(label, r) for label, r in ratios if r < 1 - MOVE]
     improved = [r for _, r in ratios if r > 1 + MOVE]
     parts = [f"{label} regressed {r:.2f}x" for label, r in regressed]

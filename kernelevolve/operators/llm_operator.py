@@ -23,8 +23,13 @@ from kernelevolve.llm.base import LLMError, LLMReply, Provider
 from kernelevolve.llm.cache import ReplyCache, cache_key
 from kernelevolve.llm.extract import extract_kernel
 from kernelevolve.operators.base import BaseOperator, LLMCallRecord, OperatorContext, ParentView, Proposal
-from kernelevolve.operators.context_builder import (PromptBuilder, evaluation_summary, insight_system_prompt, render,
-                                                   system_prompt)
+from kernelevolve.operators.context_builder import (
+    PromptBuilder,
+    evaluation_summary,
+    insight_system_prompt,
+    render,
+    system_prompt,
+)
 from kernelevolve.operators.errors import OperatorError
 from kernelevolve.operators.insights import rule_insight, step_label
 from kernelevolve.spec import Spec
@@ -33,7 +38,9 @@ from kernelevolve.steps import step_kind
 _CHANGE = re.compile(r"^\W*change\W*:\s*(.+)$", re.I | re.M)
 INSIGHT_MAX_TOKENS = 300
 INSIGHT_MAX_CHARS = 400
-_CODE_MARKERS = re.compile(r"```|~~~|^\s*(import |from \S+ import |def |class |@triton|return )|\bModelNew\b|tl\.\w+\(", re.M)
+_CODE_MARKERS = re.compile(
+    r"```|~~~|^\s*(import |from \S+ import |def |class |@triton|return )|\bModelNew\b|tl\.\w+\(", re.M
+)
 
 
 def insight_problem(reply: str) -> str | None:
@@ -57,8 +64,16 @@ def reply_note(reply: str, kind: str) -> str:
 
 
 class LLMOperator(BaseOperator):
-    def __init__(self, provider: Provider, *, token_budget: int = 24000, cache: ReplyCache | None = None,
-                 use_cache: bool = False, llm_insights: bool = True, knowledge=None):
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        token_budget: int = 24000,
+        cache: ReplyCache | None = None,
+        use_cache: bool = False,
+        llm_insights: bool = True,
+        knowledge=None,
+    ):
         self.provider = provider
         self.name = provider.label
         self.builder = PromptBuilder(token_budget=token_budget, knowledge=knowledge)
@@ -82,9 +97,15 @@ class LLMOperator(BaseOperator):
         request takes them, in order, before any cache or paid call. Returns how many."""
         n = 0
         for c in calls:
-            if c.error is None and c.node_id is None and c.provider == self.provider.name and c.model == self.provider.model:
+            if (
+                c.error is None
+                and c.node_id is None
+                and c.provider == self.provider.name
+                and c.model == self.provider.model
+            ):
                 self._replay[hashlib.sha256(c.prompt.encode()).hexdigest()].append(
-                    LLMReply(text=c.reply, input_tokens=c.input_tokens, output_tokens=c.output_tokens, cached=True))
+                    LLMReply(text=c.reply, input_tokens=c.input_tokens, output_tokens=c.output_tokens, cached=True)
+                )
                 n += 1
         return n
 
@@ -96,8 +117,15 @@ class LLMOperator(BaseOperator):
             self.cache = DatabaseReplyCache(repo)
 
     # -- one model call, cached and recorded --------------------------------------------------
-    def ask(self, prompt: str, context: OperatorContext | None, *, max_tokens: int | None = None,
-            record_llm_call=None, system: str | None = None) -> LLMReply:
+    def ask(
+        self,
+        prompt: str,
+        context: OperatorContext | None,
+        *,
+        max_tokens: int | None = None,
+        record_llm_call=None,
+        system: str | None = None,
+    ) -> LLMReply:
         system = system_prompt() if system is None else system
         p = self.provider
         key = cache_key(dict(p.settings(), max_tokens=max_tokens or p.max_tokens), prompt, system)
@@ -113,15 +141,28 @@ class LLMOperator(BaseOperator):
             try:
                 reply = p.complete(prompt, system, max_tokens=max_tokens)
             except LLMError as e:
-                record(LLMCallRecord(provider=p.name, model=p.model, prompt=prompt, reply="", error=str(e),
-                                     attempts=e.attempts))
+                record(
+                    LLMCallRecord(
+                        provider=p.name, model=p.model, prompt=prompt, reply="", error=str(e), attempts=e.attempts
+                    )
+                )
                 raise OperatorError(str(e)) from None
             if self.cache:
                 self.cache.put(key, reply, index)
-        record(LLMCallRecord(provider=p.name, model=p.model, prompt=prompt, reply=reply.text,
-                             input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
-                             cost_usd=0.0 if reply.cached else reply.cost_usd, latency_s=reply.latency_s,
-                             cached=reply.cached, attempts=reply.attempts))
+        record(
+            LLMCallRecord(
+                provider=p.name,
+                model=p.model,
+                prompt=prompt,
+                reply=reply.text,
+                input_tokens=reply.input_tokens,
+                output_tokens=reply.output_tokens,
+                cost_usd=0.0 if reply.cached else reply.cost_usd,
+                latency_s=reply.latency_s,
+                cached=reply.cached,
+                attempts=reply.attempts,
+            )
+        )
         return reply
 
     def _proposal(self, prompt: str, kind: str, context: OperatorContext) -> Proposal:
@@ -131,8 +172,14 @@ class LLMOperator(BaseOperator):
         found = extract_kernel(reply.text)
         note = reply_note(reply.text, kind)
         if found.source is None:
-            return Proposal(source=None, note=note, failure="no_code", message=f"{self.name}: {found.message}",
-                            tokens=tokens, cost_usd=cost)
+            return Proposal(
+                source=None,
+                note=note,
+                failure="no_code",
+                message=f"{self.name}: {found.message}",
+                tokens=tokens,
+                cost_usd=cost,
+            )
         return Proposal(source=found.source, note=note, tokens=tokens, cost_usd=cost)
 
     # -- the operator interface ---------------------------------------------------------------
@@ -150,19 +197,30 @@ class LLMOperator(BaseOperator):
         return self._proposal(self.builder.optimise(parents[0], context).prompt, "optimise", context)
 
     # -- context memory -----------------------------------------------------------------------
-    def write_insight(self, spec: Spec, child: ParentView, parents: list[ParentView], record_llm_call=None) -> str | None:
+    def write_insight(
+        self, spec: Spec, child: ParentView, parents: list[ParentView], record_llm_call=None
+    ) -> str | None:
         """A model-written insight when enabled, else (or when the call fails) the rule-based one."""
         fallback = rule_insight(spec, child, parents)
         if not self.llm_insights or child.evaluation is None:
             return fallback
         prompt = render(
-            "insight.j2", spec_name=spec.name, family=spec.family, hardware=spec.hardware,
-            change=step_label(child, parents), result=evaluation_summary(child),
+            "insight.j2",
+            spec_name=spec.name,
+            family=spec.family,
+            hardware=spec.hardware,
+            change=step_label(child, parents),
+            result=evaluation_summary(child),
             parent_result=evaluation_summary(parents[0]) if len(parents) == 1 else "",
         )
         try:
-            text = self.ask(prompt, None, max_tokens=INSIGHT_MAX_TOKENS, record_llm_call=record_llm_call,
-                            system=insight_system_prompt()).text
+            text = self.ask(
+                prompt,
+                None,
+                max_tokens=INSIGHT_MAX_TOKENS,
+                record_llm_call=record_llm_call,
+                system=insight_system_prompt(),
+            ).text
         except OperatorError:
             return fallback
         problem = insight_problem(text)

@@ -21,7 +21,14 @@ from kernelevolve.operators.base import BaseOperator, OperatorContext, ParentVie
 from kernelevolve.operators.errors import OperatorError
 from kernelevolve.operators.insights import rule_insight
 from kernelevolve.operators.profile_guidance import spill_step
-from kernelevolve.operators.tunables import Declared, TunablesError, config_key, describe_change, read_declared, rewrite_config
+from kernelevolve.operators.tunables import (
+    Declared,
+    TunablesError,
+    config_key,
+    describe_change,
+    read_declared,
+    rewrite_config,
+)
 from kernelevolve.spec import Spec
 
 PROVIDER_HINT = (
@@ -59,7 +66,9 @@ class OfflineOperator(BaseOperator):
         # steps never pick the same untried configuration.
         self._lock = threading.RLock()
 
-    def write_insight(self, spec: Spec, child: ParentView, parents: list[ParentView], record_llm_call=None) -> str | None:
+    def write_insight(
+        self, spec: Spec, child: ParentView, parents: list[ParentView], record_llm_call=None
+    ) -> str | None:
         """The engine's insight_writer hook: rule-based analysis of one evaluated step."""
         return rule_insight(spec, child, parents)
 
@@ -74,7 +83,9 @@ class OfflineOperator(BaseOperator):
             try:
                 declared = read_declared(source)
             except TunablesError as e:
-                raise OperatorError(f"offline operator: reference kernel {spec.kernel_name!r}: {e}; {PROVIDER_HINT}") from None
+                raise OperatorError(
+                    f"offline operator: reference kernel {spec.kernel_name!r}: {e}; {PROVIDER_HINT}"
+                ) from None
             self._declared[spec.kernel_name] = (source, declared)
         return self._declared[spec.kernel_name]
 
@@ -90,9 +101,12 @@ class OfflineOperator(BaseOperator):
 
     def _propose(self, base_source: str, old: dict, new: dict | None, note: str) -> Proposal:
         if new is None:
-            return Proposal(source=None, failure="no_code",
-                            message="offline operator: every configuration in the tunable space was tried",
-                            note="tunable space exhausted")
+            return Proposal(
+                source=None,
+                failure="no_code",
+                message="offline operator: every configuration in the tunable space was tried",
+                note="tunable space exhausted",
+            )
         self._proposed.add(config_key(new))
         change = describe_change(old, new)
         return Proposal(source=rewrite_config(base_source, new), note=f"{note}: {change}" if note else change)
@@ -144,8 +158,14 @@ class OfflineOperator(BaseOperator):
         new = spill_step(parent.profile, config, tunables, tried, context.rng)  # its profile shows spills
         if new is not None:
             return self._propose(parent.source, config, new, "its profile shows register spills: smaller")
-        new = search.local_move(config, tunables, tried, context.rng, momentum=_momentum(parent, context.ancestry, tunables),
-                                effects=search.knob_effects(_timed_configs(context, parents)))
+        new = search.local_move(
+            config,
+            tunables,
+            tried,
+            context.rng,
+            momentum=_momentum(parent, context.ancestry, tunables),
+            effects=search.knob_effects(_timed_configs(context, parents)),
+        )
         return self._propose(parent.source, config, new, "")
 
     def _crossover(self, a: ParentView, b: ParentView, tunables, tried, context) -> Proposal:

@@ -12,8 +12,7 @@ from kernelevolve.operators import config_search as search
 RESOURCE_KNOB = re.compile(r"warps|block|tile|elems|stages", re.IGNORECASE)
 
 
-def spill_step(profile, config: dict, tunables: dict[str, list], tried: set[tuple],
-               rng: random.Random) -> dict | None:
+def spill_step(profile, config: dict, tunables: dict[str, list], tried: set[tuple], rng: random.Random) -> dict | None:
     """A configuration one resource knob smaller when `profile` (a NodeProfile) shows spills; else None."""
     if profile is None or not getattr(profile, "spills", False):
         return None

@@ -34,7 +34,12 @@ def _literal_assignments(tree: ast.Module, name: str) -> list[ast.AST]:
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             found.append(node)
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name and node.value:
+        elif (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == name
+            and node.value
+        ):
             found.append(node)
     return found
 
@@ -59,16 +64,18 @@ def read_declared(source: str) -> Declared:
     node, config = values["CONFIG"]
     if not isinstance(node.value, ast.Dict):
         raise TunablesError("`CONFIG` is not a dict display ({...})")
-    value_spans = {ast.literal_eval(k): (v.lineno, v.col_offset, v.end_lineno, v.end_col_offset)
-                   for k, v in zip(node.value.keys, node.value.values) if k is not None}
+    value_spans = {
+        ast.literal_eval(k): (v.lineno, v.col_offset, v.end_lineno, v.end_col_offset)
+        for k, v in zip(node.value.keys, node.value.values)
+        if k is not None
+    }
     tunables = {k: list(v) for k, v in values["TUNABLES"][1].items()}
     for key, allowed in tunables.items():
         if not allowed:
             raise TunablesError(f"TUNABLES[{key!r}] lists no values")
         if key not in config:
             raise TunablesError(f"TUNABLES[{key!r}] is not a key of CONFIG")
-    return Declared(config, tunables, (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset),
-                    value_spans)
+    return Declared(config, tunables, (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset), value_spans)
 
 
 def rewrite_config(source: str, config: dict[str, Any]) -> str:

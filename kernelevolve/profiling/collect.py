@@ -19,10 +19,19 @@ from kernelevolve.profiling.schema import ProfileSummary
 from kernelevolve.spec import Case, Spec
 
 
-def profile_candidate(spec: Spec, source: str, cases: list[Case], tools: list[str] | tuple[str, ...] = TOOLS, *,
-                      device: str = "cuda", gpu: str = "0", timeout_s: float = 300.0,
-                      latency_ms: dict[str, float] | None = None, raw_dir: Path | None = None,
-                      latency_below: float = LATENCY_BELOW) -> list[ProfileSummary]:
+def profile_candidate(
+    spec: Spec,
+    source: str,
+    cases: list[Case],
+    tools: list[str] | tuple[str, ...] = TOOLS,
+    *,
+    device: str = "cuda",
+    gpu: str = "0",
+    timeout_s: float = 300.0,
+    latency_ms: dict[str, float] | None = None,
+    raw_dir: Path | None = None,
+    latency_below: float = LATENCY_BELOW,
+) -> list[ProfileSummary]:
     """One summary per case; a tool that failed leaves its one-line reason in `errors`.
 
     `raw_dir`: keep each tool's raw outputs there (<raw_dir>/<tool>/...)."""
@@ -31,8 +40,9 @@ def profile_candidate(spec: Spec, source: str, cases: list[Case], tools: list[st
     try:
         for tool in tools:
             t0 = time.monotonic()
-            run = run_tool(tool, spec, source, cases, work, device=device, gpu=gpu, timeout_s=timeout_s,
-                           calls=DEFAULT_CALLS)
+            run = run_tool(
+                tool, spec, source, cases, work, device=device, gpu=gpu, timeout_s=timeout_s, calls=DEFAULT_CALLS
+            )
             share = (time.monotonic() - t0) / max(1, len(cases))
             if raw_dir is not None:
                 keep = Path(raw_dir) / tool

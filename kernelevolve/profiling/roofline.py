@@ -37,13 +37,22 @@ def peaks(hardware: str) -> tuple[float | None, float | None, str]:
     gb_m, tf_m = number("measured_gbps"), number("measured_tflops")
     gb, tf = gb_m or number("peak_gbps"), tf_m or number("peak_tflops")
     sources = {("measured" if m else "datasheet") for m, v in ((gb_m, gb), (tf_m, tf)) if v}
-    source = sources.pop() if len(sources) == 1 else ("measured GB/s, datasheet TFLOP/s" if gb_m else
-                                                      "datasheet GB/s, measured TFLOP/s" if sources else "none")
+    source = (
+        sources.pop()
+        if len(sources) == 1
+        else ("measured GB/s, datasheet TFLOP/s" if gb_m else "datasheet GB/s, measured TFLOP/s" if sources else "none")
+    )
     return gb, tf, source
 
 
-def roofline(latency_ms: float, latency_source: str, nbytes: float | None, flops: float | None,
-             hardware: str, latency_below: float = LATENCY_BELOW) -> Roofline:
+def roofline(
+    latency_ms: float,
+    latency_source: str,
+    nbytes: float | None,
+    flops: float | None,
+    hardware: str,
+    latency_below: float = LATENCY_BELOW,
+) -> Roofline:
     peak_gb, peak_tf, source = peaks(hardware)
     gbps = nbytes / latency_ms / 1e6 if nbytes and latency_ms > 0 else None
     tflops = flops / latency_ms / 1e9 if flops and latency_ms > 0 else None
@@ -56,6 +65,15 @@ def roofline(latency_ms: float, latency_source: str, nbytes: float | None, flops
         bound = "latency"
     else:
         bound = "memory" if (mem or 0) >= (comp or 0) else "compute"
-    return Roofline(latency_ms=latency_ms, latency_source=latency_source, gbps=gbps, tflops=tflops,
-                    peak_gbps=peak_gb, peak_tflops=peak_tf, peak_source=source, memory_fraction=mem,
-                    compute_fraction=comp, bound=bound)
+    return Roofline(
+        latency_ms=latency_ms,
+        latency_source=latency_source,
+        gbps=gbps,
+        tflops=tflops,
+        peak_gbps=peak_gb,
+        peak_tflops=peak_tf,
+        peak_source=source,
+        memory_fraction=mem,
+        compute_fraction=comp,
+        bound=bound,
+    )

@@ -52,9 +52,19 @@ def check_available(tools: list[str], device: str) -> None:
         raise ToolUnavailable("ncu (Nsight Compute) is not on PATH; install it or use --tool torch or --tool proton")
 
 
-def run_tool(tool: str, spec: Spec, source: str, cases: list[Case], workdir: Path, *, device: str = "cuda",
-             gpu: str = "0", timeout_s: float = 300.0, calls: int = DEFAULT_CALLS,
-             isolate_network: bool = True) -> ToolRun:
+def run_tool(
+    tool: str,
+    spec: Spec,
+    source: str,
+    cases: list[Case],
+    workdir: Path,
+    *,
+    device: str = "cuda",
+    gpu: str = "0",
+    timeout_s: float = 300.0,
+    calls: int = DEFAULT_CALLS,
+    isolate_network: bool = True,
+) -> ToolRun:
     """Render profile_<tool>, run it in the sandbox under `workdir`/<tool>-XXXX, and say what it left."""
     if tool not in TOOLS:
         raise ValueError(f"unknown profiling tool {tool!r} (have: {', '.join(TOOLS)})")
@@ -82,22 +92,30 @@ def run_tool(tool: str, spec: Spec, source: str, cases: list[Case], workdir: Pat
         "ncu_launch_count": NCU_LAUNCH_COUNT,
         "ncu_timeout_s": max(1.0, timeout_s - 30.0),  # leaves the harness time to write its verdict
     }
-    env = clean_environment({
-        "HOME": str(run_dir), "TMPDIR": str(run_dir),
-        "TRITON_CACHE_DIR": str(_candidate_compile_cache()),
-        "TORCHINDUCTOR_CACHE_DIR": str(base / "inductor"),
-    })
+    env = clean_environment(
+        {
+            "HOME": str(run_dir),
+            "TMPDIR": str(run_dir),
+            "TRITON_CACHE_DIR": str(_candidate_compile_cache()),
+            "TORCHINDUCTOR_CACHE_DIR": str(base / "inductor"),
+        }
+    )
     if device == "cuda":
         env.pop("TRITON_INTERPRET", None)
         env["CUDA_VISIBLE_DEVICES"] = gpu
     else:
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""
-    limits = Limits(timeout_s=timeout_s, isolate_network=isolate_network,
-                    max_memory_bytes=None if device == "cuda" else 16 << 30,
-                    writable=[base / "inductor"], per_uid_dirs={"TRITON_CACHE_DIR": _candidate_compile_cache()})
-    outcome = run_script(render(f"profile_{tool}", config), run_dir, limits=limits, env=env,
-                         result_path=base / "result.json")
+    limits = Limits(
+        timeout_s=timeout_s,
+        isolate_network=isolate_network,
+        max_memory_bytes=None if device == "cuda" else 16 << 30,
+        writable=[base / "inductor"],
+        per_uid_dirs={"TRITON_CACHE_DIR": _candidate_compile_cache()},
+    )
+    outcome = run_script(
+        render(f"profile_{tool}", config), run_dir, limits=limits, env=env, result_path=base / "result.json"
+    )
     run = ToolRun(tool=tool, directory=run_dir, duration_s=outcome.duration_s, sandbox=outcome.sandbox)
     data = outcome.result or {}
     run.outputs = {c["label"]: c["output"] for c in data.get("cases", []) if c.get("output")}
@@ -109,8 +127,10 @@ def run_tool(tool: str, spec: Spec, source: str, cases: list[Case], workdir: Pat
         run.error = f"{tool}: {failure['message']}"
     elif data.get("stage") != "done":
         last = (outcome.stderr.strip().splitlines() or ["no output"])[-1][:300]
-        run.error = f"{tool}: the harness ended during {data.get('stage', 'start-up')} " \
-                    f"({outcome.signal_name or outcome.returncode}): {last}"
+        run.error = (
+            f"{tool}: the harness ended during {data.get('stage', 'start-up')} "
+            f"({outcome.signal_name or outcome.returncode}): {last}"
+        )
     return run
 
 

@@ -97,11 +97,23 @@ class Roofline(BaseModel):
     def line(self) -> str:
         parts = [f"roofline: {self.latency_ms:.4f} ms ({self.latency_source})"]
         if self.gbps is not None:
-            parts.append(f"{self.gbps:.0f} GB/s" + (f" = {100 * self.memory_fraction:.0f}% of {self.peak_gbps:.0f}"
-                                                    if self.memory_fraction is not None else ""))
+            parts.append(
+                f"{self.gbps:.0f} GB/s"
+                + (
+                    f" = {100 * self.memory_fraction:.0f}% of {self.peak_gbps:.0f}"
+                    if self.memory_fraction is not None
+                    else ""
+                )
+            )
         if self.tflops is not None:
-            parts.append(f"{self.tflops:.2f} TFLOP/s" + (f" = {100 * self.compute_fraction:.1f}% of "
-                                                         f"{self.peak_tflops:.0f}" if self.compute_fraction is not None else ""))
+            parts.append(
+                f"{self.tflops:.2f} TFLOP/s"
+                + (
+                    f" = {100 * self.compute_fraction:.1f}% of {self.peak_tflops:.0f}"
+                    if self.compute_fraction is not None
+                    else ""
+                )
+            )
         peaks = f" ({self.peak_source} peaks)" if self.peak_gbps or self.peak_tflops else ""
         return ", ".join(parts) + f"{peaks}; {self.bound}-bound"
 
@@ -130,10 +142,15 @@ class ProfileSummary(BaseModel):
         if self.torch:
             t = self.torch
             ks = ", ".join(f"{k.name[:60]} x{k.launches:g} {k.gpu_ms:.4f} ms" for k in t.kernels[:max_kernels])
-            lines.append(f"- torch.profiler: {sum(k.launches for k in t.kernels):g} kernel launches per call "
-                         f"({ks}); GPU {t.gpu_ms:.4f} ms, host {t.host_ms:.4f} ms per call (under the profiler)"
-                         + (f"; allocates {t.allocated_bytes_per_call / 2**20:.1f} MiB per call"
-                            if t.allocated_bytes_per_call else ""))
+            lines.append(
+                f"- torch.profiler: {sum(k.launches for k in t.kernels):g} kernel launches per call "
+                f"({ks}); GPU {t.gpu_ms:.4f} ms, host {t.host_ms:.4f} ms per call (under the profiler)"
+                + (
+                    f"; allocates {t.allocated_bytes_per_call / 2**20:.1f} MiB per call"
+                    if t.allocated_bytes_per_call
+                    else ""
+                )
+            )
         for k in sorted(self.ncu or [], key=lambda k: -k.duration_ms)[:max_kernels]:
             lines.append("- ncu " + ncu_line(k))
         if self.proton and self.proton.scopes:
@@ -150,13 +167,18 @@ def _pct(v: float | None) -> str:
 def ncu_line(k: NcuKernel) -> str:
     dram = (k.dram_read_bytes or 0) + (k.dram_write_bytes or 0)
     stalls = ", ".join(f"{s.reason} {s.cycles_per_issue:.1f}" for s in k.top_stalls) or "?"
-    spill = (f"{((k.local_load_bytes or 0) + (k.local_store_bytes or 0)) / 1024:.1f} KiB local-memory traffic (spills)"
-             if k.spills else "no spills")
-    return (f"{k.name[:60]}: {k.duration_ms:.4f} ms, DRAM {dram / 2**20:.1f} MiB at {_pct(k.dram_throughput_pct)} of peak, "
-            f"SM {_pct(k.sm_throughput_pct)}, occupancy {_pct(k.achieved_occupancy_pct)}, "
-            f"{k.registers_per_thread if k.registers_per_thread is not None else '?'} registers/thread, {spill}, "
-            f"shared {((k.shared_bytes_per_block or 0) / 1024):.1f} KiB/block, L2 hit {_pct(k.l2_hit_rate_pct)}, "
-            f"grid {k.grid_size}, block {k.block_size}, top stalls: {stalls}")
+    spill = (
+        f"{((k.local_load_bytes or 0) + (k.local_store_bytes or 0)) / 1024:.1f} KiB local-memory traffic (spills)"
+        if k.spills
+        else "no spills"
+    )
+    return (
+        f"{k.name[:60]}: {k.duration_ms:.4f} ms, DRAM {dram / 2**20:.1f} MiB at {_pct(k.dram_throughput_pct)} of peak, "
+        f"SM {_pct(k.sm_throughput_pct)}, occupancy {_pct(k.achieved_occupancy_pct)}, "
+        f"{k.registers_per_thread if k.registers_per_thread is not None else '?'} registers/thread, {spill}, "
+        f"shared {((k.shared_bytes_per_block or 0) / 1024):.1f} KiB/block, L2 hit {_pct(k.l2_hit_rate_pct)}, "
+        f"grid {k.grid_size}, block {k.block_size}, top stalls: {stalls}"
+    )
 
 
 class NodeProfile(BaseModel):

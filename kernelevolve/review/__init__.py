@@ -67,20 +67,31 @@ def export(repo, run_id: str, node_id: int, allow_unreviewed: bool = False) -> s
         raise ReviewError(f"node {node_id} failed its evaluation ({node.failure}): nothing worth exporting")
     if (verdict is None or verdict.verdict != "approve") and not allow_unreviewed:
         state = "was rejected" if verdict else "has not been reviewed"
-        raise ReviewError(f"node {node_id} of run {run_id} {state}: approve it with `kernelevolve review {run_id} "
-                          f"{node_id} --approve`, or export anyway with --unreviewed")
+        raise ReviewError(
+            f"node {node_id} of run {run_id} {state}: approve it with `kernelevolve review {run_id} "
+            f"{node_id} --approve`, or export anyway with --unreviewed"
+        )
     run = repo.run(run_id)
     ev = node.evaluation
     fitness = ev.fitness
     lines = [
         f"# Exported by KernelEvolve from run {run_id}, node {node_id} (spec {run.spec_name}, device {ev.device}).",
-        "# Fitness: " + (f"{fitness:.3f}x geometric-mean speedup over the baseline" if fitness is not None
-                         else "correct, untimed (evaluated under the Triton interpreter)"),
-        "# Review: " + (f"{verdict.verdict} by {verdict.reviewer}" + (f": {verdict.notes}" if verdict.notes else "")
-                        if verdict else "NOT REVIEWED"),
+        "# Fitness: "
+        + (
+            f"{fitness:.3f}x geometric-mean speedup over the baseline"
+            if fitness is not None
+            else "correct, untimed (evaluated under the Triton interpreter)"
+        ),
+        "# Review: "
+        + (
+            f"{verdict.verdict} by {verdict.reviewer}" + (f": {verdict.notes}" if verdict.notes else "")
+            if verdict
+            else "NOT REVIEWED"
+        ),
     ]
     for s in ev.shapes:
         timing = f", {s.latency_ms:.4f} ms vs {s.baseline_ms:.4f} ms" if s.latency_ms and s.baseline_ms else ""
-        lines.append(f"#   {s.label}: max abs err {s.max_abs_err:.3g}{timing}" if s.max_abs_err is not None
-                     else f"#   {s.label}")
+        lines.append(
+            f"#   {s.label}: max abs err {s.max_abs_err:.3g}{timing}" if s.max_abs_err is not None else f"#   {s.label}"
+        )
     return "\n".join(lines) + "\n\n" + node.source

@@ -31,8 +31,10 @@ def exportable(repo, run_id: str, node_id: int, allow_unreviewed: bool = False):
     graph = repo.load_graph(run_id)
     node = graph[node_id] if node_id in graph else None
     if node is not None and node.held and not allow_unreviewed:  # marked suspicious/unstable, not approved
-        raise ReviewError(f"node {node_id} of run {run_id} is marked {', '.join(node.evaluation.marks)} and nobody "
-                          f"approved it: review it first, or export anyway with --unreviewed")
+        raise ReviewError(
+            f"node {node_id} of run {run_id} is marked {', '.join(node.evaluation.marks)} and nobody "
+            f"approved it: review it first, or export anyway with --unreviewed"
+        )
     return graph, export(repo, run_id, node_id, allow_unreviewed=allow_unreviewed)
 
 
@@ -44,8 +46,9 @@ def export_tritonbench(repo, run_id: str, node_id: int, out_dir: Path, allow_unr
 
     _, header_and_source = exportable(repo, run_id, node_id, allow_unreviewed)
     run = repo.run(run_id)
-    return write_operator(_spec_of(run), header_and_source, Path(out_dir),
-                          shapes=RunSettings.model_validate(run.settings).shapes)
+    return write_operator(
+        _spec_of(run), header_and_source, Path(out_dir), shapes=RunSettings.model_validate(run.settings).shapes
+    )
 
 
 def parse_op_name(qualname: str) -> tuple[str, str]:
@@ -55,8 +58,9 @@ def parse_op_name(qualname: str) -> tuple[str, str]:
     return m[1], m[2]
 
 
-def export_package(repo, run_id: str, node_id: int, out_dir: Path, qualname: str,
-                   allow_unreviewed: bool = False) -> list[Path]:
+def export_package(
+    repo, run_id: str, node_id: int, out_dir: Path, qualname: str, allow_unreviewed: bool = False
+) -> list[Path]:
     """Write the op folder; ReviewError (one line) for a node that may not or cannot be exported."""
     namespace, name = parse_op_name(qualname)
     graph, header_and_source = exportable(repo, run_id, node_id, allow_unreviewed)
@@ -78,25 +82,50 @@ def export_package(repo, run_id: str, node_id: int, out_dir: Path, qualname: str
     ev = node.evaluation
     verdict = verdicts(repo, run_id).get(node_id)
     context = {
-        "qualname": qualname, "namespace": namespace, "name": name, "run_id": run_id, "node_id": node_id,
-        "spec_name": spec.name, "input_names": input_names, "state_names": list(signature["state"]),
-        "state_args": state_args, "signature": ", ".join(params),
-        "returns": "Tensor" if n_out == 1 else f"tuple[{', '.join(['Tensor'] * n_out)}]", "n_outputs": n_out,
-        "first_tensor": first_tensor, "init_doc": "*init_inputs", "baseline": spec.baseline,
-        "warmup_ms": WARMUP_MS, "rep_ms": REP_MS,
+        "qualname": qualname,
+        "namespace": namespace,
+        "name": name,
+        "run_id": run_id,
+        "node_id": node_id,
+        "spec_name": spec.name,
+        "input_names": input_names,
+        "state_names": list(signature["state"]),
+        "state_args": state_args,
+        "signature": ", ".join(params),
+        "returns": "Tensor" if n_out == 1 else f"tuple[{', '.join(['Tensor'] * n_out)}]",
+        "n_outputs": n_out,
+        "first_tensor": first_tensor,
+        "init_doc": "*init_inputs",
+        "baseline": spec.baseline,
+        "warmup_ms": WARMUP_MS,
+        "rep_ms": REP_MS,
     }
     record = {
-        "op": qualname, "run": run_id, "node": node_id, "spec": spec.name, "baseline": spec.baseline,
-        "review": None if verdict is None else {"verdict": verdict.verdict, "reviewer": verdict.reviewer,
-                                                 "notes": verdict.notes},
+        "op": qualname,
+        "run": run_id,
+        "node": node_id,
+        "spec": spec.name,
+        "baseline": spec.baseline,
+        "review": None
+        if verdict is None
+        else {"verdict": verdict.verdict, "reviewer": verdict.reviewer, "notes": verdict.notes},
         "tolerances": {d: spec.tolerance(d).model_dump() for d in spec.dtypes},
         # The benchmark re-times the cases the node was timed at; the test checks the spec's shapes.
-        "cases_cuda": ([{"label": s.label, "params": s.params, "dtype": s.dtype} for s in ev.shapes] if ev.timed
-                       else [{"label": c.label, "params": c.params, "dtype": c.dtype} for c in spec.cases("cuda")]),
+        "cases_cuda": (
+            [{"label": s.label, "params": s.params, "dtype": s.dtype} for s in ev.shapes]
+            if ev.timed
+            else [{"label": c.label, "params": c.params, "dtype": c.dtype} for c in spec.cases("cuda")]
+        ),
         "cases_interpret": [{"label": c.label, "params": c.params, "dtype": c.dtype} for c in spec.cases("interpret")],
-        "recorded": {"device": ev.device, "gpu": ev.environment.get("gpu"), "fitness": ev.fitness,
-                     "shapes": [{"label": s.label, "latency_ms": s.latency_ms, "baseline_ms": s.baseline_ms,
-                                 "speedup": s.speedup} for s in ev.shapes]},
+        "recorded": {
+            "device": ev.device,
+            "gpu": ev.environment.get("gpu"),
+            "fitness": ev.fitness,
+            "shapes": [
+                {"label": s.label, "latency_ms": s.latency_ms, "baseline_ms": s.baseline_ms, "speedup": s.speedup}
+                for s in ev.shapes
+            ],
+        },
     }
     files = {
         **_helper_modules(node.source),
@@ -129,8 +158,13 @@ def _helper_modules(source: str) -> dict[str, str]:
     todo = [source]
     while todo:
         for stmt in ast.walk(ast.parse(todo.pop())):
-            names = ([a.name for a in stmt.names] if isinstance(stmt, ast.Import)
-                     else [stmt.module] if isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level else [])
+            names = (
+                [a.name for a in stmt.names]
+                if isinstance(stmt, ast.Import)
+                else [stmt.module]
+                if isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level
+                else []
+            )
             for mod in names:
                 path = KNOWLEDGE_BASE / "kernels" / f"{mod.split('.')[0]}.py"
                 if path.name not in found and path.is_file():
@@ -147,8 +181,10 @@ def _spec_of(run):
     except (SpecError, OSError) as e:
         raise ReviewError(f"run {run.id}: its spec {run.spec_path} cannot be loaded ({e})") from None
     if spec.fingerprint != run.spec_fingerprint:
-        raise ReviewError(f"run {run.id}: the reference of {run.spec_path} changed since the run: the exported op "
-                          f"would be checked against a different operator")
+        raise ReviewError(
+            f"run {run.id}: the reference of {run.spec_path} changed since the run: the exported op "
+            f"would be checked against a different operator"
+        )
     return spec
 
 
@@ -169,19 +205,25 @@ def _signature(spec) -> dict:
             out = model(*inputs)
         outputs = modules.flatten(out)
     except Exception as e:  # the reference is the spec's, but say which part failed in one line
-        raise ReviewError(f"the reference {spec.reference.name} could not run at {case.label}: "
-                          f"{type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
-    if not isinstance(out, torch.Tensor) and not (isinstance(out, (tuple, list)) and
-                                                  all(isinstance(t, torch.Tensor) for t in out)):
-        raise ReviewError("the reference's forward returns nested outputs: a custom op returns a tensor or a flat tuple")
+        raise ReviewError(
+            f"the reference {spec.reference.name} could not run at {case.label}: "
+            f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+        ) from None
+    if not isinstance(out, torch.Tensor) and not (
+        isinstance(out, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in out)
+    ):
+        raise ReviewError(
+            "the reference's forward returns nested outputs: a custom op returns a tensor or a flat tuple"
+        )
     types = []
     for i, x in enumerate(inputs):
         kind = {torch.Tensor: "Tensor", bool: "bool", int: "int", float: "float"}.get(type(x))
         if kind is None and isinstance(x, torch.Tensor):
             kind = "Tensor"
         if kind is None:
-            raise ReviewError(f"input {i} of the reference is a {type(x).__name__}: a custom op takes tensors, ints, "
-                              f"floats and bools")
+            raise ReviewError(
+                f"input {i} of the reference is a {type(x).__name__}: a custom op takes tensors, ints, floats and bools"
+            )
         types.append(kind)
     params = [p for p in inspect.signature(ref_module.Model.forward).parameters.values()][1:]
     names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -202,6 +244,9 @@ def _identifier(text: str, taken: set) -> str:
 def _render(template: str, context: dict) -> str:
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
-    env = Environment(loader=PackageLoader("kernelevolve.review", "op_templates"), undefined=StrictUndefined,
-                      keep_trailing_newline=True)
+    env = Environment(
+        loader=PackageLoader("kernelevolve.review", "op_templates"),
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+    )
     return env.get_template(template).render(**context)

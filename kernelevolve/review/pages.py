@@ -26,11 +26,21 @@ class PageError(LookupError):
 def runs_index(repo) -> list[dict]:
     """Every run in the database, newest first, with its node counts."""
     counts = repo.node_counts()
-    return [{
-        "id": r.id, "spec": r.spec_name, "policy": r.policy, "device": r.device, "status": r.status,
-        "termination_reason": r.termination_reason, "created_at": r.created_at, "updated_at": r.updated_at,
-        "model": (r.settings or {}).get("model") or "offline", **counts.get(r.id, {"nodes": 0}),
-    } for r in repo.runs()]
+    return [
+        {
+            "id": r.id,
+            "spec": r.spec_name,
+            "policy": r.policy,
+            "device": r.device,
+            "status": r.status,
+            "termination_reason": r.termination_reason,
+            "created_at": r.created_at,
+            "updated_at": r.updated_at,
+            "model": (r.settings or {}).get("model") or "offline",
+            **counts.get(r.id, {"nodes": 0}),
+        }
+        for r in repo.runs()
+    ]
 
 
 def run_stamp(repo, run_id: str) -> dict:
@@ -39,8 +49,12 @@ def run_stamp(repo, run_id: str) -> dict:
     run = repo.run(run_id)
     if run is None:
         raise PageError(f"no run {run_id} in {repo.display_url}")
-    return {"updated_at": run.updated_at, "status": run.status, "nodes": repo.node_counts().get(run_id, {}).get("nodes", 0),
-            "review_count": len(repo.reviews(run_id))}
+    return {
+        "updated_at": run.updated_at,
+        "status": run.status,
+        "nodes": repo.node_counts().get(run_id, {}).get("nodes", 0),
+        "review_count": len(repo.reviews(run_id)),
+    }
 
 
 def run_summary(repo, run_id: str, graph: SearchGraph | None = None) -> dict:
@@ -58,24 +72,55 @@ def run_summary(repo, run_id: str, graph: SearchGraph | None = None) -> dict:
     for n in graph.nodes():
         ev = n.evaluation
         x, depth = positions[n.id]
-        nodes.append({
-            "id": n.id, "parents": list(n.parents), "kind": graph.kind(n.id), "state": n.state,
-            "correct": n.correct if ev is not None else None, "fitness": n.fitness, "failure": n.failure,
-            "held": n.held, "marks": sorted(ev.marks) if ev is not None else [], "verdict": latest.get(n.id),
-            "text": fitness_text(n), "note": n.note[:200], "x": x, "depth": depth,
-        })
+        nodes.append(
+            {
+                "id": n.id,
+                "parents": list(n.parents),
+                "kind": graph.kind(n.id),
+                "state": n.state,
+                "correct": n.correct if ev is not None else None,
+                "fitness": n.fitness,
+                "failure": n.failure,
+                "held": n.held,
+                "marks": sorted(ev.marks) if ev is not None else [],
+                "verdict": latest.get(n.id),
+                "text": fitness_text(n),
+                "note": n.note[:200],
+                "x": x,
+                "depth": depth,
+            }
+        )
     best = best_nodes(graph, BEST_SHOWN)
     return {
-        "id": run.id, "spec": run.spec_name, "spec_path": run.spec_path, "policy": run.policy,
-        "device": run.device, "status": run.status, "termination_reason": run.termination_reason,
-        "created_at": run.created_at, "updated_at": run.updated_at, "elapsed_s": run.elapsed_s,
-        "settings": run.settings, "model": (run.settings or {}).get("model") or "offline",
-        "tokens": tokens, "cost_usd": cost, "llm_calls": len(calls), "review_count": len(reviews),
+        "id": run.id,
+        "spec": run.spec_name,
+        "spec_path": run.spec_path,
+        "policy": run.policy,
+        "device": run.device,
+        "status": run.status,
+        "termination_reason": run.termination_reason,
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+        "elapsed_s": run.elapsed_s,
+        "settings": run.settings,
+        "model": (run.settings or {}).get("model") or "offline",
+        "tokens": tokens,
+        "cost_usd": cost,
+        "llm_calls": len(calls),
+        "review_count": len(reviews),
         "timed": any(n.evaluation.timed for n in graph.evaluated()),  # a failed node's 0.0 is no timing
         "nodes": nodes,
-        "best": [{"id": n.id, "text": fitness_text(n), "fitness": n.fitness, "kind": graph.kind(n.id),
-                  "note": n.note[:200],
-                  "shapes": [_shape_row(s) for s in n.evaluation.shapes]} for n in best],
+        "best": [
+            {
+                "id": n.id,
+                "text": fitness_text(n),
+                "fitness": n.fitness,
+                "kind": graph.kind(n.id),
+                "note": n.note[:200],
+                "shapes": [_shape_row(s) for s in n.evaluation.shapes],
+            }
+            for n in best
+        ],
         "verdicts": list(VERDICTS),
     }
 
@@ -99,18 +144,49 @@ def node_details(repo, run_id: str, only: int | None = None, graph: SearchGraph 
     for n in wanted:
         ev = n.evaluation
         # Not cli.run_views.node_dict: its best descendant per node costs O(nodes x descendants).
-        d = {"id": n.id, "parents": list(n.parents), "kind": graph.kind(n.id), "state": n.state,
-             "correct": n.correct if ev is not None else None, "fitness": n.fitness, "failure": n.failure,
-             "note": n.note, "source": n.source, "tokens": n.tokens, "cost_usd": n.cost_usd, "approved": n.approved}
-        d.update({"message": ev.message, "marks": dict(ev.marks), "recheck": ev.recheck, "timed": ev.timed,
-                  "log_tail": "\n".join(ev.log.splitlines()[-LOG_TAIL_LINES:]), "environment": ev.environment,
-                  "phases_s": ev.phases_s, "shapes": [_shape_row(s) for s in ev.shapes]} if ev is not None else
-                 {"message": "", "marks": {}, "recheck": None, "timed": False, "log_tail": "", "environment": {},
-                  "phases_s": {}, "shapes": []})
+        d = {
+            "id": n.id,
+            "parents": list(n.parents),
+            "kind": graph.kind(n.id),
+            "state": n.state,
+            "correct": n.correct if ev is not None else None,
+            "fitness": n.fitness,
+            "failure": n.failure,
+            "note": n.note,
+            "source": n.source,
+            "tokens": n.tokens,
+            "cost_usd": n.cost_usd,
+            "approved": n.approved,
+        }
+        d.update(
+            {
+                "message": ev.message,
+                "marks": dict(ev.marks),
+                "recheck": ev.recheck,
+                "timed": ev.timed,
+                "log_tail": "\n".join(ev.log.splitlines()[-LOG_TAIL_LINES:]),
+                "environment": ev.environment,
+                "phases_s": ev.phases_s,
+                "shapes": [_shape_row(s) for s in ev.shapes],
+            }
+            if ev is not None
+            else {
+                "message": "",
+                "marks": {},
+                "recheck": None,
+                "timed": False,
+                "log_tail": "",
+                "environment": {},
+                "phases_s": {},
+                "shapes": [],
+            }
+        )
         d["diffs"] = [{"parent": p, "diff": source_diff(graph[p].source, n.source, p, n.id)} for p in n.parents]
         d["calls"] = [_call_row(c) for c in calls.get(n.id, [])]
-        d["reviews"] = [{"reviewer": r.reviewer, "verdict": r.verdict, "notes": r.notes, "created_at": r.created_at}
-                        for r in reviews.get(n.id, [])]
+        d["reviews"] = [
+            {"reviewer": r.reviewer, "verdict": r.verdict, "notes": r.notes, "created_at": r.created_at}
+            for r in reviews.get(n.id, [])
+        ]
         d["profile"] = _profile(profiles.get(n.id))
         d["run_id"] = run_id
         out[n.id] = d
@@ -125,10 +201,21 @@ def run_calls(repo, run_id: str) -> list[dict]:
 
 
 def _call_row(c) -> dict:
-    return {"id": c.id, "node_id": c.node_id, "provider": c.provider, "model": c.model, "prompt": c.prompt,
-            "reply": c.reply, "input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
-            "cost_usd": c.cost_usd, "latency_s": c.latency_s, "cached": c.cached, "error": c.error,
-            "created_at": c.created_at}
+    return {
+        "id": c.id,
+        "node_id": c.node_id,
+        "provider": c.provider,
+        "model": c.model,
+        "prompt": c.prompt,
+        "reply": c.reply,
+        "input_tokens": c.input_tokens,
+        "output_tokens": c.output_tokens,
+        "cost_usd": c.cost_usd,
+        "latency_s": c.latency_s,
+        "cached": c.cached,
+        "error": c.error,
+        "created_at": c.created_at,
+    }
 
 
 def _profile(row) -> dict | None:
@@ -148,9 +235,18 @@ def _profile(row) -> dict | None:
 
 
 def _shape_row(s) -> dict:
-    return {"label": s.label, "correct": s.correct, "failure": s.failure, "message": s.message,
-            "max_abs_err": s.max_abs_err, "latency_ms": s.latency_ms, "baseline_ms": s.baseline_ms,
-            "speedup": s.speedup, "gbps": s.gbps, "tflops": s.tflops}
+    return {
+        "label": s.label,
+        "correct": s.correct,
+        "failure": s.failure,
+        "message": s.message,
+        "max_abs_err": s.max_abs_err,
+        "latency_ms": s.latency_ms,
+        "baseline_ms": s.baseline_ms,
+        "speedup": s.speedup,
+        "gbps": s.gbps,
+        "tflops": s.tflops,
+    }
 
 
 def node_detail(repo, run_id: str, node_id: int) -> dict:
@@ -176,8 +272,15 @@ def source_diff(old: str | None, new: str | None, old_id: int, new_id: int, cont
     while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
         tail += 1
     start, cut = max(0, head - context), max(0, tail - context)
-    text = "".join(difflib.unified_diff(a[start:len(a) - cut], b[start:len(b) - cut], fromfile=f"node {old_id}",
-                                        tofile=f"node {new_id}", n=context))
+    text = "".join(
+        difflib.unified_diff(
+            a[start : len(a) - cut],
+            b[start : len(b) - cut],
+            fromfile=f"node {old_id}",
+            tofile=f"node {new_id}",
+            n=context,
+        )
+    )
     if not start:
         return text
     return _HUNK.sub(lambda m: f"@@ -{int(m[1]) + start}{m[2] or ''} +{int(m[3]) + start}{m[4] or ''} @@", text)

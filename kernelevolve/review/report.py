@@ -27,8 +27,12 @@ def static_file(name: str) -> str:
 def page_html(title: str, assets: str, config: dict) -> str:
     """index.html with its asset folder and the script's configuration filled in."""
     config_js = json.dumps(config).replace("</", "<\\/")  # it sits inside a <script> element
-    return (static_file("index.html").replace("__TITLE__", _html_escape(title)).replace("__ASSETS__", assets)
-            .replace("__CONFIG__", config_js))
+    return (
+        static_file("index.html")
+        .replace("__TITLE__", _html_escape(title))
+        .replace("__ASSETS__", assets)
+        .replace("__CONFIG__", config_js)
+    )
 
 
 def _html_escape(text: str) -> str:

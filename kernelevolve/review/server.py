@@ -100,7 +100,9 @@ class _Handler(BaseHTTPRequestHandler):
             if path == "/":
                 return self._page("runs", {"mode": "live", "run": None, "db": self.app.repo.display_url})
             if m := re.fullmatch(rf"/runs/{_RUN}", path):
-                return self._page(f"run {m['run']}", {"mode": "live", "run": m["run"], "refresh_ms": self.app.refresh_ms})
+                return self._page(
+                    f"run {m['run']}", {"mode": "live", "run": m["run"], "refresh_ms": self.app.refresh_ms}
+                )
             if m := re.fullmatch(r"/assets/(?P<name>[a-z.]+)", path):
                 if m["name"] not in ASSETS:
                     return self._error(404, "no such asset")
@@ -156,8 +158,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _review(self, run_id: str, node_id: int, body: dict) -> None:
         text = lambda k: body.get(k) if isinstance(body.get(k), str) else None  # noqa: E731
-        verdict = review(self.app.repo, run_id, node_id, text("verdict") or "", text("note") or "",
-                         (text("reviewer") or "").strip() or None)
+        verdict = review(
+            self.app.repo,
+            run_id,
+            node_id,
+            text("verdict") or "",
+            text("note") or "",
+            (text("reviewer") or "").strip() or None,
+        )
         self._json(verdict.__dict__)
 
     def _export(self, run_id: str, node_id: int, body: dict) -> None:
@@ -177,8 +185,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, buffer.getvalue(), "application/zip", {"Content-Disposition": f"attachment; filename={name}"})
 
 
-def make_server(repo, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
-                refresh_ms: int = 3000) -> tuple[ThreadingHTTPServer, ReviewApp]:
+def make_server(
+    repo, host: str = "127.0.0.1", port: int = 8765, token: str | None = None, refresh_ms: int = 3000
+) -> tuple[ThreadingHTTPServer, ReviewApp]:
     """A bound, not yet serving, server (port 0: any free port); OSError if it cannot bind."""
     app = ReviewApp(repo, host, token, refresh_ms)
     handler = type("ReviewHandler", (_Handler,), {"app": app})

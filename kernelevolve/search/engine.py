@@ -79,11 +79,26 @@ class _Task:
 
 
 class SearchEngine:
-    def __init__(self, *, repo, run_id: str, spec, graph: SearchGraph, policy: Policy, operator, evaluator,
-                 limits: Budget, rng: random.Random, device: str, shapes: list[dict] | None = None,
-                 elapsed_s: float = 0.0, insight_writer: InsightWriter | None = None,
-                 on_event: Callable[[str, "SearchEngine", Node | None], None] | None = None,
-                 max_in_flight: int | None = None, profiler=None) -> None:
+    def __init__(
+        self,
+        *,
+        repo,
+        run_id: str,
+        spec,
+        graph: SearchGraph,
+        policy: Policy,
+        operator,
+        evaluator,
+        limits: Budget,
+        rng: random.Random,
+        device: str,
+        shapes: list[dict] | None = None,
+        elapsed_s: float = 0.0,
+        insight_writer: InsightWriter | None = None,
+        on_event: Callable[[str, "SearchEngine", Node | None], None] | None = None,
+        max_in_flight: int | None = None,
+        profiler=None,
+    ) -> None:
         self.repo, self.run_id, self.spec, self.graph = repo, run_id, spec, graph
         self.policy, self.operator, self.evaluator, self.limits = policy, operator, evaluator, limits
         self.rng, self.device, self.shapes = rng, device, shapes
@@ -101,8 +116,9 @@ class SearchEngine:
             from kernelevolve.memory.profiles import load_profiles
             from kernelevolve.profiling.schema import NodeProfile
 
-            self.profiles = {i: NodeProfile(summaries=r.summaries, seconds=r.seconds)
-                             for i, r in load_profiles(repo, run_id).items()}
+            self.profiles = {
+                i: NodeProfile(summaries=r.summaries, seconds=r.seconds) for i, r in load_profiles(repo, run_id).items()
+            }
 
     # -- state for progress displays ------------------------------------------------------
     @property
@@ -118,13 +134,18 @@ class SearchEngine:
         best = self.graph.best()
         tokens, cost = self.spent()
         return Progress(
-            nodes=len(self.graph), evaluated=len(done), max_nodes=self.limits.max_nodes,
+            nodes=len(self.graph),
+            evaluated=len(done),
+            max_nodes=self.limits.max_nodes,
             in_flight=len(self.in_flight_work()),
             failures=dict(Counter(n.failure for n in done if n.failure)),
             held=dict(Counter(m for n in done if n.held for m in n.evaluation.marks)),
             correct=sum(1 for n in done if n.correct),
             best=None if best is None or not best.correct or best.held else Best(best.id, best.fitness, best.score),
-            elapsed_s=self.elapsed_s, wall_clock_s=self.limits.wall_clock_s, tokens=tokens, cost_usd=cost,
+            elapsed_s=self.elapsed_s,
+            wall_clock_s=self.limits.wall_clock_s,
+            tokens=tokens,
+            cost_usd=cost,
         )
 
     def in_flight_work(self) -> list[_Task]:
@@ -158,8 +179,9 @@ class SearchEngine:
             raise
         pool.shutdown(wait=True)
         log.info("run %s stops: %s (%d nodes, %.0fs)", self.run_id, self.stop_reason, len(self.graph), self.elapsed_s)
-        self.repo.update_run(self.run_id, status="finished", termination_reason=self.stop_reason,
-                             elapsed_s=self.elapsed_s)
+        self.repo.update_run(
+            self.run_id, status="finished", termination_reason=self.stop_reason, elapsed_s=self.elapsed_s
+        )
         self._emit("finished", None)
         return self.stop_reason
 
@@ -174,8 +196,9 @@ class SearchEngine:
 
     def _launch(self) -> None:
         proposing = [t.expansion for t in self.in_flight.values() if t.stage == "propose"]
-        free = min(self.max_in_flight - len(self.in_flight_work()),
-                   self.limits.max_nodes - len(self.graph) - len(proposing))
+        free = min(
+            self.max_in_flight - len(self.in_flight_work()), self.limits.max_nodes - len(self.graph) - len(proposing)
+        )
         if free <= 0:
             return
         steps = self.policy.select(self.graph, free, self.rng, in_flight=proposing)
@@ -191,8 +214,9 @@ class SearchEngine:
             parents = [self.view(p) for p in step.parents]
             self._submit(task, self._propose, parents, context)
 
-    def _context(self, step: Expansion, task: _Task, insights: list[str], evaluated: list[ParentView],
-                 pending: list[str]) -> OperatorContext:
+    def _context(
+        self, step: Expansion, task: _Task, insights: list[str], evaluated: list[ParentView], pending: list[str]
+    ) -> OperatorContext:
         above: set[int] = set()
         for p in step.parents:
             above |= self.graph.ancestors(p)
@@ -202,18 +226,33 @@ class SearchEngine:
             task.calls.append((self.repo.record_llm_call(self.run_id, None, call), call))
 
         # The operator gets its own stream seeded from the run's, so parallel workers stay reproducible.
-        return OperatorContext(spec=self.spec, run_id=self.run_id, device=self.device,
-                               rng=random.Random(self.rng.getrandbits(64)), kind=self.graph.step_kind(step.parents),
-                               shapes=self.shapes, ancestry=ancestry, insights=insights, evaluated=evaluated,
-                               pending_sources=pending, record_llm_call=record)
+        return OperatorContext(
+            spec=self.spec,
+            run_id=self.run_id,
+            device=self.device,
+            rng=random.Random(self.rng.getrandbits(64)),
+            kind=self.graph.step_kind(step.parents),
+            shapes=self.shapes,
+            ancestry=ancestry,
+            insights=insights,
+            evaluated=evaluated,
+            pending_sources=pending,
+            record_llm_call=record,
+        )
 
     def view(self, node_id: int, compact: bool = False) -> ParentView:
         node = self.graph[node_id]
         ev = node.evaluation
         if compact and ev is not None:
             ev = replace(ev, log="")
-        return ParentView(node_id=node.id, source=node.source, kind=self.graph.kind(node.id), evaluation=ev,
-                          note=node.note, profile=self.profiles.get(node_id))
+        return ParentView(
+            node_id=node.id,
+            source=node.source,
+            kind=self.graph.kind(node.id),
+            evaluation=ev,
+            note=node.note,
+            profile=self.profiles.get(node_id),
+        )
 
     def _submit(self, task: _Task, fn, *args) -> None:
         self.in_flight[self._pool.submit(fn, *args)] = task
@@ -237,8 +276,14 @@ class SearchEngine:
                 log.warning("run %s: insight writer failed on node %s: %s", self.run_id, task.node_id, error)
             elif future.result():
                 node = self.graph[task.node_id]
-                self.repo.add_insight(self.run_id, node.id, self.spec.family, self.spec.hardware, future.result(),
-                                      source=getattr(self.insight_writer, "__name__", type(self.insight_writer).__name__))
+                self.repo.add_insight(
+                    self.run_id,
+                    node.id,
+                    self.spec.family,
+                    self.spec.hardware,
+                    future.result(),
+                    source=getattr(self.insight_writer, "__name__", type(self.insight_writer).__name__),
+                )
             return
         if task.stage == "profile":
             self._profiled(task, future)
@@ -248,16 +293,21 @@ class SearchEngine:
             return
         error = future.exception()
         if error is not None:
-            result = EvalResult.failed(Failure.CRASH, f"evaluator error: {type(error).__name__}: {error}",
-                                       device=self.device)
+            result = EvalResult.failed(
+                Failure.CRASH, f"evaluator error: {type(error).__name__}: {error}", device=self.device
+            )
         else:
             result = future.result()
         if task.stage == "recheck":
             self._record(self.graph[task.node_id], self._confirmed(task.first, result))
         elif self._would_lead(result):
             # A new best is evaluated again in a fresh process, with new seeds, before it counts.
-            self._submit(_Task("recheck", node_id=task.node_id, first=result), self._evaluate,
-                         self.graph[task.node_id].source, True)
+            self._submit(
+                _Task("recheck", node_id=task.node_id, first=result),
+                self._evaluate,
+                self.graph[task.node_id].source,
+                True,
+            )
         else:
             self._record(self.graph[task.node_id], result)
 
@@ -270,8 +320,11 @@ class SearchEngine:
 
     @staticmethod
     def _confirmed(first: EvalResult, second: EvalResult) -> EvalResult:
-        first.recheck = {"fitness": second.fitness, "failure": second.failure,
-                         "latency_ms": [s.latency_ms for s in second.shapes]}
+        first.recheck = {
+            "fitness": second.fitness,
+            "failure": second.failure,
+            "latency_ms": [s.latency_ms for s in second.shapes],
+        }
         reason = plausibility.disagreement(first, second)
         if reason:
             first.marks["unstable"] = reason
@@ -281,39 +334,71 @@ class SearchEngine:
         error = future.exception()
         if error is not None:
             self.operator_errors += 1
-            proposal = Proposal(source=None, failure=str(Failure.NO_CODE),
-                                message=f"operator error: {type(error).__name__}: {error}")
-            log.warning("run %s: the operator failed (%d in a row): %s", self.run_id, self.operator_errors, proposal.message)
+            proposal = Proposal(
+                source=None, failure=str(Failure.NO_CODE), message=f"operator error: {type(error).__name__}: {error}"
+            )
+            log.warning(
+                "run %s: the operator failed (%d in a row): %s", self.run_id, self.operator_errors, proposal.message
+            )
         else:
             self.operator_errors = 0
             proposal = future.result()
         calls = [c for _, c in task.calls]
         node = Node(
-            id=self.graph.next_id(), parents=task.expansion.parents, source=proposal.source, note=proposal.note,
+            id=self.graph.next_id(),
+            parents=task.expansion.parents,
+            source=proposal.source,
+            note=proposal.note,
             tokens=proposal.tokens or sum(c.input_tokens + c.output_tokens for c in calls),
             cost_usd=proposal.cost_usd or sum(c.cost_usd for c in calls),
         )
         self.graph.add(node)
-        self.repo.add_node(self.run_id, node, rng_state=rng_state(self.rng), elapsed_s=self.elapsed_s,
-                           llm_call_ids=[i for i, _ in task.calls])
-        log.debug("run %s: node %d written (%s of %s): %s", self.run_id, node.id, self.graph.kind(node.id),
-                  list(node.parents), node.note or proposal.message)
+        self.repo.add_node(
+            self.run_id,
+            node,
+            rng_state=rng_state(self.rng),
+            elapsed_s=self.elapsed_s,
+            llm_call_ids=[i for i, _ in task.calls],
+        )
+        log.debug(
+            "run %s: node %d written (%s of %s): %s",
+            self.run_id,
+            node.id,
+            self.graph.kind(node.id),
+            list(node.parents),
+            node.note or proposal.message,
+        )
         self._emit("node", node)
         if node.source is None:
             failure = proposal.failure or str(Failure.NO_CODE)
-            self._record(node, EvalResult.failed(Failure.parse(failure), proposal.message or "the reply held no kernel",
-                                                 device=self.device))
+            self._record(
+                node,
+                EvalResult.failed(
+                    Failure.parse(failure), proposal.message or "the reply held no kernel", device=self.device
+                ),
+            )
         else:
             self._submit(_Task("evaluate", node_id=node.id), self._evaluate, node.source)
 
     def _record(self, node: Node, result: EvalResult) -> None:
         self.graph.set_evaluation(node.id, result)
         self.policy.observe(self.graph, node.id)
-        self.repo.record_evaluation(self.run_id, node.id, result, policy_state=self.policy.state_dict(),
-                                    rng_state=rng_state(self.rng), elapsed_s=self.elapsed_s)
-        log.info("run %s: node %d %s: %s%s", self.run_id, node.id, self.graph.kind(node.id),
-                 "correct" if result.correct else f"failed ({result.failure})",
-                 f", fitness {result.fitness:.3f}" if result.fitness else "")
+        self.repo.record_evaluation(
+            self.run_id,
+            node.id,
+            result,
+            policy_state=self.policy.state_dict(),
+            rng_state=rng_state(self.rng),
+            elapsed_s=self.elapsed_s,
+        )
+        log.info(
+            "run %s: node %d %s: %s%s",
+            self.run_id,
+            node.id,
+            self.graph.kind(node.id),
+            "correct" if result.correct else f"failed ({result.failure})",
+            f", fitness {result.fitness:.3f}" if result.fitness else "",
+        )
         if not result.correct:
             log.debug("run %s: node %d message: %s", self.run_id, node.id, result.message)
         self._emit("evaluated", node)

@@ -172,8 +172,11 @@ class SearchGraph:
     def _leaf(self, node_id: int, failed_leaf: bool) -> None:
         if failed_leaf:
             self._failed_leaves.add(node_id)
-            if self._debug_limit is not None and node_id not in self._debuggable \
-                    and self.debug_depth(node_id) < self._debug_limit:
+            if (
+                self._debug_limit is not None
+                and node_id not in self._debuggable
+                and self.debug_depth(node_id) < self._debug_limit
+            ):
                 self._debuggable.add(node_id)
         else:
             self._failed_leaves.discard(node_id)

@@ -63,9 +63,16 @@ class Profiler:
         t0 = time.monotonic()
         slot = self._borrow()
         try:
-            summaries = profile_candidate(self.spec, source, [case], self.settings.tools, device=self.device,
-                                          gpu=slot or "0", timeout_s=self.settings.timeout_s,
-                                          latency_ms={case.label: latency} if latency else None)
+            summaries = profile_candidate(
+                self.spec,
+                source,
+                [case],
+                self.settings.tools,
+                device=self.device,
+                gpu=slot or "0",
+                timeout_s=self.settings.timeout_s,
+                latency_ms={case.label: latency} if latency else None,
+            )
         finally:
             self._give_back(slot)
         return NodeProfile(summaries=summaries, seconds=time.monotonic() - t0)

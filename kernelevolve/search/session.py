@@ -49,10 +49,16 @@ def start_run(repo, spec, settings: RunSettings) -> str:
     if settings.seed is None:
         settings.seed = random.SystemRandom().randrange(2**31)
     source = spec.path if spec.path is not None else spec.reference
-    return repo.create_run(spec=spec, policy=settings.policy, device=settings.device,
-                           settings=settings.model_dump(mode="json"),
-                           rng_state=rng_state(random.Random(settings.seed)), policy_state=policy.state_dict(),
-                           snapshot=source.read_text(), owner=owner_tag())
+    return repo.create_run(
+        spec=spec,
+        policy=settings.policy,
+        device=settings.device,
+        settings=settings.model_dump(mode="json"),
+        rng_state=rng_state(random.Random(settings.seed)),
+        policy_state=policy.state_dict(),
+        snapshot=source.read_text(),
+        owner=owner_tag(),
+    )
 
 
 def check_resumable(repo, run_id: str, force: bool = False):
@@ -83,13 +89,23 @@ def load_run_spec(run):
     except SpecError as e:
         raise SessionError(f"run {run.id}: its spec cannot be loaded any more: {e}") from None
     if spec.fingerprint != run.spec_fingerprint:
-        raise SessionError(f"run {run.id}: the reference of {run.spec_path} changed since the run started "
-                           f"(fingerprint {spec.fingerprint} != {run.spec_fingerprint})")
+        raise SessionError(
+            f"run {run.id}: the reference of {run.spec_path} changed since the run started "
+            f"(fingerprint {spec.fingerprint} != {run.spec_fingerprint})"
+        )
     return spec
 
 
-def build_engine(repo, run_id: str, *, operator=None, evaluator=None, insight_writer=None, on_event=None,
-                 max_nodes: int | None = None) -> SearchEngine:
+def build_engine(
+    repo,
+    run_id: str,
+    *,
+    operator=None,
+    evaluator=None,
+    insight_writer=None,
+    on_event=None,
+    max_nodes: int | None = None,
+) -> SearchEngine:
     """An engine positioned where the run stands in the database (a new run: at the start).
 
     `operator` and `evaluator` default to what the run's settings name; `max_nodes` raises the
@@ -124,15 +140,30 @@ def build_engine(repo, run_id: str, *, operator=None, evaluator=None, insight_wr
     if settings.profile:
         from kernelevolve.search.profiling import ProfileSettings, Profiler
 
-        profiler = Profiler(ProfileSettings.from_dict(settings.profile), spec, settings.device, settings.shapes, evaluator)
+        profiler = Profiler(
+            ProfileSettings.from_dict(settings.profile), spec, settings.device, settings.shapes, evaluator
+        )
     policy = make_policy(run.policy, **settings.policy_options)
     policy.load_state_dict(run.policy_state or {})
     repo.update_run(run_id, owner=owner_tag())
-    return SearchEngine(repo=repo, run_id=run_id, spec=spec, graph=repo.load_graph(run_id), policy=policy,
-                        operator=operator, evaluator=evaluator, limits=settings.limits,
-                        rng=restore_rng(run.rng_state), device=settings.device, shapes=settings.shapes,
-                        elapsed_s=run.elapsed_s, insight_writer=insight_writer, on_event=on_event,
-                        max_in_flight=settings.workers, profiler=profiler)
+    return SearchEngine(
+        repo=repo,
+        run_id=run_id,
+        spec=spec,
+        graph=repo.load_graph(run_id),
+        policy=policy,
+        operator=operator,
+        evaluator=evaluator,
+        limits=settings.limits,
+        rng=restore_rng(run.rng_state),
+        device=settings.device,
+        shapes=settings.shapes,
+        elapsed_s=run.elapsed_s,
+        insight_writer=insight_writer,
+        on_event=on_event,
+        max_in_flight=settings.workers,
+        profiler=profiler,
+    )
 
 
 def _alive(pid: int) -> bool:

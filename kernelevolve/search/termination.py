@@ -40,4 +40,3 @@ def nodes_since_improvement(graph: SearchGraph) -> int:
         else:
             since += 1
     return since
-

@@ -27,8 +27,14 @@ CLI = [sys.executable, "-c", "from kernelevolve.cli import main; main()"]
 SOLVED = {"embedding", "gemm_relu_scale", "layernorm", "matmul", "relu", "scale_add", "sum_dim1"}
 WRONG = {"max_dim2"}
 UNSOLVED = {"bmm", "conv2d", "groupnorm", "mean_dim0"}
-LLM_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "KERNELEVOLVE_MODEL",
-           "KERNELEVOLVE_DB")
+LLM_ENV = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "KERNELEVOLVE_MODEL",
+    "KERNELEVOLVE_DB",
+)
 
 
 def _env(tmp: Path, **extra) -> dict:
@@ -74,8 +80,10 @@ def solutions_campaign(tmp_path_factory):
     """One uninterrupted --solutions campaign over all twelve problems: (db url, campaign id, score)."""
     tmp = tmp_path_factory.mktemp("solutions")
     db = f"sqlite:///{tmp / 'suite.db'}"
-    proc = _cli(["suite", "--solutions", str(SOLUTIONS), str(PROBLEMS), "--device", "interpret", "--db", db, "--json"],
-                _env(tmp))
+    proc = _cli(
+        ["suite", "--solutions", str(SOLUTIONS), str(PROBLEMS), "--device", "interpret", "--db", db, "--json"],
+        _env(tmp),
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     score = json.loads(proc.stdout)
     return db, score["campaign_id"], score, proc.stderr
@@ -94,7 +102,10 @@ def test_solutions_campaign_counts_passes_failures_and_skips(solutions_campaign)
     assert "correctness only" in score["note"]
     assert all(p["speedup"] is None for p in problems.values())
     # the shapes used are the scaling rule's, reported per problem (and printed when it started)
-    assert problems["matmul"]["shapes"] == "M=32,K=64,N=64" and problems["matmul"]["shape_rule"] == "scaled for the interpreter"
+    assert (
+        problems["matmul"]["shapes"] == "M=32,K=64,N=64"
+        and problems["matmul"]["shape_rule"] == "scaled for the interpreter"
+    )
     assert "groupnorm: batch_size=8,features=8,dim1=16,dim2=16 [scaled for the interpreter]" in log
     # live progress: one line per problem as it ends
     assert re.search(r"\[\d+/12\] max_dim2: max_dim2.py: failed \(incorrect\)", log)
@@ -102,7 +113,9 @@ def test_solutions_campaign_counts_passes_failures_and_skips(solutions_campaign)
     again = _cli(["score", campaign_id, "--db", db, "--json"], _env(Path(db[10:]).parent))
     assert json.loads(again.stdout) == score
     text = _cli(["score", campaign_id, "--db", db], _env(Path(db[10:]).parent)).stdout
-    assert "correct 7/12 (58%)" in text and "untimed (interpreter)" in text and "failures: incorrect 1, skipped 4" in text
+    assert (
+        "correct 7/12 (58%)" in text and "untimed (interpreter)" in text and "failures: incorrect 1, skipped 4" in text
+    )
 
 
 def test_kill_9_mid_campaign_then_resume_scores_as_uninterrupted(tmp_path, solutions_campaign):
@@ -111,9 +124,24 @@ def test_kill_9_mid_campaign_then_resume_scores_as_uninterrupted(tmp_path, solut
     names = ["relu", "max_dim2", "layernorm", "conv2d"]
     db = f"sqlite:///{tmp_path / 'killed.db'}"
     env = _env(tmp_path)
-    proc = subprocess.Popen([*CLI, "suite", "--solutions", str(SOLUTIONS), *(str(PROBLEMS / f"{n}.py") for n in names),
-                             "--device", "interpret", "--db", db, "--parallel", "1"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            *CLI,
+            "suite",
+            "--solutions",
+            str(SOLUTIONS),
+            *(str(PROBLEMS / f"{n}.py") for n in names),
+            "--device",
+            "interpret",
+            "--db",
+            db,
+            "--parallel",
+            "1",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     campaign_id, done = _kill_after(proc, tmp_path / "killed.db", db, finished=1)
     assert 1 <= len(done) < 3, done  # cut off mid-campaign (conv2d has no solution: skipped from the start)
 
@@ -131,8 +159,12 @@ def test_kill_9_mid_campaign_then_resume_scores_as_uninterrupted(tmp_path, solut
     uninterrupted = _by_name(solutions_campaign[2])
     for name, p in _by_name(score).items():
         same = uninterrupted[name]
-        assert (p["correct"], p["failure"], p["best_node"], p["shapes"]) == \
-               (same["correct"], same["failure"], same["best_node"], same["shapes"]), name
+        assert (p["correct"], p["failure"], p["best_node"], p["shapes"]) == (
+            same["correct"],
+            same["failure"],
+            same["best_node"],
+            same["shapes"],
+        ), name
     assert score["correct"] == sum(uninterrupted[n]["correct"] for n in names) == 2
     assert score["failures"] == {"incorrect": 1, "skipped": 1}
 
@@ -166,8 +198,10 @@ def scripted_campaign(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("scripted")
     model = ScriptedModel()
     with FakeLLMServer(model) as server:
-        proc = _cli(["suite", str(PROBLEMS), *SEARCH, "--parallel", "2", "--db", f"sqlite:///{tmp / 's.db'}", "--json"],
-                    _model_env(tmp, server))
+        proc = _cli(
+            ["suite", str(PROBLEMS), *SEARCH, "--parallel", "2", "--db", f"sqlite:///{tmp / 's.db'}", "--json"],
+            _model_env(tmp, server),
+        )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout), model.asked, proc.stderr
 
@@ -191,8 +225,12 @@ def test_kill_9_mid_search_campaign_then_resume(tmp_path, scripted_campaign):
     model = ScriptedModel()
     with FakeLLMServer(model) as server:
         env = _model_env(tmp_path, server)
-        proc = subprocess.Popen([*CLI, "suite", *(str(PROBLEMS / f"{n}.py") for n in names), *SEARCH, "--parallel", "1",
-                                 "--db", db], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [*CLI, "suite", *(str(PROBLEMS / f"{n}.py") for n in names), *SEARCH, "--parallel", "1", "--db", db],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         campaign_id, done = _kill_after(proc, tmp_path / "killed.db", db, finished=1)
         assert 1 <= len(done) < len(names), done
         resumed = _cli(["suite", "--resume", campaign_id, "--db", db, "--json"], env)
@@ -201,8 +239,12 @@ def test_kill_9_mid_search_campaign_then_resume(tmp_path, scripted_campaign):
     uninterrupted = _by_name(scripted_campaign[0])
     for name, p in _by_name(score).items():
         same = uninterrupted[name]
-        assert (p["correct"], p["failure"], p["nodes"], p["shapes"]) == \
-               (same["correct"], same["failure"], same["nodes"], same["shapes"]), name
+        assert (p["correct"], p["failure"], p["nodes"], p["shapes"]) == (
+            same["correct"],
+            same["failure"],
+            same["nodes"],
+            same["shapes"],
+        ), name
     assert score["correct"] == 1 and score["failures"] == {"incorrect": 1, "no_code": 1}
     assert sorted(set(model.asked)) == sorted(names) and len(model.asked) <= len(names) + 1  # at most one asked again
 
@@ -215,24 +257,38 @@ def test_offline_operator_skips_problems_without_a_reference_kernel(tmp_path, ca
     for name in LLM_ENV:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("KERNELEVOLVE_CACHE_DIR", str(tmp_path / "cache"))
-    app(["suite", str(PROBLEMS / "relu.py"), str(PROBLEMS / "matmul.py"), "--device", "interpret",
-         "--db", f"sqlite:///{tmp_path / 'offline.db'}", "--json"], standalone_mode=False)
+    app(
+        [
+            "suite",
+            str(PROBLEMS / "relu.py"),
+            str(PROBLEMS / "matmul.py"),
+            "--device",
+            "interpret",
+            "--db",
+            f"sqlite:///{tmp_path / 'offline.db'}",
+            "--json",
+        ],
+        standalone_mode=False,
+    )
     score = json.loads(capsys.readouterr().out)
     assert score["correct"] == 0 and score["failures"] == {"skipped": 2}
     assert {p["failure"] for p in score["problems"]} == {"skipped: needs a model"}
 
 
-@pytest.mark.parametrize("args, message", [
-    (["suite", str(PROBLEMS / "relu.py"), "--shape", "M=4"], "PROBLEM:NAME=VALUE"),
-    (["suite", str(PROBLEMS / "relu.py"), "--shape", "nope:dim=4"], "no problem named 'nope'"),
-    (["suite", str(PROBLEMS / "relu.py"), "--shape", "relu:rows=4"], "rows"),
-    (["suite", str(PROBLEMS / "nothing*.py")], "matches no file"),
-    (["suite", "--solutions", "/no/such/dir", str(PROBLEMS)], "no such directory"),
-    (["suite"], "at least one PATH"),
-    (["suite", "--resume", "c-nope"], "no campaign 'c-nope'"),
-    (["score", "c-nope"], "no campaign 'c-nope'"),
-    (["score", "c-nope", "--baseline", "fast"], "use eager or torch.compile"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["suite", str(PROBLEMS / "relu.py"), "--shape", "M=4"], "PROBLEM:NAME=VALUE"),
+        (["suite", str(PROBLEMS / "relu.py"), "--shape", "nope:dim=4"], "no problem named 'nope'"),
+        (["suite", str(PROBLEMS / "relu.py"), "--shape", "relu:rows=4"], "rows"),
+        (["suite", str(PROBLEMS / "nothing*.py")], "matches no file"),
+        (["suite", "--solutions", "/no/such/dir", str(PROBLEMS)], "no such directory"),
+        (["suite"], "at least one PATH"),
+        (["suite", "--resume", "c-nope"], "no campaign 'c-nope'"),
+        (["score", "c-nope"], "no campaign 'c-nope'"),
+        (["score", "c-nope", "--baseline", "fast"], "use eager or torch.compile"),
+    ],
+)
 def test_bad_input_is_one_line(tmp_path, args, message, capsys):
     """In process (the command's start-up is the slow part): exit 2 and one line on stderr."""
     from kernelevolve.cli import app

@@ -6,8 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from kernelevolve.campaign.problems import (ProblemError, choose_shapes, find_problem_files, load_problems,
-                                            match_solutions, parse_problem_shapes)
+from kernelevolve.campaign.problems import (
+    ProblemError,
+    choose_shapes,
+    find_problem_files,
+    load_problems,
+    match_solutions,
+    parse_problem_shapes,
+)
 from kernelevolve.campaign.scaling import MAX_SIZE, scaled_shape
 from kernelevolve.shapes import constants
 
@@ -59,8 +65,10 @@ def _copy(path: Path) -> Path:
 
 
 def test_shape_sources_per_problem():
-    problems = {p.name: p for p in load_problems([str(SPECS / "softmax.yaml"), str(PROBLEMS / "matmul.py"),
-                                                  str(PROBLEMS / "relu.py")])}
+    problems = {
+        p.name: p
+        for p in load_problems([str(SPECS / "softmax.yaml"), str(PROBLEMS / "matmul.py"), str(PROBLEMS / "relu.py")])
+    }
     overrides = parse_problem_shapes(["relu:batch_size=2,dim=40", "relu:batch_size=3,dim=7"], list(problems.values()))
     for p in problems.values():
         choose_shapes(p, "interpret", overrides.get(p.name))

@@ -28,8 +28,12 @@ GPU = "NVIDIA H200"
 
 def _timed(pairs: list[tuple[float, float]]) -> EvalResult:
     """A correct evaluation: (kernel ms, torch.compile ms) per shape."""
-    shapes = [ShapeResult(label=f"N={i} native", params={"N": i}, dtype="native", correct=True, latency_ms=ms,
-                          baseline_ms=base) for i, (ms, base) in enumerate(pairs)]
+    shapes = [
+        ShapeResult(
+            label=f"N={i} native", params={"N": i}, dtype="native", correct=True, latency_ms=ms, baseline_ms=base
+        )
+        for i, (ms, base) in enumerate(pairs)
+    ]
     return EvalResult(correct=True, shapes=shapes, device="cuda", timed=True, environment={"gpu": GPU})
 
 

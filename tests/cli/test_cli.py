@@ -17,13 +17,21 @@ from kernelevolve.paths import KNOWLEDGE_BASE, REPO_ROOT
 
 SOFTMAX = REPO_ROOT / "specs" / "softmax.yaml"
 SOFTMAX_KERNEL = KNOWLEDGE_BASE / "kernels" / "softmax.py"
-LLM_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "KERNELEVOLVE_MODEL",
-           "KERNELEVOLVE_DB", "KERNELEVOLVE_REPLY_CACHE", "KERNELEVOLVE_DEBUG")
+LLM_ENV = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "KERNELEVOLVE_MODEL",
+    "KERNELEVOLVE_DB",
+    "KERNELEVOLVE_REPLY_CACHE",
+    "KERNELEVOLVE_DEBUG",
+)
 
 # A KernelBench-style problem whose default sizes the sandbox cannot hold (256 GiB in float64),
 # written the ways real problem files are: a constant expression, a chained assignment, a tuple
 # derived from both.
-PROBLEM = '''import torch
+PROBLEM = """import torch
 import torch.nn as nn
 
 batch_size = 1024 * 64
@@ -45,9 +53,9 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
-CANDIDATE = '''import torch
+CANDIDATE = """import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
@@ -69,7 +77,7 @@ class ModelNew(nn.Module):
         n = x.numel()
         _double[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
         return y
-'''
+"""
 WRONG = CANDIDATE.replace("* 2.0, mask=ok)", "* 3.0, mask=ok)")
 
 
@@ -80,8 +88,14 @@ def _env(tmp_path, **extra):
 
 
 def _cli(args, tmp_path, timeout=300, **env):
-    return subprocess.run([sys.executable, "-c", "from kernelevolve.cli import main; main()", *map(str, args)],
-                          env=_env(tmp_path, **env), cwd=tmp_path, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", "from kernelevolve.cli import main; main()", *map(str, args)],
+        env=_env(tmp_path, **env),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _one_line_error(proc, code=2):
@@ -102,6 +116,7 @@ def problem(tmp_path):
 
 # -- 2. the preflight: a reference that cannot run is never blamed on the candidate ---------------
 
+
 def test_eval_preflight_stops_a_reference_too_big_for_the_sandbox(problem, tmp_path):
     """Was: `failed (crash)` for the candidate, nothing suggesting --shape."""
     line = _one_line_error(_cli(["eval", problem, tmp_path / "good.py", "--device", "interpret"], tmp_path))
@@ -114,8 +129,11 @@ def test_run_preflight_stops_before_any_model_call_or_run(problem, tmp_path):
 
     db = f"sqlite:///{tmp_path / 'r.db'}"
     with FakeLLMServer(lambda api, prompt, body: (200, "OK", {})) as server:
-        proc = _cli(["run", problem, "--model", "openai:m", "--device", "interpret", "--budget", "3", "--db", db],
-                    tmp_path, OPENAI_BASE_URL=server.url + "/v1")
+        proc = _cli(
+            ["run", problem, "--model", "openai:m", "--device", "interpret", "--budget", "3", "--db", db],
+            tmp_path,
+            OPENAI_BASE_URL=server.url + "/v1",
+        )
         requests = list(server.requests)
     line = _one_line_error(proc)
     assert "cannot run" in line and "--shape" in line
@@ -125,8 +143,10 @@ def test_run_preflight_stops_before_any_model_call_or_run(problem, tmp_path):
 
 # -- 3. problem files resize and evaluate ---------------------------------------------------------
 
-@pytest.mark.parametrize("shape", ["batch_size=2,height=4", "batch_size=2,input_shape=8,16",
-                                   "batch_size=2*2,input_shape=(8, 16)"])
+
+@pytest.mark.parametrize(
+    "shape", ["batch_size=2,height=4", "batch_size=2,input_shape=8,16", "batch_size=2*2,input_shape=(8, 16)"]
+)
 def test_a_resized_problem_file_evaluates(problem, tmp_path, shape):
     good = _cli(["eval", problem, tmp_path / "good.py", "--device", "interpret", "--shape", shape, "--json"], tmp_path)
     assert good.returncode == 0, good.stderr
@@ -137,8 +157,9 @@ def test_a_resized_problem_file_evaluates(problem, tmp_path, shape):
 def test_eval_exit_1_on_a_wrong_kernel_without_speedup_wording(problem, tmp_path):
     """Issue 18 #4 (exit 1 was never run); issue 9 #9: a failed interpreter eval printed
     'fitness 0.000 (geometric-mean speedup over 1 cases)'."""
-    proc = _cli(["eval", problem, tmp_path / "wrong.py", "--device", "interpret", "--shape", "batch_size=2,height=4"],
-                tmp_path)
+    proc = _cli(
+        ["eval", problem, tmp_path / "wrong.py", "--device", "interpret", "--shape", "batch_size=2,height=4"], tmp_path
+    )
     assert proc.returncode == 1, proc.stderr
     out = proc.stdout
     assert "failed (incorrect)" in out and "result: failed (incorrect); fitness 0" in out
@@ -154,14 +175,20 @@ def test_eval_correct_under_the_interpreter_says_untimed(tmp_path):
     assert all(len(line) <= 80 for line in proc.stdout.splitlines()), proc.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--shape", "input_shape=64"], "input_shape=64: a tuple is needed: write input_shape=(64,) or input_shape=64,"),
-    (["--shape", "input_shape=[1.5]"], "input_shape=(1.5,): element 1.5 is a float"),
-    (["--shape", "height=abc"], "height='abc': an integer is needed"),
-    (["--shape", "depth=3"], "depth is not a module-level constant of 42_Double.py"),
-    (["--shape", "=3"], "expected NAME=VALUE"),
-    (["--device", "tpu"], "--device 'tpu'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--shape", "input_shape=64"],
+            "input_shape=64: a tuple is needed: write input_shape=(64,) or input_shape=64,",
+        ),
+        (["--shape", "input_shape=[1.5]"], "input_shape=(1.5,): element 1.5 is a float"),
+        (["--shape", "height=abc"], "height='abc': an integer is needed"),
+        (["--shape", "depth=3"], "depth is not a module-level constant of 42_Double.py"),
+        (["--shape", "=3"], "expected NAME=VALUE"),
+        (["--device", "tpu"], "--device 'tpu'"),
+    ],
+)
 def test_eval_exit_2_on_bad_arguments(problem, tmp_path, args, message):
     out = CliRunner().invoke(app, ["eval", str(problem), str(tmp_path / "good.py"), *args])
     assert out.exit_code == 2 and isinstance(out.exception, SystemExit), out.output
@@ -176,19 +203,35 @@ def test_shape_given_as_a_list_is_accepted(problem, tmp_path):
 
 # -- issue 18 #3: spec validation, one line naming the file and the field -------------------------
 
-@pytest.mark.parametrize("yaml_text, reference, message", [
-    ("name: x\nreference: ref.py\nshapes: [{M: 4}\n", PROBLEM, "not valid YAML"),
-    ("- just\n- a list\n", PROBLEM, "a spec is a YAML mapping"),
-    ("name: x\n", PROBLEM, "field `reference`: missing"),
-    ("name: x\nreference: ref.py\ndtypes: [float8]\n", PROBLEM, "field `dtypes`: Value error, unknown dtype 'float8'"),
-    ("name: x\nreference: ref.py\nshapes: [{nope: 4}]\n", PROBLEM, "field `shapes[0]`: nope is not a module-level constant"),
-    ("name: x\nreference: ref.py\nshapes: [{height: 1.5}]\n", PROBLEM, "field `shapes[0]`: height=1.5: an integer is needed"),
-    ("name: x\nreference: ref.py\ncolour: red\n", PROBLEM, "field `colour`: Extra inputs are not permitted"),
-    ("name: x\nreference: ref.py\n", PROBLEM.replace("class Model(", "class Other("), "defines no `Model`"),
-    ("name: x\nreference: ref.py\n", PROBLEM.replace("def get_inputs(", "def inputs("), "defines no `get_inputs`"),
-    ("name: x\nreference: ref.py\n", "def broken(:\n", "ref.py line 1"),
-    ("name: x\nreference: missing.py\n", PROBLEM, "missing.py does not exist"),
-])
+
+@pytest.mark.parametrize(
+    "yaml_text, reference, message",
+    [
+        ("name: x\nreference: ref.py\nshapes: [{M: 4}\n", PROBLEM, "not valid YAML"),
+        ("- just\n- a list\n", PROBLEM, "a spec is a YAML mapping"),
+        ("name: x\n", PROBLEM, "field `reference`: missing"),
+        (
+            "name: x\nreference: ref.py\ndtypes: [float8]\n",
+            PROBLEM,
+            "field `dtypes`: Value error, unknown dtype 'float8'",
+        ),
+        (
+            "name: x\nreference: ref.py\nshapes: [{nope: 4}]\n",
+            PROBLEM,
+            "field `shapes[0]`: nope is not a module-level constant",
+        ),
+        (
+            "name: x\nreference: ref.py\nshapes: [{height: 1.5}]\n",
+            PROBLEM,
+            "field `shapes[0]`: height=1.5: an integer is needed",
+        ),
+        ("name: x\nreference: ref.py\ncolour: red\n", PROBLEM, "field `colour`: Extra inputs are not permitted"),
+        ("name: x\nreference: ref.py\n", PROBLEM.replace("class Model(", "class Other("), "defines no `Model`"),
+        ("name: x\nreference: ref.py\n", PROBLEM.replace("def get_inputs(", "def inputs("), "defines no `get_inputs`"),
+        ("name: x\nreference: ref.py\n", "def broken(:\n", "ref.py line 1"),
+        ("name: x\nreference: missing.py\n", PROBLEM, "missing.py does not exist"),
+    ],
+)
 def test_bad_specs_are_one_line_errors(tmp_path, yaml_text, reference, message):
     (tmp_path / "ref.py").write_text(reference)
     (tmp_path / "spec.yaml").write_text(yaml_text)
@@ -201,14 +244,25 @@ def test_bad_specs_are_one_line_errors(tmp_path, yaml_text, reference, message):
 
 # -- 5. no tracebacks: a missing database driver, and anything no command foresaw ----------------
 
-DB_COMMANDS = [["runs"], ["show", "r-1"], ["resume", "r-1"], ["review", "r-1", "0", "--approve"],
-               ["export", "r-1", "0"], ["insights"], ["run", str(SOFTMAX), "--device", "interpret"], ["cache", "clear"]]
+DB_COMMANDS = [
+    ["runs"],
+    ["show", "r-1"],
+    ["resume", "r-1"],
+    ["review", "r-1", "0", "--approve"],
+    ["export", "r-1", "0"],
+    ["insights"],
+    ["run", str(SOFTMAX), "--device", "interpret"],
+    ["cache", "clear"],
+]
 
 
-@pytest.mark.parametrize("url, hint", [
-    ("mysql://u@h/d", "pip install mysqlclient"),
-    ("postgresql+psycopg2://u:secret@h/d", "pip install psycopg2-binary"),
-])
+@pytest.mark.parametrize(
+    "url, hint",
+    [
+        ("mysql://u@h/d", "pip install mysqlclient"),
+        ("postgresql+psycopg2://u:secret@h/d", "pip install psycopg2-binary"),
+    ],
+)
 @pytest.mark.parametrize("command", DB_COMMANDS, ids=lambda c: c[0])
 def test_a_missing_database_driver_names_what_to_install(tmp_path, url, hint, command):
     """Was: ModuleNotFoundError tracebacks for mysql:// and postgresql+psycopg2://."""
@@ -220,20 +274,24 @@ def test_a_missing_database_driver_names_what_to_install(tmp_path, url, hint, co
 
 def test_the_readmes_postgres_url_without_the_extra_names_the_extra(tmp_path):
     """psycopg is installed here; hide it the way a machine without the `postgres` extra lacks it."""
-    code = ("import sys; sys.modules['psycopg'] = None\n"
-            "from kernelevolve.cli import main; sys.argv = ['kernelevolve', 'runs', '--db', "
-            "'postgresql+psycopg://u@h/kernels']; main()")
+    code = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "from kernelevolve.cli import main; sys.argv = ['kernelevolve', 'runs', '--db', "
+        "'postgresql+psycopg://u@h/kernels']; main()"
+    )
     proc = subprocess.run([sys.executable, "-c", code], env=_env(tmp_path), capture_output=True, text=True, timeout=60)
     line = _one_line_error(proc)
     assert "pip install 'kernelevolve[postgres]'" in line
 
 
 def test_an_unforeseen_error_is_one_line_not_a_traceback(tmp_path):
-    code = ("import kernelevolve.memory.repository as r\n"
-            "def boom(self): raise RuntimeError('disk on fire')\n"
-            "r.Repository.runs = boom\n"
-            "import sys; from kernelevolve.cli import main\n"
-            f"sys.argv = ['kernelevolve', 'runs', '--db', 'sqlite:///{tmp_path / 'x.db'}']; main()")
+    code = (
+        "import kernelevolve.memory.repository as r\n"
+        "def boom(self): raise RuntimeError('disk on fire')\n"
+        "r.Repository.runs = boom\n"
+        "import sys; from kernelevolve.cli import main\n"
+        f"sys.argv = ['kernelevolve', 'runs', '--db', 'sqlite:///{tmp_path / 'x.db'}']; main()"
+    )
     proc = subprocess.run([sys.executable, "-c", code], env=_env(tmp_path), capture_output=True, text=True, timeout=60)
     line = _one_line_error(proc, code=3)
     assert "internal error: RuntimeError: disk on fire" in line and "KERNELEVOLVE_DEBUG=1" in line
@@ -262,15 +320,24 @@ def test_cache_clear(tmp_path, monkeypatch):
     assert not missing.exists()  # no database is created to be emptied
 
 
-@pytest.mark.parametrize("args, message", [
-    (["kb", "search", "x", "--limit", "0"], "error: Invalid value for '--limit'"),
-    (["run", SOFTMAX, "--seed", "abc"], "error: Invalid value for '--seed'"),
-    (["run"], "error: Missing argument 'SPEC'. (see `kernelevolve run --help`)"),
-    (["nosuch"], "error: No such command 'nosuch'."),
-    (["run", SOFTMAX, "--model", "openai:x", "--device", "interpret"], "error: --model openai:x: openai: OPENAI_API_KEY"),
-    (["eval", SOFTMAX, "missing.py"], "error: missing.py: no such file"),
-    (["eval", SOFTMAX, SOFTMAX_KERNEL, "--shape", "input_shape=[64]"], "input_shape is not a module-level constant"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["kb", "search", "x", "--limit", "0"], "error: Invalid value for '--limit'"),
+        (["run", SOFTMAX, "--seed", "abc"], "error: Invalid value for '--seed'"),
+        (["run"], "error: Missing argument 'SPEC'. (see `kernelevolve run --help`)"),
+        (["nosuch"], "error: No such command 'nosuch'."),
+        (
+            ["run", SOFTMAX, "--model", "openai:x", "--device", "interpret"],
+            "error: --model openai:x: openai: OPENAI_API_KEY",
+        ),
+        (["eval", SOFTMAX, "missing.py"], "error: missing.py: no such file"),
+        (
+            ["eval", SOFTMAX, SOFTMAX_KERNEL, "--shape", "input_shape=[64]"],
+            "input_shape is not a module-level constant",
+        ),
+    ],
+)
 def test_the_console_script_answers_bad_values_in_one_line(tmp_path, args, message):
     """Was: option errors in a multi-line box, and ':x' in '--model openai:x' rendered as an emoji."""
     line = _one_line_error(_cli(args, tmp_path))
@@ -285,10 +352,12 @@ def test_help_and_bare_commands_exit_0(tmp_path):
 
 def _reference(tmp_path, name, body):
     path = tmp_path / name
-    path.write_text("import time\nimport torch\nimport torch.nn as nn\n\nsize = 8\n\n"
-                    f"class Model(nn.Module):\n    def forward(self, x):\n{body}\n\n"
-                    "def get_inputs():\n    return [torch.randn(size)]\n\n"
-                    "def get_init_inputs():\n    return []\n")
+    path.write_text(
+        "import time\nimport torch\nimport torch.nn as nn\n\nsize = 8\n\n"
+        f"class Model(nn.Module):\n    def forward(self, x):\n{body}\n\n"
+        "def get_inputs():\n    return [torch.randn(size)]\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
     (tmp_path / "good.py").write_text(CANDIDATE)
     return path
 
@@ -309,9 +378,11 @@ def test_preflight_names_a_reference_too_slow_for_the_timeout(tmp_path):
 
 def test_preflight_on_a_module_without_constants_says_so(tmp_path):
     ref = tmp_path / "fixed.py"
-    ref.write_text("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
-                   "        return x * 2.0\n\ndef get_inputs():\n    return [torch.randn(1 << 16, 1 << 20)]\n\n"
-                   "def get_init_inputs():\n    return []\n")
+    ref.write_text(
+        "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+        "        return x * 2.0\n\ndef get_inputs():\n    return [torch.randn(1 << 16, 1 << 20)]\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
     (tmp_path / "good.py").write_text(CANDIDATE)
     line = _one_line_error(_cli(["eval", ref, tmp_path / "good.py", "--device", "interpret"], tmp_path))
     assert "out of memory" in line and "fixed.py has no module-level size constants that --shape could override" in line

@@ -18,8 +18,20 @@ def test_log_level_and_the_runs_log_file(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELEVOLVE_")}
     env["KERNELEVOLVE_LOG_DIR"] = str(tmp_path / "logs")
     db = f"sqlite:///{tmp_path / 'l.db'}"
-    quiet = _cli("run", str(REPO_ROOT / "specs" / "softmax.yaml"), "--device", "interpret", "--budget", "1",
-                 "--db", db, "--no-preflight", "--json", env=env, cwd=tmp_path)
+    quiet = _cli(
+        "run",
+        str(REPO_ROOT / "specs" / "softmax.yaml"),
+        "--device",
+        "interpret",
+        "--budget",
+        "1",
+        "--db",
+        db,
+        "--no-preflight",
+        "--json",
+        env=env,
+        cwd=tmp_path,
+    )
     assert quiet.returncode == 0, quiet.stderr
     assert "kernelevolve.search.engine" not in quiet.stderr  # warning level: nothing went wrong
     run_id = quiet.stdout.split('"id": "')[1].split('"')[0]
@@ -33,4 +45,7 @@ def test_log_level_and_the_runs_log_file(tmp_path):
     assert (tmp_path / "logs" / f"{run_id}.log").read_text().startswith(logged)  # the resume appended
 
     bad = _cli("--log-level", "loud", "runs", "--db", db, env=env, cwd=tmp_path)
-    assert bad.returncode == 2 and bad.stderr.strip() == "error: --log-level 'loud': use one of debug, info, warning, error"
+    assert (
+        bad.returncode == 2
+        and bad.stderr.strip() == "error: --log-level 'loud': use one of debug, info, warning, error"
+    )

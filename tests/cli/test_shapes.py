@@ -14,7 +14,7 @@ from kernelevolve.spec import SpecError, load_spec, parse_shape_option
 
 # Before the fix: `N = 2048 * 2` and `height = width = 128` were "not a module-level constant",
 # `input_shape=(64,)` could not be given and `input_shape=64` was accepted, then crashed.
-PROBLEM = '''import torch
+PROBLEM = """import torch
 import torch.nn as nn
 
 batch_size = 16
@@ -41,7 +41,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [N]
-'''
+"""
 
 
 @pytest.fixture
@@ -59,15 +59,33 @@ def _load(path, overrides):
 
 def test_constants_are_read_from_expressions_chains_unpacking_and_tuples(problem):
     consts = shapes.constants(PROBLEM)
-    assert consts == {"batch_size": 16, "N": 4096, "height": 128, "width": 128, "M": 8, "K": 32,
-                      "input_shape": (4096,), "bias_shape": (4096, 1, 1), "scale": 0.5}
+    assert consts == {
+        "batch_size": 16,
+        "N": 4096,
+        "height": 128,
+        "width": 128,
+        "M": 8,
+        "K": 32,
+        "input_shape": (4096,),
+        "bias_shape": (4096, 1, 1),
+        "scale": 0.5,
+    }
     assert shapes.constants(PROBLEM, {"N": 8})["bias_shape"] == (8, 1, 1)  # derived constants follow
 
 
 def test_spec_accepts_overrides_of_every_kind_and_the_harness_applies_them(problem):
     spec = load_spec(problem)
-    for text in ("N=64", "height=32", "M=2,K=4", "input_shape=(64,)", "input_shape=64,", "input_shape=[64]",
-                 "batch_size=2,input_shape=8,16", "scale=1", "N=2048*2"):
+    for text in (
+        "N=64",
+        "height=32",
+        "M=2,K=4",
+        "input_shape=(64,)",
+        "input_shape=64,",
+        "input_shape=[64]",
+        "batch_size=2,input_shape=8,16",
+        "scale=1",
+        "N=2048*2",
+    ):
         shape = parse_shape_option(text)
         spec.check_shape(shape)  # no SpecError
     module = _load(problem, {"N": 64, "height": 32, "K": 4, "input_shape": [64], "scale": 1})
@@ -79,13 +97,16 @@ def test_spec_accepts_overrides_of_every_kind_and_the_harness_applies_them(probl
     assert (untouched.N, untouched.input_shape) == (4096, (4096,))
 
 
-@pytest.mark.parametrize("text, message", [
-    ("input_shape=64", "input_shape=64: a tuple is needed: write input_shape=(64,) or input_shape=64,"),
-    ("N=abc", "N='abc': an integer is needed, not a str"),
-    ("N=1.5", "an integer is needed, not a float"),
-    ("input_shape=(1.5,)", "element 1.5 is a float"),
-    ("nope=3", "nope is not a module-level constant of 99_Problem.py (constants: K, M, N, batch_size"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("input_shape=64", "input_shape=64: a tuple is needed: write input_shape=(64,) or input_shape=64,"),
+        ("N=abc", "N='abc': an integer is needed, not a str"),
+        ("N=1.5", "an integer is needed, not a float"),
+        ("input_shape=(1.5,)", "element 1.5 is a float"),
+        ("nope=3", "nope is not a module-level constant of 99_Problem.py (constants: K, M, N, batch_size"),
+    ],
+)
 def test_bad_override_values_are_one_line_errors(problem, text, message):
     spec = load_spec(problem)
     with pytest.raises(SpecError) as err:
@@ -93,15 +114,18 @@ def test_bad_override_values_are_one_line_errors(problem, text, message):
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("M=4096,N=512", {"M": 4096, "N": 512}),
-    ("M = 4 , N=2*128", {"M": 4, "N": 256}),
-    ("input_shape=64,", {"input_shape": (64,)}),
-    ("input_shape=64,128,dim=3", {"input_shape": (64, 128), "dim": 3}),
-    ("input_shape=(64,),dim=3", {"input_shape": (64,), "dim": 3}),
-    ("input_shape=[64]", {"input_shape": [64]}),
-    ("eps=1e-5,flag=True,mode=fast", {"eps": 1e-5, "flag": True, "mode": "fast"}),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("M=4096,N=512", {"M": 4096, "N": 512}),
+        ("M = 4 , N=2*128", {"M": 4, "N": 256}),
+        ("input_shape=64,", {"input_shape": (64,)}),
+        ("input_shape=64,128,dim=3", {"input_shape": (64, 128), "dim": 3}),
+        ("input_shape=(64,),dim=3", {"input_shape": (64,), "dim": 3}),
+        ("input_shape=[64]", {"input_shape": [64]}),
+        ("eps=1e-5,flag=True,mode=fast", {"eps": 1e-5, "flag": True, "mode": "fast"}),
+    ],
+)
 def test_shape_option_parsing(text, expected):
     assert parse_shape_option(text) == expected
 

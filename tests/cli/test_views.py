@@ -20,8 +20,10 @@ from kernelevolve.spec import load_spec
 
 SOFTMAX = REPO_ROOT / "specs" / "softmax.yaml"
 LONG_NOTE = "one program per row with an online max and sum, BLOCK_N the next power of two of N"
-ERROR = ("operator error: OperatorError: openai:local-coder: gave up after 3 attempts: APIConnectionError: "
-         "cannot reach http://127.0.0.1:9/v1/: [Errno 111] Connection refused")
+ERROR = (
+    "operator error: OperatorError: openai:local-coder: gave up after 3 attempts: APIConnectionError: "
+    "cannot reach http://127.0.0.1:9/v1/: [Errno 111] Connection refused"
+)
 
 
 def _untimed(correct=True, failure=None, message=""):
@@ -34,19 +36,29 @@ def _untimed(correct=True, failure=None, message=""):
 def _db(tmp_path):
     url = f"sqlite:///{tmp_path / 'v.db'}"
     repo = Repository(url)
-    settings = RunSettings(policy="greedy", limits=Budget(max_nodes=4), device="interpret",
-                           model="openai:local-coder", seed=1)
+    settings = RunSettings(
+        policy="greedy", limits=Budget(max_nodes=4), device="interpret", model="openai:local-coder", seed=1
+    )
     run_id = start_run(repo, load_spec(SOFTMAX), settings)
     cost = {"tokens": 1500, "cost_usd": 0.0125}
-    nodes = [(Node(0, (), "# k0", note=LONG_NOTE, **cost), _untimed()),
-             (Node(1, (), None, note="draft"), _untimed(False, "no_code", ERROR)),
-             (Node(2, (0,), "# k2", note="BLOCK_N 1024 -> 2048", **cost),
-              _untimed(False, "incorrect", "M=4,N=256 bfloat16: 12 of 1024 elements outside atol=1e-07")),
-             (Node(3, (), "# k3", note="two-pass softmax", **cost), _untimed())]
+    nodes = [
+        (Node(0, (), "# k0", note=LONG_NOTE, **cost), _untimed()),
+        (Node(1, (), None, note="draft"), _untimed(False, "no_code", ERROR)),
+        (
+            Node(2, (0,), "# k2", note="BLOCK_N 1024 -> 2048", **cost),
+            _untimed(False, "incorrect", "M=4,N=256 bfloat16: 12 of 1024 elements outside atol=1e-07"),
+        ),
+        (Node(3, (), "# k3", note="two-pass softmax", **cost), _untimed()),
+    ]
     for node, ev in nodes:
         call = repo.record_llm_call(run_id, None, LLMCallRecord("openai", "local-coder", "p", "r", 1000, 500, 0.0125))
-        repo.add_node(run_id, node, rng_state={"version": 3, "internal": [0] * 625, "gauss": None}, elapsed_s=1.0,
-                      llm_call_ids=[call])
+        repo.add_node(
+            run_id,
+            node,
+            rng_state={"version": 3, "internal": [0] * 625, "gauss": None},
+            elapsed_s=1.0,
+            llm_call_ids=[call],
+        )
         repo.record_evaluation(run_id, node.id, ev, policy_state={}, rng_state=None, elapsed_s=2.0)
     repo.update_run(run_id, status="finished", termination_reason="nodes")
     return url, run_id
@@ -55,8 +67,14 @@ def _db(tmp_path):
 def _cli(args, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "KERNELEVOLVE_DB"}
     env["COLUMNS"] = "80"
-    return subprocess.run([sys.executable, "-c", "from kernelevolve.cli import main; main()", *args], env=env,
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", "from kernelevolve.cli import main; main()", *args],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_show_prints_notes_and_failure_lines_at_80_columns(tmp_path):
@@ -101,15 +119,32 @@ def test_printed_commands_stay_whole_on_their_own_line(tmp_path):
     folder = tmp_path / ("a-rather-long-directory-name-" * 2)
     folder.mkdir()
     db = f"sqlite:///{folder / 'runs.db'}"
-    proc = _cli(["run", str(SOFTMAX), "--device", "interpret", "--budget", "1", "--drafts", "1", "--db", db,
-                 "--no-preflight"], tmp_path)
+    proc = _cli(
+        ["run", str(SOFTMAX), "--device", "interpret", "--budget", "1", "--drafts", "1", "--db", db, "--no-preflight"],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     run_id = lines[0].split()[1]
     assert f"  kernelevolve resume {run_id} --db {db}" in lines
     assert f"  kernelevolve show {run_id} --node 0 --db {db}" in lines
-    summary = _cli(["run", str(SOFTMAX), "--device", "interpret", "--budget", "1", "--drafts", "1", "--db", db,
-                    "--no-preflight", "--json"], tmp_path)
+    summary = _cli(
+        [
+            "run",
+            str(SOFTMAX),
+            "--device",
+            "interpret",
+            "--budget",
+            "1",
+            "--drafts",
+            "1",
+            "--db",
+            db,
+            "--no-preflight",
+            "--json",
+        ],
+        tmp_path,
+    )
     import json
 
     node = json.loads(summary.stdout)["nodes"][0]
@@ -175,8 +210,20 @@ def test_a_timed_eval_reads_at_80_columns_and_wide():
     app_module = importlib.import_module("kernelevolve.cli.app")
     eval_cmd = importlib.import_module("kernelevolve.cli.eval_cmd")
 
-    shapes = [ShapeResult("M=32768,N=4096 bfloat16", {}, "bfloat16", True, max_abs_err=3.4e-3, max_rel_err=3.8e-3,
-                          latency_ms=0.4123, baseline_ms=0.5234, baseline_cached=True, gbps=2600.0)]
+    shapes = [
+        ShapeResult(
+            "M=32768,N=4096 bfloat16",
+            {},
+            "bfloat16",
+            True,
+            max_abs_err=3.4e-3,
+            max_rel_err=3.8e-3,
+            latency_ms=0.4123,
+            baseline_ms=0.5234,
+            baseline_cached=True,
+            gbps=2600.0,
+        )
+    ]
     result = EvalResult(correct=True, timed=True, device="cuda", shapes=shapes, marks={"suspicious": "above peak"})
     for width in (80, 160):
         console = Console(width=width, record=True, file=open(os.devnull, "w"))

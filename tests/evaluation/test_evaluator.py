@@ -33,7 +33,9 @@ def test_correct_triton_candidate_passes(evaluator, scale_shift_spec):
     assert result.failure is None
     assert [s.correct for s in result.shapes] == [True] * 4
     for s in result.shapes:  # compared in float64 against the reference, within the dtype's tolerance
-        assert 0 < s.max_abs_err < scale_shift_spec.tolerance(s.dtype).atol + 5 * scale_shift_spec.tolerance(s.dtype).rtol
+        assert (
+            0 < s.max_abs_err < scale_shift_spec.tolerance(s.dtype).atol + 5 * scale_shift_spec.tolerance(s.dtype).rtol
+        )
     assert result.fitness is None  # the interpreter never produces speedups
     assert not result.timed and all(s.latency_ms is None for s in result.shapes)
 
@@ -96,8 +98,7 @@ def test_candidate_has_no_network(unscreened, scale_shift_spec):
     port = server.getsockname()[1]
     try:
         source = with_forward_prologue(
-            "        import socket\n"
-            f"        socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n",
+            f"        import socket\n        socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n",
         )
         result = unscreened.evaluate(scale_shift_spec, source)
     finally:
@@ -136,10 +137,14 @@ def test_kernelbench_module_with_int64_input_as_spec(evaluator):
 
 def test_kernel_with_a_runtime_loop_bound_runs_under_the_interpreter(evaluator, scale_shift_spec):
     """triton 3.6's interpreter with numpy >= 2.3 needs interpreter_compat for `range(runtime)`."""
-    looped = candidate("good").replace(
-        "    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)\n    if True:\n",
-        "    for start in range(0, n_cols, BLOCK):\n        offs = start + tl.arange(0, BLOCK)\n",
-    ).replace("triton.cdiv(n, 256))", "1)")
+    looped = (
+        candidate("good")
+        .replace(
+            "    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)\n    if True:\n",
+            "    for start in range(0, n_cols, BLOCK):\n        offs = start + tl.arange(0, BLOCK)\n",
+        )
+        .replace("triton.cdiv(n, 256))", "1)")
+    )
     assert "range(0, n_cols, BLOCK)" in looped
     result = evaluator.evaluate(scale_shift_spec, looped)
     assert result.correct, result.message

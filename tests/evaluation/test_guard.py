@@ -15,25 +15,30 @@ from kernelevolve.harness.runtime.screen import screen_source  # noqa: E402
 from kernelevolve.harness.runtime.timing import Timing, cross_check  # noqa: E402
 
 
-@pytest.mark.parametrize("code, words", [
-    ("import ctypes\n", "imports ctypes"),
-    ("import torch\ntorch.softmax = None\n", "assigns to torch.softmax"),
-    ("import torch\ntorch.cuda.Event.elapsed_time = None\n", "assigns to torch.cuda.Event.elapsed_time"),
-    ("import os\nos.kill(1, 9)\n", "calls os.kill"),
-    ("x = eval('1')\n", "calls eval()"),
-    ("import torch\nf = getattr(torch, 'soft' + 'max')\n", "getattr with a computed name"),
-    ("import torch\nx = torch.__dict__\n", "reaches __dict__"),
-    ("from . import harness\n", "imports"),
-])
+@pytest.mark.parametrize(
+    "code, words",
+    [
+        ("import ctypes\n", "imports ctypes"),
+        ("import torch\ntorch.softmax = None\n", "assigns to torch.softmax"),
+        ("import torch\ntorch.cuda.Event.elapsed_time = None\n", "assigns to torch.cuda.Event.elapsed_time"),
+        ("import os\nos.kill(1, 9)\n", "calls os.kill"),
+        ("x = eval('1')\n", "calls eval()"),
+        ("import torch\nf = getattr(torch, 'soft' + 'max')\n", "getattr with a computed name"),
+        ("import torch\nx = torch.__dict__\n", "reaches __dict__"),
+        ("from . import harness\n", "imports"),
+    ],
+)
 def test_screen_flags_tampering(code, words):
     problems = screen_source(code)
     assert problems and any(words in p for p in problems), problems
 
 
 def test_screen_passes_a_plain_kernel_module():
-    code = ("import math\nimport torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n"
-            "import os\nDEBUG = os.environ.get('X')\n"
-            "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n")
+    code = (
+        "import math\nimport torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n"
+        "import os\nDEBUG = os.environ.get('X')\n"
+        "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    )
     assert screen_source(code) == []
 
 

@@ -40,8 +40,17 @@ def unscreened(scratch):
 def test_corpus_has_the_kinds_the_issue_names():
     assert len([n for n in CORPUS if n != "honest"]) >= 16
     classes = {h.screened for h in CORPUS.values()} | {h.unscreened for h in CORPUS.values()}
-    assert {"inconsistent", "not_a_kernel", "mutates_input", "tampering", "crash", "timeout", "runtime",
-            "incorrect", "correct"} <= classes
+    assert {
+        "inconsistent",
+        "not_a_kernel",
+        "mutates_input",
+        "tampering",
+        "crash",
+        "timeout",
+        "runtime",
+        "incorrect",
+        "correct",
+    } <= classes
 
 
 @pytest.mark.parametrize("name", sorted(CORPUS))
@@ -92,9 +101,9 @@ def _processes_under(scratch: Path) -> set[int]:
     return out
 
 
-
 REWRITES_ITS_JUDGES = CORPUS["honest"].source.replace(
-    "class ModelNew", '''import os as _os
+    "class ModelNew",
+    """import os as _os
 
 for _name in ("../reference.py", "../candidate.py", "../bench/go", "../baseline/go", "../check.json"):
     try:
@@ -104,7 +113,9 @@ for _name in ("../reference.py", "../candidate.py", "../bench/go", "../baseline/
         pass
 
 
-class ModelNew''', 1)
+class ModelNew""",
+    1,
+)
 
 
 def test_a_candidate_cannot_write_beside_its_own_folder(spec, tmp_path):

@@ -53,9 +53,26 @@ def test_the_memory_limit_stops_a_hungry_candidate(scale_shift_spec):
 @pytest.mark.parametrize("var, value", [("KERNELEVOLVE_TEMPERATURE", "warm"), ("KERNELEVOLVE_LLM_RETRIES", "many")])
 def test_an_invalid_environment_value_is_one_line_and_exit_2(tmp_path, var, value):
     env = {**os.environ, var: value, "KERNELEVOLVE_DB": f"sqlite:///{tmp_path / 'k.db'}"}
-    proc = subprocess.run([sys.executable, "-c", "from kernelevolve.cli import main; main()", "run", str(HERE / "scale_shift.yaml"),
-                           "--model", "openai:some-model", "--budget", "1", "--device", "interpret"],
-                          capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from kernelevolve.cli import main; main()",
+            "run",
+            str(HERE / "scale_shift.yaml"),
+            "--model",
+            "openai:some-model",
+            "--budget",
+            "1",
+            "--device",
+            "interpret",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2, (proc.returncode, proc.stdout[-500:], proc.stderr[-500:])
     err = proc.stderr.strip()
     assert var in err and "Traceback" not in err and len(err.splitlines()) == 1, err

@@ -6,8 +6,16 @@ from kernelevolve.evaluation.result import EvalResult, ShapeResult
 
 
 def _timed(latency_ms: float, baseline_ms: float = 1.0, gbps: float | None = None, tflops: float | None = None):
-    shape = ShapeResult(label="M=4096,N=8192 float32", params={}, dtype="float32", correct=True,
-                        latency_ms=latency_ms, baseline_ms=baseline_ms, gbps=gbps, tflops=tflops)
+    shape = ShapeResult(
+        label="M=4096,N=8192 float32",
+        params={},
+        dtype="float32",
+        correct=True,
+        latency_ms=latency_ms,
+        baseline_ms=baseline_ms,
+        gbps=gbps,
+        tflops=tflops,
+    )
     return EvalResult(correct=True, timed=True, device="cuda", shapes=[shape])
 
 

@@ -19,7 +19,14 @@ from pathlib import Path
 import pytest
 
 from kernelevolve.evaluation import sandbox as sandbox_module
-from kernelevolve.evaluation.sandbox import LOG_HEAD_BYTES, LOG_TAIL_CHARS, Limits, clean_environment, missing_protections, run_script
+from kernelevolve.evaluation.sandbox import (
+    LOG_HEAD_BYTES,
+    LOG_TAIL_CHARS,
+    Limits,
+    clean_environment,
+    missing_protections,
+    run_script,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 PROTECTIONS = {"network", "pid", "filesystem", "uid", "processes", "ipc", "output"}
@@ -34,8 +41,7 @@ def run(tmp_path: Path, body: str, **limits):
         f"RESULT = {str(result)!r}\n"
         "def report(**values):\n"
         "    with open(RESULT, 'w') as f:\n"
-        "        json.dump(values, f)\n"
-        + textwrap.dedent(body)
+        "        json.dump(values, f)\n" + textwrap.dedent(body)
     )
     env = clean_environment({"HOME": str(workdir), "TMPDIR": str(workdir)})
     limits.setdefault("timeout_s", 60)
@@ -324,11 +330,13 @@ def test_a_shared_cache_stays_writable_whichever_uid_each_run_gets(tmp_path, rep
     planted.mkdir(parents=True)
     os.chown(planted, 65534, 65534)
     planted.chmod(0o700)
-    probe = ("import os\n"
-             "path = os.path.join(os.environ['TRITON_CACHE_DIR'], 'kernel-XU5DT')\n"
-             "os.makedirs(path, exist_ok=True)\n"
-             "open(os.path.join(path, 'module.so'), 'w').write('compiled')\n"
-             "report(uid=os.getuid(), cache=os.environ['TRITON_CACHE_DIR'])\n")
+    probe = (
+        "import os\n"
+        "path = os.path.join(os.environ['TRITON_CACHE_DIR'], 'kernel-XU5DT')\n"
+        "os.makedirs(path, exist_ok=True)\n"
+        "open(os.path.join(path, 'module.so'), 'w').write('compiled')\n"
+        "report(uid=os.getuid(), cache=os.environ['TRITON_CACHE_DIR'])\n"
+    )
     seen = []
     for uid in (65534, None, 65534, None):
         outcome = run(tmp_path / f"run-{len(seen)}", probe, per_uid_dirs={"TRITON_CACHE_DIR": cache}, run_as_uid=uid)
@@ -341,11 +349,31 @@ def test_a_shared_cache_stays_writable_whichever_uid_each_run_gets(tmp_path, rep
 
 def test_module_exports_for_the_cli():
     assert callable(sandbox_module.missing_protections)
-    assert missing_protections({"network": "netns", "pid": "pidns", "filesystem": "ro-root+private-tmp", "uid": "65534",
-                                "processes": "cgroup pids.max=64", "ipc": "ipcns", "output": "truncated"}) == []
-    assert missing_protections({"network": "netns", "pid": "unavailable", "filesystem": "unavailable", "uid": "unchanged",
-                                "processes": "unavailable", "ipc": "ipcns", "output": "truncated"}) == [
-        "pid: unavailable", "filesystem: unavailable", "uid: unchanged", "processes: unavailable"]
+    assert (
+        missing_protections(
+            {
+                "network": "netns",
+                "pid": "pidns",
+                "filesystem": "ro-root+private-tmp",
+                "uid": "65534",
+                "processes": "cgroup pids.max=64",
+                "ipc": "ipcns",
+                "output": "truncated",
+            }
+        )
+        == []
+    )
+    assert missing_protections(
+        {
+            "network": "netns",
+            "pid": "unavailable",
+            "filesystem": "unavailable",
+            "uid": "unchanged",
+            "processes": "unavailable",
+            "ipc": "ipcns",
+            "output": "truncated",
+        }
+    ) == ["pid: unavailable", "filesystem: unavailable", "uid: unchanged", "processes: unavailable"]
 
 
 def test_what_the_script_names_under_tmp_stays_readable(tmp_path, report):
@@ -358,9 +386,9 @@ def test_what_the_script_names_under_tmp_stays_readable(tmp_path, report):
         outcome = run(
             tmp_path,
             f"""
-            data = open({str(shared / 'data.txt')!r}).read()
+            data = open({str(shared / "data.txt")!r}).read()
             try:
-                open({str(shared / 'new.txt')!r}, 'w').write('x')
+                open({str(shared / "new.txt")!r}, 'w').write('x')
                 write = None
             except OSError as e:
                 write = e.strerror

@@ -33,7 +33,8 @@ def _interpreter_on():
     # kernel here with "Cannot call @triton.jit'd outside of the scope of a kernel".
     assert isinstance(tl.cdiv, InterpretedFunction), (
         "triton was imported before TRITON_INTERPRET=1 was set (by a test module collected before "
-        "tests/kernels): set os.environ['TRITON_INTERPRET'] = '1' before `import triton` there")
+        "tests/kernels): set os.environ['TRITON_INTERPRET'] = '1' before `import triton` there"
+    )
 
 
 class LaunchSpy:
@@ -46,6 +47,7 @@ class LaunchSpy:
         def launch(*args, **kwargs):
             self.launches.append([a for a in args if isinstance(a, torch.Tensor)])
             return self.fn[grid](*args, **kwargs)
+
         return launch
 
 
@@ -83,6 +85,7 @@ def poisoned_allocations():
         def allocate(*args, **kwargs):
             t = fn(*args, **kwargs)
             return t.fill_(float("nan")) if t.is_floating_point() else t
+
         return allocate
 
     for n, fn in saved.items():

@@ -68,7 +68,15 @@ def test_kernel_file_follows_the_convention(name):
     for key, value in declared.config.items():
         assert value in declared.tunables[key], f"CONFIG[{key!r}] = {value!r} is not among its TUNABLES"
     imports = {line.split()[1] for line in source.splitlines() if line.startswith(("import ", "from "))}
-    assert imports <= {"math", "torch", "torch.nn", "triton", "triton.language", "triton.tools.tensor_descriptor", "_launch_heuristics"}
+    assert imports <= {
+        "math",
+        "torch",
+        "torch.nn",
+        "triton",
+        "triton.language",
+        "triton.tools.tensor_descriptor",
+        "_launch_heuristics",
+    }
 
 
 @pytest.mark.parametrize("name", KERNELS)
@@ -80,7 +88,7 @@ def test_spec_counts_bytes_and_flops(name):
         assert nbytes > 0 and flops > 0, case.label
     flops = [spec.roofline(c)[1] for c in spec.cases("cuda")]
     expected = SPEC_FLOPS[name]  # a kernel without an entry fails here, rather than skipping the check
-    assert flops[:len(expected)] == expected
+    assert flops[: len(expected)] == expected
 
 
 SPEC_FLOPS = {  # FLOPs of the first production shapes, worked out by hand
@@ -141,7 +149,9 @@ def test_flash_attention_causal_rows_see_only_the_past(tmp_path):
         k[..., -1, :] += 3.0
         v[..., -1, :] -= 3.0
         after = kernel.ModelNew(True)(q, k, v)
-    assert torch.equal(before[..., :-1, :], after[..., :-1, :]) and not torch.equal(before[..., -1, :], after[..., -1, :])
+    assert torch.equal(before[..., :-1, :], after[..., :-1, :]) and not torch.equal(
+        before[..., -1, :], after[..., -1, :]
+    )
 
 
 @pytest.mark.parametrize("config", sample_tunables("flash_attention", 6, seed=1), ids=str)
@@ -159,8 +169,12 @@ def test_flash_attention_rejects_mismatched_shapes(tmp_path):
 # -- IKBO linear compression ---------------------------------------------------------------------
 def lce_inputs(cand_to_user: list[int], m: int, k_user: int, k_cand: int, n: int, dtype):
     users = max(cand_to_user) + 1
-    return [rand(users, k_user, n, dtype=dtype), rand(len(cand_to_user), k_cand, n, dtype=dtype),
-            torch.tensor(cand_to_user, dtype=torch.int64), (torch.randn(m, k_user + k_cand) / math.sqrt(k_user + k_cand)).to(dtype)]
+    return [
+        rand(users, k_user, n, dtype=dtype),
+        rand(len(cand_to_user), k_cand, n, dtype=dtype),
+        torch.tensor(cand_to_user, dtype=torch.int64),
+        (torch.randn(m, k_user + k_cand) / math.sqrt(k_user + k_cand)).to(dtype),
+    ]
 
 
 LCE_CASES = [  # (cand_to_user, M, K_user, K_cand, N, dtype, BLOCK_M, BLOCK_N, BLOCK_K)
@@ -202,10 +216,15 @@ def test_ikbo_lce_reads_strided_inputs_in_place(tmp_path):
     the reference's result, with the caller's own tensors passed to the kernels (no copy)."""
     kernel = load_kernel("ikbo_lce", tmp_path, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, USE_TMA=True)
     user_emb, cand_emb, uid, weight = lce_inputs([1, 0, 0, 2, 1], 40, 24, 20, 36, torch.float16)
-    user_emb, cand_emb = (torch.cat([t, torch.full_like(t[..., :8], float("nan"))], -1)[..., :36] for t in (user_emb, cand_emb))
+    user_emb, cand_emb = (
+        torch.cat([t, torch.full_like(t[..., :8], float("nan"))], -1)[..., :36] for t in (user_emb, cand_emb)
+    )
     weight = weight.t().contiguous().t()
     uid = torch.stack([uid, (uid + 1) % 3], 1)[:, 0]
-    pad, gemm = kernel._pad_weight_halves, kernel._compress_gemm = LaunchSpy(kernel._pad_weight_halves), LaunchSpy(kernel._compress_gemm)
+    pad, gemm = kernel._pad_weight_halves, kernel._compress_gemm = (
+        LaunchSpy(kernel._pad_weight_halves),
+        LaunchSpy(kernel._compress_gemm),
+    )
     check("ikbo_lce", kernel, [], [user_emb, cand_emb, uid, weight], torch.float16)
     assert pad.launches[0][0].data_ptr() == weight.data_ptr()
     assert [launch[2].data_ptr() for launch in gemm.launches] == [user_emb.data_ptr(), cand_emb.data_ptr()]
@@ -222,8 +241,12 @@ def test_ikbo_lce_rejects_mismatched_shapes(tmp_path):
 # -- IKBO target attention -----------------------------------------------------------------------
 def ta_inputs(cand_to_user: list[int], heads: int, q_len: int, kv_len: int, head_dim: int, dtype):
     users = max(cand_to_user) + 1
-    return [rand(len(cand_to_user), heads, q_len, head_dim, dtype=dtype), rand(users, heads, kv_len, head_dim, dtype=dtype),
-            rand(users, heads, kv_len, head_dim, dtype=dtype), torch.tensor(cand_to_user, dtype=torch.int64)]
+    return [
+        rand(len(cand_to_user), heads, q_len, head_dim, dtype=dtype),
+        rand(users, heads, kv_len, head_dim, dtype=dtype),
+        rand(users, heads, kv_len, head_dim, dtype=dtype),
+        torch.tensor(cand_to_user, dtype=torch.int64),
+    ]
 
 
 TA_CASES = [  # (cand_to_user, H, Lq, Lkv, D, dtype, BLOCK_M, BLOCK_N)

@@ -79,7 +79,11 @@ def test_every_config_override_here_is_a_declared_tunable_value():
 CASES = {
     "conv1d": [
         # 3 COUT tiles (the last partial), 3 L tiles (ragged), CIN in 2 slices (the last partial).
-        ({"BLOCK_CO": 32, "BLOCK_L": 32, "BLOCK_CI": 16}, {"B": 2, "CIN": 20, "COUT": 70, "L": 75}, ["float16", "float32"]),
+        (
+            {"BLOCK_CO": 32, "BLOCK_L": 32, "BLOCK_CI": 16},
+            {"B": 2, "CIN": 20, "COUT": 70, "L": 75},
+            ["float16", "float32"],
+        ),
         # KSIZE 5 (pad 2 on both sides of a short row) in the weight's own layout; KSIZE 1.
         ({"packed_weight": False}, {"B": 2, "CIN": 16, "COUT": 24, "L": 7, "KSIZE": 5}, ["float16", "float32"]),
         ({}, {"B": 3, "CIN": 8, "COUT": 8, "L": 20, "KSIZE": 1}, ["float32"]),
@@ -88,7 +92,11 @@ CASES = {
         # N = 24 (padded to 32), D = 56 in slices of 16 (the last partial), K = 150 in tiles of 32.
         ({"BLOCK_K": 32, "BLOCK_D": 16}, {"B": 2, "N": 24, "D": 56, "K": 150}, ["bfloat16", "float32"]),
         ({}, {"B": 3, "N": 40, "D": 30, "K": 20}, ["bfloat16"]),
-        ({"k_major": True, "BLOCK_K": 32, "BLOCK_D": 16}, {"B": 2, "N": 24, "D": 56, "K": 150}, ["bfloat16", "float32"]),
+        (
+            {"k_major": True, "BLOCK_K": 32, "BLOCK_D": 16},
+            {"B": 2, "N": 24, "D": 56, "K": 150},
+            ["bfloat16", "float32"],
+        ),
     ],
     "pffn": [
         # Rows in 3 tiles of 16 (the last partial), D = 40 padded to 64, K = 40 in two chunks of 32
@@ -100,7 +108,11 @@ CASES = {
     "mbdt": [
         # Features in 2 tiles of 32 (the last partial), rows in 3 tiles of 8; BORDERS 7 and 1.
         ({"BLOCK_B": 8, "BLOCK_F": 32}, {"BATCH": 20, "FEATURES": 40, "BORDERS": 7}, ["float32"]),
-        ({"BLOCK_B": 8, "BLOCK_F": 32, "tile_borders": False}, {"BATCH": 20, "FEATURES": 40, "BORDERS": 7}, ["float32"]),
+        (
+            {"BLOCK_B": 8, "BLOCK_F": 32, "tile_borders": False},
+            {"BATCH": 20, "FEATURES": 40, "BORDERS": 7},
+            ["float32"],
+        ),
         ({"BLOCK_B": 8, "BLOCK_F": 32, "rows_fastest": True}, {"BATCH": 20, "FEATURES": 40, "BORDERS": 7}, ["float32"]),
         ({"BLOCK_B": 8, "BLOCK_F": 32, "search": "linear"}, {"BATCH": 20, "FEATURES": 40, "BORDERS": 7}, ["float32"]),
         ({}, {"BATCH": 5, "FEATURES": 3, "BORDERS": 1}, ["float32"]),
@@ -146,8 +158,14 @@ def test_mbdt_ties_nan_and_infinities_land_where_searchsorted_puts_them(tmp_path
         values[2, 0], values[2, 1], values[2, 2] = float("nan"), float("inf"), float("-inf")
         return [values, borders, offsets]
 
-    _, out = check(kernel, "mbdt", {"BATCH": 6, "FEATURES": 3, "BORDERS": 4}, "float32", random.randrange(2**31),
-                   inputs_hook=edge_values)
+    _, out = check(
+        kernel,
+        "mbdt",
+        {"BATCH": 6, "FEATURES": 3, "BORDERS": 4},
+        "float32",
+        random.randrange(2**31),
+        inputs_hook=edge_values,
+    )
     offsets = torch.arange(3) * 5
     assert out[0].tolist() == offsets.tolist()
     assert out[1].tolist() == (offsets + 3).tolist()
@@ -172,8 +190,21 @@ def test_benchmark_script_checks_every_variant_on_cpu(tmp_path):
 
     from kernelevolve.paths import REPO_ROOT
 
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "recsys_operators.py"), "--device", "interpret",
-                           "--only", "mbdt", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "bench" / "recsys_operators.py"),
+            "--device",
+            "interpret",
+            "--only",
+            "mbdt",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     report = json.loads((tmp_path / "recsys_operators.json").read_text())
     spec = load_spec(SPECS / "mbdt.yaml")
@@ -182,7 +213,11 @@ def test_benchmark_script_checks_every_variant_on_cpu(tmp_path):
         assert row["default"]["ok"] and row["default"]["ms"] is None  # checked, never timed on CPU
         assert len(row["variants"]) >= 5 and all(v["ok"] for v in row["variants"])
     assert len(list((tmp_path / "cases").glob("mbdt_*.json"))) == len(spec.interpret_shapes)
-    no_gpu = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "recsys_operators.py"), "--out", str(tmp_path)],
-                            capture_output=True, text=True, timeout=300)
+    no_gpu = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "bench" / "recsys_operators.py"), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if not torch.cuda.is_available():
         assert no_gpu.returncode == 2 and len(no_gpu.stderr.strip().splitlines()) == 1, no_gpu.stderr

@@ -37,6 +37,7 @@ PATHS = {
     "two-pass-persistent": (dict(LONG, chunk_n=0, split_programs_per_sm=1), [(9, 1100)]),  # 4 programs x 3 rows
 }
 
+
 def make_case(name: str, m: int, n: int, dtype: torch.dtype, seed: int):
     """(reference model, init args, inputs) at shape (m, n), inputs rounded to `dtype`."""
     torch.manual_seed(seed)
@@ -90,6 +91,7 @@ def test_matches_float64_reference(name, dtype_name, path, tmp_path):
     for m, n in shapes:
         check(kernel, name, m, n, dtype_name, random.randrange(2**31))
 
+
 # The cooperative kernel (RMSNorm, softmax) waits for a row's other chunks, so under the
 # interpreter it may only run with one chunk a row: rows of 9000 and 2500 in chunks of 16384.
 # M=5 on the interpreter's 4 "SMs" gives 3 row groups x 2 iterations, the last with a padding row.
@@ -134,6 +136,7 @@ def test_cooperative_grid_keeps_every_program_resident(monkeypatch):
     assert cooperative_grid(2048, 2, cuda) == (64, 32)  # 2048 rows in 32 full waves, not 31 and a sliver
     assert cooperative_grid(10, 133, cuda) is None  # more chunks than SMs could deadlock
 
+
 def in_wider_rows(t: torch.Tensor) -> torch.Tensor:
     """`t`'s values as a view whose rows lie further apart than they are long: logits and x as
     x[:, :N] of a tensor 40 columns wider, targets as every other element of a longer vector. What
@@ -147,9 +150,12 @@ def in_wider_rows(t: torch.Tensor) -> torch.Tensor:
     return wide[:, : t.shape[1]]
 
 
-STRIDED_CASES = [(name, path, config, shapes[0]) for name in KERNELS
-                 for path, (config, shapes) in [*PATHS.items(), ("cooperative", COOPERATIVE)]
-                 if not (name == "cross_entropy" and path == "cooperative")]
+STRIDED_CASES = [
+    (name, path, config, shapes[0])
+    for name in KERNELS
+    for path, (config, shapes) in [*PATHS.items(), ("cooperative", COOPERATIVE)]
+    if not (name == "cross_entropy" and path == "cooperative")
+]
 
 
 @pytest.mark.parametrize("name, path, config, shape", STRIDED_CASES, ids=[f"{c[0]}-{c[1]}" for c in STRIDED_CASES])
@@ -213,7 +219,16 @@ def test_kernel_file_follows_the_reference_kernel_convention(name):
             imported |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             imported.add(node.module)
-    assert imported <= {"torch", "torch.nn", "triton", "triton.language", "math", "_launch_heuristics", "_bf16_pairs", "_row_io"}, imported
+    assert imported <= {
+        "torch",
+        "torch.nn",
+        "triton",
+        "triton.language",
+        "math",
+        "_launch_heuristics",
+        "_bf16_pairs",
+        "_row_io",
+    }, imported
     declared = read_declared(source)
     assert set(declared.tunables) == set(declared.config)
     for key, value in declared.config.items():
@@ -234,8 +249,11 @@ def test_rmsnorm_keeps_leading_dimensions_and_reads_strided_input():
     torch.testing.assert_close(out, model(x), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("config", [{}, PATHS["chunked"][0], PATHS["two-pass"][0], COOPERATIVE[0]],
-                         ids=["tile", "chunked", "two-pass", "cooperative"])
+@pytest.mark.parametrize(
+    "config",
+    [{}, PATHS["chunked"][0], PATHS["two-pass"][0], COOPERATIVE[0]],
+    ids=["tile", "chunked", "two-pass", "cooperative"],
+)
 def test_softmax_handles_minus_infinity_like_torch(config, tmp_path):
     kernel = load_kernel("softmax", tmp_path, **config)
     x = torch.randn(3, 9000)

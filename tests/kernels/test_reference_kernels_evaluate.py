@@ -12,7 +12,9 @@ KERNELS = sorted((doc.name, doc.spec) for doc in KnowledgeBase.load().documents 
 
 
 def test_every_reference_kernel_has_a_spec():
-    assert {"rmsnorm", "softmax", "cross_entropy", "flash_attention", "ikbo_lce", "ikbo_target_attention"} <= {k for k, _ in KERNELS}
+    assert {"rmsnorm", "softmax", "cross_entropy", "flash_attention", "ikbo_lce", "ikbo_target_attention"} <= {
+        k for k, _ in KERNELS
+    }
     for name, spec in KERNELS:
         assert (SPECS / f"{spec}.yaml").exists(), name
 
@@ -20,7 +22,9 @@ def test_every_reference_kernel_has_a_spec():
 @pytest.mark.parametrize("name, spec_name", KERNELS)
 def test_reference_kernel_passes_the_evaluator(name, spec_name):
     spec = load_spec(SPECS / f"{spec_name}.yaml")
-    result = Evaluator(device="interpret", timeout_s=120).evaluate(spec, KnowledgeBase.load().reference_kernel(name).source)
+    result = Evaluator(device="interpret", timeout_s=120).evaluate(
+        spec, KnowledgeBase.load().reference_kernel(name).source
+    )
     seed = result.environment.get("seed")  # the evaluator draws its trials' inputs from it
     assert result.correct, f"evaluator seed {seed}: {result.failure}: {result.message}\n{result.log[-2000:]}"
     assert [s.correct for s in result.shapes] == [True] * len(spec.cases("interpret"))  # shapes x dtypes

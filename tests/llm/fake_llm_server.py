@@ -49,8 +49,11 @@ class FakeLLMServer:
             def do_POST(self):
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
-                api = "anthropic" if self.path.rstrip("/").endswith("/v1/messages") else (
-                    "openai" if self.path.rstrip("/").endswith("/chat/completions") else "unknown")
+                api = (
+                    "anthropic"
+                    if self.path.rstrip("/").endswith("/v1/messages")
+                    else ("openai" if self.path.rstrip("/").endswith("/chat/completions") else "unknown")
+                )
                 request = Received(api, self.path, body, {k.lower(): v for k, v in self.headers.items()})
                 server.requests.append(request)
                 if api == "unknown":
@@ -58,22 +61,40 @@ class FakeLLMServer:
                 status, text, headers = server.responder(api, request.prompt, body)
                 if status != 200:
                     kind = {429: "rate_limit_error", 529: "overloaded_error"}.get(status, "api_error")
-                    payload = ({"type": "error", "error": {"type": kind, "message": text}} if api == "anthropic"
-                               else {"error": {"message": text, "type": kind, "code": None}})
+                    payload = (
+                        {"type": "error", "error": {"type": kind, "message": text}}
+                        if api == "anthropic"
+                        else {"error": {"message": text, "type": kind, "code": None}}
+                    )
                     return self._send(status, payload, headers)
                 if isinstance(text, dict):
                     payload = text
                 elif api == "anthropic":
-                    payload = {"id": f"msg_{len(server.requests)}", "type": "message", "role": "assistant",
-                               "model": body["model"], "content": [{"type": "text", "text": text}],
-                               "stop_reason": "end_turn", "stop_sequence": None,
-                               "usage": {"input_tokens": server.input_tokens, "output_tokens": server.output_tokens}}
+                    payload = {
+                        "id": f"msg_{len(server.requests)}",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": body["model"],
+                        "content": [{"type": "text", "text": text}],
+                        "stop_reason": "end_turn",
+                        "stop_sequence": None,
+                        "usage": {"input_tokens": server.input_tokens, "output_tokens": server.output_tokens},
+                    }
                 else:
-                    payload = {"id": f"chatcmpl-{len(server.requests)}", "object": "chat.completion", "created": 0,
-                               "model": body["model"], "choices": [{"index": 0, "finish_reason": "stop",
-                                                                    "message": {"role": "assistant", "content": text}}],
-                               "usage": {"prompt_tokens": server.input_tokens, "completion_tokens": server.output_tokens,
-                                         "total_tokens": server.input_tokens + server.output_tokens}}
+                    payload = {
+                        "id": f"chatcmpl-{len(server.requests)}",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body["model"],
+                        "choices": [
+                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+                        ],
+                        "usage": {
+                            "prompt_tokens": server.input_tokens,
+                            "completion_tokens": server.output_tokens,
+                            "total_tokens": server.input_tokens + server.output_tokens,
+                        },
+                    }
                 self._send(200, payload, headers)
 
             def _send(self, status: int, payload: dict, headers: dict | None = None):

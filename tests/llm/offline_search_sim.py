@@ -10,6 +10,7 @@ enumerating the whole space. `full` also passes every evaluated node to the oper
     python tests/llm/offline_search_sim.py 8        # 8 landscapes, engine as it is
     python tests/llm/offline_search_sim.py 8 full   # with the evaluated nodes passed
 """
+
 import itertools
 import random
 import sys
@@ -27,6 +28,7 @@ from kernelevolve.spec import load_spec
 ref = read_declared((KNOWLEDGE_BASE / "kernels" / "rmsnorm.py").read_text())
 T = ref.tunables
 
+
 def landscape(seed):
     r = random.Random(seed)
     # per knob: preferred index and cost per step away (big knobs matter, small ones barely)
@@ -34,7 +36,11 @@ def landscape(seed):
     for k, vals in T.items():
         big = r.random() < 0.5
         i0 = vals.index(ref.config[k])
-        prefs[k] = (min(len(vals) - 1, max(0, i0 + r.choice([-2, -1, 0, 0, 1, 2]))), r.uniform(0.08, 0.25) if big else r.uniform(0.0, 0.02))
+        prefs[k] = (
+            min(len(vals) - 1, max(0, i0 + r.choice([-2, -1, 0, 0, 1, 2]))),
+            r.uniform(0.08, 0.25) if big else r.uniform(0.0, 0.02),
+        )
+
     def lat(cfg, noise=None):
         x = 1.0
         for k, (p, c) in prefs.items():
@@ -42,21 +48,34 @@ def landscape(seed):
         if noise:
             x *= noise.uniform(0.99, 1.01)
         return x
+
     return lat
+
 
 class Eval:
     parallelism = 1
-    def __init__(self, lat): self.lat, self.n, self.noise = lat, 0, random.Random(0)
+
+    def __init__(self, lat):
+        self.lat, self.n, self.noise = lat, 0, random.Random(0)
+
     def evaluate(self, spec, source, shapes=None, deep=False):
         self.n += 1
         cfg = read_declared(source).config
-        s = ShapeResult(label="M=1,N=1 bfloat16", params={}, dtype="bfloat16", correct=True,
-                        latency_ms=self.lat(cfg, self.noise), baseline_ms=1.0)
+        s = ShapeResult(
+            label="M=1,N=1 bfloat16",
+            params={},
+            dtype="bfloat16",
+            correct=True,
+            latency_ms=self.lat(cfg, self.noise),
+            baseline_ms=1.0,
+        )
         return EvalResult(correct=True, shapes=[s], device="cuda", timed=True)
+
 
 def best_possible(lat):
     keys = sorted(T)
     return min(lat({**ref.config, **dict(zip(keys, v))}) for v in itertools.product(*(T[k] for k in keys)))
+
 
 FULL = len(sys.argv) > 2
 res = []
@@ -72,10 +91,12 @@ for seed in range(int(sys.argv[1]) if len(sys.argv) > 1 else 8):
     eng.insight_writer = None
     if FULL:
         orig = eng._context
+
         def ctx(step, task, insights, orig=orig, eng=eng):
             c = orig(step, task, insights)
             c.evaluated = [eng.view(n.id, compact=True) for n in eng.graph.evaluated()]
             return c
+
         eng._context = ctx
     eng.run()
     nodes = eng.graph.nodes()
@@ -85,4 +106,4 @@ for seed in range(int(sys.argv[1]) if len(sys.argv) > 1 else 8):
     refr = opt / lat(ref.config)
     res.append(ratio)
     print(f"seed {seed}: nodes {len(nodes)} unique {len(cfgs)} ref {refr:.3f} best-found {ratio:.3f}")
-print("mean", sum(res)/len(res), ">=0.95:", sum(r >= 0.95 for r in res), "/", len(res))
+print("mean", sum(res) / len(res), ">=0.95:", sum(r >= 0.95 for r in res), "/", len(res))

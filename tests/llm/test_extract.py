@@ -2,14 +2,14 @@
 
 from kernelevolve.llm.extract import extract_kernel
 
-MODULE = '''import torch
+MODULE = """import torch
 import torch.nn as nn
 
 
 class ModelNew(nn.Module):
     def forward(self, x):
         return x
-'''
+"""
 
 
 def test_single_fenced_block():

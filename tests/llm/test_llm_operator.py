@@ -46,7 +46,11 @@ def test_reply_cache_replays_without_paying_and_counts_samples(monkeypatch, tmp_
         op = LLMOperator(provider, cache=ReplyCache(tmp_path), llm_insights=False)
         first, second = op.draft(spec, _ctx(spec, calls)), op.draft(spec, _ctx(spec, calls))
         assert len(server.requests) == 2 and first.source != second.source  # same prompt, two samples
-        assert first.note == "version 0" and first.tokens == 1500 and first.cost_usd == pytest.approx((1000 * 2 + 500 * 8) / 1e6)
+        assert (
+            first.note == "version 0"
+            and first.tokens == 1500
+            and first.cost_usd == pytest.approx((1000 * 2 + 500 * 8) / 1e6)
+        )
         # A "resumed" process: a fresh operator on the same cache pays for nothing.
         again = LLMOperator(provider, cache=ReplyCache(tmp_path), llm_insights=False)
         replay = [again.draft(spec, _ctx(spec, calls)) for _ in range(2)]
@@ -112,15 +116,28 @@ def test_file_provider_times_out_with_a_clear_message(tmp_path):
 
 def test_rule_insight_names_regressed_shapes_and_the_gain_elsewhere(spec):
     def ev(latencies):
-        shapes = [ShapeResult(label=label, params={}, dtype="bfloat16", correct=True, latency_ms=ms, baseline_ms=1.0)
-                  for label, ms in latencies.items()]
+        shapes = [
+            ShapeResult(label=label, params={}, dtype="bfloat16", correct=True, latency_ms=ms, baseline_ms=1.0)
+            for label, ms in latencies.items()
+        ]
         return EvalResult(correct=True, shapes=shapes, device="cuda", timed=True)
 
     parent = ParentView(3, "src", "draft", ev({"M=1,N=2 bf16": 1.0, "M=3,N=4 bf16": 1.0, "M=5,N=6 bf16": 1.0}))
-    child = ParentView(7, "src", "improve", ev({"M=1,N=2 bf16": 1.1, "M=3,N=4 bf16": 0.9, "M=5,N=6 bf16": 0.88}),
-                       note="BLOCK_N 1024->2048")
+    child = ParentView(
+        7,
+        "src",
+        "improve",
+        ev({"M=1,N=2 bf16": 1.1, "M=3,N=4 bf16": 0.9, "M=5,N=6 bf16": 0.88}),
+        note="BLOCK_N 1024->2048",
+    )
     text = rule_insight(spec, child, [parent])
-    assert text == ("improve of #3 -> #7 (BLOCK_N 1024->2048): M=1,N=2 bf16 regressed 0.91x; others +12% "
-                    "(fitness 1.00x -> 1.05x)")
-    failed = ParentView(8, "src", "improve", EvalResult.failed("compile", "out of resource: shared memory"), note="stages 2->4")
-    assert rule_insight(spec, failed, [child]) == "improve of #7 -> #8 (stages 2->4): FAILED compile: out of resource: shared memory"
+    assert text == (
+        "improve of #3 -> #7 (BLOCK_N 1024->2048): M=1,N=2 bf16 regressed 0.91x; others +12% (fitness 1.00x -> 1.05x)"
+    )
+    failed = ParentView(
+        8, "src", "improve", EvalResult.failed("compile", "out of resource: shared memory"), note="stages 2->4"
+    )
+    assert (
+        rule_insight(spec, failed, [child])
+        == "improve of #7 -> #8 (stages 2->4): FAILED compile: out of resource: shared memory"
+    )

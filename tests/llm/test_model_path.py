@@ -24,8 +24,16 @@ from tests.llm.fake_llm_server import FakeLLMServer
 
 SOFTMAX = REPO_ROOT / "specs" / "softmax.yaml"
 KERNEL = (KNOWLEDGE_BASE / "kernels" / "softmax.py").read_text()
-LLM_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "KERNELEVOLVE_MODEL",
-           "KERNELEVOLVE_PRICE", "KERNELEVOLVE_DB", "KERNELEVOLVE_REPLY_CACHE")
+LLM_ENV = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "KERNELEVOLVE_MODEL",
+    "KERNELEVOLVE_PRICE",
+    "KERNELEVOLVE_DB",
+    "KERNELEVOLVE_REPLY_CACHE",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -41,9 +49,15 @@ def _openai(monkeypatch, url: str, **options) -> OpenAIProvider:
 
 
 def _context(spec, shapes=None, calls=None, device="interpret"):
-    return OperatorContext(spec=spec, run_id="r-test", device=device, rng=random.Random(0),
-                           record_llm_call=(calls.append if calls is not None else (lambda r: None)),
-                           kind="draft", shapes=shapes)
+    return OperatorContext(
+        spec=spec,
+        run_id="r-test",
+        device=device,
+        rng=random.Random(0),
+        record_llm_call=(calls.append if calls is not None else (lambda r: None)),
+        kind="draft",
+        shapes=shapes,
+    )
 
 
 def _reply(api, prompt, body):
@@ -51,6 +65,7 @@ def _reply(api, prompt, body):
 
 
 # -- 1. shapes reach the model, and the cache key -------------------------------------------------
+
 
 def test_shapes_given_with_shape_reach_the_prompt(monkeypatch, tmp_path):
     """Was: every prompt said `shapes evaluated (module constants): default`/the spec's shapes."""
@@ -68,10 +83,12 @@ def test_shapes_given_with_shape_reach_the_prompt(monkeypatch, tmp_path):
 
 def test_derived_constants_are_shown_at_the_evaluated_shape(monkeypatch, tmp_path):
     ref = tmp_path / "ref.py"
-    ref.write_text("import torch\nimport torch.nn as nn\nbatch_size = 4\ndim = 1024 * 2\nhidden = dim * 4\n\n"
-                   "class Model(nn.Module):\n    def forward(self, x):\n        return x\n\n"
-                   "def get_inputs():\n    return [torch.randn(batch_size, dim)]\n\n"
-                   "def get_init_inputs():\n    return []\n")
+    ref.write_text(
+        "import torch\nimport torch.nn as nn\nbatch_size = 4\ndim = 1024 * 2\nhidden = dim * 4\n\n"
+        "class Model(nn.Module):\n    def forward(self, x):\n        return x\n\n"
+        "def get_inputs():\n    return [torch.randn(batch_size, dim)]\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
     spec = load_spec(ref)
     from kernelevolve.operators.context_builder import spec_summary
 
@@ -85,12 +102,19 @@ def test_the_cache_key_covers_everything_that_changes_a_reply(monkeypatch):
     a = _openai(monkeypatch, "http://127.0.0.1:1").settings()
     b = _openai(monkeypatch, "http://127.0.0.1:2").settings()
     assert a["endpoint"] != b["endpoint"]
-    keys = {cache_key(a, "p", "s"), cache_key(b, "p", "s"), cache_key(dict(a, max_tokens=1), "p", "s"),
-            cache_key(dict(a, temperature=0.5), "p", "s"), cache_key(a, "p2", "s"), cache_key(a, "p", "s2")}
+    keys = {
+        cache_key(a, "p", "s"),
+        cache_key(b, "p", "s"),
+        cache_key(dict(a, max_tokens=1), "p", "s"),
+        cache_key(dict(a, temperature=0.5), "p", "s"),
+        cache_key(a, "p2", "s"),
+        cache_key(a, "p", "s2"),
+    }
     assert len(keys) == 6
 
 
 # -- 6. the reply cache: off by default, opt-in, cleared; a resumed run replays its own calls -----
+
 
 def test_reply_cache_is_off_unless_asked_for(monkeypatch):
     """Was: on by default, shared under the user's home, and switched off only by an env var."""
@@ -111,7 +135,9 @@ def test_same_search_twice_asks_the_model_twice_without_the_cache(monkeypatch, t
             LLMOperator(_openai(monkeypatch, server.url), llm_insights=False).draft(spec, _context(spec))
         assert len(server.requests) == 2
         for _ in range(2):
-            LLMOperator(_openai(monkeypatch, server.url), llm_insights=False, use_cache=True).draft(spec, _context(spec))
+            LLMOperator(_openai(monkeypatch, server.url), llm_insights=False, use_cache=True).draft(
+                spec, _context(spec)
+            )
         assert len(server.requests) == 3  # the second opt-in operator took the cached reply
     assert clear() == 1 and clear() == 0  # `kernelevolve cache clear`
 
@@ -140,18 +166,22 @@ def test_a_resumed_run_replays_its_recorded_calls_and_pays_nothing(monkeypatch):
 
 # -- 7. one insight contract; replies that break it are dropped ------------------------------------
 
+
 def _views():
     ok = EvalResult(correct=True, device="interpret", shapes=[ShapeResult("M=4 bfloat16", {"M": 4}, "bfloat16", True)])
     bad = EvalResult.failed("compile", "arange's range must be a power of 2", device="interpret")
     return ParentView(1, KERNEL, "debug", ok, note="power-of-two arange"), [ParentView(0, KERNEL, "draft", bad)]
 
 
-@pytest.mark.parametrize("reply, kept", [
-    ("Power-of-two aranges fixed the compile error; keep BLOCK_N a power of two.", True),
-    (f"Here is the module:\n```python\n{KERNEL}```", False),
-    ("import torch\nclass ModelNew(nn.Module):\n    pass", False),
-    ("word " * 200, False),
-])
+@pytest.mark.parametrize(
+    "reply, kept",
+    [
+        ("Power-of-two aranges fixed the compile error; keep BLOCK_N a power of two.", True),
+        (f"Here is the module:\n```python\n{KERNEL}```", False),
+        ("import torch\nclass ModelNew(nn.Module):\n    pass", False),
+        ("word " * 200, False),
+    ],
+)
 def test_insight_replies_that_break_the_contract_are_dropped(monkeypatch, reply, kept):
     """Was: the system prompt demanded a module in a code block while the insight prompt asked
     for one sentence, and code blobs were stored as insights and fed to later prompts."""
@@ -172,6 +202,7 @@ def test_insight_replies_that_break_the_contract_are_dropped(monkeypatch, reply,
 
 # -- 8. notes: the model's one-line summary of its change ------------------------------------------
 
+
 def test_the_change_line_is_the_nodes_note(monkeypatch):
     spec = load_spec(SOFTMAX)
     with FakeLLMServer(_reply) as server:
@@ -183,6 +214,7 @@ def test_the_change_line_is_the_nodes_note(monkeypatch):
 
 # -- 4. a dead endpoint fails fast, with its message where the run is watched ---------------------
 
+
 def _closed_port() -> str:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -190,8 +222,14 @@ def _closed_port() -> str:
 
 
 def _cli(args, env, cwd, timeout=120):
-    return subprocess.run([sys.executable, "-c", "from kernelevolve.cli import main; main()", *args], env=env,
-                          cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", "from kernelevolve.cli import main; main()", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_a_closed_port_fails_the_model_check_in_seconds(tmp_path):
@@ -199,8 +237,23 @@ def test_a_closed_port_fails_the_model_check_in_seconds(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in LLM_ENV}
     env.update(OPENAI_BASE_URL=_closed_port(), KERNELEVOLVE_CACHE_DIR=str(tmp_path / "cache"))
     start = time.monotonic()
-    proc = _cli(["run", str(SOFTMAX), "--model", "openai:local-coder", "--device", "interpret", "--budget", "3",
-                 "--db", f"sqlite:///{tmp_path / 'r.db'}", "--no-preflight"], env, tmp_path)
+    proc = _cli(
+        [
+            "run",
+            str(SOFTMAX),
+            "--model",
+            "openai:local-coder",
+            "--device",
+            "interpret",
+            "--budget",
+            "3",
+            "--db",
+            f"sqlite:///{tmp_path / 'r.db'}",
+            "--no-preflight",
+        ],
+        env,
+        tmp_path,
+    )
     assert time.monotonic() - start < 30
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -214,16 +267,35 @@ def test_a_closed_port_stops_the_run_in_seconds_with_the_error_on_the_progress_l
     env.update(OPENAI_BASE_URL=_closed_port(), KERNELEVOLVE_CACHE_DIR=str(tmp_path / "cache"))
     db = f"sqlite:///{tmp_path / 'r.db'}"
     start = time.monotonic()
-    proc = _cli(["run", str(SOFTMAX), "--model", "openai:local-coder", "--device", "interpret", "--budget", "5",
-                 "--db", db, "--no-model-check", "--no-preflight"], env, tmp_path)
+    proc = _cli(
+        [
+            "run",
+            str(SOFTMAX),
+            "--model",
+            "openai:local-coder",
+            "--device",
+            "interpret",
+            "--budget",
+            "5",
+            "--db",
+            db,
+            "--no-model-check",
+            "--no-preflight",
+        ],
+        env,
+        tmp_path,
+    )
     elapsed = time.monotonic() - start
     assert elapsed < 30, elapsed
     assert proc.returncode == 1, proc.stderr
     progress = [ln for ln in proc.stdout.splitlines() if ln.startswith("node ")]
     assert progress and all("Connection refused" in ln and "cannot reach http://127.0.0.1:" in ln for ln in progress)
     assert "finished: operator_error" in proc.stdout and len(progress) == 3  # 3 in a row, then it stops
-    show = _cli(["show", json.loads(_cli(["runs", "--db", db, "--json"], env, tmp_path).stdout)[0]["id"], "--db", db],
-                env, tmp_path)
+    show = _cli(
+        ["show", json.loads(_cli(["runs", "--db", db, "--json"], env, tmp_path).stdout)[0]["id"], "--db", db],
+        env,
+        tmp_path,
+    )
     assert "#0 draft: failed (no_code): operator error: openai:local-coder" in show.stdout
 
 
@@ -245,9 +317,15 @@ def test_resume_replays_a_call_the_stopped_run_paid_for(tmp_path, monkeypatch):
     spec = load_spec(SOFTMAX)
     db = f"sqlite:///{tmp_path / 'r.db'}"
     repo = Repository(db)
-    settings = RunSettings(policy="greedy", policy_options={"drafts": 1}, limits=Budget(max_nodes=1),
-                           device="interpret", model="openai:local-coder", seed=1,
-                           model_options={"llm_insights": False})  # a resume reads it here, not from its environment
+    settings = RunSettings(
+        policy="greedy",
+        policy_options={"drafts": 1},
+        limits=Budget(max_nodes=1),
+        device="interpret",
+        model="openai:local-coder",
+        seed=1,
+        model_options={"llm_insights": False},
+    )  # a resume reads it here, not from its environment
     run_id = start_run(repo, spec, settings)
     repo.update_run(run_id, status="interrupted", owner="")
     with FakeLLMServer(_reply) as server:
@@ -256,8 +334,11 @@ def test_resume_replays_a_call_the_stopped_run_paid_for(tmp_path, monkeypatch):
         reply = _reply("openai", prompt, {})[1]
         repo.record_llm_call(run_id, None, LLMCallRecord("openai", "local-coder", prompt, reply, 1000, 500, 0.01))
         env = {k: v for k, v in os.environ.items() if k not in LLM_ENV}
-        env.update(OPENAI_BASE_URL=server.url + "/v1", KERNELEVOLVE_LLM_INSIGHTS="0",
-                   KERNELEVOLVE_CACHE_DIR=str(tmp_path / "cache"))
+        env.update(
+            OPENAI_BASE_URL=server.url + "/v1",
+            KERNELEVOLVE_LLM_INSIGHTS="0",
+            KERNELEVOLVE_CACHE_DIR=str(tmp_path / "cache"),
+        )
         proc = _cli(["resume", run_id, "--db", db], env, tmp_path, timeout=240)
         asked = [r.prompt for r in server.requests]
     assert proc.returncode == 0, proc.stderr
@@ -271,12 +352,37 @@ def test_resume_replays_a_call_the_stopped_run_paid_for(tmp_path, monkeypatch):
 def test_a_run_with_shape_tells_the_model_those_shapes(tmp_path):
     """Was: with --shape, every prompt still named the spec's shapes."""
     env = {k: v for k, v in os.environ.items() if k not in LLM_ENV}
-    with FakeLLMServer(lambda api, prompt, body: (200, "OK", {}) if "single word OK" in prompt else _reply(api, prompt, body)) as server:
-        env.update(OPENAI_BASE_URL=server.url + "/v1", KERNELEVOLVE_LLM_INSIGHTS="0",
-                   KERNELEVOLVE_CACHE_DIR=str(tmp_path / "cache"))
-        proc = _cli(["run", str(SOFTMAX), "--model", "openai:local-coder", "--device", "interpret", "--budget", "1",
-                     "--drafts", "1", "--shape", "M=8,N=128", "--shape", "M=2,N=64", "--db",
-                     f"sqlite:///{tmp_path / 'r.db'}"], env, tmp_path, timeout=240)
+    with FakeLLMServer(
+        lambda api, prompt, body: (200, "OK", {}) if "single word OK" in prompt else _reply(api, prompt, body)
+    ) as server:
+        env.update(
+            OPENAI_BASE_URL=server.url + "/v1",
+            KERNELEVOLVE_LLM_INSIGHTS="0",
+            KERNELEVOLVE_CACHE_DIR=str(tmp_path / "cache"),
+        )
+        proc = _cli(
+            [
+                "run",
+                str(SOFTMAX),
+                "--model",
+                "openai:local-coder",
+                "--device",
+                "interpret",
+                "--budget",
+                "1",
+                "--drafts",
+                "1",
+                "--shape",
+                "M=8,N=128",
+                "--shape",
+                "M=2,N=64",
+                "--db",
+                f"sqlite:///{tmp_path / 'r.db'}",
+            ],
+            env,
+            tmp_path,
+            timeout=240,
+        )
         prompts = [r.prompt for r in server.requests]
     assert proc.returncode == 0, proc.stderr
     tasks = [p for p in prompts if p.startswith("# Task:")]
@@ -291,12 +397,31 @@ def test_reply_cache_lives_in_the_database_and_only_when_asked_for(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in LLM_ENV}
     db = f"sqlite:///{tmp_path / 'r.db'}"
     answer = lambda api, prompt, body: (200, "OK", {}) if "single word OK" in prompt else _reply(api, prompt, body)  # noqa: E731
-    args = ["run", str(SOFTMAX), "--model", "openai:local-coder", "--device", "interpret", "--budget", "1",
-            "--drafts", "1", "--seed", "1", "--db", db, "--no-preflight", "--no-model-check"]
+    args = [
+        "run",
+        str(SOFTMAX),
+        "--model",
+        "openai:local-coder",
+        "--device",
+        "interpret",
+        "--budget",
+        "1",
+        "--drafts",
+        "1",
+        "--seed",
+        "1",
+        "--db",
+        db,
+        "--no-preflight",
+        "--no-model-check",
+    ]
     asked = []
     with FakeLLMServer(answer) as server:
-        env.update(OPENAI_BASE_URL=server.url + "/v1", KERNELEVOLVE_LLM_INSIGHTS="0",
-                   KERNELEVOLVE_CACHE_DIR=str(tmp_path / "cache"))
+        env.update(
+            OPENAI_BASE_URL=server.url + "/v1",
+            KERNELEVOLVE_LLM_INSIGHTS="0",
+            KERNELEVOLVE_CACHE_DIR=str(tmp_path / "cache"),
+        )
         for extra in ([], [], ["--reply-cache"], ["--reply-cache"]):
             before = len(server.requests)
             proc = _cli(args + extra, env, tmp_path, timeout=240)

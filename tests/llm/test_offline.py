@@ -18,7 +18,9 @@ def _ctx(spec, seed=0, **kw):
 
 
 def _timed(fitness):
-    s = ShapeResult(label="M=8,N=8 bfloat16", params={}, dtype="bfloat16", correct=True, latency_ms=1.0 / fitness, baseline_ms=1.0)
+    s = ShapeResult(
+        label="M=8,N=8 bfloat16", params={}, dtype="bfloat16", correct=True, latency_ms=1.0 / fitness, baseline_ms=1.0
+    )
     return EvalResult(correct=True, shapes=[s], device="cuda", timed=True)
 
 
@@ -73,8 +75,12 @@ def test_debug_walks_back_toward_the_last_passing_config(rmsnorm, test_kb):
     from kernelevolve.operators.tunables import rewrite_config
 
     passing = ParentView(1, reference, "draft", _timed(1.0))
-    broken = ParentView(2, rewrite_config(reference, {"split_block_n": 16384, "num_stages": 3}), "improve",
-                        EvalResult.failed("compile", "out of resource: shared memory"))
+    broken = ParentView(
+        2,
+        rewrite_config(reference, {"split_block_n": 16384, "num_stages": 3}),
+        "improve",
+        EvalResult.failed("compile", "out of resource: shared memory"),
+    )
     p = OfflineOperator(kb).improve([broken], _ctx(rmsnorm, ancestry=[passing]))
     config = read_declared(p.source).config
     assert (config["split_block_n"], config["num_stages"]) in ((4096, 3), (16384, 1))
@@ -89,20 +95,28 @@ def test_crossover_takes_knobs_from_both_parents(rmsnorm, test_kb):
     b = ParentView(2, rewrite_config(reference, {"split_block_n": 8192, "num_stages": 2}), "improve", _timed(1.1))
     p = OfflineOperator(kb).improve([a, b], _ctx(rmsnorm))
     child = read_declared(p.source).config
-    mixed = {k for k in ("tile_elems", "max_warps", "split_block_n", "num_stages") if child[k] != read_declared(reference).config[k]}
+    mixed = {
+        k
+        for k in ("tile_elems", "max_warps", "split_block_n", "num_stages")
+        if child[k] != read_declared(reference).config[k]
+    }
     assert child not in (read_declared(a.source).config, read_declared(b.source).config)
     assert "from #2" in p.note and mixed
 
 
 def test_no_code_parent_restarts_from_the_reference(rmsnorm, test_kb):
-    p = OfflineOperator(test_kb[0]).improve([ParentView(4, None, "draft", EvalResult.failed("no_code", "no kernel"))], _ctx(rmsnorm))
+    p = OfflineOperator(test_kb[0]).improve(
+        [ParentView(4, None, "draft", EvalResult.failed("no_code", "no kernel"))], _ctx(rmsnorm)
+    )
     assert "class ModelNew" in p.source and "restart from the reference" in p.note
 
 
 def test_spec_without_reference_kernel_names_the_providers_that_could_serve_it(tmp_path):
     ref = tmp_path / "gelu.py"
-    ref.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
-                   "def get_inputs():\n    return [torch.randn(4)]\ndef get_init_inputs():\n    return []\n")
+    ref.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+        "def get_inputs():\n    return [torch.randn(4)]\ndef get_init_inputs():\n    return []\n"
+    )
     spec = load_spec(ref)
     with pytest.raises(OperatorError) as e:
         OfflineOperator().draft(spec, _ctx(spec))

@@ -42,10 +42,25 @@ def _context(spec, **kw):
 
 
 def _timed(correct=True):
-    shapes = [ShapeResult(label="M=4096,N=512 bfloat16", params={"M": 4096, "N": 512}, dtype="bfloat16", correct=True,
-                          latency_ms=0.0123, baseline_ms=0.0246, gbps=3400.0),
-              ShapeResult(label="M=1024,N=262144 bfloat16", params={"M": 1024, "N": 262144}, dtype="bfloat16",
-                          correct=True, latency_ms=0.8, baseline_ms=0.538)]
+    shapes = [
+        ShapeResult(
+            label="M=4096,N=512 bfloat16",
+            params={"M": 4096, "N": 512},
+            dtype="bfloat16",
+            correct=True,
+            latency_ms=0.0123,
+            baseline_ms=0.0246,
+            gbps=3400.0,
+        ),
+        ShapeResult(
+            label="M=1024,N=262144 bfloat16",
+            params={"M": 1024, "N": 262144},
+            dtype="bfloat16",
+            correct=True,
+            latency_ms=0.8,
+            baseline_ms=0.538,
+        ),
+    ]
     return EvalResult(correct=correct, shapes=shapes, device="cuda", timed=True)
 
 
@@ -55,8 +70,12 @@ def test_every_prompt_states_the_contract_with_the_reference_constructor():
     builder = PromptBuilder()
     good = ParentView(3, "class ModelNew: pass\n", "draft", _timed())
     bad = ParentView(4, "class ModelNew: pass\n", "improve", EvalResult.failed("compile", "boom"))
-    prompts = [builder.draft(spec, _context(spec)).prompt, builder.optimise(good, _context(spec)).prompt,
-               builder.debug(bad, _context(spec)).prompt, builder.crossover(good, bad, _context(spec)).prompt]
+    prompts = [
+        builder.draft(spec, _context(spec)).prompt,
+        builder.optimise(good, _context(spec)).prompt,
+        builder.debug(bad, _context(spec)).prompt,
+        builder.crossover(good, bad, _context(spec)).prompt,
+    ]
     for prompt in prompts:
         assert "class ModelNew(nn.Module)" in prompt and "ModelNew(hidden_size: int, eps: float=1e-06)" in prompt
         assert "```python" in prompt and spec.reference_source.strip()[:60] in prompt
@@ -71,7 +90,9 @@ def test_optimise_prompt_carries_per_shape_timings_and_debug_prompt_the_error():
     assert "BLOCK 4096 regressed long rows 0.8x" in opt
     failed = EvalResult.failed("runtime", "ValueError: bad grid", log="Traceback ...\nValueError: bad grid (line 42)")
     ancestry = [ParentView(1, "x", "draft", _timed(), note="first draft")]
-    dbg = builder.debug(ParentView(5, "class ModelNew: pass\n", "improve", failed), _context(spec, ancestry=ancestry)).prompt
+    dbg = builder.debug(
+        ParentView(5, "class ModelNew: pass\n", "improve", failed), _context(spec, ancestry=ancestry)
+    ).prompt
     assert "failure class: runtime" in dbg and "ValueError: bad grid (line 42)" in dbg
     assert "#1 draft (first draft): correct" in dbg
 

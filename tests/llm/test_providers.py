@@ -23,6 +23,7 @@ def anthropic_env(monkeypatch):
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         return AnthropicProvider("claude-opus-4-5", backoff_s=0.01, **kw)
+
     return make
 
 
@@ -32,11 +33,14 @@ def openai_env(monkeypatch):
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
         return OpenAIProvider("gpt-5", backoff_s=0.01, **kw)
+
     return make
 
 
 def test_anthropic_retries_a_rate_limit_honouring_retry_after(anthropic_env):
-    with FakeLLMServer(_script((429, "slow down", {"retry-after": "0.2"}), (529, "overloaded", {}), (200, "hello", {}))) as server:
+    with FakeLLMServer(
+        _script((429, "slow down", {"retry-after": "0.2"}), (529, "overloaded", {}), (200, "hello", {}))
+    ) as server:
         provider = anthropic_env(server, temperature=0.3, max_tokens=123)
         slept = []
         provider._sleep = lambda s: slept.append(s)

@@ -18,10 +18,19 @@ from tests.llm.fake_llm_server import FakeLLMServer
 
 FIXED = (KNOWLEDGE_BASE / "kernels" / "softmax.py").read_text()
 BROKEN = FIXED.replace("tl.arange(0, BLOCK_N)", "tl.arange(0, BLOCK_N + 1)")  # Triton refuses non-power-of-2 ranges
-assert BROKEN != FIXED, "knowledge_base/kernels/softmax.py no longer has tl.arange(0, BLOCK_N): pick another way to break it"
+assert BROKEN != FIXED, (
+    "knowledge_base/kernels/softmax.py no longer has tl.arange(0, BLOCK_N): pick another way to break it"
+)
 INSIGHT = "Power-of-two aranges fixed the compile error; keep BLOCK_N a power of two."
-LLM_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "KERNELEVOLVE_MODEL",
-           "KERNELEVOLVE_PRICE", "KERNELEVOLVE_DB")
+LLM_ENV = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "KERNELEVOLVE_MODEL",
+    "KERNELEVOLVE_PRICE",
+    "KERNELEVOLVE_DB",
+)
 
 
 class Script:
@@ -58,8 +67,14 @@ class Script:
 
 
 def _kernelevolve(args, env, cwd):
-    return subprocess.run([sys.executable, "-c", "from kernelevolve.cli import main; main()", *args],
-                          env=env, cwd=cwd, capture_output=True, text=True, timeout=420)
+    return subprocess.run(
+        [sys.executable, "-c", "from kernelevolve.cli import main; main()", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=420,
+    )
 
 
 def _clean_env(tmp_path):
@@ -80,16 +95,41 @@ def test_llm_search_debugs_failures_and_records_tokens(tmp_path, provider):
             env.update(OPENAI_API_KEY="dummy-key", OPENAI_BASE_URL=server.url + "/v1", KERNELEVOLVE_PRICE="1.5,6")
             model, price = "openai:local-coder", (1.5, 6.0)
         db = f"sqlite:///{tmp_path / 'runs.db'}"
-        proc = _kernelevolve(["run", str(REPO_ROOT / "specs" / "softmax.yaml"), "--model", model, "--device", "interpret",
-                              "--budget", "5", "--drafts", "2", "--workers", "1", "--seed", "3", "--db", db, "--json",
-                              "--temperature", "0.3", "--max-tokens", "4000"],
-                             env, tmp_path)
+        proc = _kernelevolve(
+            [
+                "run",
+                str(REPO_ROOT / "specs" / "softmax.yaml"),
+                "--model",
+                model,
+                "--device",
+                "interpret",
+                "--budget",
+                "5",
+                "--drafts",
+                "2",
+                "--workers",
+                "1",
+                "--seed",
+                "3",
+                "--db",
+                db,
+                "--json",
+                "--temperature",
+                "0.3",
+                "--max-tokens",
+                "4000",
+            ],
+            env,
+            tmp_path,
+        )
         received = list(server.requests)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert {r.api for r in received} == {provider}
     proposals = [r for r in received if r.prompt.startswith("# Task:")]
-    assert proposals and all(r.body["temperature"] == 0.3 and r.body.get("max_tokens", r.body.get("max_completion_tokens")) == 4000
-                             for r in proposals)  # the command line's settings reach the API
+    assert proposals and all(
+        r.body["temperature"] == 0.3 and r.body.get("max_tokens", r.body.get("max_completion_tokens")) == 4000
+        for r in proposals
+    )  # the command line's settings reach the API
     run_id = json.loads(proc.stdout)["id"]
 
     drafts = [r for r in received if r.prompt.startswith("# Task: write")]
@@ -123,8 +163,25 @@ def test_llm_search_debugs_failures_and_records_tokens(tmp_path, provider):
 def test_offline_search_with_no_key_runs_end_to_end(tmp_path):
     env = _clean_env(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    proc = _kernelevolve(["run", str(REPO_ROOT / "specs" / "softmax.yaml"), "--device", "interpret", "--budget", "3",
-                          "--drafts", "1", "--seed", "5", "--db", db, "--json"], env, tmp_path)
+    proc = _kernelevolve(
+        [
+            "run",
+            str(REPO_ROOT / "specs" / "softmax.yaml"),
+            "--device",
+            "interpret",
+            "--budget",
+            "3",
+            "--drafts",
+            "1",
+            "--seed",
+            "5",
+            "--db",
+            db,
+            "--json",
+        ],
+        env,
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_id = json.loads(proc.stdout)["id"]
     repo = Repository(db)
@@ -133,10 +190,11 @@ def test_offline_search_with_no_key_runs_end_to_end(tmp_path):
     assert nodes[0].source == FIXED  # the knowledge base's reference kernel, as written
     configs = [read_declared(n.source).config for n in nodes]
     assert len({json.dumps(c, sort_keys=True) for c in configs}) == 3  # each improve moved the tunables
+
     def without_config(source):
         first, _, last, _ = read_declared(source).span
         lines = source.splitlines()
-        return lines[:first - 1] + lines[last:]
+        return lines[: first - 1] + lines[last:]
 
     assert all(without_config(n.source) == without_config(FIXED) for n in nodes)  # only CONFIG differs
     assert repo.llm_calls(run_id) == [] and repo.totals(run_id) == (0, 0.0)

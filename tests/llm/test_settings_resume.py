@@ -28,18 +28,48 @@ class _Reply:
 
 
 def _cli(args, env, cwd):
-    return subprocess.run([sys.executable, "-c", "from kernelevolve.cli import main; main()", *args], env=env,
-                          cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", "from kernelevolve.cli import main; main()", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_resume_uses_the_runs_settings_not_the_shells(tmp_path):
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     base = {k: v for k, v in os.environ.items() if not k.startswith(("KERNELEVOLVE_", "OPENAI_", "ANTHROPIC_"))}
     with FakeLLMServer(_Reply()) as server:
-        env = dict(base, OPENAI_API_KEY="dummy", OPENAI_BASE_URL=server.url + "/v1", KERNELEVOLVE_MAX_TOKENS="1234",
-                   KERNELEVOLVE_LLM_INSIGHTS="0", KERNELEVOLVE_PRICE="1,2", KERNELEVOLVE_MODEL="openai:local-coder")
-        started = _cli(["run", str(REPO_ROOT / "specs" / "softmax.yaml"), "--device", "interpret", "--budget", "1",
-                        "--drafts", "1", "--db", db, "--json", "--no-preflight", "--no-model-check"], env, tmp_path)
+        env = dict(
+            base,
+            OPENAI_API_KEY="dummy",
+            OPENAI_BASE_URL=server.url + "/v1",
+            KERNELEVOLVE_MAX_TOKENS="1234",
+            KERNELEVOLVE_LLM_INSIGHTS="0",
+            KERNELEVOLVE_PRICE="1,2",
+            KERNELEVOLVE_MODEL="openai:local-coder",
+        )
+        started = _cli(
+            [
+                "run",
+                str(REPO_ROOT / "specs" / "softmax.yaml"),
+                "--device",
+                "interpret",
+                "--budget",
+                "1",
+                "--drafts",
+                "1",
+                "--db",
+                db,
+                "--json",
+                "--no-preflight",
+                "--no-model-check",
+            ],
+            env,
+            tmp_path,
+        )
         assert started.returncode == 0, started.stderr[-2000:]
         first = len(server.requests)
         # Another shell: other reply limit, model insights on, another price, no default model.
@@ -58,7 +88,12 @@ def test_resume_uses_the_runs_settings_not_the_shells(tmp_path):
     assert [c.attempts for c in calls] == [2, 1]  # the rate-limited draft took two requests
     saved = repo.run(run_id).settings
     assert saved["model"] == "openai:local-coder"
-    assert saved["model_options"] == {"max_tokens": 1234, "llm_insights": False, "use_cache": False, "price": [1.0, 2.0]}
+    assert saved["model_options"] == {
+        "max_tokens": 1234,
+        "llm_insights": False,
+        "use_cache": False,
+        "price": [1.0, 2.0],
+    }
 
 
 def test_a_resumed_run_reads_the_knowledge_base_it_started_with(tmp_path, monkeypatch):

@@ -67,8 +67,14 @@ def test_a_request_that_times_out_is_retried(monkeypatch, api):
 
 
 def test_a_reply_without_choices_is_retried_then_given_up(monkeypatch):
-    empty = {"id": "chatcmpl-0", "object": "chat.completion", "created": 0, "model": "local-coder", "choices": [],
-             "usage": {"prompt_tokens": 5, "completion_tokens": 0, "total_tokens": 5}}
+    empty = {
+        "id": "chatcmpl-0",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "local-coder",
+        "choices": [],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 0, "total_tokens": 5},
+    }
     replies = [(200, empty, {}), (200, "second time lucky", {})]
     with FakeLLMServer(lambda api, prompt, body: replies.pop(0)) as server:
         provider = _provider(monkeypatch, "openai", server.url, max_retries=3)
@@ -100,8 +106,12 @@ def test_back_off_doubles_with_jitter_and_is_capped(monkeypatch, api):
         assert 0.5 * 2**k <= slept[k] < 1.5 * 2**k
     assert slept[-1] == 10.0  # 32 * U(0.5, 1.5) >= 16: capped
 
-    hints = [(429, "slow down", {"retry-after": "3"}), (429, "slow down", {"retry-after-ms": "250"}),
-             (429, "slow down", {"retry-after": "600"}), (200, "ok", {})]
+    hints = [
+        (429, "slow down", {"retry-after": "3"}),
+        (429, "slow down", {"retry-after-ms": "250"}),
+        (429, "slow down", {"retry-after": "600"}),
+        (200, "ok", {}),
+    ]
     with FakeLLMServer(lambda api_, prompt, body: hints.pop(0)) as server:
         provider = _provider(monkeypatch, api, server.url, backoff_s=1.0, max_backoff_s=10.0)
         slept = []

@@ -28,14 +28,20 @@ def test_rewrite_changes_only_the_values_that_move_and_keeps_the_layout():
     # One knob per line, its comment and every other byte as they were: only the value moved.
     assert out == SOURCE.replace('"BLOCK": 256,   # elements per program', '"BLOCK": 512,   # elements per program')
     both = rewrite_config(SOURCE, {"BLOCK": 1024, "num_warps": 8})
-    assert both.splitlines()[3:7] == ["CONFIG = {", '    "BLOCK": 1024,   # elements per program', '    "num_warps": 8,', "}"]
+    assert both.splitlines()[3:7] == [
+        "CONFIG = {",
+        '    "BLOCK": 1024,   # elements per program',
+        '    "num_warps": 8,',
+        "}",
+    ]
     # Unchanged values (and a second identical rewrite) leave the file as it is.
     assert rewrite_config(SOURCE, {"BLOCK": 256}) == SOURCE
     assert rewrite_config(out, {"BLOCK": 512}) == out
     # A value of another type with an equal value (True == 1) is still written.
     flag = SOURCE.replace('"num_warps": 4,', '"num_warps": 4,\n    "fast": True,  # a flag').replace(
-        '"num_warps": [1, 2, 4, 8]}', '"num_warps": [1, 2, 4, 8], "fast": [True, False]}')
-    assert "    \"fast\": 1,  # a flag" in rewrite_config(flag, {"fast": 1})
+        '"num_warps": [1, 2, 4, 8]}', '"num_warps": [1, 2, 4, 8], "fast": [True, False]}'
+    )
+    assert '    "fast": 1,  # a flag' in rewrite_config(flag, {"fast": 1})
 
 
 def test_the_reference_kernels_configs_stay_one_knob_per_line_through_a_rewrite():
@@ -76,8 +82,10 @@ TUN = {"BLOCK": [64, 128, 256, 512, 1024], "num_warps": [1, 2, 4, 8]}
 
 def test_neighbours_are_one_step_moves():
     got = cs.neighbours({"BLOCK": 256, "num_warps": 1}, TUN)
-    assert {config_key(c) for c in got} == {config_key(c) for c in [
-        {"BLOCK": 128, "num_warps": 1}, {"BLOCK": 512, "num_warps": 1}, {"BLOCK": 256, "num_warps": 2}]}
+    assert {config_key(c) for c in got} == {
+        config_key(c)
+        for c in [{"BLOCK": 128, "num_warps": 1}, {"BLOCK": 512, "num_warps": 1}, {"BLOCK": 256, "num_warps": 2}]
+    }
 
 
 def test_local_move_prefers_untried_and_follows_momentum():
@@ -121,16 +129,26 @@ def test_crossover_mixes_parents_and_never_returns_a_parent():
 
 def test_a_move_that_paid_off_elsewhere_is_tried_first_and_a_useless_one_last():
     base = {"BLOCK": 256, "num_warps": 4}
-    evaluated = [({"BLOCK": 128, "num_warps": 2}, 1.0), ({"BLOCK": 128, "num_warps": 4}, 1.3),  # warps 2->4 paid off
-                 ({"BLOCK": 64, "num_warps": 1}, 1.0), ({"BLOCK": 64, "num_warps": 2}, 1.0)]  # warps 1->2 did nothing
+    evaluated = [
+        ({"BLOCK": 128, "num_warps": 2}, 1.0),
+        ({"BLOCK": 128, "num_warps": 4}, 1.3),  # warps 2->4 paid off
+        ({"BLOCK": 64, "num_warps": 1}, 1.0),
+        ({"BLOCK": 64, "num_warps": 2}, 1.0),
+    ]  # warps 1->2 did nothing
     effects = cs.knob_effects(evaluated)
-    assert effects[("num_warps", "2", "4")] == pytest.approx(1.3) and effects[("num_warps", "4", "2")] == pytest.approx(1 / 1.3)
+    assert effects[("num_warps", "2", "4")] == pytest.approx(1.3) and effects[("num_warps", "4", "2")] == pytest.approx(
+        1 / 1.3
+    )
     # From num_warps 2, the 2->4 move is taken at once, whatever the rng.
     start = {"BLOCK": 256, "num_warps": 2}
-    picks = {config_key(cs.local_move(start, TUN, {config_key(start)}, random.Random(s), effects=effects)) for s in range(10)}
+    picks = {
+        config_key(cs.local_move(start, TUN, {config_key(start)}, random.Random(s), effects=effects)) for s in range(10)
+    }
     assert picks == {config_key({"BLOCK": 256, "num_warps": 4})}
     # From num_warps 4, going back to 2 is known to lose: it comes after everything else.
-    tried = {config_key(base)} | {config_key(c) for c in cs.neighbours(base, TUN, 1, 2) + cs.neighbours(base, TUN, 2, 1)}
+    tried = {config_key(base)} | {
+        config_key(c) for c in cs.neighbours(base, TUN, 1, 2) + cs.neighbours(base, TUN, 2, 1)
+    }
     tried.discard(config_key({"BLOCK": 256, "num_warps": 2}))
     assert cs.local_move(base, TUN, tried, random.Random(0), effects=effects) == {"BLOCK": 256, "num_warps": 2}
     tried.discard(config_key({"BLOCK": 64, "num_warps": 4}))  # one two-step move left untried

@@ -128,14 +128,21 @@ def test_database_made_before_migrations_migrates_and_resumes(backend, tmp_path,
         # Made on the machine that wrote the fixture: its host:pid owner could name a live process here.
         conn.execute(text("UPDATE runs SET owner = ''"))
         before = dict(conn.execute(text("SELECT id, source FROM nodes WHERE run_id = :r"), {"r": run_id}).all())
-        results = dict(conn.execute(text("SELECT node_id, result FROM evaluations WHERE run_id = :r"),
-                                    {"r": run_id}).all())
+        results = dict(
+            conn.execute(text("SELECT node_id, result FROM evaluations WHERE run_id = :r"), {"r": run_id}).all()
+        )
     raw.dispose()
     assert sorted(before) == [0, 1] and sorted(results) == [0, 1]
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELEVOLVE_")}
-    out = subprocess.run([*CLI, "resume", run_id, "--db", url, "--json"], capture_output=True, text=True,
-                         env=env, cwd=tmp_path, timeout=240)
+    out = subprocess.run(
+        [*CLI, "resume", run_id, "--db", url, "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=240,
+    )
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
     assert (summary["status"], summary["termination_reason"], len(summary["nodes"])) == ("finished", "nodes", 4)

@@ -38,16 +38,25 @@ class FitnessProfiler(Profiler):
     def run(self, source, result):
         self.profiled.append(source)
         nbytes = result.fitness / 3 * 4249e6 * 1.0  # at 1 ms: this fraction of the H200's measured bandwidth
-        summary = ProfileSummary(label=result.shapes[0].label, tools=["ncu"],
-                                 ncu=[NcuKernel(name="k", duration_ms=1.0, registers_per_thread=40)],
-                                 roofline=roofline(1.0, "benchmark", nbytes, None, "h200"))
+        summary = ProfileSummary(
+            label=result.shapes[0].label,
+            tools=["ncu"],
+            ncu=[NcuKernel(name="k", duration_ms=1.0, registers_per_thread=40)],
+            roofline=roofline(1.0, "benchmark", nbytes, None, "h200"),
+        )
         return NodeProfile(summaries=[summary], seconds=0.5)
 
 
 def _engine(db_url, spec, nodes, **profile):
     repo = Repository(db_url)
-    settings = RunSettings(policy="greedy", policy_options={"drafts": 2}, limits=Budget(max_nodes=nodes),
-                           device="cuda", seed=5, profile=ProfileSettings(**profile).to_dict())
+    settings = RunSettings(
+        policy="greedy",
+        policy_options={"drafts": 2},
+        limits=Budget(max_nodes=nodes),
+        device="cuda",
+        seed=5,
+        profile=ProfileSettings(**profile).to_dict(),
+    )
     run_id = start_run(repo, spec, settings)
     operator = RecordingOperator()
     engine = build_engine(repo, run_id, operator=operator, evaluator=SyntheticEvaluator(parallelism=1))

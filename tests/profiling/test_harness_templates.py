@@ -17,10 +17,28 @@ KERNEL = (KNOWLEDGE_BASE / "kernels" / "softmax.py").read_text()
 
 
 def test_every_template_renders_for_a_candidate_as_python():
-    config = {"device": "cuda", "candidate_path": "/x/candidate.py", "reference_path": "/x/reference.py",
-              "result_path": "/x/result.json", "output_dir": "/x", "cases": [{"label": "M=4,N=256 bfloat16",
-              "params": {"M": 4, "N": 256}, "dtype": "bfloat16", "constants": {"M": 4, "N": 256}, "bytes": 4096.0}],
-              "seed": 1, "calls": 3, "spec": "softmax", "name": "op", "baseline": "eager", "precision": "bf16"}
+    config = {
+        "device": "cuda",
+        "candidate_path": "/x/candidate.py",
+        "reference_path": "/x/reference.py",
+        "result_path": "/x/result.json",
+        "output_dir": "/x",
+        "cases": [
+            {
+                "label": "M=4,N=256 bfloat16",
+                "params": {"M": 4, "N": 256},
+                "dtype": "bfloat16",
+                "constants": {"M": 4, "N": 256},
+                "bytes": 4096.0,
+            }
+        ],
+        "seed": 1,
+        "calls": 3,
+        "spec": "softmax",
+        "name": "op",
+        "baseline": "eager",
+        "precision": "bf16",
+    }
     tools = available_tools()
     assert {"profile_torch", "profile_ncu", "profile_proton", "tritonbench_operator"} <= set(tools)
     for tool in tools:
@@ -61,7 +79,8 @@ def test_one_ncu_report_splits_into_cases_at_the_marker_kernels():
     marker[name] = MARKER
     out = io.StringIO()
     csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(
-        [rows[0], rows[1], marker, rows[2], rows[3], marker, rows[4]])  # two cases: two launches, then one
+        [rows[0], rows[1], marker, rows[2], rows[3], marker, rows[4]]
+    )  # two cases: two launches, then one
     first, second = split_cases("==PROF== Disconnected from process 43\n" + out.getvalue(), 2)
     assert [k.name for k in parse_ncu_csv(first)] == ["_pad_weight_halves", "_compress_gemm"]
     whole = parse_ncu_csv((REPO_ROOT / "tests/profiling/fixtures/h200/ikbo_lce/ncu_0.csv").read_text())

@@ -21,8 +21,11 @@ def _read(kernel: str, name: str) -> str:
 
 
 def _parsed(kernel: str):
-    return (parse_torch_trace(_read(kernel, "torch_trace_0.json")), parse_ncu_csv(_read(kernel, "ncu_0.csv")),
-            parse_proton_hatchet(_read(kernel, "proton_0.hatchet"), calls=3))
+    return (
+        parse_torch_trace(_read(kernel, "torch_trace_0.json")),
+        parse_ncu_csv(_read(kernel, "ncu_0.csv")),
+        parse_proton_hatchet(_read(kernel, "proton_0.hatchet"), calls=3),
+    )
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -64,11 +67,14 @@ def test_flash_attention_profile_shows_its_register_and_occupancy_limits():
     assert k.shared_bytes_per_block > 64 * 1024 and k.l2_hit_rate_pct > 80 and k.dram_throughput_pct < 20
 
 
-@pytest.mark.parametrize("name,parse", [
-    ("torch_trace_0.json", parse_torch_trace),
-    ("ncu_0.csv", parse_ncu_csv),
-    ("proton_0.hatchet", lambda text: parse_proton_hatchet(text, 3)),
-])
+@pytest.mark.parametrize(
+    "name,parse",
+    [
+        ("torch_trace_0.json", parse_torch_trace),
+        ("ncu_0.csv", parse_ncu_csv),
+        ("proton_0.hatchet", lambda text: parse_proton_hatchet(text, 3)),
+    ],
+)
 def test_truncated_and_foreign_files_are_refused_in_one_line(name, parse):
     text = _read("ikbo_lce", name)
     others = [_read("ikbo_lce", n) for n in ("torch_trace_0.json", "ncu_0.csv", "proton_0.hatchet") if n != name]
@@ -81,8 +87,15 @@ def test_truncated_and_foreign_files_are_refused_in_one_line(name, parse):
 
 def test_the_profile_table_reads_at_80_columns(capsys):
     torch, ncu, proton = _parsed("ikbo_lce")
-    summary = ProfileSummary(label="B=1024,M=433 bfloat16", tools=["torch", "ncu", "proton"], torch=torch, ncu=ncu,
-                             proton=proton, roofline=roofline(0.44, "ncu", 9.0e8, 3.0e11, "h200"), seconds=12.0)
+    summary = ProfileSummary(
+        label="B=1024,M=433 bfloat16",
+        tools=["torch", "ncu", "proton"],
+        torch=torch,
+        ncu=ncu,
+        proton=proton,
+        roofline=roofline(0.44, "ncu", 9.0e8, 3.0e11, "h200"),
+        seconds=12.0,
+    )
     print_profile(summary)
     out = capsys.readouterr().out
     assert "roofline: 0.4400 ms (ncu)" in out and "_compress_gemm" in out and "registers" in out.lower()

@@ -43,11 +43,13 @@ def test_a_gpu_without_ncu_names_ncu(monkeypatch, tmp_path):
 
 def test_run_profile_options_are_checked_before_anything_is_spent(tmp_path):
     db = f"sqlite:///{tmp_path / 'x.db'}"
-    cases = [(["--profile", "nsys"], "--profile 'nsys': use auto, off, all, or a list of torch, ncu, proton"),
-             (["--profile", "all"], "under the interpreter only torch runs"),
-             (["--profile", "torch", "--profile-within", "1.5"], "--profile-within 1.5: a fraction between 0 and 1"),
-             (["--profile", "off", "--stop-at-roofline", "0.8"], "--stop-at-roofline needs profiles"),
-             (["--stop-at-roofline", "0.8"], "--stop-at-roofline needs GPU profiles (--device cuda)")]
+    cases = [
+        (["--profile", "nsys"], "--profile 'nsys': use auto, off, all, or a list of torch, ncu, proton"),
+        (["--profile", "all"], "under the interpreter only torch runs"),
+        (["--profile", "torch", "--profile-within", "1.5"], "--profile-within 1.5: a fraction between 0 and 1"),
+        (["--profile", "off", "--stop-at-roofline", "0.8"], "--stop-at-roofline needs profiles"),
+        (["--stop-at-roofline", "0.8"], "--stop-at-roofline needs GPU profiles (--device cuda)"),
+    ]
     for options, message in cases:
         r = CliRunner().invoke(app, ["run", SPEC, "--device", "interpret", "--db", db, "--budget", "1", *options])
         assert r.exit_code == 2 and message in " ".join(r.output.split()), (options, r.output)

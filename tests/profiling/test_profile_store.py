@@ -11,18 +11,41 @@ from kernelevolve.profiling.schema import KernelTime, ProfileSummary, TorchProfi
 
 
 def _summary(ms: float) -> ProfileSummary:
-    torch = TorchProfile(calls=3, kernels=[KernelTime(name="_softmax_tile_kernel", launches=1, gpu_ms=ms)],
-                         gpu_ms=ms, host_ms=0.02, launch_api_ms=0.005)
-    return ProfileSummary(label="M=32768,N=4096 bfloat16", tools=["torch"], torch=torch,
-                          roofline=roofline(ms, "torch", 2 * 32768 * 4096 * 2, 5 * 32768 * 4096, "h200"))
+    torch = TorchProfile(
+        calls=3,
+        kernels=[KernelTime(name="_softmax_tile_kernel", launches=1, gpu_ms=ms)],
+        gpu_ms=ms,
+        host_ms=0.02,
+        launch_api_ms=0.005,
+    )
+    return ProfileSummary(
+        label="M=32768,N=4096 bfloat16",
+        tools=["torch"],
+        torch=torch,
+        roofline=roofline(ms, "torch", 2 * 32768 * 4096 * 2, 5 * 32768 * 4096, "h200"),
+    )
 
 
 def test_profiles_round_trip_per_node_and_go_with_their_run(db_url):
     repo = Repository(db_url)
     with repo.Session.begin() as s:
-        s.add(RunRow(id="r1", spec_name="softmax", spec_path="specs/softmax.yaml", spec_fingerprint="f" * 16,
-                     spec_snapshot="{}", family="softmax", hardware="h200", policy="greedy", device="cuda",
-                     settings={}, status="running", elapsed_s=0.0, owner=""))
+        s.add(
+            RunRow(
+                id="r1",
+                spec_name="softmax",
+                spec_path="specs/softmax.yaml",
+                spec_fingerprint="f" * 16,
+                spec_snapshot="{}",
+                family="softmax",
+                hardware="h200",
+                policy="greedy",
+                device="cuda",
+                settings={},
+                status="running",
+                elapsed_s=0.0,
+                owner="",
+            )
+        )
     with repo.Session.begin() as s:
         s.add_all([NodeRow(run_id="r1", id=i, source="x", note="", state="evaluated") for i in (1, 2)])
     save_profile(repo, "r1", 1, [_summary(0.2).model_dump()], seconds=21.5)

@@ -27,11 +27,14 @@ def test_softmax_at_one_shape_reads_as_memory_bound_with_the_spec_bytes():
     assert r.line().endswith("(measured peaks); memory-bound")
 
 
-@pytest.mark.parametrize("ms,nbytes,flops,bound", [
-    (1.0, 3.0e9, 1e9, "memory"),       # 3000 GB/s: 71% of the copy bandwidth
-    (1.0, 1e8, 6.0e11, "compute"),     # 600 TFLOP/s: 86% of the matmul peak
-    (1.0, 1e8, 1e9, "latency"),        # far from both roofs
-    (1.0, None, None, "unknown"),      # the spec gives neither bytes nor flops
-])
+@pytest.mark.parametrize(
+    "ms,nbytes,flops,bound",
+    [
+        (1.0, 3.0e9, 1e9, "memory"),  # 3000 GB/s: 71% of the copy bandwidth
+        (1.0, 1e8, 6.0e11, "compute"),  # 600 TFLOP/s: 86% of the matmul peak
+        (1.0, 1e8, 1e9, "latency"),  # far from both roofs
+        (1.0, None, None, "unknown"),  # the spec gives neither bytes nor flops
+    ],
+)
 def test_bound_classification(ms, nbytes, flops, bound):
     assert roofline(ms, "ncu", nbytes, flops, "h200").bound == bound

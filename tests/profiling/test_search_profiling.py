@@ -19,11 +19,22 @@ KERNEL = (KNOWLEDGE_BASE / "kernels" / "softmax.py").read_text()
 
 
 def _result(speedup: float | None, correct: bool = True, marks: dict | None = None) -> EvalResult:
-    shape = ShapeResult(label="M=32768,N=4096 bfloat16", params={"M": 32768, "N": 4096}, dtype="bfloat16",
-                        correct=correct, latency_ms=None if speedup is None else 0.1,
-                        baseline_ms=None if speedup is None else 0.1 * speedup)
-    return EvalResult(correct=correct, device="cuda" if speedup else "interpret", shapes=[shape],
-                      timed=speedup is not None, marks=marks or {}, failure=None if correct else "incorrect")
+    shape = ShapeResult(
+        label="M=32768,N=4096 bfloat16",
+        params={"M": 32768, "N": 4096},
+        dtype="bfloat16",
+        correct=correct,
+        latency_ms=None if speedup is None else 0.1,
+        baseline_ms=None if speedup is None else 0.1 * speedup,
+    )
+    return EvalResult(
+        correct=correct,
+        device="cuda" if speedup else "interpret",
+        shapes=[shape],
+        timed=speedup is not None,
+        marks=marks or {},
+        failure=None if correct else "incorrect",
+    )
 
 
 def _graph(*results) -> SearchGraph:
@@ -45,8 +56,15 @@ def _asked_as_recorded(profiler, results) -> list[bool]:
 
 
 def test_promising_nodes_are_a_new_best_or_within_five_percent():
-    results = [_result(2.0), _result(1.95), _result(1.8), _result(None, correct=False),
-               _result(3.0, marks={"suspicious": "12x"}), _result(2.1), _result(1.97)]
+    results = [
+        _result(2.0),
+        _result(1.95),
+        _result(1.8),
+        _result(None, correct=False),
+        _result(3.0, marks={"suspicious": "12x"}),
+        _result(2.1),
+        _result(1.97),
+    ]
     answers = _asked_as_recorded(Profiler(ProfileSettings(), SPEC, "cuda"), results)
     assert answers == [True, True, False, False, False, True, False]  # 1.97 < 0.95 x 2.1
     assert _asked_as_recorded(Profiler(ProfileSettings(within=0.2), SPEC, "cuda"), results)[2]  # configurable
@@ -57,8 +75,13 @@ def test_promising_nodes_are_a_new_best_or_within_five_percent():
 def _profile(fraction_of_peak: float, spills: bool = False) -> NodeProfile:
     ms = 2 * 32768 * 4096 * 2 / (fraction_of_peak * 4249e6)
     kernel = NcuKernel(name="k", duration_ms=ms, local_load_bytes=4096.0 if spills else 0.0)
-    return NodeProfile(summaries=[ProfileSummary(label="x", tools=["ncu"], ncu=[kernel],
-                                                 roofline=roofline(ms, "ncu", 2 * 32768 * 4096 * 2, None, "h200"))])
+    return NodeProfile(
+        summaries=[
+            ProfileSummary(
+                label="x", tools=["ncu"], ncu=[kernel], roofline=roofline(ms, "ncu", 2 * 32768 * 4096 * 2, None, "h200")
+            )
+        ]
+    )
 
 
 def test_the_roofline_target_stops_a_run_only_for_a_trusted_node():
@@ -73,8 +96,11 @@ def test_the_roofline_target_stops_a_run_only_for_a_trusted_node():
 
 def test_a_node_is_profiled_in_the_sandbox_at_its_first_case_when_untimed():
     cases = SPEC.cases("interpret")
-    result = EvalResult(correct=True, device="interpret",
-                        shapes=[ShapeResult(label=c.label, params=c.params, dtype=c.dtype, correct=True) for c in cases])
+    result = EvalResult(
+        correct=True,
+        device="interpret",
+        shapes=[ShapeResult(label=c.label, params=c.params, dtype=c.dtype, correct=True) for c in cases],
+    )
     profile = Profiler(ProfileSettings(tools=["torch"]), SPEC, "interpret").run(KERNEL, result)
     (summary,) = profile.summaries
     assert summary.label == cases[0].label and summary.tools == ["torch"] and summary.torch.calls == 3

@@ -20,10 +20,18 @@ STANDIN = Path(__file__).parent / "tritonbench_standin"
 def test_operator_package_iterates_the_spec_shapes_and_its_kernel_matches_the_reference(tmp_path, monkeypatch):
     spec = load_spec(REPO_ROOT / "specs" / "softmax.yaml")
     shapes = [{"M": 4, "N": 256}, {"M": 3, "N": 1000}]
-    path = write_operator(spec, (KNOWLEDGE_BASE / "kernels" / "softmax.py").read_text(), tmp_path / "ke_softmax",
-                          shapes=shapes)
-    assert sorted(p.name for p in path.parent.iterdir()) == ["__init__.py", "_bf16_pairs.py", "_launch_heuristics.py", "_row_io.py",
-                                                             "kernel.py", "operator.py", "reference.py"]
+    path = write_operator(
+        spec, (KNOWLEDGE_BASE / "kernels" / "softmax.py").read_text(), tmp_path / "ke_softmax", shapes=shapes
+    )
+    assert sorted(p.name for p in path.parent.iterdir()) == [
+        "__init__.py",
+        "_bf16_pairs.py",
+        "_launch_heuristics.py",
+        "_row_io.py",
+        "kernel.py",
+        "operator.py",
+        "reference.py",
+    ]
     monkeypatch.syspath_prepend(str(STANDIN))
     monkeypatch.syspath_prepend(str(tmp_path))
     triton_op = importlib.import_module("tritonbench.utils.triton_op")
@@ -40,8 +48,10 @@ def test_operator_package_iterates_the_spec_shapes_and_its_kernel_matches_the_re
             expected = op.torch_eager(*example)()
             got = op.kernelevolve(*example)()
             torch.testing.assert_close(got.float(), expected.float(), atol=1e-7, rtol=1e-2)
-        assert seen == [("M=4,N=256 bfloat16", (4, 256), torch.bfloat16),
-                        ("M=3,N=1000 bfloat16", (3, 1000), torch.bfloat16)]
+        assert seen == [
+            ("M=4,N=256 bfloat16", (4, 256), torch.bfloat16),
+            ("M=3,N=1000 bfloat16", (3, 1000), torch.bfloat16),
+        ]
         metrics = triton_op.BenchmarkOperatorMetrics(latency=0.001)
         assert op.gbps("kernelevolve", (1,), metrics) == 2 * 3 * 1000 * 2 / 0.001 / 1e6
     finally:

@@ -24,8 +24,15 @@ BROKEN_CALL = "return softmax_forward(x, block_rows=4)"  # a keyword the launche
 
 def kernelevolve(*args, cwd, timeout=600, env=None, **kw):
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("KERNELEVOLVE_DB", "ANTHROPIC", "OPENAI"))}
-    return subprocess.run([sys.executable, "-m", "kernelevolve", *args], cwd=cwd, env=dict(clean, **(env or {})),
-                          capture_output=True, text=True, timeout=timeout, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "kernelevolve", *args],
+        cwd=cwd,
+        env=dict(clean, **(env or {})),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kw,
+    )
 
 
 def _answer_prompts(folder: Path, stop: threading.Event) -> None:
@@ -40,7 +47,9 @@ def _answer_prompts(folder: Path, stop: threading.Event) -> None:
             if "# Task:" not in prompt.read_text():
                 text = "Passing the launcher an option it does not take fails at the first call.\n"
             else:
-                source = SOFTMAX_KERNEL if kernels != 1 else SOFTMAX_KERNEL.replace("return softmax_forward(x)", BROKEN_CALL)
+                source = (
+                    SOFTMAX_KERNEL if kernels != 1 else SOFTMAX_KERNEL.replace("return softmax_forward(x)", BROKEN_CALL)
+                )
                 text = f"Change {kernels}: the tiled softmax, one program per row block.\n\n```python\n{source}\n```\n"
                 kernels += 1
             tmp = reply.with_suffix(".tmp")
@@ -60,8 +69,24 @@ def real_run(tmp_path_factory):
     thread = threading.Thread(target=_answer_prompts, args=(answers, stop), daemon=True)
     thread.start()
     try:
-        proc = kernelevolve("run", str(REPO / "specs" / "softmax.yaml"), "--device", "interpret", "--budget", "2",
-                            "--drafts", "1", "--seed", "3", "--model", f"file:{answers}", "--db", db, "--json", cwd=where)
+        proc = kernelevolve(
+            "run",
+            str(REPO / "specs" / "softmax.yaml"),
+            "--device",
+            "interpret",
+            "--budget",
+            "2",
+            "--drafts",
+            "1",
+            "--seed",
+            "3",
+            "--model",
+            f"file:{answers}",
+            "--db",
+            db,
+            "--json",
+            cwd=where,
+        )
     finally:
         stop.set()
         thread.join()
@@ -105,8 +130,15 @@ def browser():
         pytest.skip("chromium / chromedriver missing: apt-get install chromium chromium-driver")
     options = webdriver.ChromeOptions()
     options.binary_location = binary
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1300,900",
-                "--disable-extensions", "--no-first-run"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1300,900",
+        "--disable-extensions",
+        "--no-first-run",
+    ):
         options.add_argument(arg)
     driver = webdriver.Chrome(options=options, service=Service(driver_path))
     driver.set_page_load_timeout(30)
@@ -131,8 +163,14 @@ class Server:
 
     def __init__(self, *args, cwd):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("KERNELEVOLVE_DB", "KERNELEVOLVE_REVIEW"))}
-        self.proc = subprocess.Popen([sys.executable, "-m", "kernelevolve", "serve", "--port", "0", *args], cwd=cwd,
-                                     env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kernelevolve", "serve", "--port", "0", *args],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         line = self.proc.stdout.readline()
         if not line:
             raise AssertionError(f"serve printed nothing: {self.proc.stderr.read()}")

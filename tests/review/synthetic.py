@@ -24,8 +24,15 @@ def write_synthetic_run(url: str, n_nodes: int, seed: int = 0, suspicious: int |
     rng = random.Random(seed)
     spec = load_spec(REPO_ROOT / "specs" / "softmax.yaml")
     repo = Repository(url)
-    run_id = repo.create_run(spec=spec, policy="mcts", device="cuda", settings={"policy": "mcts", "model": "synthetic:made-up", "synthetic": True},
-                             rng_state={}, policy_state={}, snapshot="synthetic")
+    run_id = repo.create_run(
+        spec=spec,
+        policy="mcts",
+        device="cuda",
+        settings={"policy": "mcts", "model": "synthetic:made-up", "synthetic": True},
+        rng_state={},
+        policy_state={},
+        snapshot="synthetic",
+    )
     base = (REPO_ROOT / "knowledge_base" / "kernels" / "softmax.py").read_text()
     fitness: dict[int, float] = {}
     rows = []
@@ -37,33 +44,77 @@ def write_synthetic_run(url: str, n_nodes: int, seed: int = 0, suspicious: int |
         else:
             parents = (rng.choice(range(max(0, i - 40), i)),)
         source = base.replace("CONFIG = {", f"CONFIG = {{  # variant {i}\n", 1) + f"\n# tweak {i}\n"
-        rows.append(NodeRow(run_id=run_id, id=i, source=source, note=f"synthetic change {i}", state="evaluated",
-                            tokens=1200, cost_usd=0.01))
+        rows.append(
+            NodeRow(
+                run_id=run_id,
+                id=i,
+                source=source,
+                note=f"synthetic change {i}",
+                state="evaluated",
+                tokens=1200,
+                cost_usd=0.01,
+            )
+        )
         rows.extend(EdgeRow(run_id=run_id, child_id=i, parent_id=p, position=k) for k, p in enumerate(parents))
         prompt = f"# Task: make a correct Triton kernel for `softmax` faster (synthetic prompt for node {i})"
-        rows.append(LLMCallRow(run_id=run_id, node_id=i, provider="synthetic", model="made-up", prompt=prompt,
-                               prompt_sha256="0" * 64, reply=f"Synthetic change {i}.\n```python\n# (source)\n```",
-                               input_tokens=1000, output_tokens=200, cost_usd=0.01, latency_s=rng.uniform(5, 30)))
+        rows.append(
+            LLMCallRow(
+                run_id=run_id,
+                node_id=i,
+                provider="synthetic",
+                model="made-up",
+                prompt=prompt,
+                prompt_sha256="0" * 64,
+                reply=f"Synthetic change {i}.\n```python\n# (source)\n```",
+                input_tokens=1000,
+                output_tokens=200,
+                cost_usd=0.01,
+                latency_s=rng.uniform(5, 30),
+            )
+        )
         failed = rng.random() < 0.3 and i != suspicious
         parent_fit = max([fitness.get(p, 0.8) for p in parents] or [0.8])
         speed = max(0.3, parent_fit * rng.uniform(0.9, 1.12))
-        shapes = [ShapeResult(label=f"M={s['M']},N={s['N']} bfloat16", params=s, dtype="bfloat16",
-                              correct=not failed, max_abs_err=None if failed else 0.002,
-                              latency_ms=None if failed else b / speed / rng.uniform(0.97, 1.03), baseline_ms=b)
-                  for s, b in zip(SHAPES, BASELINE_MS)]
+        shapes = [
+            ShapeResult(
+                label=f"M={s['M']},N={s['N']} bfloat16",
+                params=s,
+                dtype="bfloat16",
+                correct=not failed,
+                max_abs_err=None if failed else 0.002,
+                latency_ms=None if failed else b / speed / rng.uniform(0.97, 1.03),
+                baseline_ms=b,
+            )
+            for s, b in zip(SHAPES, BASELINE_MS)
+        ]
         if failed:
             kind = rng.choice(FAILURES)
-            result = EvalResult(correct=False, failure=kind, message=f"{kind}: synthetic failure of node {i}",
-                                log="\n".join(f"log line {k} of node {i}" for k in range(120)), shapes=shapes,
-                                device="cuda")
+            result = EvalResult(
+                correct=False,
+                failure=kind,
+                message=f"{kind}: synthetic failure of node {i}",
+                log="\n".join(f"log line {k} of node {i}" for k in range(120)),
+                shapes=shapes,
+                device="cuda",
+            )
         else:
-            result = EvalResult(correct=True, shapes=shapes, device="cuda", timed=True,
-                                environment={"gpu": "NVIDIA H200 (synthetic)"})
+            result = EvalResult(
+                correct=True, shapes=shapes, device="cuda", timed=True, environment={"gpu": "NVIDIA H200 (synthetic)"}
+            )
             if i == suspicious:
                 result.marks["suspicious"] = "synthetic: above the hardware's peak bandwidth"
             fitness[i] = result.fitness
-        rows.append(EvaluationRow(run_id=run_id, node_id=i, result=result.to_dict(), correct=result.correct,
-                                  fitness=result.fitness, failure=result.failure, device="cuda"))
+        rows.append(
+            EvaluationRow(
+                run_id=run_id,
+                node_id=i,
+                result=result.to_dict(),
+                correct=result.correct,
+                fitness=result.fitness,
+                failure=result.failure,
+                device="cuda",
+            )
+        )
     with repo.Session.begin() as session:
         nodes = [r for r in rows if isinstance(r, NodeRow)]
         session.add_all(nodes)

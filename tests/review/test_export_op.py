@@ -28,8 +28,9 @@ def exported(real_run, tmp_path_factory):
         export_package(repo, run_id, node.id, root / "refused", "kev::softmax_ke")
     assert not (root / "refused").exists()
     review(repo, run_id, node.id, "approve", reviewer="ada")
-    proc = kernelevolve("export", run_id, str(node.id), "-o", str(root / "good"), "--as-op", "kev::softmax_ke", "--db", db,
-                        cwd=where)
+    proc = kernelevolve(
+        "export", run_id, str(node.id), "-o", str(root / "good"), "--as-op", "kev::softmax_ke", "--db", db, cwd=where
+    )
     assert proc.returncode == 0, proc.stderr
     export_package(repo, run_id, node.id, root / "bad", "kev::softmax_bad")
     kernel = root / "bad" / "softmax_bad_kernel.py"
@@ -37,9 +38,22 @@ def exported(real_run, tmp_path_factory):
     kernel.write_text(kernel.read_text().replace("return softmax_forward(x)", "return softmax_forward(x).flip(-1)"))
     # Both generated tests in one pytest process (one interpreter start-up): their op names and
     # module names differ.
-    tests = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider",
-                            str(root / "good" / "softmax_ke_test.py"), str(root / "bad" / "softmax_bad_test.py")],
-                           cwd=root, capture_output=True, text=True, timeout=600)
+    tests = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-v",
+            "-p",
+            "no:cacheprovider",
+            str(root / "good" / "softmax_ke_test.py"),
+            str(root / "bad" / "softmax_bad_test.py"),
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return root, node, tests
 
 
@@ -55,7 +69,9 @@ def test_the_exported_op_passes_its_own_test_and_compiles_without_graph_breaks(e
     good = _outcomes(tests.stdout, "softmax_ke_test.py")
     # Every interpreter case of the spec, two seeds each, and the torch.compile(fullgraph=True) check.
     matches = [k for k in good if k.startswith("test_matches_the_reference[")]
-    assert len(matches) == 2 * len(record["cases_interpret"]) and all(good[k] == "PASSED" for k in matches), tests.stdout[-3000:]
+    assert len(matches) == 2 * len(record["cases_interpret"]) and all(good[k] == "PASSED" for k in matches), (
+        tests.stdout[-3000:]
+    )
     assert good["test_torch_compile_traces_the_op_without_graph_breaks"] == "PASSED"
 
 
@@ -69,13 +85,18 @@ def test_the_generated_test_fails_a_wrong_kernel(exported):
 def test_the_benchmark_checks_itself_on_cpu_and_asks_for_a_gpu(exported, tmp_path):
     root, _, _ = exported
     bench = root / "good" / "softmax_ke_bench.py"
-    proc = subprocess.run([sys.executable, str(bench), "--out", str(tmp_path / "dry"), "--dry-run"], capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(bench), "--out", str(tmp_path / "dry"), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads((tmp_path / "dry" / "summary.json").read_text())
     assert summary["dry_run"] and summary["cases"] and all(c.get("ran") for c in summary["cases"])
-    proc = subprocess.run([sys.executable, str(bench), "--out", str(tmp_path / "gpu")], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(bench), "--out", str(tmp_path / "gpu")], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "no CUDA GPU" in proc.stderr
 
 
@@ -88,12 +109,16 @@ def test_suspicious_or_bad_exports_are_refused(tmp_path):
     db = f"sqlite:///{tmp_path / 's.db'}"
     run_id = write_synthetic_run(db, 6, seed=1, suspicious=5)
     repo = Repository(db)
-    for node, name, unreviewed, words in [(5, "kev::x", False, "is marked suspicious"),
-                                          (5, "not-a-name", True, "give NAMESPACE::NAME"),
-                                          (99, "kev::x", True, "has no node 99")]:
+    for node, name, unreviewed, words in [
+        (5, "kev::x", False, "is marked suspicious"),
+        (5, "not-a-name", True, "give NAMESPACE::NAME"),
+        (99, "kev::x", True, "has no node 99"),
+    ]:
         with pytest.raises(ReviewError, match=words):
             export_package(repo, run_id, node, tmp_path / "op", name, allow_unreviewed=unreviewed)
-    proc = kernelevolve("export", run_id, "5", "-o", str(tmp_path / "op"), "--as-op", "kev::x", "--db", db, cwd=tmp_path)
+    proc = kernelevolve(
+        "export", run_id, "5", "-o", str(tmp_path / "op"), "--as-op", "kev::x", "--db", db, cwd=tmp_path
+    )
     assert proc.returncode == 2 and "is marked suspicious" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     export_package(repo, run_id, 5, tmp_path / "op", "kev::x", allow_unreviewed=True)
     assert "NOT REVIEWED" in (tmp_path / "op" / "x_kernel.py").read_text()

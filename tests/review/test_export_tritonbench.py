@@ -18,9 +18,12 @@ def test_an_approved_node_exports_as_a_tritonbench_operator(real_run, tmp_path, 
     db = copy_of(real_run, tmp_path)
     repo = Repository(db)
     node = next(n for n in repo.load_graph(run_id).nodes() if n.correct)
-    refused = kernelevolve("export", run_id, str(node.id), "-o", str(tmp_path / "refused"), "--tritonbench", "--db", db,
-                           cwd=where)
-    assert refused.returncode == 2 and "has not been reviewed" in refused.stderr and len(refused.stderr.splitlines()) == 1
+    refused = kernelevolve(
+        "export", run_id, str(node.id), "-o", str(tmp_path / "refused"), "--tritonbench", "--db", db, cwd=where
+    )
+    assert (
+        refused.returncode == 2 and "has not been reviewed" in refused.stderr and len(refused.stderr.splitlines()) == 1
+    )
     assert not (tmp_path / "refused").exists()
     review(repo, run_id, node.id, "approve", reviewer="ada")
     folder = tmp_path / "ke_softmax_tb"
@@ -36,6 +39,7 @@ def test_an_approved_node_exports_as_a_tritonbench_operator(real_run, tmp_path, 
     finally:
         for name in [m for m in sys.modules if m.startswith(("ke_softmax_tb", "tritonbench"))]:
             del sys.modules[name]
-    both = kernelevolve("export", run_id, str(node.id), "-o", str(folder), "--tritonbench", "--as-op", "a::b", "--db", db,
-                        cwd=where)
+    both = kernelevolve(
+        "export", run_id, str(node.id), "-o", str(folder), "--tritonbench", "--as-op", "a::b", "--db", db, cwd=where
+    )
     assert both.returncode == 2 and "give one of them" in both.stderr

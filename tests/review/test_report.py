@@ -24,9 +24,25 @@ def test_report_shows_the_tree_diffs_model_calls_and_failures(real_run, browser,
     graph, calls = repo.load_graph(run_id), repo.llm_calls(run_id)
     # A profile as a search stores one (made up here: the interpreter cannot profile).
     draft = graph.roots()[0]
-    save_profile(repo, run_id, draft, [{"label": "M=4,N=256 bfloat16", "tools": ["torch"], "torch": {
-        "calls": 10, "kernels": [{"name": "_softmax_tile_kernel", "launches": 1, "gpu_ms": 0.0123}], "gpu_ms": 0.0123,
-        "host_ms": 0.05, "launch_api_ms": 0.01}}], 2.5)
+    save_profile(
+        repo,
+        run_id,
+        draft,
+        [
+            {
+                "label": "M=4,N=256 bfloat16",
+                "tools": ["torch"],
+                "torch": {
+                    "calls": 10,
+                    "kernels": [{"name": "_softmax_tile_kernel", "launches": 1, "gpu_ms": 0.0123}],
+                    "gpu_ms": 0.0123,
+                    "host_ms": 0.05,
+                    "launch_api_ms": 0.01,
+                },
+            }
+        ],
+        2.5,
+    )
     site = tmp_path / "site"
     proc = kernelevolve("report", run_id, "-o", str(site), "--db", db, cwd=where)
     assert proc.returncode == 0, proc.stderr
@@ -36,8 +52,9 @@ def test_report_shows_the_tree_diffs_model_calls_and_failures(real_run, browser,
     assert circles == len(graph) == 2
     assert browser.find_element(By.ID, "tree-count").text == "2"
     # Opened from disk with no network: every resource the page loaded is a local file.
-    urls = browser.execute_script("return Array.from(document.querySelectorAll('script[src], link[href]'))"
-                                  ".map(e => e.src || e.href)")
+    urls = browser.execute_script(
+        "return Array.from(document.querySelectorAll('script[src], link[href]')).map(e => e.src || e.href)"
+    )
     assert len(urls) >= 2 and all(u.startswith("file://") for u in urls), urls
     for page in ("index.html", "assets/app.js", "assets/app.css"):
         assert not re.search(r"https?://", (site / page).read_text()), page
@@ -46,7 +63,9 @@ def test_report_shows_the_tree_diffs_model_calls_and_failures(real_run, browser,
     failed = next(n for n in graph.nodes() if n.evaluation is not None and not n.correct)
     parent = graph[failed.parents[0]]
     browser.find_element(By.CSS_SELECTOR, f'#tree circle.node[data-id="{failed.id}"]').click()
-    wait_for(browser, f"document.querySelector('#node') && document.querySelector('#node').dataset.id === '{failed.id}'")
+    wait_for(
+        browser, f"document.querySelector('#node') && document.querySelector('#node').dataset.id === '{failed.id}'"
+    )
     assert browser.execute_script("return location.hash") == f"#node/{failed.id}"
     shown = browser.find_element(By.CSS_SELECTOR, "pre.diff").text.splitlines()
     expected = list(difflib.unified_diff(parent.source.splitlines(), failed.source.splitlines(), lineterm=""))
@@ -75,8 +94,9 @@ def test_report_shows_the_tree_diffs_model_calls_and_failures(real_run, browser,
     assert len(browser.find_elements(By.CSS_SELECTOR, "section#calls details.call")) == len(calls)
     trail = browser.execute_script("return document.querySelector('section#calls').textContent")
     assert all(c.reply[:100] in trail for c in calls)
-    assert any(c.node_id is None for c in calls) and "run" in [e.text.split()[0] for e in
-                                                                browser.find_elements(By.CSS_SELECTOR, "div.call-row")]
+    assert any(c.node_id is None for c in calls) and "run" in [
+        e.text.split()[0] for e in browser.find_elements(By.CSS_SELECTOR, "div.call-row")
+    ]
 
     # The draft's page shows its profile as the optimise prompts read it.
     browser.execute_script(f"location.hash = '#node/{draft}'")
@@ -112,15 +132,19 @@ def test_a_2000_node_report_is_written_in_seconds_and_its_tree_stays_responsive(
     loaded_ms = browser.execute_script("return performance.now()")
     render_ms = browser.execute_script("return KE.treeRenderMs")
     # A click on a node deep in the tree opens it (its own data file only) without a stall.
-    browser.execute_script("window.__clicked = performance.now(); document.querySelector("
-                           "'#tree circle.node[data-id=\"1500\"]').dispatchEvent(new MouseEvent('click', {bubbles: true}))")
+    browser.execute_script(
+        "window.__clicked = performance.now(); document.querySelector("
+        "'#tree circle.node[data-id=\"1500\"]').dispatchEvent(new MouseEvent('click', {bubbles: true}))"
+    )
     wait_for(browser, "document.querySelector('#node') && document.querySelector('#node').dataset.id === '1500'")
     click_ms = browser.execute_script("return KE.nodeShownAt - window.__clicked")
     browser.execute_script("history.back()")
     wait_for(browser, "document.querySelectorAll('#tree circle.node').length === 2000")
     redraw_ms = browser.execute_script("return KE.treeRenderMs")
-    print(f"2,000 nodes: report {generation:.2f} s generating, the command {cpu:.2f} s CPU / {wall:.2f} s wall; tree page ready {loaded_ms:.0f} ms after navigation, drawn in "
-          f"{render_ms:.0f} ms; click to node page {click_ms:.0f} ms; tree redrawn in {redraw_ms:.0f} ms")
+    print(
+        f"2,000 nodes: report {generation:.2f} s generating, the command {cpu:.2f} s CPU / {wall:.2f} s wall; tree page ready {loaded_ms:.0f} ms after navigation, drawn in "
+        f"{render_ms:.0f} ms; click to node page {click_ms:.0f} ms; tree redrawn in {redraw_ms:.0f} ms"
+    )
     assert render_ms < 1000 and redraw_ms < 1000 and click_ms < 1000 and loaded_ms < 5000
 
 

@@ -25,8 +25,20 @@ def test_export_needs_an_approval(run):
 
 def test_approved_kernel_exports_as_a_working_candidate(run):
     where, db, run_id = run
-    proc = kernelevolve("review", run_id, "0", "--approve", "--reviewer", "ada", "--note", "masks checked",
-                        "--db", db, "--json", cwd=where)
+    proc = kernelevolve(
+        "review",
+        run_id,
+        "0",
+        "--approve",
+        "--reviewer",
+        "ada",
+        "--note",
+        "masks checked",
+        "--db",
+        db,
+        "--json",
+        cwd=where,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["verdict"] == "approve"
     out = where / "softmax_kernel.py"
@@ -34,7 +46,9 @@ def test_approved_kernel_exports_as_a_working_candidate(run):
     text = out.read_text()
     assert f"run {run_id}, node 0" in text and "approve by ada: masks checked" in text
     assert "correct, untimed" in text and "class ModelNew" in text
-    proc = kernelevolve("eval", str(REPO / "specs" / "softmax.yaml"), str(out), "--device", "interpret", "--json", cwd=where)
+    proc = kernelevolve(
+        "eval", str(REPO / "specs" / "softmax.yaml"), str(out), "--device", "interpret", "--json", cwd=where
+    )
     assert proc.returncode == 0 and json.loads(proc.stdout)["correct"]
 
 

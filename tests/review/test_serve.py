@@ -24,13 +24,29 @@ def copy_run(src_url: str, dst_url: str, run_id: str) -> None:
     with dst.Session.begin() as s:
         s.merge(run)
     for node in src.load_graph(run_id).nodes():
-        dst.add_node(run_id, Node(id=node.id, parents=node.parents, source=node.source, note=node.note,
-                                  tokens=node.tokens, cost_usd=node.cost_usd), rng_state={}, elapsed_s=0.0)
+        dst.add_node(
+            run_id,
+            Node(
+                id=node.id,
+                parents=node.parents,
+                source=node.source,
+                note=node.note,
+                tokens=node.tokens,
+                cost_usd=node.cost_usd,
+            ),
+            rng_state={},
+            elapsed_s=0.0,
+        )
         if node.evaluation is not None:
             dst.record_evaluation(run_id, node.id, node.evaluation, policy_state={}, rng_state={}, elapsed_s=0.0)
     for c in src.llm_calls(run_id):
-        dst.record_llm_call(run_id, c.node_id, LLMCallRecord(c.provider, c.model, c.prompt, c.reply, c.input_tokens,
-                                                             c.output_tokens, c.cost_usd, c.latency_s))
+        dst.record_llm_call(
+            run_id,
+            c.node_id,
+            LLMCallRecord(
+                c.provider, c.model, c.prompt, c.reply, c.input_tokens, c.output_tokens, c.cost_usd, c.latency_s
+            ),
+        )
     src.close()
     dst.close()
 
@@ -71,7 +87,9 @@ def test_approving_from_the_page_writes_the_review(review_db, browser, serve):
     assert "approve by ada" in browser.find_element(By.ID, "reviews").text
 
     rows = Repository(url).reviews(run_id)
-    assert [(r.node_id, r.verdict, r.reviewer, r.notes) for r in rows] == [(node.id, "approve", "ada", "checked the row masks")]
+    assert [(r.node_id, r.verdict, r.reviewer, r.notes) for r in rows] == [
+        (node.id, "approve", "ada", "checked the row masks")
+    ]
     # The same verdict `kernelevolve review` writes: the graph now counts the node as approved.
     assert Repository(url).load_graph(run_id)[node.id].approved
 
@@ -135,8 +153,10 @@ def test_a_non_loopback_bind_refuses_state_changes_without_the_token(real_run, b
     wait_for(browser, "document.querySelector('#reject')")
     browser.find_element(By.ID, "reject").click()
     assert "refused: missing or wrong token" in wait_for(
-        browser, "document.querySelector('#review-status').textContent.startsWith('refused') && "
-                 "document.querySelector('#review-status').textContent")
+        browser,
+        "document.querySelector('#review-status').textContent.startsWith('refused') && "
+        "document.querySelector('#review-status').textContent",
+    )
     assert Repository(url).reviews(run_id) == []
     browser.get(f"{base}/runs/{run_id}?token={server.token}#node/{node.id}")
     wait_for(browser, "document.querySelector('#reject')")
@@ -145,14 +165,22 @@ def test_a_non_loopback_bind_refuses_state_changes_without_the_token(real_run, b
     assert [r.verdict for r in Repository(url).reviews(run_id)] == ["reject"]
 
     # The export button's request: a zip of the op folder, only with the token.
-    status, body = _post(base, f"/api/runs/{run_id}/nodes/{node.id}/export", {"as_op": "kev::softmax_web", "unreviewed": True},
-                         token=server.token)
+    status, body = _post(
+        base,
+        f"/api/runs/{run_id}/nodes/{node.id}/export",
+        {"as_op": "kev::softmax_web", "unreviewed": True},
+        token=server.token,
+    )
     assert status == 200, body
     names = zipfile.ZipFile(io.BytesIO(body)).namelist()
-    assert {"kev_softmax_web/softmax_web_op.py", "kev_softmax_web/softmax_web_test.py",
-            "kev_softmax_web/softmax_web_bench.py"} <= set(names)
-    status, body = _post(base, f"/api/runs/{run_id}/nodes/{node.id}/export", {"as_op": "kev::softmax_web"},
-                         token=server.token)
+    assert {
+        "kev_softmax_web/softmax_web_op.py",
+        "kev_softmax_web/softmax_web_test.py",
+        "kev_softmax_web/softmax_web_bench.py",
+    } <= set(names)
+    status, body = _post(
+        base, f"/api/runs/{run_id}/nodes/{node.id}/export", {"as_op": "kev::softmax_web"}, token=server.token
+    )
     assert status == 400 and "was rejected" in body["error"]
 
 
@@ -173,8 +201,12 @@ def test_loopback_refuses_cross_site_posts_and_follows_a_growing_run(real_run, b
     repo = Repository(url)
     graph = repo.load_graph(run_id)
     new_id = graph.next_id()
-    repo.add_node(run_id, Node(id=new_id, parents=(node.id,), source=node.source, note="written while the page is open"),
-                  rng_state={}, elapsed_s=1.0)
+    repo.add_node(
+        run_id,
+        Node(id=new_id, parents=(node.id,), source=node.source, note="written while the page is open"),
+        rng_state={},
+        elapsed_s=1.0,
+    )
     repo.update_run(run_id, status="running")
     assert wait_for(browser, f"document.querySelectorAll('#tree circle.node').length === {before + 1}", timeout=30)
     assert browser.find_element(By.ID, "tree-count").text == str(before + 1)
@@ -195,9 +227,11 @@ def test_serve_bad_input_is_one_line(tmp_path):
     taken.listen()
     try:
         port = str(taken.getsockname()[1])
-        for args, words in [(("--port", port), "Address already in use"),
-                            (("--token", "short"), "at least 16 characters"),
-                            (("--port", "70000"), "use 0-65535")]:
+        for args, words in [
+            (("--port", port), "Address already in use"),
+            (("--token", "short"), "at least 16 characters"),
+            (("--port", "70000"), "use 0-65535"),
+        ]:
             proc = kernelevolve("serve", "--db", f"sqlite:///{tmp_path / 'x.db'}", *args, cwd=tmp_path, timeout=60)
             assert proc.returncode == 2 and words in proc.stderr, proc.stderr
             assert len(proc.stderr.strip().splitlines()) == 1

@@ -9,7 +9,7 @@ import pytest
 from tests.seeding import seed  # noqa: F401  (autouse: every draw seeded, the seed printed on failure)
 
 FIXTURES = Path(__file__).parent / "fixtures"
-PG_HOWTO = "`.ci/start-postgres.sh && source \"$(.ci/start-postgres.sh --env-file)\"`"
+PG_HOWTO = '`.ci/start-postgres.sh && source "$(.ci/start-postgres.sh --env-file)"`'
 # Where a server is expected (CI, or KERNELEVOLVE_TEST_PG_REQUIRED=1), a missing one fails the
 # PostgreSQL tests instead of skipping them, so the team backend never ships untested on a green run.
 REQUIRED_ENV = ("KERNELEVOLVE_TEST_PG_REQUIRED", "CI")
@@ -30,8 +30,11 @@ def pg_url():
     if not base:
         required = pg_required()
         if required:
-            pytest.fail(f"KERNELEVOLVE_TEST_PG_URL is unset but {required} says a PostgreSQL server is expected: "
-                        f"start one with {PG_HOWTO}", pytrace=False)
+            pytest.fail(
+                f"KERNELEVOLVE_TEST_PG_URL is unset but {required} says a PostgreSQL server is expected: "
+                f"start one with {PG_HOWTO}",
+                pytrace=False,
+            )
         pytest.skip(f"PostgreSQL tests skipped: KERNELEVOLVE_TEST_PG_URL is unset. To run them: {PG_HOWTO}")
     from sqlalchemy import create_engine, make_url, text
 

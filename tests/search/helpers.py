@@ -30,8 +30,14 @@ def result(fitness: float | None = 1.0, failure: str | None = None) -> EvalResul
     return EvalResult(correct=True, timed=True, device="cuda", shapes=[shape])
 
 
-def add(graph: SearchGraph, node_id: int, parents=(), fitness: float | None = 1.0, failure: str | None = None,
-        pending: bool = False) -> Node:
+def add(
+    graph: SearchGraph,
+    node_id: int,
+    parents=(),
+    fitness: float | None = 1.0,
+    failure: str | None = None,
+    pending: bool = False,
+) -> Node:
     node = graph.add(Node(id=node_id, parents=tuple(parents), source=f"# node {node_id}"))
     if not pending:
         graph.set_evaluation(node_id, result(fitness, failure))
@@ -62,8 +68,15 @@ class Landscape:
         return add(graph, graph.next_id(), parents, fitness=value, failure="incorrect" if failed else None)
 
 
-def drive(policy: Policy, landscape: Landscape, steps: int, k: int = 1, seed: int = 1, graph: SearchGraph | None = None,
-          before_step=None) -> SearchGraph:
+def drive(
+    policy: Policy,
+    landscape: Landscape,
+    steps: int,
+    k: int = 1,
+    seed: int = 1,
+    graph: SearchGraph | None = None,
+    before_step=None,
+) -> SearchGraph:
     """Select k, grow k nodes, observe them; `before_step(graph, expansions)` checks each step."""
     graph = graph if graph is not None else SearchGraph()
     rng = random.Random(seed)
@@ -99,8 +112,17 @@ class SyntheticOperator(BaseOperator):
             raise ConnectionError("provider unreachable")
         rng = context.rng
         prompt = f"{note} base={base:.6f} kind={context.kind}"
-        context.record_llm_call(LLMCallRecord(provider="synthetic", model="m0", prompt=prompt, reply="...",
-                                              input_tokens=10, output_tokens=5, cost_usd=0.01))
+        context.record_llm_call(
+            LLMCallRecord(
+                provider="synthetic",
+                model="m0",
+                prompt=prompt,
+                reply="...",
+                input_tokens=10,
+                output_tokens=5,
+                cost_usd=0.01,
+            )
+        )
         if rng.random() < self.no_code_rate:
             return Proposal(source=None, failure="no_code", message="reply held no code", note=note)
         fitness = base * rng.uniform(0.8, 1.3)

@@ -20,8 +20,7 @@ CLI = [sys.executable, "-c", "from kernelevolve.cli import main; main()"]
 
 
 def _cli(*args, env=None, **kw):
-    return subprocess.run([*CLI, *args], capture_output=True, text=True,
-                          env=env, timeout=300, **kw)
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=300, **kw)
 
 
 def _env():
@@ -33,9 +32,29 @@ def _env():
 def _kill_mid_run(db_url, tmp_path, policy):
     """Start a run, SIGKILL it once two nodes are evaluated; return the run id."""
     proc = subprocess.Popen(
-        [*CLI, "run", str(FIXTURES / "scale.yaml"), "--device", "interpret",
-         "--model", OPERATOR, "--db", db_url, "--budget", str(BUDGET), "--seed", "5", "--policy", policy, "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), cwd=tmp_path)
+        [
+            *CLI,
+            "run",
+            str(FIXTURES / "scale.yaml"),
+            "--device",
+            "interpret",
+            "--model",
+            OPERATOR,
+            "--db",
+            db_url,
+            "--budget",
+            str(BUDGET),
+            "--seed",
+            "5",
+            "--policy",
+            policy,
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(),
+        cwd=tmp_path,
+    )
     repo = Repository(db_url)
     deadline = time.monotonic() + 240
     try:
@@ -75,6 +94,7 @@ def _check_kill_and_resume(db_url, tmp_path, policy="greedy"):
         # Same source, same evaluation (its random seed and duration included): not lost, not redone.
         assert (after[node_id].source, after[node_id].evaluation.to_dict()) == (source, evaluation)
     from sqlalchemy import text
+
     with repo.engine.connect() as conn:
         rows = conn.execute(text("select node_id from evaluations where run_id = :r"), {"r": run_id}).scalars().all()
     assert sorted(rows) == list(range(BUDGET))
@@ -105,6 +125,7 @@ def test_sigkill_mid_run_then_resume_postgresql(pg_url, tmp_path):
 
 # -- fast command checks, in process -----------------------------------------------------------
 
+
 def _seeded_db(tmp_path, spec):
     from tests.search.test_engine import _engine, _start
 
@@ -117,7 +138,9 @@ def test_runs_and_show(tmp_path, spec):
     url, run_id = _seeded_db(tmp_path, spec)
     runner = CliRunner()
     listed = json.loads(runner.invoke(app, ["runs", "--db", url, "--json"]).stdout)
-    assert [(r["id"], r["status"], r["nodes"], r["termination_reason"]) for r in listed] == [(run_id, "finished", 5, "nodes")]
+    assert [(r["id"], r["status"], r["nodes"], r["termination_reason"]) for r in listed] == [
+        (run_id, "finished", 5, "nodes")
+    ]
     human = runner.invoke(app, ["show", run_id, "--db", url])
     assert human.exit_code == 0 and f"run {run_id}" in human.stdout and "#0 draft" in human.stdout
     node = runner.invoke(app, ["show", run_id, "--db", url, "--node", "0"])
@@ -131,16 +154,22 @@ def test_database_url_from_the_environment(tmp_path, spec, monkeypatch):
     assert [r["id"] for r in listed] == [run_id]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["show", "r-00000000"], "no run 'r-00000000'"),
-    (["show", "{run}", "--node", "99"], "has no node 99"),
-    (["resume", "r-00000000"], "no run 'r-00000000'"),
-    (["resume", "{run}"], "already finished (nodes)"),
-    (["run", str(FIXTURES / "scale.yaml"), "--policy", "beam"], "--policy 'beam'"),
-    (["run", str(FIXTURES / "scale.yaml"), "--budget", "0"], "--budget 0"),
-    (["run", str(FIXTURES / "scale.yaml"), "--device", "interpret", "--model", "plugin:/nope.py:X"], "plugin:PATH.py:CLASS"),
-    (["run", str(FIXTURES / "missing.yaml")], "no such file"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["show", "r-00000000"], "no run 'r-00000000'"),
+        (["show", "{run}", "--node", "99"], "has no node 99"),
+        (["resume", "r-00000000"], "no run 'r-00000000'"),
+        (["resume", "{run}"], "already finished (nodes)"),
+        (["run", str(FIXTURES / "scale.yaml"), "--policy", "beam"], "--policy 'beam'"),
+        (["run", str(FIXTURES / "scale.yaml"), "--budget", "0"], "--budget 0"),
+        (
+            ["run", str(FIXTURES / "scale.yaml"), "--device", "interpret", "--model", "plugin:/nope.py:X"],
+            "plugin:PATH.py:CLASS",
+        ),
+        (["run", str(FIXTURES / "missing.yaml")], "no such file"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, spec, args, message):
     url, run_id = _seeded_db(tmp_path, spec)
     out = CliRunner().invoke(app, [a.replace("{run}", run_id) for a in args] + ["--db", url])
@@ -155,8 +184,26 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, spec, args, message):
 def test_run_on_a_bare_reference_module_with_no_correct_kernel_exits_1(tmp_path, monkeypatch):
     monkeypatch.setenv("SEARCH_TEST_BUG_RATE", "1.0")  # every draft wrong, and no debugging allowed
     url = f"sqlite:///{tmp_path / 'fail.db'}"
-    out = CliRunner().invoke(app, ["run", str(FIXTURES / "scale_ref.py"), "--device", "interpret", "--model", OPERATOR,
-                                   "--db", url, "--budget", "2", "--drafts", "2", "--debug-depth", "0", "--json"])
+    out = CliRunner().invoke(
+        app,
+        [
+            "run",
+            str(FIXTURES / "scale_ref.py"),
+            "--device",
+            "interpret",
+            "--model",
+            OPERATOR,
+            "--db",
+            url,
+            "--budget",
+            "2",
+            "--drafts",
+            "2",
+            "--debug-depth",
+            "0",
+            "--json",
+        ],
+    )
     assert out.exit_code == 1, out.output
     summary = json.loads(out.stdout)
     assert summary["spec"] == "scale_ref" and summary["best"] is None

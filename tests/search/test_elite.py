@@ -56,8 +56,12 @@ def test_every_new_best_is_re_evaluated_and_agreeing_ones_count(tmp_path, spec):
 
 def test_a_best_whose_re_evaluation_disagrees_is_held_as_unstable(tmp_path, spec):
     repo, run_id = _start(f"sqlite:///{tmp_path / 'u.db'}", spec, "greedy", nodes=12)
-    build_engine(repo, run_id, operator=SyntheticOperator(fail_rate=0.0),
-                 evaluator=FlakyEvaluator(flaky_above=1.0, parallelism=1)).run()
+    build_engine(
+        repo,
+        run_id,
+        operator=SyntheticOperator(fail_rate=0.0),
+        evaluator=FlakyEvaluator(flaky_above=1.0, parallelism=1),
+    ).run()
     graph = repo.load_graph(run_id)
     held = [n for n in graph.evaluated() if n.held]
     assert held and all("unstable" in n.evaluation.marks for n in held)
@@ -70,8 +74,9 @@ def test_a_best_whose_re_evaluation_disagrees_is_held_as_unstable(tmp_path, spec
 
 def test_a_suspicious_node_is_shown_but_not_best_until_a_person_approves_it(tmp_path, spec):
     repo, run_id = _start(f"sqlite:///{tmp_path / 's.db'}", spec, "greedy", nodes=12)
-    build_engine(repo, run_id, operator=SyntheticOperator(fail_rate=0.0),
-                 evaluator=SuspiciousEvaluator(parallelism=1)).run()
+    build_engine(
+        repo, run_id, operator=SyntheticOperator(fail_rate=0.0), evaluator=SuspiciousEvaluator(parallelism=1)
+    ).run()
     graph = repo.load_graph(run_id)
     suspicious = sorted((n for n in graph.evaluated() if n.held), key=lambda n: -n.fitness)
     assert suspicious, "the synthetic landscape produced no fitness above 1.2"
@@ -91,7 +96,9 @@ def test_a_recheck_that_fails_marks_the_node_unstable(tmp_path, spec):
             return out if first else result(failure="inconsistent")
 
     repo, run_id = _start(f"sqlite:///{tmp_path / 'f.db'}", spec, "greedy", nodes=6)
-    build_engine(repo, run_id, operator=SyntheticOperator(fail_rate=0.0), evaluator=FailsSecondTime(parallelism=1)).run()
+    build_engine(
+        repo, run_id, operator=SyntheticOperator(fail_rate=0.0), evaluator=FailsSecondTime(parallelism=1)
+    ).run()
     graph = repo.load_graph(run_id)
     rechecked = [n for n in graph.evaluated() if n.evaluation.recheck is not None]
     assert rechecked and all("re-evaluation failed (inconsistent)" in n.evaluation.marks["unstable"] for n in rechecked)

@@ -12,14 +12,24 @@ from kernelevolve.memory import Repository
 
 def _start(db_url, spec, policy="greedy", nodes=12, seed=3, **limits):
     repo = Repository(db_url)
-    settings = RunSettings(policy=policy, policy_options={"drafts": 3}, limits=Budget(max_nodes=nodes, **limits),
-                           device="interpret", seed=seed)
+    settings = RunSettings(
+        policy=policy,
+        policy_options={"drafts": 3},
+        limits=Budget(max_nodes=nodes, **limits),
+        device="interpret",
+        seed=seed,
+    )
     return repo, start_run(repo, spec, settings)
 
 
 def _engine(repo, run_id, operator=None, evaluator=None, **kw):
-    return build_engine(repo, run_id, operator=operator or SyntheticOperator(fail_rate=0.2),
-                        evaluator=evaluator or SyntheticEvaluator(parallelism=2), **kw)
+    return build_engine(
+        repo,
+        run_id,
+        operator=operator or SyntheticOperator(fail_rate=0.2),
+        evaluator=evaluator or SyntheticEvaluator(parallelism=2),
+        **kw,
+    )
 
 
 @pytest.mark.parametrize("policy", ["greedy", "mcts", "evolutionary"])
@@ -50,14 +60,17 @@ def test_same_seed_same_search(tmp_path, spec):
 
 def _expected_calls(graph) -> list[str]:
     """Every node's source once, and once more for each new best (the elite re-evaluation)."""
-    return sorted([n.source for n in graph.nodes() if n.source] +
-                  [n.source for n in graph.evaluated() if n.evaluation.recheck is not None])
+    return sorted(
+        [n.source for n in graph.nodes() if n.source]
+        + [n.source for n in graph.evaluated() if n.evaluation.recheck is not None]
+    )
 
 
 def _kill_after(n_nodes):
     def on_event(event, engine, node):
         if event == "node" and len(engine.graph) == n_nodes:
             raise SimulatedKill()  # dies right after the pending write, before the evaluation
+
     return on_event
 
 

@@ -37,8 +37,14 @@ SYNTHETIC = f"plugin:{HERE / 'helpers.py'}:SyntheticOperator"
 
 def _start(db_url, spec, nodes=8, model=None, seed=3):
     repo = Repository(db_url)
-    settings = RunSettings(policy="greedy", policy_options={"drafts": 2}, limits=Budget(max_nodes=nodes),
-                           device="interpret", seed=seed, model=model)
+    settings = RunSettings(
+        policy="greedy",
+        policy_options={"drafts": 2},
+        limits=Budget(max_nodes=nodes),
+        device="interpret",
+        seed=seed,
+        model=model,
+    )
     return repo, start_run(repo, spec, settings)
 
 
@@ -56,10 +62,12 @@ def _synthetic_build(real):
     def build(repo, run_id, **kw):
         kw["evaluator"] = SyntheticEvaluator(parallelism=1)
         return real(repo, run_id, **kw)
+
     return build
 
 
 # -- the engine ---------------------------------------------------------------------------------
+
 
 class RaisingEvaluator(SyntheticEvaluator):
     """Raises on its 2nd and 5th calls, as an evaluator bug or a lost GPU would."""
@@ -93,8 +101,13 @@ def test_a_failing_insight_writer_is_a_warning_not_a_failed_search(tmp_path, spe
     def insight_writer(spec_, child, parents, record_llm_call):
         raise ValueError("the model returned nothing")
 
-    engine = build_engine(repo, run_id, operator=SyntheticOperator(), evaluator=SyntheticEvaluator(parallelism=1),
-                          insight_writer=insight_writer)
+    engine = build_engine(
+        repo,
+        run_id,
+        operator=SyntheticOperator(),
+        evaluator=SyntheticEvaluator(parallelism=1),
+        insight_writer=insight_writer,
+    )
     assert engine.run() == "nodes"
     assert len(repo.load_graph(run_id)) == 6 and repo.run(run_id).status == "finished"
     assert engine.warnings and set(engine.warnings) == {"insight writer failed: the model returned nothing"}
@@ -111,13 +124,16 @@ def test_an_interrupted_run_is_marked_interrupted_and_resumes(tmp_path, spec, in
             raise interruption()
 
     with pytest.raises(interruption):
-        build_engine(repo, run_id, operator=SyntheticOperator(), evaluator=SyntheticEvaluator(parallelism=1),
-                     on_event=on_event).run()
+        build_engine(
+            repo, run_id, operator=SyntheticOperator(), evaluator=SyntheticEvaluator(parallelism=1), on_event=on_event
+        ).run()
     run = repo.run(run_id)
     assert run.status == "interrupted" and run.termination_reason is None and run.elapsed_s >= 0.05
     assert len(repo.load_graph(run_id).evaluated()) == 3
-    assert build_engine(repo, run_id, operator=SyntheticOperator(),
-                        evaluator=SyntheticEvaluator(parallelism=1)).run() == "nodes"
+    assert (
+        build_engine(repo, run_id, operator=SyntheticOperator(), evaluator=SyntheticEvaluator(parallelism=1)).run()
+        == "nodes"
+    )
     assert repo.run(run_id).status == "finished" and len(repo.load_graph(run_id).evaluated()) == 8
 
 
@@ -148,18 +164,37 @@ def test_a_database_failure_mid_run_stops_the_search_and_loses_nothing_committed
 
     monkeypatch.undo()  # the database is back
     assert down.calls == 4
-    assert build_engine(repo, run_id, operator=SyntheticOperator(), evaluator=SyntheticEvaluator(parallelism=1)).run() == "nodes"
+    assert (
+        build_engine(repo, run_id, operator=SyntheticOperator(), evaluator=SyntheticEvaluator(parallelism=1)).run()
+        == "nodes"
+    )
     after = repo.load_graph(run_id)
     assert len(after.evaluated()) == 8 and all(after[i].evaluation.to_dict() == e for i, e in evaluated.items())
 
 
 # -- the CLI ------------------------------------------------------------------------------------
 
-def test_cli_database_failure_mid_run_is_one_line_with_the_resume_command(tmp_path, spec, monkeypatch, synthetic_search):
+
+def test_cli_database_failure_mid_run_is_one_line_with_the_resume_command(
+    tmp_path, spec, monkeypatch, synthetic_search
+):
     url = f"sqlite:///{tmp_path / 'cli-d.db'}"
     FailingDatabase(monkeypatch, after=3)
-    out = _invoke("run", FIXTURES / "scale.yaml", "--device", "interpret", "--model", SYNTHETIC, "--db", url,
-                  "--budget", 6, "--seed", 1, "--json")
+    out = _invoke(
+        "run",
+        FIXTURES / "scale.yaml",
+        "--device",
+        "interpret",
+        "--model",
+        SYNTHETIC,
+        "--db",
+        url,
+        "--budget",
+        6,
+        "--seed",
+        1,
+        "--json",
+    )
     assert out.exit_code == 2 and isinstance(out.exception, SystemExit), out.output
     run_id = Repository(url).runs()[0].id
     last = out.output.strip().splitlines()[-1]
@@ -174,12 +209,26 @@ def test_cli_database_failure_mid_run_is_one_line_with_the_resume_command(tmp_pa
 
 def test_cli_insight_writer_failure_is_a_warning_and_exit_0(tmp_path, synthetic_search):
     plugin = tmp_path / "operator.py"
-    plugin.write_text("from tests.search.helpers import SyntheticOperator\n\n\n"
-                      "class NoInsights(SyntheticOperator):\n"
-                      "    def write_insight(self, spec, child, parents, record_llm_call):\n"
-                      "        raise TimeoutError('insight model timed out')\n")
-    out = _invoke("run", FIXTURES / "scale.yaml", "--device", "interpret", "--model", f"plugin:{plugin}:NoInsights",
-                  "--db", f"sqlite:///{tmp_path / 'w.db'}", "--budget", 4, "--seed", 2)
+    plugin.write_text(
+        "from tests.search.helpers import SyntheticOperator\n\n\n"
+        "class NoInsights(SyntheticOperator):\n"
+        "    def write_insight(self, spec, child, parents, record_llm_call):\n"
+        "        raise TimeoutError('insight model timed out')\n"
+    )
+    out = _invoke(
+        "run",
+        FIXTURES / "scale.yaml",
+        "--device",
+        "interpret",
+        "--model",
+        f"plugin:{plugin}:NoInsights",
+        "--db",
+        f"sqlite:///{tmp_path / 'w.db'}",
+        "--budget",
+        4,
+        "--seed",
+        2,
+    )
     assert out.exit_code == 0, out.output
     assert "warning: insight writer failed: insight model timed out" in out.output
     assert "finished: nodes; 4 nodes" in out.output
@@ -197,8 +246,10 @@ def test_resume_refuses_a_run_a_live_process_holds_unless_forced(tmp_path, spec,
         repo.update_run(run_id, status="running", owner=f"{socket.gethostname()}:{holder.pid}")
         refused = _invoke("resume", run_id, "--db", url)
         assert refused.exit_code == 2 and refused.output.count("\n") == 1, refused.output
-        assert f"run {run_id} is being searched by process {holder.pid} on this host (stop it, or pass --force)" \
+        assert (
+            f"run {run_id} is being searched by process {holder.pid} on this host (stop it, or pass --force)"
             in refused.output
+        )
         assert repo.load_graph(run_id).nodes() == []  # nothing was searched
         forced = _invoke("resume", run_id, "--db", url, "--force", "--json")
         assert forced.exit_code == 0, forced.output
@@ -233,8 +284,9 @@ def test_resume_refuses_a_run_whose_reference_changed(tmp_path, synthetic_search
     out = _invoke("resume", run_id, "--db", url)
     assert out.exit_code == 2 and isinstance(out.exception, SystemExit), out.output
     error = out.output.strip().splitlines()[-1]
-    assert error.startswith(f"error: run {run_id}: the reference of {tmp_path / 'scale.yaml'} changed since the run "
-                            f"started (fingerprint "), out.output
+    assert error.startswith(
+        f"error: run {run_id}: the reference of {tmp_path / 'scale.yaml'} changed since the run started (fingerprint "
+    ), out.output
     reference.unlink()
     gone = _invoke("resume", run_id, "--db", url)
     assert gone.exit_code == 2 and f"error: run {run_id}: its spec cannot be loaded any more" in gone.output
@@ -248,10 +300,31 @@ def test_ctrl_c_exits_130_with_the_resume_command_and_marks_the_run_interrupted(
     env = dict(os.environ, SEARCH_TEST_BUG_RATE="0.0", COLUMNS="400")
     env.pop("KERNELEVOLVE_DB", None)
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from kernelevolve.cli import main; main()", "run", str(FIXTURES / "scale.yaml"),
-         "--device", "interpret", "--model", f"plugin:{FIXTURES / 'triton_operator.py'}:TritonScaleOperator",
-         "--db", url, "--budget", "30", "--seed", "4", "--workers", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+        [
+            sys.executable,
+            "-c",
+            "from kernelevolve.cli import main; main()",
+            "run",
+            str(FIXTURES / "scale.yaml"),
+            "--device",
+            "interpret",
+            "--model",
+            f"plugin:{FIXTURES / 'triton_operator.py'}:TritonScaleOperator",
+            "--db",
+            url,
+            "--budget",
+            "30",
+            "--seed",
+            "4",
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     repo = Repository(url)
     try:
         deadline = time.monotonic() + 240
@@ -277,6 +350,7 @@ def test_ctrl_c_exits_130_with_the_resume_command_and_marks_the_run_interrupted(
 
 # -- kernelevolve insights ------------------------------------------------------------------------
 
+
 def test_insights_command_filters_orders_limits_and_reports_none(tmp_path, spec):
     url = f"sqlite:///{tmp_path / 'n.db'}"
     repo, run_id = _start(url, spec)
@@ -287,7 +361,9 @@ def test_insights_command_filters_orders_limits_and_reports_none(tmp_path, spec)
 
     listed = json.loads(_invoke("insights", "--family", "rmsnorm", "--hardware", "h200", "--json", "--db", url).stdout)
     assert [(i["text"], i["run_id"], i["node_id"]) for i in listed] == [
-        ("two warps per row won 12%", run_id, 1), ("BLOCK 4096 regressed long rows 0.8x", run_id, 0)]
+        ("two warps per row won 12%", run_id, 1),
+        ("BLOCK 4096 regressed long rows 0.8x", run_id, 0),
+    ]
     assert {i["family"] for i in listed} == {"rmsnorm"} and {i["hardware"] for i in listed} == {"h200"}
     everything = json.loads(_invoke("insights", "--json", "--db", url).stdout)
     assert [i["text"] for i in everything][0] == "online softmax saved a pass" and len(everything) == 4  # newest first
@@ -297,6 +373,8 @@ def test_insights_command_filters_orders_limits_and_reports_none(tmp_path, spec)
     assert human.exit_code == 0 and "mi300x" in human.output and "wave64" in human.output  # both hardware
     assert "softmax" not in human.output and run_id in human.output
     none = _invoke("insights", "--family", "conv", "--hardware", "h200", "--db", url)
-    assert none.exit_code == 0 and " ".join(none.output.split()).startswith("no insights for family conv hardware h200 in")
+    assert none.exit_code == 0 and " ".join(none.output.split()).startswith(
+        "no insights for family conv hardware h200 in"
+    )
     bad = _invoke("insights", "--limit", "0", "--db", url)
     assert bad.exit_code == 2 and bad.output == "error: --limit 0: must be 1 or more\n"

@@ -65,8 +65,11 @@ def test_the_graphs_kept_facts_match_their_definitions(seed):
 
 
 def debuggable(graph, limit):
-    return [n.id for n in graph.evaluated()
-            if not n.correct and not graph.children(n.id) and graph.debug_depth(n.id) < limit]
+    return [
+        n.id
+        for n in graph.evaluated()
+        if not n.correct and not graph.children(n.id) and graph.debug_depth(n.id) < limit
+    ]
 
 
 @pytest.mark.parametrize("name", ["greedy", "mcts", "evolutionary"])

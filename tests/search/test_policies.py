@@ -13,6 +13,7 @@ from tests.search.helpers import Landscape, add, drive
 
 # -- shared rules ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", ["greedy", "mcts", "evolutionary"])
 def test_draft_phase_comes_first_and_waits_for_results(name):
     policy = make_policy(name, drafts=4)
@@ -47,6 +48,7 @@ def test_unknown_policy_and_bad_options_are_one_line_errors():
 
 # -- greedy ------------------------------------------------------------------------------------
 
+
 def test_greedy_always_expands_the_best_node():
     checked = []
 
@@ -63,6 +65,7 @@ def test_greedy_always_expands_the_best_node():
 
 
 # -- MCTS --------------------------------------------------------------------------------------
+
 
 def test_mcts_visit_counts_are_backed_up_along_ancestors():
     policy = MCTS(drafts=3, branching=2)
@@ -90,7 +93,8 @@ def test_mcts_tries_untried_children_before_going_deeper():
 
 def _uct(policy, parent, child, norm):
     return policy.reward[child] / policy.visits[child] / norm + policy.exploration * math.sqrt(
-        math.log(policy.visits[parent]) / policy.visits[child])
+        math.log(policy.visits[parent]) / policy.visits[child]
+    )
 
 
 @pytest.mark.parametrize("exploration, expected", [(1.0, 3), (5.0, 4)])
@@ -126,6 +130,7 @@ def test_mcts_state_round_trips():
 
 
 # -- evolutionary ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("selection", ["tournament", "proportional"])
 def test_evolutionary_selection_pressure(selection):

@@ -15,15 +15,28 @@ from tests.search.helpers import result
 
 
 def _run(repo, spec, seed=7):
-    return repo.create_run(spec=spec, policy="mcts", device="interpret", settings={"limits": {"max_nodes": 9}},
-                           rng_state=rng_state(random.Random(seed)), policy_state={}, snapshot="name: x\n")
+    return repo.create_run(
+        spec=spec,
+        policy="mcts",
+        device="interpret",
+        settings={"limits": {"max_nodes": 9}},
+        rng_state=rng_state(random.Random(seed)),
+        policy_state={},
+        snapshot="name: x\n",
+    )
 
 
 def _write(repo, run_id, node, res=None):
     repo.add_node(run_id, node, rng_state=rng_state(random.Random(node.id)), elapsed_s=float(node.id))
     if res is not None:
-        repo.record_evaluation(run_id, node.id, res, policy_state={"visits": {"0": node.id + 1}},
-                               rng_state=rng_state(random.Random(100 + node.id)), elapsed_s=node.id + 0.5)
+        repo.record_evaluation(
+            run_id,
+            node.id,
+            res,
+            policy_state={"visits": {"0": node.id + 1}},
+            rng_state=rng_state(random.Random(100 + node.id)),
+            elapsed_s=node.id + 0.5,
+        )
 
 
 def test_graph_and_state_round_trip(db_url, spec):
@@ -85,8 +98,13 @@ def test_llm_calls_are_recorded_with_their_node(db_url, spec):
     run_id = _run(repo, spec)
     prompt = f"write a kernel for {run_id}"
     failed = repo.record_llm_call(run_id, None, LLMCallRecord("p", "m", prompt, "", error="rate limited"))
-    ok = repo.record_llm_call(run_id, None, LLMCallRecord("p", "m", prompt, "```python\nclass ModelNew: ...```",
-                                                          input_tokens=120, output_tokens=80, cost_usd=0.02))
+    ok = repo.record_llm_call(
+        run_id,
+        None,
+        LLMCallRecord(
+            "p", "m", prompt, "```python\nclass ModelNew: ...```", input_tokens=120, output_tokens=80, cost_usd=0.02
+        ),
+    )
     repo.add_node(run_id, Node(0, source="x"), rng_state={}, elapsed_s=0, llm_call_ids=[failed, ok])
     calls = repo.llm_calls(run_id)
     assert [(c.node_id, c.input_tokens, c.error) for c in calls] == [(0, 0, "rate limited"), (0, 120, None)]
@@ -103,7 +121,8 @@ def test_reviews_and_baselines(db_url, spec):
     assert repo.baseline_timings(spec.fingerprint + "|N=8 float32|eager|NVIDIA H200") == {}
     repo.save_baseline(f"{spec.fingerprint}|N=8 float32|eager|NVIDIA H200|2.11|3.6", 1.8)
     assert repo.baseline_timings(spec.fingerprint + "|N=8 float32|eager|NVIDIA H200") == {
-        f"{spec.fingerprint}|N=8 float32|eager|NVIDIA H200|2.11|3.6": 1.8}
+        f"{spec.fingerprint}|N=8 float32|eager|NVIDIA H200|2.11|3.6": 1.8
+    }
 
 
 def test_sqlite_uses_wal_and_foreign_keys(tmp_path):

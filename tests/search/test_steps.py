@@ -13,8 +13,16 @@ from kernelevolve.steps import step_kind
 from tests.search.helpers import SyntheticEvaluator, SyntheticOperator, result
 
 
-@pytest.mark.parametrize("parents, kind", [([], "draft"), ([False], "debug"), ([True], "improve"),
-                                           ([True, False], "crossover"), ([False, False, True], "crossover")])
+@pytest.mark.parametrize(
+    "parents, kind",
+    [
+        ([], "draft"),
+        ([False], "debug"),
+        ([True], "improve"),
+        ([True, False], "crossover"),
+        ([False, False, True], "crossover"),
+    ],
+)
 def test_step_kind(parents, kind):
     assert step_kind(parents) == kind
 
@@ -23,11 +31,13 @@ def test_the_engine_graph_and_insights_name_each_step_alike(tmp_path, spec):
     """The kind the engine told the operator (in its recorded prompt) is the graph's kind of the node
     that came out, and the insight's label starts with it."""
     repo = Repository(f"sqlite:///{tmp_path / 's.db'}")
-    settings = RunSettings(policy="evolutionary", policy_options={"drafts": 3}, limits=Budget(max_nodes=40),
-                           device="interpret", seed=4)
+    settings = RunSettings(
+        policy="evolutionary", policy_options={"drafts": 3}, limits=Budget(max_nodes=40), device="interpret", seed=4
+    )
     run_id = start_run(repo, spec, settings)
-    build_engine(repo, run_id, operator=SyntheticOperator(fail_rate=0.3),
-                 evaluator=SyntheticEvaluator(parallelism=2)).run()
+    build_engine(
+        repo, run_id, operator=SyntheticOperator(fail_rate=0.3), evaluator=SyntheticEvaluator(parallelism=2)
+    ).run()
     graph = repo.load_graph(run_id)
     calls = {c.node_id: c.prompt for c in repo.llm_calls(run_id) if c.node_id is not None}
     kinds = set()
@@ -35,8 +45,10 @@ def test_the_engine_graph_and_insights_name_each_step_alike(tmp_path, spec):
         kind = graph.kind(node.id)
         kinds.add(kind)
         assert f"kind={kind}" in calls[node.id]
-        view = lambda i: ParentView(node_id=i, source=graph[i].source, kind=graph.kind(i),  # noqa: E731
-                                    evaluation=graph[i].evaluation)
+
+        def view(i):
+            return ParentView(node_id=i, source=graph[i].source, kind=graph.kind(i), evaluation=graph[i].evaluation)
+
         label = step_label(view(node.id), [view(p) for p in node.parents])
         assert label.startswith(kind), (label, kind)
     assert kinds == {"draft", "debug", "improve", "crossover"}

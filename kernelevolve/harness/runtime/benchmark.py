@@ -32,9 +32,13 @@ def main(config: dict) -> None:
     from kernelevolve.harness.runtime.guard import KernelMonitor, Tripwire
     from kernelevolve.harness.runtime.timing import Clock, cross_check
 
-    result.data["environment"] = {"torch": torch.__version__, "triton": triton.__version__,
-                                  "python": sys.version.split()[0], "device": "cuda",
-                                  "gpu": torch.cuda.get_device_name(0)}
+    result.data["environment"] = {
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "python": sys.version.split()[0],
+        "device": "cuda",
+        "gpu": torch.cuda.get_device_name(0),
+    }
     clock = Clock()
     rng = random.Random(secrets.randbits(64))
     device = "cuda"
@@ -44,7 +48,9 @@ def main(config: dict) -> None:
     prepared = []
     for case in config["cases"]:
         result.stage(f"{case['label']} preparing")
-        ref_mod = modules.load_module(config["reference_path"], f"kernelevolve_reference_{len(prepared)}", case["params"])
+        ref_mod = modules.load_module(
+            config["reference_path"], f"kernelevolve_reference_{len(prepared)}", case["params"]
+        )
         dtype = modules.dtype_of(case)
         reference = modules.build_reference(ref_mod, config["seed"], dtype, device)
         seeds = [config["seed"] + 17 + 101 * k for k in range(2 * n_sets)]
@@ -86,36 +92,46 @@ def main(config: dict) -> None:
                     new(*buffers[0])
                 clock.sync()
                 profile = {"kernel_ms": None, "launches": dict(monitor.launches)}
-            if (reason := monitor.stream_verdict()):
+            if reason := monitor.stream_verdict():
                 result.finish("timing", f"{label}: {reason}")
             entry["profile"] = profile
-            timing = clock.measure(new, buffers, pools, warmup_ms=config["warmup_ms"], rep_ms=config["rep_ms"],
-                                   rng=rng, keep_outputs=keep)
+            timing = clock.measure(
+                new, buffers, pools, warmup_ms=config["warmup_ms"], rep_ms=config["rep_ms"], rng=rng, keep_outputs=keep
+            )
         except Exception as exc:
             result.finish(failure_class(exc), f"{label}: " + one_line(exc), exc)
-        entry.update(latency_ms=timing.median_ms, calls=timing.calls, wall_ms=timing.wall_ms,
-                     stream_ms=timing.stream_ms)
+        entry.update(
+            latency_ms=timing.median_ms, calls=timing.calls, wall_ms=timing.wall_ms, stream_ms=timing.stream_ms
+        )
         result.write()
         changed = tripwire.changed()
         if changed:
             result.finish("tampering", f"the candidate replaced {', '.join(changed[:4])} while it ran")
         # Where the work ran comes first: off-stream work also makes checked outputs race.
         if profile.get("other_streams"):
-            result.finish("timing", f"{label}: kernels ran on stream(s) {profile['other_streams']} instead of the "
-                          f"caller's current stream, unseen by its timer")
+            result.finish(
+                "timing",
+                f"{label}: kernels ran on stream(s) {profile['other_streams']} instead of the "
+                f"caller's current stream, unseen by its timer",
+            )
         if profile.get("not_a_kernel"):
             result.finish("not_a_kernel", f"{label}: {profile['not_a_kernel']}")
         for call, pool, outs in timing.checked:
             exp, refs = expected[pool]
             ok, message, _, _ = cmp.compare(outs, exp, refs, config["tolerances"][case["dtype"]])
             if not ok:
-                result.finish("inconsistent", f"{label}: timed call {call + 1} of {timing.calls} (input set "
-                              f"{call % len(buffers)}, values {pool}) returned a wrong result: {message}")
+                result.finish(
+                    "inconsistent",
+                    f"{label}: timed call {call + 1} of {timing.calls} (input set "
+                    f"{call % len(buffers)}, values {pool}) returned a wrong result: {message}",
+                )
         problem = cross_check(timing)
         if problem is None and profile.get("kernel_ms") is not None:
             if profile["kernel_ms"] > 1.5 * timing.median_ms + 0.02:
-                problem = (f"its kernels run {profile['kernel_ms']:.4f} ms per call but the timed calls took "
-                           f"{timing.median_ms:.4f} ms: work escapes the timed region")
+                problem = (
+                    f"its kernels run {profile['kernel_ms']:.4f} ms per call but the timed calls took "
+                    f"{timing.median_ms:.4f} ms: work escapes the timed region"
+                )
         if problem:
             result.finish("timing", f"{label}: {problem}")
         del new
@@ -136,7 +152,9 @@ def _time_baselines(config: dict, result: Result, prepared: list, clock) -> None
             with torch.no_grad():
                 base(*buffers[0])
         except Exception as exc:  # the reference itself cannot run at this shape
-            result.finish("reference", f"{case['label']}: the baseline ({config['baseline']}) raised " + one_line(exc), exc)
+            result.finish(
+                "reference", f"{case['label']}: the baseline ({config['baseline']}) raised " + one_line(exc), exc
+            )
         ready.append((case, base, pools, buffers))
     clock.sync()
     wait_for_go(config, result)
@@ -147,7 +165,9 @@ def _time_baselines(config: dict, result: Result, prepared: list, clock) -> None
         try:
             timing = clock.measure(base, buffers, pools, warmup_ms=config["warmup_ms"], rep_ms=config["rep_ms"])
         except Exception as exc:
-            result.finish("reference", f"{case['label']}: the baseline ({config['baseline']}) raised " + one_line(exc), exc)
+            result.finish(
+                "reference", f"{case['label']}: the baseline ({config['baseline']}) raised " + one_line(exc), exc
+            )
         entry["baseline_ms"] = timing.median_ms
         result.write()
     result.finish()
@@ -181,13 +201,22 @@ def _profile(model, inputs, clock, monitor) -> dict:
     names = tuple(monitor.launches)
     total = sum(e.get("dur", 0) for e in work) / 1e3
     triton_ms = sum(e.get("dur", 0) for e in work if names and str(e.get("name", "")).startswith(names)) / 1e3
-    out.update(kernel_ms=total, triton_ms=triton_ms, kernels=len(work), launches=dict(monitor.launches),
-               other_streams=sorted({e.get("args", {}).get("stream") for e in work} - {home}))
+    out.update(
+        kernel_ms=total,
+        triton_ms=triton_ms,
+        kernels=len(work),
+        launches=dict(monitor.launches),
+        other_streams=sorted({e.get("args", {}).get("stream") for e in work} - {home}),
+    )
     if not monitor.launches:
         out["not_a_kernel"] = monitor.verdict()
     elif total > 0 and triton_ms < 0.5 * total:
-        top = sorted(((e.get("dur", 0), e.get("name", "?")) for e in work if not str(e.get("name", "")).startswith(names)),
-                     reverse=True)[:3]
-        out["not_a_kernel"] = (f"only {100 * triton_ms / total:.0f}% of its GPU time is in Triton kernels "
-                               f"(others: {', '.join(n[:60] for _, n in top)})")
+        top = sorted(
+            ((e.get("dur", 0), e.get("name", "?")) for e in work if not str(e.get("name", "")).startswith(names)),
+            reverse=True,
+        )[:3]
+        out["not_a_kernel"] = (
+            f"only {100 * triton_ms / total:.0f}% of its GPU time is in Triton kernels "
+            f"(others: {', '.join(n[:60] for _, n in top)})"
+        )
     return out

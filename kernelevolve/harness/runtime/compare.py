@@ -32,6 +32,7 @@ def poisoned_allocations():
     def wrap(fn):
         def allocate(*args, **kwargs):
             return poison(fn(*args, **kwargs))
+
         return allocate
 
     for n in names:
@@ -90,13 +91,22 @@ def compare(outs: list, expected: list, refs: list, tol: dict) -> tuple[bool, st
         if not out.is_floating_point():
             wrong = (got != want.to(got.dtype)).sum().item()
             if wrong:
-                return False, (f"{where}{wrong} of {out.numel()} elements differ "
-                               f"(integer output, exact match required)"), None, None
+                return (
+                    False,
+                    (f"{where}{wrong} of {out.numel()} elements differ (integer output, exact match required)"),
+                    None,
+                    None,
+                )
             continue
         bad_nonfinite = (~torch.isfinite(got) & torch.isfinite(want)).sum().item()
         if bad_nonfinite:
-            return (False, f"{where}{bad_nonfinite} of {out.numel()} elements are NaN/Inf where the reference is "
-                           f"finite (unwritten elements read back as NaN)", None, None)
+            return (
+                False,
+                f"{where}{bad_nonfinite} of {out.numel()} elements are NaN/Inf where the reference is "
+                f"finite (unwritten elements read back as NaN)",
+                None,
+                None,
+            )
         both = torch.isfinite(got) & torch.isfinite(want)
         diff = (got - want).abs().where(both, torch.zeros_like(got))
         limit = tol["atol"] + tol["rtol"] * want.abs()
@@ -107,7 +117,12 @@ def compare(outs: list, expected: list, refs: list, tol: dict) -> tuple[bool, st
         n_bad = bad.sum().item()
         if n_bad:
             idx = tuple(int(v) for v in torch.nonzero(bad)[0].tolist())
-            return (False, f"{where}{n_bad} of {out.numel()} elements outside atol={tol['atol']:g} "
-                           f"rtol={tol['rtol']:g} (max abs err {abs_err:.3g}; first at {list(idx)}: "
-                           f"got {got[idx].item():.6g}, expected {want[idx].item():.6g})", abs_err, rel_err)
+            return (
+                False,
+                f"{where}{n_bad} of {out.numel()} elements outside atol={tol['atol']:g} "
+                f"rtol={tol['rtol']:g} (max abs err {abs_err:.3g}; first at {list(idx)}: "
+                f"got {got[idx].item():.6g}, expected {want[idx].item():.6g})",
+                abs_err,
+                rel_err,
+            )
     return True, "", max_abs, max_rel

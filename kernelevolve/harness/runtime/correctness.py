@@ -66,8 +66,16 @@ def main(config: dict) -> None:
     all_ok = True
     for case, ref_mod, dtype, runs, repeat in prepared:
         label, tol = case["label"], tol_of[case["dtype"]]
-        entry = {"label": label, "params": case["params"], "dtype": case["dtype"], "correct": None,
-                 "failure": None, "message": "", "max_abs_err": None, "max_rel_err": None}
+        entry = {
+            "label": label,
+            "params": case["params"],
+            "dtype": case["dtype"],
+            "correct": None,
+            "failure": None,
+            "message": "",
+            "max_abs_err": None,
+            "max_rel_err": None,
+        }
         result.cases.append(entry)
         max_abs = max_rel = None
         new = None
@@ -86,7 +94,7 @@ def main(config: dict) -> None:
             except Exception as exc:
                 entry.update(correct=False, failure=failure_class(exc), message=one_line(exc))
                 result.finish(entry["failure"], f"{label}: " + one_line(exc), exc)
-            if (changed := tripwire.changed()):  # before any comparison is trusted
+            if changed := tripwire.changed():  # before any comparison is trusted
                 result.finish("tampering", f"the candidate replaced {', '.join(changed[:4])} while it ran")
             if monitor is not None and (reason := monitor.stream_verdict()):
                 entry.update(correct=False, failure="timing", message=reason)
@@ -95,11 +103,11 @@ def main(config: dict) -> None:
                 entry.update(correct=False, failure="not_a_kernel", message=reason)
                 result.finish("not_a_kernel", f"{label}: {reason}")
             if not inplace:
-                if (mutated := guard.mutated()):
+                if mutated := guard.mutated():
                     reason = f"forward wrote into input {mutated[0]} (the spec's operator is not in place)"
                     entry.update(correct=False, failure="mutates_input", message=reason)
                     result.finish("mutates_input", f"{label}: {reason}")
-                if (aliased := guard.aliased(outs)):
+                if aliased := guard.aliased(outs):
                     o, i = aliased[0]
                     reason = f"output {o} shares memory with input {i}: a view of an input is not a result"
                     entry.update(correct=False, failure="mutates_input", message=reason)
@@ -142,10 +150,12 @@ def _repeated_calls(model, runs, call, compare, tol, torch, tripwire) -> tuple[s
             if isinstance(b, torch.Tensor):
                 b.copy_(v)
         outs = call(model, bufs)
-        if (changed := tripwire.changed()):
+        if changed := tripwire.changed():
             return "tampering", f"the candidate replaced {', '.join(changed[:4])} while it ran"
         ok, message, _, _ = compare(outs, runs[values][1], runs[values][2], tol)
         if not ok:
-            return "inconsistent", (f"call {i + 1} of {REPEAT_CALLS} after the trials (input buffer {i % 2}, values "
-                                    f"of trial {values}) returned a wrong result: {message}")
+            return "inconsistent", (
+                f"call {i + 1} of {REPEAT_CALLS} after the trials (input buffer {i % 2}, values "
+                f"of trial {values}) returned a wrong result: {message}"
+            )
     return None, None

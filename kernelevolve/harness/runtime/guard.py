@@ -19,14 +19,25 @@ import types
 import torch
 from torch.overrides import TorchFunctionMode
 
+
 # -- tripwire -------------------------------------------------------------------------------
 def _watched() -> list[tuple[str, object]]:
     import triton
     import triton.testing
-    objs = [("torch", torch), ("torch.Tensor", torch.Tensor), ("torch.nn.functional", torch.nn.functional),
-            ("torch.nn.Module", torch.nn.Module), ("torch.testing", torch.testing), ("triton", triton),
-            ("triton.testing", triton.testing), ("time", time), ("builtins", builtins), ("json", sys.modules["json"]),
-            ("os", sys.modules["os"])]
+
+    objs = [
+        ("torch", torch),
+        ("torch.Tensor", torch.Tensor),
+        ("torch.nn.functional", torch.nn.functional),
+        ("torch.nn.Module", torch.nn.Module),
+        ("torch.testing", torch.testing),
+        ("triton", triton),
+        ("triton.testing", triton.testing),
+        ("time", time),
+        ("builtins", builtins),
+        ("json", sys.modules["json"]),
+        ("os", sys.modules["os"]),
+    ]
     if torch.cuda.is_available():
         objs += [("torch.cuda", torch.cuda), ("torch.cuda.Event", torch.cuda.Event)]
     return objs
@@ -39,8 +50,12 @@ class Tripwire:
     def __init__(self) -> None:
         self._objs = dict(_watched())
         self._keys = {name: set(vars(obj)) for name, obj in self._objs.items()}
-        self._seen = {(name, key): value for name, obj in self._objs.items() for key, value in list(vars(obj).items())
-                      if callable(value) or isinstance(value, (staticmethod, classmethod, property))}
+        self._seen = {
+            (name, key): value
+            for name, obj in self._objs.items()
+            for key, value in list(vars(obj).items())
+            if callable(value) or isinstance(value, (staticmethod, classmethod, property))
+        }
 
     def changed(self) -> list[str]:
         out = []
@@ -61,28 +76,148 @@ def _torch_own_wrapper(current, original) -> bool:
     wrappers made in torch/_compile.py around the originals: not the candidate's doing. (Importing
     torch._dynamo up front instead costs seconds per evaluation.)"""
     code = getattr(current, "__code__", None)
-    return (getattr(current, "__wrapped__", None) is original and code is not None
-            and code.co_filename.replace("\\", "/").endswith("torch/_compile.py"))
+    return (
+        getattr(current, "__wrapped__", None) is original
+        and code is not None
+        and code.co_filename.replace("\\", "/").endswith("torch/_compile.py")
+    )
 
 
 # -- kernel-language check ------------------------------------------------------------------
 # Torch calls that only allocate, reshape, view, cast or describe tensors: glue around kernels.
 GLUE_OPS = {
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "new_zeros",
-    "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "arange", "tensor", "as_tensor", "new_tensor",
-    "view", "view_as", "reshape", "reshape_as", "contiguous", "stride", "size", "numel", "dim", "ndimension",
-    "permute", "transpose", "t", "T", "mT", "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten",
-    "narrow", "select", "__getitem__", "split", "chunk", "unbind", "as_strided", "movedim", "to", "type", "float",
-    "half", "bfloat16", "double", "int", "long", "bool", "is_contiguous", "data_ptr", "element_size",
-    "storage_offset", "is_floating_point", "is_complex", "device", "dtype", "shape", "get_device", "fill_", "zero_",
-    "copy_", "clone", "detach", "requires_grad_", "is_cuda", "layout", "ndim", "nbytes", "itemsize", "untyped_storage",
-    "__len__", "__iter__", "__format__", "__repr__", "__bool__", "__index__", "__int__", "item", "tolist", "cpu",
-    "cuda", "is_leaf", "requires_grad", "grad", "data", "names", "__setitem__", "is_set_to", "storage",
-    "_is_view", "_base", "is_sparse", "is_quantized", "is_meta", "is_nested", "is_mkldnn", "output_nr", "_version",
-    "__hash__", "__eq__", "__ne__", "__contains__", "__reduce_ex__", "__deepcopy__", "__get__", "cat", "stack",
-    "empty_cache", "current_stream", "current_device", "get_device_properties", "device_count", "synchronize",
-    "parameters", "buffers", "named_parameters", "dim_order", "is_pinned", "real", "imag",
-    "_set_grad_enabled", "is_grad_enabled", "is_inference_mode_enabled", "is_autocast_enabled",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+    "zeros",
+    "zeros_like",
+    "new_zeros",
+    "ones",
+    "ones_like",
+    "new_ones",
+    "full",
+    "full_like",
+    "new_full",
+    "arange",
+    "tensor",
+    "as_tensor",
+    "new_tensor",
+    "view",
+    "view_as",
+    "reshape",
+    "reshape_as",
+    "contiguous",
+    "stride",
+    "size",
+    "numel",
+    "dim",
+    "ndimension",
+    "permute",
+    "transpose",
+    "t",
+    "T",
+    "mT",
+    "expand",
+    "expand_as",
+    "unsqueeze",
+    "squeeze",
+    "flatten",
+    "unflatten",
+    "narrow",
+    "select",
+    "__getitem__",
+    "split",
+    "chunk",
+    "unbind",
+    "as_strided",
+    "movedim",
+    "to",
+    "type",
+    "float",
+    "half",
+    "bfloat16",
+    "double",
+    "int",
+    "long",
+    "bool",
+    "is_contiguous",
+    "data_ptr",
+    "element_size",
+    "storage_offset",
+    "is_floating_point",
+    "is_complex",
+    "device",
+    "dtype",
+    "shape",
+    "get_device",
+    "fill_",
+    "zero_",
+    "copy_",
+    "clone",
+    "detach",
+    "requires_grad_",
+    "is_cuda",
+    "layout",
+    "ndim",
+    "nbytes",
+    "itemsize",
+    "untyped_storage",
+    "__len__",
+    "__iter__",
+    "__format__",
+    "__repr__",
+    "__bool__",
+    "__index__",
+    "__int__",
+    "item",
+    "tolist",
+    "cpu",
+    "cuda",
+    "is_leaf",
+    "requires_grad",
+    "grad",
+    "data",
+    "names",
+    "__setitem__",
+    "is_set_to",
+    "storage",
+    "_is_view",
+    "_base",
+    "is_sparse",
+    "is_quantized",
+    "is_meta",
+    "is_nested",
+    "is_mkldnn",
+    "output_nr",
+    "_version",
+    "__hash__",
+    "__eq__",
+    "__ne__",
+    "__contains__",
+    "__reduce_ex__",
+    "__deepcopy__",
+    "__get__",
+    "cat",
+    "stack",
+    "empty_cache",
+    "current_stream",
+    "current_device",
+    "get_device_properties",
+    "device_count",
+    "synchronize",
+    "parameters",
+    "buffers",
+    "named_parameters",
+    "dim_order",
+    "is_pinned",
+    "real",
+    "imag",
+    "_set_grad_enabled",
+    "is_grad_enabled",
+    "is_inference_mode_enabled",
+    "is_autocast_enabled",
 }
 
 
@@ -138,9 +273,11 @@ class KernelMonitor(TorchFunctionMode):
 
     def __enter__(self):
         from triton.runtime.jit import JITFunction
+
         self._wrap(JITFunction, "run")
         try:
             from triton.runtime.interpreter import InterpretedFunction
+
             self._wrap(InterpretedFunction, "run")
         except ImportError:
             pass
@@ -158,19 +295,26 @@ class KernelMonitor(TorchFunctionMode):
         if not self.off_stream:
             return None
         names = ", ".join(f"{k} x{n}" for k, n in sorted(self.off_stream.items())[:4])
-        return (f"kernels launched on a stream other than the caller's current stream ({names}): their work is "
-                f"unseen by the caller's timer and unordered with its next call")
+        return (
+            f"kernels launched on a stream other than the caller's current stream ({names}): their work is "
+            f"unseen by the caller's timer and unordered with its next call"
+        )
 
     def verdict(self, language: str = "triton") -> str | None:
         """None when the forward computed with kernels; else the one-line reason it did not."""
         if not self.launches:
             ops = ", ".join(f"torch.{k}" for k in sorted(self.compute_ops)[:6])
-            return (f"forward launched no {language} kernel" + (f"; it computed with {ops}" if ops else "")
-                    + ": the computation must run in kernels of the spec's language")
+            return (
+                f"forward launched no {language} kernel"
+                + (f"; it computed with {ops}" if ops else "")
+                + ": the computation must run in kernels of the spec's language"
+            )
         if self.compute_ops:
             ops = ", ".join(f"torch.{k} x{n}" for k, n in sorted(self.compute_ops.items())[:6])
-            return (f"forward computed with torch ops outside its {language} kernels ({ops}): torch is for glue "
-                    f"(allocation, views, casts); list an op in the spec's allow_torch_ops if it is meant")
+            return (
+                f"forward computed with torch ops outside its {language} kernels ({ops}): torch is for glue "
+                f"(allocation, views, casts); list an op in the spec's allow_torch_ops if it is meant"
+            )
         return None
 
 
@@ -185,8 +329,7 @@ class InputGuard:
     def mutated(self) -> list[int]:
         bad = []
         for i, (x, c) in enumerate(zip(self.inputs, self.copies)):
-            if c is not None and not (x.shape == c.shape and x.dtype == c.dtype and
-                                      _same_bits(x.detach(), c)):
+            if c is not None and not (x.shape == c.shape and x.dtype == c.dtype and _same_bits(x.detach(), c)):
                 bad.append(i)
         return bad
 

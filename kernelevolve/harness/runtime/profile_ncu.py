@@ -30,9 +30,26 @@ import time
 from kernelevolve.harness.runtime import profiled
 from kernelevolve.harness.runtime.state import Result, one_line
 
-STALL_REASONS = ("barrier", "branch_resolving", "dispatch_stall", "drain", "imc_miss", "lg_throttle",
-                 "long_scoreboard", "math_pipe_throttle", "membar", "mio_throttle", "misc", "no_instruction",
-                 "not_selected", "selected", "short_scoreboard", "sleeping", "tex_throttle", "wait")
+STALL_REASONS = (
+    "barrier",
+    "branch_resolving",
+    "dispatch_stall",
+    "drain",
+    "imc_miss",
+    "lg_throttle",
+    "long_scoreboard",
+    "math_pipe_throttle",
+    "membar",
+    "mio_throttle",
+    "misc",
+    "no_instruction",
+    "not_selected",
+    "selected",
+    "short_scoreboard",
+    "sleeping",
+    "tex_throttle",
+    "wait",
+)
 STALL_METRIC = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
 
 # The one documented metric set (names as Nsight Compute spells them on sm_80 and later).
@@ -53,8 +70,18 @@ METRICS = {
     "block_size": "launch__block_size",
     **{f"stall_{r}": STALL_METRIC.format(r) for r in STALL_REASONS},
 }
-FLAGS = ["--profile-from-start", "off", "--clock-control", "none", "--cache-control", "all",
-         "--replay-mode", "kernel", "--target-processes", "all"]
+FLAGS = [
+    "--profile-from-start",
+    "off",
+    "--clock-control",
+    "none",
+    "--cache-control",
+    "all",
+    "--replay-mode",
+    "kernel",
+    "--target-processes",
+    "all",
+]
 _UNKNOWN_METRIC = re.compile(r"Failed to find metric\s+(?:regex:)?\^?([A-Za-z0-9_.]+)")
 
 
@@ -78,8 +105,23 @@ def main(config: dict) -> None:
     target = [sys.executable, "-c", _TARGET_CODE, config["package_root"], cfg_path]
     launches = (config["ncu_launch_count"] + 1) * len(cases)
     for _attempt in range(2):  # a metric this ncu or GPU does not know is dropped once, and said so
-        proc = _run([ncu, *FLAGS, "--launch-count", str(launches), "--metrics", ",".join(metrics),
-                     "--export", report, "--force-overwrite", *target], deadline, result, "ncu")
+        proc = _run(
+            [
+                ncu,
+                *FLAGS,
+                "--launch-count",
+                str(launches),
+                "--metrics",
+                ",".join(metrics),
+                "--export",
+                report,
+                "--force-overwrite",
+                *target,
+            ],
+            deadline,
+            result,
+            "ncu",
+        )
         unknown = set(_UNKNOWN_METRIC.findall(proc.stdout + proc.stderr)) & set(metrics)
         if proc.returncode == 0 or not unknown:
             break
@@ -90,8 +132,12 @@ def main(config: dict) -> None:
         result.finish(child["failure"]["class"], f"under ncu: {child['failure']['message']}")
     if proc.returncode != 0 or not os.path.exists(report + ".ncu-rep"):
         result.finish("runtime", f"ncu failed (exit {proc.returncode}): {_ncu_error(proc)}")
-    export = _run([ncu, "--import", report + ".ncu-rep", "--csv", "--page", "raw", "--print-units", "base"],
-                  deadline, result, "ncu --import")
+    export = _run(
+        [ncu, "--import", report + ".ncu-rep", "--csv", "--page", "raw", "--print-units", "base"],
+        deadline,
+        result,
+        "ncu --import",
+    )
     if export.returncode != 0:
         result.finish("runtime", f"ncu --import failed: {_ncu_error(export)}")
     with open(os.path.join(out, "ncu_all.csv"), "w") as f:

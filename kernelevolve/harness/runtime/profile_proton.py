@@ -35,7 +35,8 @@ def main(config: dict) -> None:
             proton.finalize()
         except Exception as exc:
             result.finish("runtime", f"{case.label}: proton: " + one_line(exc), exc)
-        result.cases.append({"label": case.label, "output": os.path.basename(stem) + ".hatchet",
-                             "calls": config["calls"]})
+        result.cases.append(
+            {"label": case.label, "output": os.path.basename(stem) + ".hatchet", "calls": config["calls"]}
+        )
         result.write()
     result.finish()

@@ -12,19 +12,105 @@ import ast
 
 # ------------------------------------------------------------------------
 ALLOWED_IMPORTS = {
-    "torch", "triton", "math", "functools", "itertools", "operator", "typing", "dataclasses", "collections",
-    "enum", "abc", "numbers", "os", "warnings", "_launch_heuristics", "_bf16_pairs", "_row_io", "__future__",
+    "torch",
+    "triton",
+    "math",
+    "functools",
+    "itertools",
+    "operator",
+    "typing",
+    "dataclasses",
+    "collections",
+    "enum",
+    "abc",
+    "numbers",
+    "os",
+    "warnings",
+    "_launch_heuristics",
+    "_bf16_pairs",
+    "_row_io",
+    "__future__",
 }
-FORBIDDEN_CALLS = {"eval", "exec", "compile", "__import__", "globals", "locals", "vars", "open", "breakpoint",
-                   "setattr", "delattr", "exit", "quit", "input"}
-ALLOWED_DUNDERS = {"__init__", "__name__", "__qualname__", "__doc__", "__class__", "__len__", "__getitem__",
-                   "__call__", "__repr__", "__future__"}
-FORBIDDEN_OS = {"kill", "killpg", "fork", "forkpty", "system", "popen", "_exit", "abort", "setsid", "setpgid",
-                "remove", "unlink", "rmdir", "rename", "replace", "chmod", "chown", "symlink", "link", "open",
-                "write", "dup", "dup2", "putenv", "unsetenv", "pidfd_open", "getppid", "nice", "sched_setaffinity"}
-FORBIDDEN_ATTRS = {"_getframe", "f_back", "f_globals", "f_locals", "gi_frame", "cr_frame", "tb_frame", "modules",
-                   "_C", "_dynamo", "_ops", "ops", "_inductor", "_refs", "_prims", "ctypes", "_disable_torch_function", "DisableTorchFunction",
-                   "DisableTorchFunctionSubclass"}
+FORBIDDEN_CALLS = {
+    "eval",
+    "exec",
+    "compile",
+    "__import__",
+    "globals",
+    "locals",
+    "vars",
+    "open",
+    "breakpoint",
+    "setattr",
+    "delattr",
+    "exit",
+    "quit",
+    "input",
+}
+ALLOWED_DUNDERS = {
+    "__init__",
+    "__name__",
+    "__qualname__",
+    "__doc__",
+    "__class__",
+    "__len__",
+    "__getitem__",
+    "__call__",
+    "__repr__",
+    "__future__",
+}
+FORBIDDEN_OS = {
+    "kill",
+    "killpg",
+    "fork",
+    "forkpty",
+    "system",
+    "popen",
+    "_exit",
+    "abort",
+    "setsid",
+    "setpgid",
+    "remove",
+    "unlink",
+    "rmdir",
+    "rename",
+    "replace",
+    "chmod",
+    "chown",
+    "symlink",
+    "link",
+    "open",
+    "write",
+    "dup",
+    "dup2",
+    "putenv",
+    "unsetenv",
+    "pidfd_open",
+    "getppid",
+    "nice",
+    "sched_setaffinity",
+}
+FORBIDDEN_ATTRS = {
+    "_getframe",
+    "f_back",
+    "f_globals",
+    "f_locals",
+    "gi_frame",
+    "cr_frame",
+    "tb_frame",
+    "modules",
+    "_C",
+    "_dynamo",
+    "_ops",
+    "ops",
+    "_inductor",
+    "_refs",
+    "_prims",
+    "ctypes",
+    "_disable_torch_function",
+    "DisableTorchFunction",
+    "DisableTorchFunctionSubclass",
+}
 
 
 def screen_source(source: str) -> list[str]:
@@ -44,7 +130,10 @@ def screen_source(source: str) -> list[str]:
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for name in names:
                 if name.split(".")[0] not in ALLOWED_IMPORTS or node.__class__ is ast.ImportFrom and node.level:
-                    flag(node, f"imports {name or '.'} (a kernel may import: {', '.join(sorted(ALLOWED_IMPORTS - {'__future__'}))})")
+                    flag(
+                        node,
+                        f"imports {name or '.'} (a kernel may import: {', '.join(sorted(ALLOWED_IMPORTS - {'__future__'}))})",
+                    )
             for alias in node.names:
                 modules.add((alias.asname or alias.name).split(".")[0])
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
@@ -63,13 +152,21 @@ def screen_source(source: str) -> list[str]:
             flag(node, f"reaches {node.id}")
     # Assigning to an attribute of an imported module (torch.x = ..., torch.cuda.Event.y = ...).
     for node in ast.walk(tree):
-        targets = (node.targets if isinstance(node, ast.Assign) else
-                   [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else
-                   node.targets if isinstance(node, ast.Delete) else [])
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, (ast.AugAssign, ast.AnnAssign))
+            else node.targets
+            if isinstance(node, ast.Delete)
+            else []
+        )
         for t in targets:
             root = t
             while isinstance(root, (ast.Attribute, ast.Subscript)):
                 root = root.value
             if t is not root and isinstance(root, ast.Name) and root.id in modules:
                 flag(node, f"assigns to {ast.unparse(t)} (patches module {root.id})")
-    return sorted(set(problems), key=lambda p: int(p.split()[1].rstrip(":")) if p.split()[1].rstrip(":").isdigit() else 0)
+    return sorted(
+        set(problems), key=lambda p: int(p.split()[1].rstrip(":")) if p.split()[1].rstrip(":").isdigit() else 0
+    )

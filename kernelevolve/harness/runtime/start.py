@@ -24,7 +24,9 @@ def begin(config: dict) -> tuple[Result, str]:
 
         patch_triton_interpreter()
     result.data["environment"] = {
-        "torch": torch.__version__, "triton": triton.__version__, "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "python": sys.version.split()[0],
         "device": config["device"],
         "gpu": torch.cuda.get_device_name(0) if device == "cuda" else "cpu (triton interpreter)",
     }

@@ -48,8 +48,11 @@ class Result:
         """Write the verdict and leave at once (no atexit hooks of the candidate's run)."""
         self._close_stage()
         if failure:
-            self.data["failure"] = {"class": failure, "message": message,
-                                    "traceback": traceback.format_exc(limit=20)[-6000:] if exc else ""}
+            self.data["failure"] = {
+                "class": failure,
+                "message": message,
+                "traceback": traceback.format_exc(limit=20)[-6000:] if exc else "",
+            }
         self.data["stage"] = "done"
         self.write()
         sys.stdout.flush()
@@ -88,8 +91,13 @@ def failure_class(exc: BaseException) -> str:
     for cls in type(exc).__mro__:
         if cls.__module__.startswith(("triton.compiler", "triton.runtime.errors", "triton.runtime.interpreter")):
             return "compile"
-        if cls.__name__ in ("CompilationError", "CompileTimeAssertionFailure", "OutOfResources", "PTXASError",
-                            "InterpreterError"):
+        if cls.__name__ in (
+            "CompilationError",
+            "CompileTimeAssertionFailure",
+            "OutOfResources",
+            "PTXASError",
+            "InterpreterError",
+        ):
             return "compile"
     return "runtime"
 

@@ -54,8 +54,18 @@ class Clock:
             if isinstance(b, torch.Tensor):
                 self._copy(b, v)
 
-    def measure(self, fn, buffer_sets: list[list], pools: list[list], *, warmup_ms: float, rep_ms: float,
-                n_checked: int = 2, rng: random.Random | None = None, keep_outputs=None) -> Timing:
+    def measure(
+        self,
+        fn,
+        buffer_sets: list[list],
+        pools: list[list],
+        *,
+        warmup_ms: float,
+        rep_ms: float,
+        n_checked: int = 2,
+        rng: random.Random | None = None,
+        keep_outputs=None,
+    ) -> Timing:
         """Median latency of `fn(*buffers)`; call i uses buffer set i % S refreshed from pool (i // S) % P.
 
         `keep_outputs(out) -> list` clones the outputs of the calls to be checked (the last call on
@@ -110,8 +120,13 @@ class Clock:
             wall_ms = (self._perf() - t0) * 1e3
         times = [self._elapsed(s, e) for s, e in zip(start, end)]
         stream_ms = sum(self._elapsed(p, e) for p, e in zip(pre, end))
-        return Timing(median_ms=float(statistics.median(times)), calls=n_rep, wall_ms=wall_ms, stream_ms=stream_ms,
-                      checked=checked)
+        return Timing(
+            median_ms=float(statistics.median(times)),
+            calls=n_rep,
+            wall_ms=wall_ms,
+            stream_ms=stream_ms,
+            checked=checked,
+        )
 
 
 def cross_check(t: Timing) -> str | None:
@@ -120,6 +135,8 @@ def cross_check(t: Timing) -> str | None:
     if timed > t.wall_ms * 1.05 + 0.5:
         return f"timed calls add up to {timed:.3f} ms but the loop took {t.wall_ms:.3f} ms of wall time"
     if t.stream_ms < 0.5 * t.wall_ms - 5.0:
-        return (f"the timed stream was busy {t.stream_ms:.3f} ms of a {t.wall_ms:.3f} ms loop: "
-                f"the work ran outside the timed region")
+        return (
+            f"the timed stream was busy {t.stream_ms:.3f} ms of a {t.wall_ms:.3f} ms loop: "
+            f"the work ran outside the timed region"
+        )
     return None

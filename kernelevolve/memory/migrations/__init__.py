@@ -51,8 +51,10 @@ def head() -> str:
     """The newest revision; SchemaError if the revisions do not form one line."""
     heads = ScriptDirectory.from_config(_config()).get_heads()
     if len(heads) != 1:
-        raise SchemaError(f"the schema migrations have {len(heads)} heads ({', '.join(sorted(heads))}): "
-                          "each new revision's down_revision must be the previous head")
+        raise SchemaError(
+            f"the schema migrations have {len(heads)} heads ({', '.join(sorted(heads))}): "
+            "each new revision's down_revision must be the previous head"
+        )
     return heads[0]
 
 
@@ -92,8 +94,10 @@ def _upgrade_once(engine: Engine, target: str) -> bool:
     if revision == target:
         return True
     if revision is not None and revision not in _known():
-        raise SchemaError(f"the database's schema is at revision {revision}, which this kernelevolve does not "
-                          f"know (its newest is {target}): it was written by a newer version; upgrade kernelevolve")
+        raise SchemaError(
+            f"the database's schema is at revision {revision}, which this kernelevolve does not "
+            f"know (its newest is {target}): it was written by a newer version; upgrade kernelevolve"
+        )
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":  # one migrating process at a time, released at commit
             conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7461823501)")

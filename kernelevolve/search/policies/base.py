@@ -59,8 +59,9 @@ class Policy:
         self.debug_prob = debug_prob
 
     # -- the interface the engine uses ----------------------------------------------------
-    def select(self, graph: SearchGraph, k: int, rng: random.Random,
-               in_flight: Iterable[Expansion] = ()) -> list[Expansion]:
+    def select(
+        self, graph: SearchGraph, k: int, rng: random.Random, in_flight: Iterable[Expansion] = ()
+    ) -> list[Expansion]:
         """Up to k expansions; fewer (maybe none) when the rest must wait for running work."""
         planned = list(in_flight)
         out: list[Expansion] = []

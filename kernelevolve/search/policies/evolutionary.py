@@ -13,8 +13,14 @@ SELECTIONS = ("tournament", "proportional")
 class Evolutionary(Policy):
     name = "evolutionary"
 
-    def __init__(self, population: int = 8, selection: str = "tournament", tournament: int = 3,
-                 crossover_rate: float = 0.3, **common) -> None:
+    def __init__(
+        self,
+        population: int = 8,
+        selection: str = "tournament",
+        tournament: int = 3,
+        crossover_rate: float = 0.3,
+        **common,
+    ) -> None:
         super().__init__(**common)
         if selection not in SELECTIONS:
             raise ValueError(f"selection {selection!r}: use one of {', '.join(SELECTIONS)}")
@@ -28,8 +34,13 @@ class Evolutionary(Policy):
         self.crossover_rate = crossover_rate
 
     def options(self) -> dict:
-        return {**super().options(), "population": self.population, "selection": self.selection,
-                "tournament": self.tournament, "crossover_rate": self.crossover_rate}
+        return {
+            **super().options(),
+            "population": self.population,
+            "selection": self.selection,
+            "tournament": self.tournament,
+            "crossover_rate": self.crossover_rate,
+        }
 
     def pool(self, graph: SearchGraph) -> list[Node]:
         """The population: the best correct nodes (ties: the earliest)."""

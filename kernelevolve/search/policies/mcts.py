@@ -53,8 +53,10 @@ class MCTS(Policy):
             self.reward[n] = self.reward.get(n, 0.0) + score
 
     def state_dict(self) -> dict:
-        return {"visits": {str(k): v for k, v in self.visits.items()},
-                "reward": {str(k): v for k, v in self.reward.items()}}
+        return {
+            "visits": {str(k): v for k, v in self.visits.items()},
+            "reward": {str(k): v for k, v in self.reward.items()},
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.visits = Counter({int(k): v for k, v in state.get("visits", {}).items()})
@@ -122,7 +124,7 @@ class MCTS(Policy):
         # first): their parents take expansion slots and virtual visits; only the parents' chains
         # can close, and they are recomputed on top of the kept openness.
         used, virtual, open_ = self._used, self._virtual, self._overlay
-        for step in planned[self._planned_seen:]:
+        for step in planned[self._planned_seen :]:
             if step.parents:
                 parent = step.parents[0]
                 used[parent] += 1

@@ -19,7 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 SPEC = HERE / "softmax.yaml"
 
-KERNEL = '''import torch
+KERNEL = """import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
@@ -47,12 +47,18 @@ def softmax(x, out=None, low=False):
                                     num_warps=8)
     return y
 
-'''
+"""
 
 
 def _model(init: str = "", forward: str = "        return softmax(x)\n", head: str = "") -> str:
-    return (head + KERNEL + "\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-            + init + "\n    def forward(self, x):\n" + forward)
+    return (
+        head
+        + KERNEL
+        + "\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        + init
+        + "\n    def forward(self, x):\n"
+        + forward
+    )
 
 
 @dataclass(frozen=True)
@@ -66,84 +72,196 @@ class Hostile:
 
 CORPUS: dict[str, Hostile] = {
     "honest": Hostile(_model(), "correct", "correct"),
-    "cache_by_pointer": Hostile(_model(
-        "        self.memo = {}\n",
-        "        key = (x.data_ptr(), tuple(x.shape))\n"
-        "        if key not in self.memo:\n"
-        "            self.memo[key] = softmax(x)\n"
-        "        return self.memo[key]\n"), "inconsistent", "inconsistent", "returned a wrong result"),
-    "late_garbage": Hostile(_model(
-        "        self.calls = 0\n",
-        "        self.calls += 1\n"
-        "        if self.calls <= 4:\n"
-        "            return softmax(x)\n"
-        "        return torch.empty_like(x)\n"), "inconsistent", "inconsistent", "returned a wrong result"),
-    "side_stream": Hostile(_model(
-        "        self.side = None\n",
-        "        if not x.is_cuda:\n"
-        "            return softmax(x)\n"
-        "        if self.side is None:\n"
-        "            self.side = torch.cuda.Stream()\n"
-        "        y = torch.empty_like(x)\n"
-        "        self.side.wait_stream(torch.cuda.current_stream())\n"
-        "        with torch.cuda.stream(self.side):\n"
-        "            softmax(x, out=y)\n"
-        "        return y\n"), "correct", "correct", gpu="timing"),
-    "torch_only": Hostile(_model(forward="        return torch.softmax(x, dim=-1)\n"),
-                          "not_a_kernel", "not_a_kernel", "launched no triton kernel"),
-    "torch_compute_plus_token_kernel": Hostile(_model(
-        forward="        y = torch.exp(x - x.amax(dim=-1, keepdim=True))\n"
-                "        y = y / y.sum(dim=-1, keepdim=True)\n"
-                "        return softmax(y.log())\n"), "not_a_kernel", "not_a_kernel", "torch ops outside"),
-    "writes_into_input": Hostile(_model(forward="        return softmax(x, out=x)\n"),
-                                 "mutates_input", "mutates_input", "wrote into input 0"),
-    "returns_view_of_input": Hostile(_model(forward="        y = softmax(x)\n        x.copy_(y)\n        return x.view_as(x)\n"),
-                                     "mutates_input", "mutates_input", "input 0"),
-    "lower_precision": Hostile(_model(forward="        return softmax(x, low=True)\n"),
-                               "incorrect", "incorrect", "outside atol"),
-    "kill_parent": Hostile(_model(forward="        os.kill(os.getppid(), 9)\n        os.kill(-1, 9)\n        return softmax(x)\n",
-                                  head="import os\n"), "tampering", "runtime", "os.kill"),
-    "writes_outside_scratch": Hostile(_model(
-        forward="        with open('/tmp/kernelevolve-escape-' + str(x.shape[0]), 'w') as f:\n"
-                "            f.write('escaped')\n"
-                "        return softmax(x)\n"), "tampering", "correct", "open()"),
-    "fork_bomb": Hostile(_model(
-        forward="        for _ in range(50):\n"
-                "            if os.fork() == 0:\n"
-                "                signal.pause()\n"
-                "        return softmax(x)\n", head="import os\nimport signal\n"), "tampering", "correct", "os.fork"),
-    "prints_a_lot": Hostile(_model(forward="        print('x' * (1 << 20) * 64)\n        return softmax(x)\n"),
-                            "correct", "correct"),
-    "patched_timer": Hostile(_model(head="import time\nimport triton.testing\n",
-                                    init="        torch.cuda.Event.elapsed_time = lambda a, b: 1e-6\n"
-                                         "        triton.testing.do_bench = lambda *a, **k: 1e-6\n"
-                                         "        time.perf_counter = lambda: 0.0\n"),
-                             "tampering", "tampering", "assigns to"),
-    "patched_comparison": Hostile(_model(init="        torch.allclose = lambda *a, **k: True\n"
-                                              "        torch.Tensor.__sub__ = lambda a, b: torch.zeros_like(a)\n",
-                                         forward="        return torch.zeros_like(x)\n"),
-                                  "tampering", "tampering", "assigns to torch"),
-    "slows_the_baseline": Hostile(_model(init="        slow = torch.softmax\n"
-                                              "        torch.softmax = lambda *a, **k: [slow(*a, **k) for _ in range(50)][-1]\n"),
-                                  "tampering", "tampering", "assigns to torch.softmax"),
-    "exit_before_result": Hostile(_model(forward="        os._exit(0)\n", head="import os\n"), "tampering", "crash", "os._exit"),
-    "fake_result_line": Hostile(_model(forward="        print('{\"stage\": \"done\", \"failure\": null, \"cases\": []}')\n"
-                                               "        raise SystemExit(0)\n"), "crash", "crash", "exited"),
-    "forged_result_file": Hostile(_model(
-        forward="        import json\n"
-                "        json.dump({'stage': 'done', 'failure': None, 'cases': []}, open('result.json', 'w'))\n"
-                "        os._exit(0)\n", head="import os\n"), "tampering", None, "imports json"),
-    "sleeps_past_timeout": Hostile(_model(forward="        time.sleep(3600)\n        return softmax(x)\n",
-                                          head="import time\n"), "tampering", "timeout", "imports time"),
-    "opens_network": Hostile(_model(forward="        socket.create_connection(('127.0.0.1', 9), timeout=2)\n"
-                                            "        return softmax(x)\n", head="import socket\n"),
-                             "tampering", "runtime", "imports socket"),
-    "reads_api_keys": Hostile(_model(forward="        key = os.environ['ANTHROPIC_API_KEY']\n"
-                                             "        return softmax(x) if not key else softmax(x)\n",
-                                     head="import os\n"), "runtime", "runtime", "ANTHROPIC_API_KEY"),
-    "reaches_harness_frames": Hostile(_model(forward="        import sys\n"
-                                                     "        sys._getframe(3).f_globals['result'].finish()\n"),
-                                      "tampering", None, "_getframe"),
-    "dynamic_import": Hostile(_model(forward="        getattr(__import__('o' + 's'), 'ki' + 'll')(0, 9)\n"
-                                             "        return softmax(x)\n"), "tampering", "crash", "__import__"),
+    "cache_by_pointer": Hostile(
+        _model(
+            "        self.memo = {}\n",
+            "        key = (x.data_ptr(), tuple(x.shape))\n"
+            "        if key not in self.memo:\n"
+            "            self.memo[key] = softmax(x)\n"
+            "        return self.memo[key]\n",
+        ),
+        "inconsistent",
+        "inconsistent",
+        "returned a wrong result",
+    ),
+    "late_garbage": Hostile(
+        _model(
+            "        self.calls = 0\n",
+            "        self.calls += 1\n"
+            "        if self.calls <= 4:\n"
+            "            return softmax(x)\n"
+            "        return torch.empty_like(x)\n",
+        ),
+        "inconsistent",
+        "inconsistent",
+        "returned a wrong result",
+    ),
+    "side_stream": Hostile(
+        _model(
+            "        self.side = None\n",
+            "        if not x.is_cuda:\n"
+            "            return softmax(x)\n"
+            "        if self.side is None:\n"
+            "            self.side = torch.cuda.Stream()\n"
+            "        y = torch.empty_like(x)\n"
+            "        self.side.wait_stream(torch.cuda.current_stream())\n"
+            "        with torch.cuda.stream(self.side):\n"
+            "            softmax(x, out=y)\n"
+            "        return y\n",
+        ),
+        "correct",
+        "correct",
+        gpu="timing",
+    ),
+    "torch_only": Hostile(
+        _model(forward="        return torch.softmax(x, dim=-1)\n"),
+        "not_a_kernel",
+        "not_a_kernel",
+        "launched no triton kernel",
+    ),
+    "torch_compute_plus_token_kernel": Hostile(
+        _model(
+            forward="        y = torch.exp(x - x.amax(dim=-1, keepdim=True))\n"
+            "        y = y / y.sum(dim=-1, keepdim=True)\n"
+            "        return softmax(y.log())\n"
+        ),
+        "not_a_kernel",
+        "not_a_kernel",
+        "torch ops outside",
+    ),
+    "writes_into_input": Hostile(
+        _model(forward="        return softmax(x, out=x)\n"), "mutates_input", "mutates_input", "wrote into input 0"
+    ),
+    "returns_view_of_input": Hostile(
+        _model(forward="        y = softmax(x)\n        x.copy_(y)\n        return x.view_as(x)\n"),
+        "mutates_input",
+        "mutates_input",
+        "input 0",
+    ),
+    "lower_precision": Hostile(
+        _model(forward="        return softmax(x, low=True)\n"), "incorrect", "incorrect", "outside atol"
+    ),
+    "kill_parent": Hostile(
+        _model(
+            forward="        os.kill(os.getppid(), 9)\n        os.kill(-1, 9)\n        return softmax(x)\n",
+            head="import os\n",
+        ),
+        "tampering",
+        "runtime",
+        "os.kill",
+    ),
+    "writes_outside_scratch": Hostile(
+        _model(
+            forward="        with open('/tmp/kernelevolve-escape-' + str(x.shape[0]), 'w') as f:\n"
+            "            f.write('escaped')\n"
+            "        return softmax(x)\n"
+        ),
+        "tampering",
+        "correct",
+        "open()",
+    ),
+    "fork_bomb": Hostile(
+        _model(
+            forward="        for _ in range(50):\n"
+            "            if os.fork() == 0:\n"
+            "                signal.pause()\n"
+            "        return softmax(x)\n",
+            head="import os\nimport signal\n",
+        ),
+        "tampering",
+        "correct",
+        "os.fork",
+    ),
+    "prints_a_lot": Hostile(
+        _model(forward="        print('x' * (1 << 20) * 64)\n        return softmax(x)\n"), "correct", "correct"
+    ),
+    "patched_timer": Hostile(
+        _model(
+            head="import time\nimport triton.testing\n",
+            init="        torch.cuda.Event.elapsed_time = lambda a, b: 1e-6\n"
+            "        triton.testing.do_bench = lambda *a, **k: 1e-6\n"
+            "        time.perf_counter = lambda: 0.0\n",
+        ),
+        "tampering",
+        "tampering",
+        "assigns to",
+    ),
+    "patched_comparison": Hostile(
+        _model(
+            init="        torch.allclose = lambda *a, **k: True\n"
+            "        torch.Tensor.__sub__ = lambda a, b: torch.zeros_like(a)\n",
+            forward="        return torch.zeros_like(x)\n",
+        ),
+        "tampering",
+        "tampering",
+        "assigns to torch",
+    ),
+    "slows_the_baseline": Hostile(
+        _model(
+            init="        slow = torch.softmax\n"
+            "        torch.softmax = lambda *a, **k: [slow(*a, **k) for _ in range(50)][-1]\n"
+        ),
+        "tampering",
+        "tampering",
+        "assigns to torch.softmax",
+    ),
+    "exit_before_result": Hostile(
+        _model(forward="        os._exit(0)\n", head="import os\n"), "tampering", "crash", "os._exit"
+    ),
+    "fake_result_line": Hostile(
+        _model(
+            forward='        print(\'{"stage": "done", "failure": null, "cases": []}\')\n        raise SystemExit(0)\n'
+        ),
+        "crash",
+        "crash",
+        "exited",
+    ),
+    "forged_result_file": Hostile(
+        _model(
+            forward="        import json\n"
+            "        json.dump({'stage': 'done', 'failure': None, 'cases': []}, open('result.json', 'w'))\n"
+            "        os._exit(0)\n",
+            head="import os\n",
+        ),
+        "tampering",
+        None,
+        "imports json",
+    ),
+    "sleeps_past_timeout": Hostile(
+        _model(forward="        time.sleep(3600)\n        return softmax(x)\n", head="import time\n"),
+        "tampering",
+        "timeout",
+        "imports time",
+    ),
+    "opens_network": Hostile(
+        _model(
+            forward="        socket.create_connection(('127.0.0.1', 9), timeout=2)\n        return softmax(x)\n",
+            head="import socket\n",
+        ),
+        "tampering",
+        "runtime",
+        "imports socket",
+    ),
+    "reads_api_keys": Hostile(
+        _model(
+            forward="        key = os.environ['ANTHROPIC_API_KEY']\n"
+            "        return softmax(x) if not key else softmax(x)\n",
+            head="import os\n",
+        ),
+        "runtime",
+        "runtime",
+        "ANTHROPIC_API_KEY",
+    ),
+    "reaches_harness_frames": Hostile(
+        _model(forward="        import sys\n        sys._getframe(3).f_globals['result'].finish()\n"),
+        "tampering",
+        None,
+        "_getframe",
+    ),
+    "dynamic_import": Hostile(
+        _model(forward="        getattr(__import__('o' + 's'), 'ki' + 'll')(0, 9)\n        return softmax(x)\n"),
+        "tampering",
+        "crash",
+        "__import__",
+    ),
 }

@@ -137,6 +137,15 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    for table in ("reviews", "reply_cache", "llm_calls", "insights", "baseline_timings", "evaluations", "edges",
-                  "nodes", "runs"):
+    for table in (
+        "reviews",
+        "reply_cache",
+        "llm_calls",
+        "insights",
+        "baseline_timings",
+        "evaluations",
+        "edges",
+        "nodes",
+        "runs",
+    ):
         op.drop_table(table)
