@@ -42,8 +42,8 @@ class Model(nn.Module):
 
 def get_inputs():
     x = torch.randn(B, N, D)
-    w1 = torch.randn(B, D, K) / D**0.5
-    w2 = torch.randn(B, K, D) / K**0.5
+    w1 = torch.randn(B, D, K) / D ** 0.5
+    w2 = torch.randn(B, K, D) / K ** 0.5
     return [x, w1, w2]
 
 
