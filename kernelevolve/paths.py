@@ -67,3 +67,27 @@ def cache_dir() -> Path:
     path = Path(base)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def kernel_helpers(source: str) -> list[Path]:
+    """The knowledge base's shared kernel modules (knowledge_base/kernels/_launch_heuristics.py...)
+    that `source` imports, and the ones they import: what an exported kernel must carry along."""
+    import ast
+
+    folder = knowledge_base() / "kernels"  # where the evaluator let the kernel import from
+    found: dict[str, Path] = {}
+    todo = [source]
+    while todo:
+        for stmt in ast.walk(ast.parse(todo.pop())):
+            if isinstance(stmt, ast.Import):
+                names = [a.name for a in stmt.names]
+            elif isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
+                names = [stmt.module]
+            else:
+                continue
+            for name in names:
+                path = folder / f"{name.split('.')[0]}.py"
+                if path.name not in found and path.is_file():
+                    found[path.name] = path
+                    todo.append(path.read_text())
+    return list(found.values())

@@ -50,3 +50,23 @@ def clip(text: str, width: int | None) -> str:
     if width is None or len(text) <= width:
         return text
     return text[: max(1, width - 1)] + "…"
+
+
+RUN_FIELDS = (
+    "id",
+    "spec_name",
+    "spec_path",
+    "policy",
+    "device",
+    "status",
+    "termination_reason",
+    "created_at",
+    "updated_at",
+    "elapsed_s",
+    "settings",
+)
+
+
+def run_fields(run) -> dict:
+    """What every view of a run starts from (`spec_name` shown as `spec`)."""
+    return {("spec" if f == "spec_name" else f): getattr(run, f) for f in RUN_FIELDS}

@@ -4,7 +4,7 @@ an indented tree (in the vocabulary of kernelevolve.views)."""
 from __future__ import annotations
 
 from kernelevolve.search.graph import Node, SearchGraph, best_nodes
-from kernelevolve.views import clip, failure_line, fitness_text
+from kernelevolve.views import clip, failure_line, fitness_text, run_fields
 
 
 def node_dict(graph: SearchGraph, node: Node, with_source: bool = False) -> dict:
@@ -49,17 +49,7 @@ def node_dict(graph: SearchGraph, node: Node, with_source: bool = False) -> dict
 def run_dict(run, graph: SearchGraph, with_source: bool = False) -> dict:
     best = best_nodes(graph, 1)
     return {
-        "id": run.id,
-        "spec": run.spec_name,
-        "spec_path": run.spec_path,
-        "policy": run.policy,
-        "device": run.device,
-        "status": run.status,
-        "termination_reason": run.termination_reason,
-        "created_at": run.created_at,
-        "updated_at": run.updated_at,
-        "elapsed_s": run.elapsed_s,
-        "settings": run.settings,
+        **run_fields(run),
         "best": None if not best else {"id": best[0].id, "fitness": best[0].fitness, "text": fitness_text(best[0])},
         "nodes": [node_dict(graph, n, with_source) for n in graph.nodes()],
     }

@@ -11,14 +11,13 @@ constants, derived ones included), so the package needs only torch, triton and T
 
 from __future__ import annotations
 
-import ast
 import re
 import shutil
 from pathlib import Path
 
 from kernelevolve import shapes as shapes_mod
 from kernelevolve.harness import render
-from kernelevolve.paths import KNOWLEDGE_BASE
+from kernelevolve.paths import kernel_helpers
 from kernelevolve.spec import Spec, ShapeValue
 
 PRECISIONS = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64"}
@@ -51,30 +50,9 @@ def write_operator(
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy(spec.reference, folder / "reference.py")
     (folder / "kernel.py").write_text(source)
-    for helper in _helpers(source):  # knowledge-base modules the kernel imports (launch heuristics...)
+    for helper in kernel_helpers(source):  # knowledge-base modules the kernel imports (launch heuristics...)
         shutil.copy(helper, folder / helper.name)
     (folder / "__init__.py").write_text("from .operator import Operator  # noqa: F401\n")
     path = folder / "operator.py"
     path.write_text(render("tritonbench_operator", config))
     return path
-
-
-def _helpers(source: str) -> list[Path]:
-    """The knowledge_base/kernels/ modules `source` imports, and theirs."""
-    found: dict[str, Path] = {}
-    todo = [source]
-    while todo:
-        for node in ast.walk(ast.parse(todo.pop())):
-            names = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module]
-                if isinstance(node, ast.ImportFrom) and node.module and not node.level
-                else []
-            )
-            for name in names:
-                path = KNOWLEDGE_BASE / "kernels" / f"{name.split('.')[0]}.py"
-                if path.is_file() and path.name not in found:
-                    found[path.name] = path
-                    todo.append(path.read_text())
-    return list(found.values())

@@ -148,29 +148,11 @@ def export_package(
 
 
 def _helper_modules(source: str) -> dict[str, str]:
-    """The knowledge base's shared helper modules the kernel imports (as the evaluator puts them on
-    its import path), and the ones they import: the folder must run without the knowledge base."""
-    import ast
+    """The knowledge base's shared helper modules the kernel imports, by file name: the folder must
+    run without the knowledge base."""
+    from kernelevolve.paths import kernel_helpers
 
-    from kernelevolve.paths import KNOWLEDGE_BASE
-
-    found: dict[str, str] = {}
-    todo = [source]
-    while todo:
-        for stmt in ast.walk(ast.parse(todo.pop())):
-            names = (
-                [a.name for a in stmt.names]
-                if isinstance(stmt, ast.Import)
-                else [stmt.module]
-                if isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level
-                else []
-            )
-            for mod in names:
-                path = KNOWLEDGE_BASE / "kernels" / f"{mod.split('.')[0]}.py"
-                if path.name not in found and path.is_file():
-                    found[path.name] = path.read_text()
-                    todo.append(found[path.name])
-    return found
+    return {path.name: path.read_text() for path in kernel_helpers(source)}
 
 
 def _spec_of(run):

@@ -13,7 +13,7 @@ from kernelevolve.memory.profiles import load_profiles
 from kernelevolve.review import VERDICTS
 from kernelevolve.review.layout import tree_layout
 from kernelevolve.search.graph import SearchGraph, best_nodes
-from kernelevolve.views import fitness_text
+from kernelevolve.views import fitness_text, run_fields
 
 LOG_TAIL_LINES = 80  # a failure's log is trimmed to its end: the traceback is there
 BEST_SHOWN = 5
@@ -92,17 +92,7 @@ def run_summary(repo, run_id: str, graph: SearchGraph | None = None) -> dict:
         )
     best = best_nodes(graph, BEST_SHOWN)
     return {
-        "id": run.id,
-        "spec": run.spec_name,
-        "spec_path": run.spec_path,
-        "policy": run.policy,
-        "device": run.device,
-        "status": run.status,
-        "termination_reason": run.termination_reason,
-        "created_at": run.created_at,
-        "updated_at": run.updated_at,
-        "elapsed_s": run.elapsed_s,
-        "settings": run.settings,
+        **run_fields(run),
         "model": (run.settings or {}).get("model") or "offline",
         "tokens": tokens,
         "cost_usd": cost,
