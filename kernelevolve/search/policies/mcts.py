@@ -41,6 +41,10 @@ class MCTS(Policy):
         self.branching = branching
         self.visits: Counter[int] = Counter()
         self.reward: dict[int, float] = {}
+        # Subtree openness, kept across calls for one graph (see _track_openness).
+        self._open_graph: SearchGraph | None = None
+        self._open: dict[int, bool] = {}
+        self._cursor = 0
 
     def options(self) -> dict:
         return {**super().options(), "exploration": self.exploration, "branching": self.branching}
@@ -73,15 +77,14 @@ class MCTS(Policy):
 
     def begin(self, graph: SearchGraph) -> None:
         self._graph = graph
-        self._virtual_pending: Counter[int] = Counter()
+        self._virtual: Counter[int] = Counter()  # work in flight, then this call's planned steps
         for node in graph.pending():  # in flight: few
             for a in self._chain(node.id):
-                self._virtual_pending[a] += 1
+                self._virtual[a] += 1
         best = graph.best()
         self._norm = best.score if best is not None and best.score > 0 else 1.0
         self._open_base = self._track_openness(graph)
         self._used: Counter[int] = Counter()  # expansion slots taken beyond the written children
-        self._virtual = Counter(self._virtual_pending)
         self._overlay = ChainMap({}, self._open_base)  # this call's changes stay on top
         self._planned_seen = 0
 
@@ -108,7 +111,7 @@ class MCTS(Policy):
     def _track_openness(self, graph: SearchGraph) -> dict[int, bool]:
         """Which subtrees are open, kept across calls: only nodes added or evaluated since the last
         call, and their tree ancestors, can have changed (a pass over the graph the first time)."""
-        if getattr(self, "_open_graph", None) is not graph:
+        if self._open_graph is not graph:
             self._open_graph, self._open, self._cursor = graph, {}, 0
         changed, self._cursor = graph.changes_since(self._cursor)
         touched = {ROOT}
