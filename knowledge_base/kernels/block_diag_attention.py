@@ -151,8 +151,10 @@ def block_diag_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, offs
     tokens, heads, head_dim = q.shape
     out = torch.empty_like(q)
     n_seq = offsets.numel() - 1
-    if tokens == 0 or heads == 0 or n_seq == 0:
+    if tokens == 0 or heads == 0:
         return out
+    if n_seq == 0:
+        raise ValueError("block_diag_attention: no sequences (offsets has one entry) but TOKENS > 0")
     offsets = offsets.to(torch.int64)
     block_offsets = block_prefix_sums(offsets)
     block_d = max(16, triton.next_power_of_2(head_dim))

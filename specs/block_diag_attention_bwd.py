@@ -1,0 +1,125 @@
+"""Reference: block-diagonal attention BACKWARD: (dQ, dK, dV) for given Q, K, V and dO.
+
+    q, k, v, do   [TOKENS, HEADS, HEAD_DIM]   packed sequences (see block_diag_attention.py)
+    offsets       [BATCH + 1] int64
+    returns       dq, dk, dv, each [TOKENS, HEADS, HEAD_DIM]
+
+The forward is block_diag_attention's: every sequence cut into 64-token blocks from its own start,
+a token attending only within its block, scale 1/sqrt(HEAD_DIM). The gradients are autograd's
+through that forward, so backward kernels are searched like forward ones.
+
+On a GPU in bf16/fp16 the forward is flex_attention (compiled, whose backward is compiled too) with a
+block mask built from the block table; elsewhere (float64 for the check, the CPU) the exact
+computation on gathered 64-token blocks. Lengths as in block_diag_attention.py (SPARSITY = empty
+fraction of the padded [BATCH, MAX_LEN] layout, spread evenly, shuffled by LENGTH_SEED).
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+
+BATCH = 1152
+MAX_LEN = 2000
+SPARSITY = 0.7
+HEADS = 4
+HEAD_DIM = 128
+BLOCK = 64
+LENGTH_SEED = 0
+
+
+def sequence_lengths(batch, max_len, sparsity, seed):
+    mean = max(1.0, (1.0 - sparsity) * max_len)
+    lo, hi = (1.0, 2.0 * mean - 1.0) if 2.0 * mean <= max_len + 1 else (2.0 * mean - max_len, float(max_len))
+    spread = lo + (torch.arange(batch, dtype=torch.float64, device="cpu") + 0.5) / batch * (hi - lo)
+    order = torch.randperm(batch, generator=torch.Generator(device="cpu").manual_seed(seed), device="cpu")
+    return spread.round().clamp(1, max_len).to(torch.int64)[order]
+
+
+def block_table(offsets, block):
+    """(first row, rows) of every block, sequence by sequence, and each row's block number."""
+    lengths = offsets[1:] - offsets[:-1]
+    per_seq = (lengths + block - 1) // block
+    seq = torch.repeat_interleave(torch.arange(len(lengths), device=offsets.device), per_seq)
+    first_block = torch.cumsum(per_seq, 0) - per_seq
+    within = torch.arange(len(seq), device=offsets.device) - first_block[seq]
+    start = offsets[:-1][seq] + within * block
+    rows = torch.minimum(offsets[1:][seq] - start, torch.full_like(start, block))
+    row_block = torch.repeat_interleave(torch.arange(len(seq), device=offsets.device), rows)
+    return start, rows, row_block
+
+
+def exact_block_attention(q, k, v, offsets, block):
+    """Every block gathered into a [blocks, block, H, D] tensor, padded keys masked."""
+    start, rows, _ = block_table(offsets, block)
+    pos = torch.arange(block, device=q.device)
+    valid = pos[None, :] < rows[:, None]
+    idx = torch.where(valid, start[:, None] + pos[None, :], torch.zeros_like(start)[:, None])
+    qb, kb, vb = q[idx], k[idx], v[idx]
+    scores = torch.einsum("nihd,njhd->nhij", qb, kb) / math.sqrt(q.shape[-1])
+    scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
+    ob = torch.einsum("nhij,njhd->nihd", torch.softmax(scores, dim=-1), vb)
+    out = torch.zeros_like(q)
+    out[idx[valid]] = ob[valid]
+    return out
+
+
+_compiled_flex = None
+
+
+def flex_block_attention(q, k, v, offsets, block):
+    """flex_attention (compiled once) over [1, H, TOKENS, D] views with a sparse block mask."""
+    global _compiled_flex
+    from torch.nn.attention.flex_attention import BlockMask, flex_attention
+
+    if _compiled_flex is None:
+        _compiled_flex = torch.compile(flex_attention)
+    tokens, mask_block = q.shape[0], 128
+    _, _, row_block = block_table(offsets, block)
+
+    def same_block(b, h, q_idx, kv_idx):
+        return row_block[q_idx] == row_block[kv_idx]
+
+    n_blocks = (tokens + mask_block - 1) // mask_block
+    qb = torch.arange(n_blocks, device=q.device)
+    lo = (qb - 1).clamp(min=0)
+    hi = (qb + 1).clamp(max=n_blocks - 1)
+    kv_num = (hi - lo + 1).to(torch.int32)
+    # Flex's layout: a row of kv_indices per query block, as wide as there are key blocks.
+    kv_idx = torch.zeros(n_blocks, n_blocks, dtype=torch.int32, device=q.device)
+    kv_idx[:, :3] = (lo[:, None] + torch.arange(3, device=q.device)[None, :]).clamp(max=n_blocks - 1)
+    mask = BlockMask.from_kv_blocks(
+        kv_num[None, None], kv_idx[None, None], BLOCK_SIZE=mask_block, mask_mod=same_block, seq_lengths=(tokens, tokens)
+    )
+    view = [t.transpose(0, 1).unsqueeze(0) for t in (q, k, v)]
+    return _compiled_flex(*view, block_mask=mask).squeeze(0).transpose(0, 1)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, q, k, v, do, offsets):
+        with torch.enable_grad():
+            leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+            if q.is_cuda and q.dtype in (torch.bfloat16, torch.float16):
+                out = flex_block_attention(*leaves, offsets, BLOCK)
+            else:
+                out = exact_block_attention(*leaves, offsets, BLOCK)
+            return torch.autograd.grad(out, leaves, do)
+
+
+def get_inputs():
+    lengths = sequence_lengths(BATCH, MAX_LEN, SPARSITY, LENGTH_SEED)
+    offsets = torch.zeros(BATCH + 1, dtype=torch.int64, device="cpu")
+    offsets[1:] = torch.cumsum(lengths, 0)
+    tokens = int(offsets[-1])
+    q = torch.randn(tokens, HEADS, HEAD_DIM)
+    k = torch.randn(tokens, HEADS, HEAD_DIM)
+    v = torch.randn(tokens, HEADS, HEAD_DIM)
+    do = torch.randn(tokens, HEADS, HEAD_DIM)
+    return [q, k, v, do, offsets]
+
+
+def get_init_inputs():
+    return []
