@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import field
 from enum import Enum
 from typing import Any
+
+from pydantic import ConfigDict, TypeAdapter, computed_field
+from pydantic.dataclasses import dataclass
+
+# Evaluations are stored as JSON in the database and read back by older and newer versions: keys a
+# newer version added are ignored on load; assignment is not validated (the evaluator fills results
+# in field by field, and that path must stay cheap).
+_STORED = ConfigDict(extra="ignore", validate_assignment=False)
 
 
 class Failure(str, Enum):
@@ -60,7 +68,7 @@ EXPLANATIONS: dict[str, str] = {
 }
 
 
-@dataclass
+@dataclass(config=_STORED)
 class ShapeResult:
     label: str
     params: dict[str, Any]
@@ -76,6 +84,7 @@ class ShapeResult:
     gbps: float | None = None
     tflops: float | None = None
 
+    @computed_field  # stored with the shape for people and queries, recomputed on load
     @property
     def speedup(self) -> float | None:
         if self.latency_ms and self.baseline_ms and self.latency_ms > 0:
@@ -83,7 +92,7 @@ class ShapeResult:
         return None
 
 
-@dataclass
+@dataclass(config=_STORED)
 class EvalResult:
     correct: bool
     failure: str | None = None
@@ -100,6 +109,7 @@ class EvalResult:
     marks: dict[str, str] = field(default_factory=dict)
     recheck: dict[str, Any] | None = None  # the elite re-evaluation: fitness and per-shape latencies
 
+    @computed_field  # stored like speedup: written for readers of the JSON, never read back
     @property
     def fitness(self) -> float | None:
         """Geometric mean speedup over the shapes; 0 when anything failed; None when untimed."""
@@ -113,22 +123,13 @@ class EvalResult:
         return math.exp(sum(math.log(x) for x in speedups) / len(speedups))
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["fitness"] = self.fitness
-        for s, shape in zip(d["shapes"], self.shapes):
-            s["speedup"] = shape.speedup
-        return d
+        """The stored form: every field, plus `fitness` and each shape's `speedup`."""
+        return _EVAL_RESULT.dump_python(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EvalResult":
-        d = dict(d)
-        d.pop("fitness", None)
-        shapes = []
-        for s in d.pop("shapes", []):
-            s = dict(s)
-            s.pop("speedup", None)
-            shapes.append(ShapeResult(**s))
-        return cls(shapes=shapes, **d)
+        """Read a stored form back; the computed keys and keys this version does not know are dropped."""
+        return _EVAL_RESULT.validate_python(d)
 
     @classmethod
     def failed(cls, failure: Failure, message: str, log: str = "", **kw: Any) -> "EvalResult":
@@ -139,3 +140,6 @@ class EvalResult:
             log=log,
             **kw,
         )
+
+
+_EVAL_RESULT = TypeAdapter(EvalResult)
