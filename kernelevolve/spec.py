@@ -114,7 +114,8 @@ class Spec(BaseModel):
     # others are glue only (allocation, views, casts). `inplace`: the operator writes its inputs.
     allow_torch_ops: list[str] = Field(default_factory=list)
     inplace: bool = False
-    languages: list[Literal["triton"]] = Field(default_factory=lambda: ["triton"])
+    # Kernel languages candidates may be written in (kernelevolve/languages.py): triton, cute.
+    languages: list[str] = Field(default_factory=lambda: ["triton"])
     path: Path | None = None  # the spec file itself (None for a bare reference module)
 
     @field_validator("dtypes")
@@ -126,6 +127,13 @@ class Spec(BaseModel):
             if d not in FLOAT_DTYPES and d != "native":
                 raise ValueError(f"unknown dtype {d!r} (use one of {', '.join(FLOAT_DTYPES)}, native)")
         return v
+
+    @field_validator("languages")
+    @classmethod
+    def _known_languages(cls, v: list[str]) -> list[str]:
+        from kernelevolve.languages import check_names
+
+        return check_names(v)
 
     @field_validator("shapes")
     @classmethod

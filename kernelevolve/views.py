@@ -10,10 +10,13 @@ from __future__ import annotations
 from kernelevolve.search.graph import Node
 
 UNTIMED = "correct (untimed)"
+NOT_RUN = "not run (needs a GPU)"  # failure class needs_gpu: a GPU-only kernel language under the interpreter
 
 
 def verdict(correct: bool | None, failure: str | None = None) -> str:
     """One shape's or one evaluation's outcome in the shared vocabulary."""
+    if failure == "needs_gpu":
+        return NOT_RUN
     if correct is None:
         return f"failed ({failure})" if failure else "not checked"
     return "correct" if correct else f"failed ({failure or 'incorrect'})"
@@ -28,7 +31,7 @@ def fitness_text(node: Node) -> str:
     if node.evaluation is None:
         return "pending"
     if not node.correct:
-        return f"failed ({node.failure})"
+        return NOT_RUN if node.failure == "needs_gpu" else f"failed ({node.failure})"
     held = marks_text(node.evaluation.marks) if node.held else ""
     if node.fitness is not None:
         return f"{node.fitness:.3f}x" + held
@@ -42,6 +45,8 @@ def failure_line(node: Node) -> str:
     message = " ".join((node.evaluation.message or "").split()).replace(
         "operator error: OperatorError: ", "operator error: "
     )
+    if node.failure == "needs_gpu":
+        return f"not run: {message}" if message else NOT_RUN
     return f"failed ({node.failure})" + (f": {message}" if message else "")
 
 

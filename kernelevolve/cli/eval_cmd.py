@@ -14,6 +14,7 @@ from kernelevolve.cli.app import (
     DB_HELP,
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_UNUSABLE,
     app,
     candidate_or_fail,
     console,
@@ -65,7 +66,8 @@ def eval_command(
     there (too big for its memory, too slow, an error) is exit 2 with a hint to use --shape,
     never a failure of the candidate.
 
-    Exit status: 0 correct, 1 evaluated and failed, 2 could not evaluate (bad spec, arguments or file).
+    Exit status: 0 correct, 1 evaluated and failed, 2 could not evaluate (bad spec, arguments or
+    file, or a GPU-only kernel language such as CuTe DSL under the CPU interpreter).
 
     Example: kernelevolve eval specs/softmax.yaml knowledge_base/kernels/softmax.py --device interpret
     """
@@ -94,7 +96,8 @@ def eval_command(
             result = evaluator.evaluate(spec, source, shapes, deep=True)
         print_result(result, spec.name, candidate.name)
     _warn_unsealed(result)
-    raise typer.Exit(EXIT_OK if result.correct else EXIT_FAILED)
+    # needs_gpu: the candidate could not be evaluated on this device (exit 2), it did not fail.
+    raise typer.Exit(EXIT_OK if result.correct else EXIT_UNUSABLE if result.failure == "needs_gpu" else EXIT_FAILED)
 
 
 def _warn_unsealed(result: EvalResult) -> None:
@@ -102,7 +105,8 @@ def _warn_unsealed(result: EvalResult) -> None:
     from kernelevolve.evaluation.sandbox import missing_protections
 
     missing = missing_protections(result.environment.get("sandbox") or {})
-    if missing and result.failure != "tampering":  # a screened candidate never ran: nothing to warn about
+    # A candidate refused before it ran (the screen, the language check) had no sandbox to warn about.
+    if missing and result.failure != "tampering" and result.phases_s:
         typer.echo(f"warning: the candidate ran without part of its sandbox ({'; '.join(missing)})", err=True)
 
 
@@ -113,7 +117,7 @@ def _num(value: float | None, fmt: str) -> str:
 def print_result(result: EvalResult, spec_name: str, candidate_name: str) -> None:
     """A table that reads at 80 columns: timing columns only when something was timed."""
     from kernelevolve.evaluation.result import EXPLANATIONS
-    from kernelevolve.views import UNTIMED, verdict
+    from kernelevolve.views import NOT_RUN, UNTIMED, verdict
 
     timed = any(s.latency_ms is not None or s.baseline_ms is not None for s in result.shapes)
     console.print(f"{candidate_name} vs {spec_name} on {result.device}:", highlight=False, markup=False)
@@ -150,7 +154,9 @@ def print_result(result: EvalResult, spec_name: str, candidate_name: str) -> Non
         table.add_row(*row)
         entries.append((f"{s.label}:", facts))
     print_table_or_entries(table, entries)
-    if result.failure:
+    if result.failure == "needs_gpu":
+        console.print(escape(result.message), highlight=False)
+    elif result.failure:
         console.print(f"[red]failed ({result.failure}):[/] {escape(result.message)}", highlight=False)
         if result.failure in EXPLANATIONS:
             console.print(f"  what this check means: {EXPLANATIONS[result.failure]}", highlight=False, markup=False)
@@ -159,7 +165,9 @@ def print_result(result: EvalResult, spec_name: str, candidate_name: str) -> Non
                 console.print(f"  {s.label}: {s.message}", highlight=False, markup=False)
     fitness = result.fitness
     n = len(result.shapes)
-    if not result.correct:
+    if result.failure == "needs_gpu":  # not a fault of the kernel: nothing ran
+        console.print(f"result: {NOT_RUN}; run it with --device cuda", highlight=False)
+    elif not result.correct:
         console.print(f"result: failed ({result.failure or 'incorrect'}); fitness 0", highlight=False)
     elif fitness is None:
         console.print(

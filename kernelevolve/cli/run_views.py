@@ -7,6 +7,14 @@ from kernelevolve.search.graph import Node, SearchGraph, best_nodes
 from kernelevolve.views import clip, failure_line, fitness_text, run_fields
 
 
+def node_language(node: Node) -> str | None:
+    """The kernel language of a node's stored source (kernelevolve/languages.py): `triton`, `cute`,
+    `triton+cute` or `none`; None without source. Read from the source, so old runs show it too."""
+    from kernelevolve.languages import detect
+
+    return None if node.source is None else detect(node.source).label
+
+
 def node_dict(graph: SearchGraph, node: Node, with_source: bool = False) -> dict:
     ev = node.evaluation
     d = {
@@ -19,6 +27,7 @@ def node_dict(graph: SearchGraph, node: Node, with_source: bool = False) -> dict
         "failure": node.failure,
         "message": ev.message if ev is not None else "",
         "note": node.note,
+        "language": node_language(node),
         "marks": dict(ev.marks) if ev is not None else {},
         "approved": node.approved,
         "recheck": ev.recheck if ev is not None else None,

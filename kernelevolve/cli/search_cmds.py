@@ -432,7 +432,7 @@ def show_command(
     as_json: bool = typer.Option(False, "--json", help="Print the run and its nodes as JSON."),
 ) -> None:
     """A run: its search tree, best nodes and their per-shape numbers; or one node's source."""
-    from kernelevolve.cli.run_views import node_dict, run_dict, tree_lines
+    from kernelevolve.cli.run_views import node_dict, node_language, run_dict, tree_lines
     from kernelevolve.search.graph import best_nodes
     from kernelevolve.views import fitness_text, verdict
 
@@ -497,16 +497,26 @@ def show_command(
         )
         return
     console.print("best nodes:", highlight=False)
+    # The kernel language column only where a run holds candidates in more than Triton.
+    language = {n.id: node_language(n) for n in graph.nodes()}
+    several = set(language.values()) - {None, "triton"}
     table = Table(
         Column("node", justify="right", no_wrap=True),
         Column("kind", no_wrap=True),
+        *([Column("language", no_wrap=True)] if several else []),
         Column("result", no_wrap=True),
         Column("change", overflow="fold"),
         box=None,
         pad_edge=False,
     )
     for n in best:
-        table.add_row(str(n.id), graph.kind(n.id), fitness_text(n), n.note if n.note != graph.kind(n.id) else "")
+        table.add_row(
+            str(n.id),
+            graph.kind(n.id),
+            *([language[n.id] or "-"] if several else []),
+            fitness_text(n),
+            n.note if n.note != graph.kind(n.id) else "",
+        )
     console.print(table)
     ev = best[0].evaluation
     console.print(f"node {best[0].id} per shape:", highlight=False)

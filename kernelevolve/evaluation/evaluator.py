@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+from kernelevolve import languages
 from kernelevolve.evaluation import plausibility
 from kernelevolve.evaluation.baselines import BaselineStore, MemoryBaselineStore
 from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
@@ -91,6 +92,12 @@ class Evaluator:
                 EvalResult.failed(
                     Failure.SYNTAX, f"line {e.lineno}: {e.msg}", device=self.device, shapes=[_shape(c) for c in cases]
                 ),
+                start,
+            )
+        lang = languages.gate(source, spec.languages, self.device)  # kernel language: allowed, runnable here
+        if lang.failure is not None:
+            return self._finish(
+                EvalResult.failed(lang.failure, lang.message, device=self.device, shapes=[_shape(c) for c in cases]),
                 start,
             )
         problems = screen_source(source) if self.screen else []

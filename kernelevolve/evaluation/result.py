@@ -34,6 +34,7 @@ class Failure(str, Enum):
     TIMING = "timing"  # work outside the timed region (side stream), or timer and wall clock disagree
     TAMPERING = "tampering"  # patches torch/triton/the harness, reaches frames/globals, kills or forks
     REFERENCE = "reference"  # the reference itself could not run at this shape: not the candidate's fault
+    NEEDS_GPU = "needs_gpu"  # a GPU-only kernel language (CuTe DSL) under the CPU interpreter: not run, no fault
 
     def __str__(self) -> str:
         return self.value

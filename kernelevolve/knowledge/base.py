@@ -29,11 +29,13 @@ class SpecKnowledge:
     constraints: list[Document] = field(default_factory=list)
     guidance: list[Document] = field(default_factory=list)
     kernel: Document | None = None
+    # Reference kernels in the spec's other allowed languages (a CuTe DSL one beside the Triton one).
+    other_kernels: list[Document] = field(default_factory=list)
 
     @property
     def documents(self) -> list[Document]:
         head = [self.hardware] if self.hardware else []
-        tail = [self.kernel] if self.kernel else []
+        tail = ([self.kernel] if self.kernel else []) + self.other_kernels
         return head + self.constraints + self.guidance + tail
 
     @property
@@ -131,28 +133,48 @@ class KnowledgeBase:
 
     def for_spec(self, spec: "Spec", limit: int = 3, *, include_kernel: bool = True) -> SpecKnowledge:
         """The target GPU's document, the `limit` most relevant constraints and guidance
-        documents, and the closest reference kernel (by the spec's kernel name, else family)."""
+        documents, and the closest reference kernel (by the spec's kernel name, else family), per
+        kernel language the spec allows (a document's `language:`, Triton by default)."""
+        from kernelevolve.languages import LANGUAGES, of_document
+
         family = (spec.family or "").lower()
         query = " ".join([spec.name.replace("_", " "), family, family, *spec.tags, spec.description])
+        allowed = list(getattr(spec, "languages", None) or ["triton"])
 
         def relevant(kind: str) -> list[Document]:
-            hits = self.rank(query, kind=kind, hardware=spec.hardware, limit=None)
-            # A document written for this family outranks a general one that merely matches words.
-            hits.sort(key=lambda h: (not (family and family in h[0].family), -h[1]))
-            return [d for d, _ in hits[:limit]]
+            out = []
+            for lang in allowed:
+                # A language's own name in the query: its general documents (JIT, errors) rank too.
+                words = query if lang == "triton" else f"{query} {LANGUAGES[lang].title} {lang} {lang}"
+                hits = [
+                    h
+                    for h in self.rank(words, kind=kind, hardware=spec.hardware, limit=None)
+                    if of_document(h[0]) == lang
+                ]
+                # A document written for this family outranks a general one that merely matches words.
+                hits.sort(key=lambda h: (not (family and family in h[0].family), -h[1]))
+                out += [d for d, _ in hits[:limit]]
+            return out
 
-        kernel = None
+        kernels: list[Document] = []
         if include_kernel:
-            kernel = self.reference_kernel(spec.kernel_name)
-            if kernel is None and family:
-                same = [d for d in self.documents if d.kind == "kernels" and family in d.family]
-                ranked = self.search(query, kind="kernels", family=family, limit=1)
-                kernel = (ranked or same or [None])[0]
+            for lang in allowed:
+                mine = [d for d in self.documents if d.kind == "kernels" and of_document(d) == lang]
+                kernel = next((d for d in mine if d.name == spec.kernel_name), None) or next(
+                    (d for d in mine if d.spec == spec.kernel_name), None
+                )
+                if kernel is None and family:
+                    same = [d for d in mine if family in d.family]
+                    ranked = [d for d in self.search(query, kind="kernels", family=family, limit=None) if d in mine]
+                    kernel = (ranked or same or [None])[0]
+                if kernel is not None:
+                    kernels.append(kernel)
         return SpecKnowledge(
             hardware=self.hardware(spec.hardware),
             constraints=relevant("constraints"),
             guidance=relevant("guidance"),
-            kernel=kernel,
+            kernel=kernels[0] if kernels else None,
+            other_kernels=kernels[1:],
         )
 
     def __len__(self) -> int:

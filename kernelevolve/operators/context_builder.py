@@ -216,7 +216,8 @@ class PromptBuilder:
         out.append(Section("constraints", [d.text for d in found.constraints], PRIORITY["constraints"], joiner="\n\n"))
         out.append(Section("guidance", [d.text for d in found.guidance], PRIORITY["guidance"], joiner="\n\n"))
         if found.kernel:
-            out.append(Section("kernel", [found.kernel.text], DRAFT_KERNEL_PRIORITY if draft else PRIORITY["kernel"]))
+            texts = [d.text for d in [found.kernel, *found.other_kernels]]
+            out.append(Section("kernel", texts, DRAFT_KERNEL_PRIORITY if draft else PRIORITY["kernel"], joiner="\n\n"))
         return out
 
     def _common(self, spec: Spec, context: OperatorContext, exclude: set[int], draft: bool) -> list[Section]:
@@ -233,6 +234,10 @@ class PromptBuilder:
                 keep="tail",
             ),
         ]
+        from kernelevolve.languages import prompt_lines
+
+        if lines := prompt_lines(spec.languages, context.device):  # a spec allowing more than Triton
+            sections.append(Section("languages", [f"- {line}" for line in lines], 100, required=True))
         return sections + self._kb_sections(spec, draft)
 
     def _fit(self, template: str, sections: list[Section], spec: Spec, **values) -> Fitted:

@@ -218,7 +218,32 @@ GLUE_OPS = {
     "is_grad_enabled",
     "is_inference_mode_enabled",
     "is_autocast_enabled",
+    "__dlpack__",  # CuTe DSL's from_dlpack: a view of the tensor handed to its kernels
+    "__dlpack_device__",
 }
+
+# CuTe DSL (nvidia-cutlass-dsl): the classes whose calls launch a compiled host function, which launches
+# its kernels: what cute.compile returns (one class per backend and version) and its per-device executor.
+CUTE_LAUNCHERS = (
+    ("cutlass.base_dsl.jit_executor", "JitExecutor"),
+    ("cutlass.base_dsl.jit_executor", "JitCompiledFunction"),
+    ("cutlass.cutlass_dsl.cuda_jit_executor", "CudaDialectJitCompiledFunction"),
+    ("cutlass.cutlass_dsl.cutlass_function", "CutlassCallJitCompiledFunction"),
+    ("cutlass.cutlass_dsl.tvm_ffi_provider", "TVMFFIJitCompiledFunction"),
+    ("cutlass.cutlass_dsl.tvm_ffi_provider", "TVMFFIJitCompiledFunctionWithKwargs"),
+)
+
+
+def _cute_launchers() -> list[type]:
+    """The CuTe DSL launcher classes, only where the candidate imported CuTe DSL (never imported here)."""
+    if "cutlass" not in sys.modules:
+        return []
+    found = []
+    for module, name in CUTE_LAUNCHERS:
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type):
+            found.append(cls)
+    return found
 
 
 def _op_name(func) -> str:
@@ -230,7 +255,8 @@ def _op_name(func) -> str:
 
 
 class KernelMonitor(TorchFunctionMode):
-    """While active: Triton launches by kernel name, and torch ops called outside a launch."""
+    """While active: kernel launches by name (Triton kernels, CuTe DSL compiled functions), and torch ops
+    called outside a launch."""
 
     def __init__(self, allowed_ops: set[str] | frozenset[str] = frozenset()):
         super().__init__()
@@ -257,7 +283,12 @@ class KernelMonitor(TorchFunctionMode):
         monitor = self
 
         def launch(fn_self, *args, **kwargs):
-            name = getattr(getattr(fn_self, "fn", None), "__name__", None) or getattr(fn_self, "__name__", "kernel")
+            name = (
+                getattr(getattr(fn_self, "fn", None), "__name__", None)
+                or getattr(fn_self, "__name__", None)
+                or getattr(fn_self, "function_name", None)  # a CuTe DSL compiled function
+                or "kernel"
+            )
             if monitor._depth == 0:
                 monitor.launches[name] = monitor.launches.get(name, 0) + 1
                 if monitor.home_stream is not None and torch.cuda.current_stream().cuda_stream != monitor.home_stream:
@@ -281,6 +312,8 @@ class KernelMonitor(TorchFunctionMode):
             self._wrap(InterpretedFunction, "run")
         except ImportError:
             pass
+        for cls in _cute_launchers():
+            self._wrap(cls, "__call__")
         return super().__enter__()
 
     def __exit__(self, *exc):

@@ -30,6 +30,10 @@ ALLOWED_IMPORTS = {
     "_bf16_pairs",
     "_row_io",
     "__future__",
+    # CuTe DSL (nvidia-cutlass-dsl) and the CUDA stream type its host functions take; the evaluator's
+    # language check (kernelevolve/languages.py) has already refused them where the spec allows only Triton.
+    "cutlass",
+    "cuda",
 }
 FORBIDDEN_CALLS = {
     "eval",

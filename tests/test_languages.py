@@ -1,0 +1,219 @@
+"""Kernel languages (issue 15): detection from a candidate's source, the spec's `languages` field,
+prompts per language, and the evaluator's language verdicts (a language the spec does not allow,
+a CuTe DSL candidate under the CPU interpreter) through the real evaluator and command line."""
+
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelevolve.evaluation.evaluator import Evaluator
+from kernelevolve.languages import detect, gate
+from kernelevolve.operators.base import OperatorContext
+from kernelevolve.operators.context_builder import PromptBuilder
+from kernelevolve.spec import SpecError, load_spec
+from kernelevolve.views import verdict
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CUTE_CANDIDATE = """
+import torch
+import torch.nn as nn
+import cutlass
+import cutlass.cute as cute
+from cutlass.cute.runtime import from_dlpack
+
+
+@cute.kernel
+def scale(g_in: cute.Tensor, g_out: cute.Tensor):
+    tidx, _, _ = cute.arch.thread_idx()
+    g_out[tidx] = g_in[tidx]
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        return out
+"""
+
+
+def _spec(languages: list[str] | None = None):
+    spec = load_spec(ROOT / "specs" / "softmax.yaml")
+    return spec if languages is None else spec.model_copy(update={"languages": languages})
+
+
+# -- detection ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "source, label, language",
+    [
+        ("import triton\nimport triton.language as tl\n", "triton", "triton"),
+        ("import cutlass.cute as cute\n", "cute", "cute"),
+        ("from cutlass import cute\nfrom cutlass.cute.runtime import from_dlpack\n", "cute", "cute"),
+        ("import torch\nimport cutlass\nimport triton\n", "triton+cute", None),
+        ("import torch\nfrom _row_io import row_plan\n", "none", None),
+        ("import cutlass_helpers\nimport tritonish\n", "none", None),  # names that merely start alike
+        ("def broken(:\n", "none", None),
+    ],
+)
+def test_detect_reads_the_language_from_imports(source, label, language):
+    found = detect(source)
+    assert (found.label, found.language) == (label, language)
+
+
+def test_detection_says_when_ambiguous_or_absent():
+    assert "several kernel languages (Triton, CuTe DSL)" in detect("import triton\nimport cutlass\n").describe()
+    assert detect("import torch\n").describe().startswith("imports no kernel language")
+    assert detect("import cutlass\n").describe() == "written in CuTe DSL"
+
+
+# -- the spec's field ---------------------------------------------------------------------
+def _write_spec(tmp_path: Path, languages_line: str) -> Path:
+    (tmp_path / "softmax.py").write_text((ROOT / "specs" / "softmax.py").read_text())
+    path = tmp_path / "s.yaml"
+    path.write_text(f"name: s\nreference: softmax.py\n{languages_line}")
+    return path
+
+
+def test_spec_languages_default_and_validation(tmp_path):
+    assert load_spec(_write_spec(tmp_path, "")).languages == ["triton"]
+    assert load_spec(_write_spec(tmp_path, "languages: [triton, cute]\n")).languages == ["triton", "cute"]
+    with pytest.raises(SpecError) as bad:
+        load_spec(_write_spec(tmp_path, "languages: [triton, cuda]\n"))
+    message = str(bad.value)
+    assert "\n" not in message and "field `languages`" in message and "unknown language 'cuda'" in message
+    assert "triton, cute" in message
+    with pytest.raises(SpecError, match="needs at least one language"):
+        load_spec(_write_spec(tmp_path, "languages: []\n"))
+
+
+def test_bad_languages_field_is_one_line_exit_2(tmp_path):
+    path = _write_spec(tmp_path, "languages: [cuda]\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "kernelevolve", "eval", str(path), str(ROOT / "knowledge_base/kernels/softmax.py")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert run.returncode == 2, run.stderr
+    assert "unknown language 'cuda'" in run.stderr and "Traceback" not in run.stderr + run.stdout
+
+
+# -- prompts ------------------------------------------------------------------------------
+def _draft(spec, device: str) -> str:
+    context = OperatorContext(spec=spec, run_id="r", device=device, rng=random.Random(0))
+    return PromptBuilder(token_budget=60000).draft(spec, context).prompt
+
+
+def test_prompts_per_language():
+    triton_only = _draft(_spec(), "cuda")
+    assert "Triton kernels (`@triton.jit`)" in triton_only and "Kernel languages:" not in triton_only
+    assert "cute" not in triton_only.lower() and "## Triton constraints to respect" in triton_only
+    both = _draft(_spec(["triton", "cute"]), "cuda")
+    assert "Kernel languages:" in both and "ONE of these languages" in both
+    assert "CuTe DSL (the nvidia-cutlass-dsl package)" in both and "cute.compile" in both
+    assert "computing them with kernels in an allowed language" in both
+    # The CuTe DSL documents of the knowledge base come with it, and the Triton ones stay.
+    refs = set(re.findall(r"\((constraints|guidance|kernels)/(\w+)\)", both))
+    assert {("constraints", "cute_jit_caching"), ("kernels", "softmax")} <= refs
+    assert any(k == "constraints" and not n.startswith("cute_") for k, n in refs)  # Triton's too
+    assert any(k == "guidance" and n.startswith("cute_") for k, n in refs)
+    on_cpu = _draft(_spec(["triton", "cute"]), "interpret")
+    assert "CuTe DSL candidates cannot run" in on_cpu and "write Triton" in on_cpu
+
+
+# -- the evaluator's verdicts -------------------------------------------------------------
+def test_gate_needs_gpu_only_under_the_interpreter():
+    assert gate(CUTE_CANDIDATE, ["triton", "cute"], "cuda").failure is None
+    assert str(gate(CUTE_CANDIDATE, ["triton", "cute"], "interpret").failure) == "needs_gpu"
+    assert gate("import triton\n", ["cute"], "cuda").failure is not None  # Triton refused where only CuTe is allowed
+
+
+def test_cute_candidate_under_the_interpreter_is_not_run_not_failed():
+    result = Evaluator(device="interpret").evaluate(_spec(["triton", "cute"]), CUTE_CANDIDATE)
+    assert result.failure == "needs_gpu" and not result.correct
+    assert result.message.startswith("needs a GPU: CuTe DSL kernels cannot run under the CPU interpreter")
+    assert "not a fault of the kernel" in result.message and "--device cuda" in result.message
+    assert not result.phases_s  # nothing was started
+    assert [s.correct for s in result.shapes] == [None] * len(result.shapes)
+    assert verdict(result.correct, result.failure) == "not run (needs a GPU)"
+
+
+def test_disallowed_language_is_a_failed_verdict():
+    result = Evaluator(device="interpret").evaluate(_spec(), CUTE_CANDIDATE)
+    assert result.failure == "not_a_kernel" and not result.correct
+    assert "written in CuTe DSL (it imports cutlass)" in result.message
+    assert "its `languages` field allows Triton" in result.message
+
+
+def test_eval_command_says_needs_a_gpu(tmp_path):
+    spec = _write_spec(tmp_path, "languages: [triton, cute]\n")
+    candidate = tmp_path / "cute_candidate.py"
+    candidate.write_text(CUTE_CANDIDATE)
+    args = [sys.executable, "-m", "kernelevolve", "eval", str(spec), str(candidate), "--device", "interpret"]
+    run = subprocess.run([*args, "--no-preflight"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "result: not run (needs a GPU)" in run.stdout and "failed" not in run.stdout
+    assert "needs a GPU: CuTe DSL kernels cannot run" in " ".join(run.stdout.split())
+    assert "sandbox" not in run.stderr  # nothing ran, so no sandbox warning
+
+
+# -- the kernel-language check of the harness ---------------------------------------------
+def test_monitor_counts_a_cute_launch(monkeypatch, tmp_path):
+    """A CuTe DSL compiled function called inside the monitor is a kernel launch. Compiled here on the
+    CPU (for sm_90a); the call itself fails without a GPU, after the monitor saw it."""
+    pytest.importorskip("cutlass.cute", reason="nvidia-cutlass-dsl (the [cute] extra) is not installed")
+    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
+    import torch
+
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import from_dlpack
+
+    from kernelevolve.harness.runtime.guard import KernelMonitor
+
+    launch = _cute_module(tmp_path).launch
+    x, y = torch.randn(32), torch.empty(32)
+    compiled = cute.compile(launch, from_dlpack(x), from_dlpack(y))
+    monitor = KernelMonitor()
+    from cutlass.base_dsl.common import DSLBaseError
+
+    with pytest.raises(DSLBaseError):  # no GPU here: the launch itself fails
+        with monitor:
+            compiled(from_dlpack(x), from_dlpack(y))
+    assert sum(monitor.launches.values()) == 1 and not monitor.compute_ops  # from_dlpack is glue
+    assert monitor.verdict() is None
+    idle = KernelMonitor()
+    with idle:
+        from_dlpack(x)
+    assert idle.verdict().startswith("forward launched no")
+
+
+CUTE_DOUBLE = """
+import cutlass.cute as cute
+
+
+@cute.kernel
+def double(g_in: cute.Tensor, g_out: cute.Tensor):
+    tidx, _, _ = cute.arch.thread_idx()
+    g_out[tidx] = g_in[tidx] * 2.0
+
+
+@cute.jit
+def launch(a: cute.Tensor, b: cute.Tensor):
+    double(a, b).launch(grid=(1, 1, 1), block=(32, 1, 1))
+"""
+
+
+def _cute_module(folder: Path):
+    """A module file, as a candidate is: the DSL reads its kernels' source and annotations from it."""
+    import importlib.util
+
+    path = folder / "cute_double.py"
+    path.write_text(CUTE_DOUBLE)
+    spec = importlib.util.spec_from_file_location("cute_double", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
