@@ -8,7 +8,8 @@ hardware: [any]
 spec: conv1d
 ---
 y[b, co, l] = bias[co] + sum over ci, t of w[co, ci, t] * x[b, ci, l + t - KSIZE // 2] (zero
-outside [0, L)). x [B, CIN, L], w [COUT, CIN, KSIZE], y [B, COUT, L]; any strides.
+outside [0, L)). x [B, CIN, L], w [COUT, CIN, KSIZE], bias [COUT], y [B, COUT, L]; x, w and bias
+are read in place through their strides (a view costs no copy).
 
 One program computes a [BLOCK_CO, BLOCK_L] tile of y for one sample: the GEMM
 W [COUT, CIN * KSIZE] @ im2col(x) [CIN * KSIZE, L] without building im2col. The contraction
@@ -75,7 +76,7 @@ def _conv1d_kernel(
     C_IN, C_OUT, L, tiles_l, tiles_co,
     stride_xb, stride_xc, stride_xl,
     stride_wo, stride_wi, stride_wk,
-    stride_yb, stride_yc, stride_yl,
+    stride_yb, stride_yc, stride_yl, stride_bias,
     KSIZE: tl.constexpr, PAD: tl.constexpr, HAS_BIAS: tl.constexpr,
     BLOCK_CO: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_CI: tl.constexpr,
     PRECISION: tl.constexpr, NUM_STAGES: tl.constexpr,
@@ -102,7 +103,7 @@ def _conv1d_kernel(
                         mask=ci_ok[:, None] & ((pos >= 0) & (pos < L))[None, :], other=0.0)
             acc = tl.dot(w, x, acc, input_precision=PRECISION)
     if HAS_BIAS:
-        acc += tl.load(bias_ptr + co, mask=co_ok, other=0.0).to(tl.float32)[:, None]
+        acc += tl.load(bias_ptr + co * stride_bias, mask=co_ok, other=0.0).to(tl.float32)[:, None]
     y = y_ptr + b.to(tl.int64) * stride_yb + co[:, None] * stride_yc + l_out[None, :] * stride_yl
     tl.store(y, acc.to(y_ptr.dtype.element_ty), mask=co_ok[:, None] & (l_out < L)[None, :])
 
@@ -151,7 +152,7 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     _conv1d_kernel[(batch * tiles_co * tiles_l,)](
         x, w, bias if bias is not None else w, y,
         c_in, c_out, length, tiles_l, tiles_co,
-        *x.stride(), *w_strides, *y.stride(),
+        *x.stride(), *w_strides, *y.stride(), bias.stride(0) if bias is not None else 0,
         KSIZE=ksize, PAD=ksize // 2, HAS_BIAS=bias is not None,
         BLOCK_CO=block_co, BLOCK_L=block_l, BLOCK_CI=block_ci,
         PRECISION=precision, NUM_STAGES=stages, num_warps=cfg["num_warps"],
