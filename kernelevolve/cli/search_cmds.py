@@ -37,6 +37,44 @@ REPLY_CACHE_HELP = (
 )
 
 
+PARALLEL_HELP = (
+    "Nodes in flight at once: proposals and evaluations overlap and results are recorded as they complete "
+    "(default: the executor's parallelism, one per GPU). Saved with the run; resume keeps it unless given."
+)
+EXECUTOR_HELP = (
+    "Where evaluations run: local (this host's GPUs) or ray (one worker per GPU of a Ray cluster; "
+    "pip install 'kernelevolve[ray]'). Saved with the run."
+)
+RAY_ADDRESS_HELP = (
+    "With --executor ray: the cluster to join (HOST:PORT, or auto); default: a Ray cluster started on this "
+    "host for the run. Workers on other hosts need a --db they can reach (PostgreSQL)."
+)
+
+
+def _parallel_or_fail(parallel: int | None, workers: int | None) -> int | None:
+    """--parallel, or --workers, its earlier name (kept, hidden)."""
+    if parallel is not None and workers is not None and parallel != workers:
+        fail(f"--parallel {parallel} and --workers {workers}: --workers is the old name of --parallel; give one")
+    value = parallel if parallel is not None else workers
+    _positive("--parallel", value)
+    return value
+
+
+def _executor_or_fail(executor: str | None, ray_address: str | None, saved: str | None = None) -> None:
+    """A known executor; Ray installed when it is the one (one line otherwise, before anything is spent)."""
+    if executor is not None and executor not in ("local", "ray"):
+        fail(f"--executor {executor!r}: use local or ray")
+    if (executor or saved) == "ray":
+        from kernelevolve.evaluation.ray_executor import RayUnavailable, require_ray
+
+        try:
+            require_ray()
+        except RayUnavailable as e:
+            fail(str(e))
+    elif ray_address is not None:
+        fail("--ray-address needs --executor ray")
+
+
 def _positive(name: str, value, allow_zero: bool = False) -> None:
     if value is not None and (value < 0 or (value == 0 and not allow_zero)):
         fail(f"{name} {value}: must be {'0 or more' if allow_zero else 'more than 0'}")
@@ -85,9 +123,10 @@ def run_command(
     ),
     debug_depth: int = typer.Option(3, "--debug-depth", help="Most debug attempts in a row on a failing line."),
     exploration: float = typer.Option(1.4, "--exploration", help="MCTS: UCT exploration constant."),
-    workers: Optional[int] = typer.Option(
-        None, "--workers", help="Expansions in flight at once (default: the evaluator's parallelism)."
-    ),
+    parallel: Optional[int] = typer.Option(None, "--parallel", metavar="N", help=PARALLEL_HELP),
+    workers: Optional[int] = typer.Option(None, "--workers", hidden=True, help="The old name of --parallel."),
+    executor: str = typer.Option("local", "--executor", metavar="local|ray", help=EXECUTOR_HELP),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="ADDR", help=RAY_ADDRESS_HELP),
     reply_cache: bool = typer.Option(False, "--reply-cache", help=REPLY_CACHE_HELP),
     no_model_check: bool = typer.Option(
         False,
@@ -144,9 +183,10 @@ def run_command(
         ("--cost", cost),
         ("--stall", stall),
         ("--target", target),
-        ("--workers", workers),
     ):
         _positive(name, value)
+    parallel = _parallel_or_fail(parallel, workers)
+    _executor_or_fail(executor, ray_address)
     _positive("--debug-depth", debug_depth, allow_zero=True)
     _positive("--exploration", exploration, allow_zero=True)
     options = {"drafts": drafts, "max_debug_depth": debug_depth}
@@ -189,7 +229,9 @@ def run_command(
         model_options=model_options,
         timeout_s=timeout,
         seed=seed,
-        workers=workers,
+        parallel=parallel,
+        executor=executor,
+        ray_address=ray_address,
         knowledge_base=_users_knowledge_base(),
         profile=profiling,
     )
@@ -218,6 +260,12 @@ def resume_command(
     force: bool = typer.Option(
         False, "--force", help="Resume even if the run looks held by a live process on this host."
     ),
+    parallel: Optional[int] = typer.Option(None, "--parallel", metavar="N", help=PARALLEL_HELP),
+    workers: Optional[int] = typer.Option(None, "--workers", hidden=True, help="The old name of --parallel."),
+    executor: Optional[str] = typer.Option(
+        None, "--executor", metavar="local|ray", help="Where evaluations run (default: where the run's did)."
+    ),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="ADDR", help=RAY_ADDRESS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout."),
 ) -> None:
     """Continue a run where the database left it: evaluated nodes stay, pending ones are evaluated again.
@@ -227,12 +275,16 @@ def resume_command(
     from kernelevolve.search.session import RunSettings, SessionError, check_resumable
 
     _positive("--budget", budget)
+    parallel = _parallel_or_fail(parallel, workers)
     repo = repo_or_fail(db)
     try:
         run = check_resumable(repo, run_id, force)
     except SessionError as e:
         fail(str(e))
     settings = RunSettings.model_validate(run.settings)
+    _executor_or_fail(executor, ray_address if executor != "local" else None, saved=settings.executor)
+    if executor == "local" and ray_address is not None:
+        fail("--ray-address needs --executor ray")
     nodes = len(repo.load_graph(run_id))
     if run.status == "finished" and (budget is None or budget <= nodes):
         fail(
@@ -245,7 +297,15 @@ def resume_command(
     (err_console if as_json else console).print(
         f"resuming run [bold]{run_id}[/] ({nodes} nodes so far{more})", highlight=False
     )
-    _search(repo, run_id, operator, as_json, db, max_nodes=budget)
+    _search(
+        repo,
+        run_id,
+        operator,
+        as_json,
+        db,
+        max_nodes=budget,
+        overrides={"parallel": parallel, "executor": executor, "ray_address": ray_address},
+    )
 
 
 def _users_knowledge_base() -> str | None:
@@ -271,22 +331,36 @@ def _operator_or_fail(model: str | None, spec=None, options: dict | None = None)
         fail(f"--model {model!r}: cannot load the operator: {type(e).__name__}: {e}")
 
 
-def _search(repo, run_id: str, operator, as_json: bool, db: str | None, max_nodes: int | None = None) -> None:
-    from sqlalchemy.exc import SQLAlchemyError
-
+def _search(
+    repo,
+    run_id: str,
+    operator,
+    as_json: bool,
+    db: str | None,
+    max_nodes: int | None = None,
+    overrides: dict | None = None,
+) -> None:
     from kernelevolve.cli.progress import ProgressView
-    from kernelevolve.cli.run_views import run_dict
-    from kernelevolve.search.graph import best_nodes
-    from kernelevolve.views import fitness_text
     from kernelevolve.search.session import SessionError, build_engine
 
     operator.attach(repo)  # e.g. --reply-cache: kept in the experiment database
     out = Console(stderr=True) if as_json else console
     view = ProgressView(out)
     try:
-        engine = build_engine(repo, run_id, operator=operator, on_event=view, max_nodes=max_nodes)
+        engine = build_engine(repo, run_id, operator=operator, on_event=view, max_nodes=max_nodes, **(overrides or {}))
     except SessionError as e:
         fail(str(e))
+    try:
+        reason = _drive(engine, view, run_id, as_json, db)
+    finally:
+        close = getattr(engine.evaluator, "close", None)
+        if close is not None:  # Ray workers retire; a Ray cluster started for the run stops
+            close()
+    _summarise(repo, run_id, engine, reason, as_json, db)
+
+
+def _drive(engine, view, run_id: str, as_json: bool, db: str | None) -> str:
+    from sqlalchemy.exc import SQLAlchemyError
     from kernelevolve.logs import run_log
 
     try:
@@ -305,6 +379,14 @@ def _search(repo, run_id: str, operator, as_json: bool, db: str | None, max_node
             f"database error during the search ({type(e).__name__}: {str(e).strip().splitlines()[0]}); "
             f"once it is back: `kernelevolve resume {run_id}{where}`"
         )
+    return reason
+
+
+def _summarise(repo, run_id: str, engine, reason: str, as_json: bool, db: str | None) -> None:
+    from kernelevolve.cli.run_views import run_dict
+    from kernelevolve.search.graph import best_nodes
+    from kernelevolve.views import fitness_text
+
     run = repo.run(run_id)
     graph = engine.graph
     best = best_nodes(graph, 1)

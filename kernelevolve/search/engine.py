@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from kernelevolve.evaluation import plausibility
+from kernelevolve.evaluation.executors import WorkerLost, evaluating
 from kernelevolve.evaluation.result import EvalResult, Failure
 from kernelevolve.operators.base import LLMCallRecord, OperatorContext, ParentView, Proposal
 from kernelevolve.search.graph import Node, SearchGraph
@@ -76,6 +77,7 @@ class _Task:
     node_id: int | None = None
     calls: list[tuple[int, LLMCallRecord]] = field(default_factory=list)
     first: EvalResult | None = None  # recheck: the evaluation being confirmed
+    lost: str | None = None  # evaluate/recheck: why its worker was lost once already (it is a retry)
 
 
 class SearchEngine:
@@ -159,7 +161,7 @@ class SearchEngine:
         self._pool = pool
         try:
             for node in self.graph.pending():  # written before a crash, never evaluated: do it now
-                self._submit(_Task("evaluate", node_id=node.id), self._evaluate, node.source)
+                self._submit(_Task("evaluate", node_id=node.id), self._evaluate, node.source, False, node.id)
             while True:
                 if self.stop_reason is None:
                     self.stop_reason = self._check_limits()
@@ -263,9 +265,10 @@ class SearchEngine:
             return self.operator.draft(self.spec, context)
         return self.operator.improve(parents, context)
 
-    def _evaluate(self, source: str, deep: bool = False) -> EvalResult:
+    def _evaluate(self, source: str, deep: bool = False, node_id: int | None = None) -> EvalResult:
         """`deep`: the re-evaluation of a would-be best also profiles where its kernels ran."""
-        return self.evaluator.evaluate(self.spec, source, shapes=self.shapes, deep=deep)
+        with evaluating(node_id):  # executors show the node on their workers' heartbeats
+            return self.evaluator.evaluate(self.spec, source, shapes=self.shapes, deep=deep)
 
     # -- back on the loop thread ----------------------------------------------------------
     def _complete(self, future: Future, task: _Task) -> None:
@@ -292,12 +295,27 @@ class SearchEngine:
             self._proposed(task, future)
             return
         error = future.exception()
-        if error is not None:
+        if isinstance(error, WorkerLost):
+            if task.lost is None:  # the worker died, not the candidate: once more, on a fresh worker
+                log.warning("run %s: node %s: %s; evaluating it again", self.run_id, task.node_id, error)
+                retry = replace(task, lost=str(error))
+                self._submit(
+                    retry, self._evaluate, self.graph[task.node_id].source, task.stage == "recheck", task.node_id
+                )
+                return
+            result = EvalResult.failed(
+                Failure.CRASH,
+                f"the worker was lost twice while evaluating it: {task.lost}; then: {error}",
+                device=self.device,
+            )
+        elif error is not None:
             result = EvalResult.failed(
                 Failure.CRASH, f"evaluator error: {type(error).__name__}: {error}", device=self.device
             )
         else:
             result = future.result()
+        if task.lost is not None:
+            result.environment["worker_lost"] = task.lost  # retried once: say so with the result
         if task.stage == "recheck":
             self._record(self.graph[task.node_id], self._confirmed(task.first, result))
         elif self._would_lead(result):
@@ -307,6 +325,7 @@ class SearchEngine:
                 self._evaluate,
                 self.graph[task.node_id].source,
                 True,
+                task.node_id,
             )
         else:
             self._record(self.graph[task.node_id], result)
@@ -378,7 +397,7 @@ class SearchEngine:
                 ),
             )
         else:
-            self._submit(_Task("evaluate", node_id=node.id), self._evaluate, node.source)
+            self._submit(_Task("evaluate", node_id=node.id), self._evaluate, node.source, False, node.id)
 
     def _record(self, node: Node, result: EvalResult) -> None:
         self.graph.set_evaluation(node.id, result)

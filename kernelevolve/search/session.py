@@ -6,7 +6,7 @@ import os
 import random
 import socket
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from kernelevolve import paths
 from kernelevolve.search.engine import SearchEngine, restore_rng, rng_state
@@ -33,7 +33,11 @@ class RunSettings(BaseModel):
     model_options: dict = Field(default_factory=dict)
     timeout_s: float = 300.0
     seed: int | None = None
-    workers: int | None = None  # expansions in flight; default: the evaluator's parallelism
+    # --parallel: nodes in flight at once (saved as "workers" before it had that name); default: the
+    # executor's parallelism. Evaluations beyond it wait for a worker.
+    parallel: int | None = Field(default=None, validation_alias=AliasChoices("parallel", "workers"))
+    executor: str = "local"  # where evaluations run: local (this host's GPUs) | ray
+    ray_address: str | None = None  # --ray-address; None: a Ray cluster started on this host for the run
     knowledge_base: str | None = None  # --kb / $KERNELEVOLVE_KB when the run started; None: the bundled one
     profile: dict | None = None  # search.profiling.ProfileSettings of promising nodes; None: no profiles
 
@@ -105,11 +109,15 @@ def build_engine(
     insight_writer=None,
     on_event=None,
     max_nodes: int | None = None,
+    parallel: int | None = None,
+    executor: str | None = None,
+    ray_address: str | None = None,
 ) -> SearchEngine:
     """An engine positioned where the run stands in the database (a new run: at the start).
 
     `operator` and `evaluator` default to what the run's settings name; `max_nodes` raises the
-    node budget (resume with a bigger budget).
+    node budget (resume with a bigger budget); `parallel`, `executor` and `ray_address` replace the
+    run's (resume --parallel ...), saved with it for later resumes.
     """
     run = repo.run(run_id)
     if run is None:
@@ -117,8 +125,17 @@ def build_engine(
     settings = RunSettings.model_validate(run.settings)
     # The run's knowledge base (None: the bundled one), whatever --kb or the environment say now.
     paths.use_knowledge_base(settings.knowledge_base or paths.BUNDLED_KNOWLEDGE_BASE)
+    changed = False
     if max_nodes is not None and max_nodes != settings.limits.max_nodes:
         settings.limits.max_nodes = max_nodes
+        changed = True
+    for name, value in (("parallel", parallel), ("executor", executor), ("ray_address", ray_address)):
+        if value is not None and value != getattr(settings, name):
+            setattr(settings, name, value)
+            changed = True
+    if executor == "local" and ray_address is None:
+        settings.ray_address = None
+    if changed:
         repo.update_run(run_id, settings=settings.model_dump(mode="json"))
     spec = load_run_spec(run)
     if operator is None:
@@ -129,11 +146,7 @@ def build_engine(
         except OperatorError as e:
             raise SessionError(str(e)) from None
     if evaluator is None:
-        from kernelevolve.evaluation.evaluator import Evaluator
-
-        from kernelevolve.memory.repository import BaselineTable
-
-        evaluator = Evaluator(device=settings.device, timeout_s=settings.timeout_s, baseline_store=BaselineTable(repo))
+        evaluator = make_executor(repo, run_id, settings)
     if insight_writer is None:
         insight_writer = operator.write_insight
     profiler = None
@@ -161,9 +174,33 @@ def build_engine(
         elapsed_s=run.elapsed_s,
         insight_writer=insight_writer,
         on_event=on_event,
-        max_in_flight=settings.workers,
+        max_in_flight=settings.parallel,
         profiler=profiler,
     )
+
+
+def make_executor(repo, run_id: str, settings: RunSettings):
+    """Where the run's evaluations go: the local Evaluator, or Ray workers (SessionError when Ray is
+    missing or its cluster unusable). Baselines go to the run's database either way."""
+    if settings.executor == "ray":
+        from kernelevolve.evaluation.ray_executor import RayExecutor, RayUnavailable
+
+        try:
+            return RayExecutor(
+                settings.device,
+                db_url=repo.url,
+                run_id=run_id,
+                address=settings.ray_address,
+                timeout_s=settings.timeout_s,
+            )
+        except RayUnavailable as e:
+            raise SessionError(str(e)) from None
+    if settings.executor != "local":
+        raise SessionError(f"executor {settings.executor!r}: use local or ray")
+    from kernelevolve.evaluation.evaluator import Evaluator
+    from kernelevolve.memory.repository import BaselineTable
+
+    return Evaluator(device=settings.device, timeout_s=settings.timeout_s, baseline_store=BaselineTable(repo))
 
 
 def _alive(pid: int) -> bool:

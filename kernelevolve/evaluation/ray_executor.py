@@ -1,0 +1,254 @@
+"""`--executor ray`: evaluations on the GPU workers of a Ray cluster (issue 12).
+
+RayExecutor has the Evaluator's interface (kernelevolve.evaluation.executors). It starts one Ray
+actor per GPU of the cluster (`num_gpus=1`; on `--device interpret` one per CPU, `num_cpus=1`);
+each actor holds a local Evaluator for its GPU and evaluates in its sandbox as usual, one candidate
+at a time, so its timings stay clean. The spec travels as data with its reference's text (the
+actor may be on a host without the driver's files); the result comes back as EvalResult's dict.
+
+Each actor opens the run's experiment database: baselines it times are shared there (use
+PostgreSQL when workers are on several hosts: a SQLite file is only reachable on this one) and it
+registers in the `workers` table, heartbeating while it lives. An actor that dies (its process
+killed, its node lost) or hangs past the deadline is replaced and the evaluation raises
+WorkerLost, which the engine retries once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import socket
+import tempfile
+import threading
+from pathlib import Path
+
+from kernelevolve.evaluation.executors import WorkerLost, current_node
+from kernelevolve.evaluation.result import EvalResult
+
+RAY_MISSING = "--executor ray needs Ray, which is not installed: pip install 'kernelevolve[ray]'"
+START_TIMEOUT_S = 300.0  # for the first actor to come up (imports, and a free GPU on the cluster)
+log = logging.getLogger(__name__)
+
+
+class RayUnavailable(RuntimeError):
+    """Ray is missing, or the cluster cannot be reached or has no room for a worker; one line."""
+
+
+def require_ray():
+    try:
+        import ray
+    except ImportError:
+        raise RayUnavailable(RAY_MISSING) from None
+    return ray
+
+
+def absolute_db_url(url: str) -> str:
+    """The URL with a SQLite file's path made absolute: actors do not share the driver's directory."""
+    from sqlalchemy import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database and parsed.database != ":memory:":
+        parsed = parsed.set(database=str(Path(parsed.database).resolve()))
+    return parsed.render_as_string(hide_password=False)
+
+
+class _Worker:
+    """The actor: one Evaluator on one GPU (or CPU), registered in the run's workers table."""
+
+    def __init__(self, device: str, db_url: str, run_id: str | None, timeout_s: float) -> None:
+        import ray
+
+        from kernelevolve.evaluation.evaluator import Evaluator
+        from kernelevolve.memory import Repository
+        from kernelevolve.memory.repository import BaselineTable
+        from kernelevolve.memory.workers import LiveWorker, WorkerRegistry
+
+        gpus = None
+        self.gpu = "cpu"
+        if device == "cuda":
+            # Ray leaves CUDA_VISIBLE_DEVICES alone here (see _options): the sandbox gets the physical id.
+            gpus = [int(ray.get_gpu_ids()[0])]
+            self.gpu = str(gpus[0])
+        self.repo = Repository(db_url)
+        self.evaluator = Evaluator(device, gpus=gpus, timeout_s=timeout_s, baseline_store=BaselineTable(self.repo))
+        self.host, self.pid = socket.gethostname(), os.getpid()
+        self.live = LiveWorker(
+            WorkerRegistry(self.repo), host=self.host, gpu=self.gpu, pid=self.pid, executor="ray", run_id=run_id
+        )
+        self._busy = threading.Lock()  # one evaluation at a time: one GPU, clean timings
+        self._references: dict[str, Path] = {}
+
+    def describe(self) -> dict:
+        return {"host": self.host, "gpu": self.gpu, "pid": self.pid, "worker_id": self.live.id}
+
+    def evaluate(self, spec_data: dict, reference: str, source: str, shapes, deep: bool, node_id, queued: int) -> dict:
+        spec = self._spec(spec_data, reference)
+        with self._busy:
+            self.live.set("evaluating", node_id, queued)
+            try:
+                return self.evaluator.evaluate(spec, source, shapes=shapes, deep=deep).to_dict()
+            finally:
+                self.live.set("idle")
+
+    def close(self) -> None:
+        self.live.close()
+        self.repo.close()
+
+    def _spec(self, data: dict, reference: str):
+        """The spec with its reference written on this host (same text: same fingerprint, same baselines)."""
+        import hashlib
+
+        from kernelevolve.spec import Spec
+
+        digest = hashlib.sha256(reference.encode()).hexdigest()[:16]
+        path = self._references.get(digest)
+        if path is None:
+            folder = Path(tempfile.mkdtemp(prefix="kernelevolve-ray-reference-"))
+            path = folder / Path(data["reference"]).name
+            path.write_text(reference)
+            self._references[digest] = path
+        return Spec.model_validate(dict(data, reference=str(path), path=None))
+
+
+class _Slot:
+    """One actor as the driver sees it."""
+
+    def __init__(self, actor, ready) -> None:
+        self.actor, self.ready = actor, ready
+        self.name = "a Ray worker (starting)"
+
+
+class RayExecutor:
+    def __init__(
+        self,
+        device: str,
+        *,
+        db_url: str,
+        run_id: str | None = None,
+        address: str | None = None,
+        timeout_s: float = 300.0,
+        workers: int | None = None,
+        start_timeout_s: float = START_TIMEOUT_S,
+    ) -> None:
+        ray = require_ray()
+        self._ray = ray
+        self.device, self.timeout_s = device, timeout_s
+        self.db_url, self.run_id, self.address = absolute_db_url(db_url), run_id, address
+        # A worker that neither answers nor dies within this is taken for hung (every phase of an
+        # evaluation has its own timeout_s inside the sandbox; this is the worker's, not the candidate's).
+        self.deadline_s = 6 * timeout_s + 120
+        self._started_ray = self._closed = False
+        if not ray.is_initialized():
+            try:
+                ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+            except Exception as e:  # noqa: BLE001 (ConnectionError, RuntimeError, ValueError by version)
+                where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
+                raise RayUnavailable(f"cannot start or reach {where}: {_first_line(e)}") from None
+            self._started_ray = True
+        resource = "GPU" if device == "cuda" else "CPU"
+        count = workers or int(ray.cluster_resources().get(resource, 0))
+        if count < 1:
+            self.close()
+            raise RayUnavailable(f"the Ray cluster has no {resource} for a --device {device} worker")
+        self._actor_class = ray.remote(_Worker)
+        self._free: queue.Queue[_Slot] = queue.Queue()
+        self._lock = threading.Lock()
+        self._waiting = 0
+        self.slots = [self._start() for _ in range(count)]
+        self.parallelism = count
+        first, _ = ray.wait([s.ready for s in self.slots], num_returns=1, timeout=start_timeout_s)
+        if not first:
+            self.close()
+            raise RayUnavailable(
+                f"no Ray worker started within {start_timeout_s:g}s (is a {resource} free on the cluster?)"
+            )
+
+    # -- the Evaluator's interface -------------------------------------------------------
+    def evaluate(self, spec, source: str, shapes=None, deep: bool = False) -> EvalResult:
+        ray = self._ray
+        with self._lock:
+            self._waiting += 1
+        try:
+            slot = self._free.get()
+        finally:
+            with self._lock:
+                self._waiting -= 1
+                queued = self._waiting
+        data = spec.model_dump(mode="json")
+        ref = slot.actor.evaluate.remote(data, spec.reference_source, source, shapes, deep, current_node(), queued)
+        try:
+            result = ray.get(ref, timeout=self.deadline_s)
+        except ray.exceptions.GetTimeoutError:
+            self._replace(slot, kill=True)
+            raise WorkerLost(f"{slot.name} gave no result within {self.deadline_s:g}s: replaced", slot.name) from None
+        except ray.exceptions.RayTaskError as e:  # the Evaluator itself raised: its error, as a local one would
+            raise e.as_instanceof_cause() from None
+        except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as e:
+            self._replace(slot)
+            raise WorkerLost(f"{slot.name} died ({_first_line(e)}): replaced", slot.name) from None
+        self._free.put(slot)
+        return EvalResult.from_dict(result)
+
+    def close(self) -> None:
+        """Retire the actors (their rows in the workers table) and stop a cluster this started."""
+        ray = self._ray
+        if self._closed:  # the engine closes it when the search ends, the command when it stops
+            return
+        self._closed = True
+        for slot in getattr(self, "slots", []):
+            try:
+                ray.get(slot.actor.close.remote(), timeout=10)
+            except Exception:  # noqa: BLE001 (dead already, or busy: killed below all the same)
+                pass
+            ray.kill(slot.actor, no_restart=True)
+        if self._started_ray:
+            ray.shutdown()
+            self._started_ray = False
+
+    # -- actors --------------------------------------------------------------------------
+    def _options(self) -> dict:
+        if self.device == "cuda":
+            # The actor's Evaluator gives each sandbox the physical GPU id it was granted, so Ray must
+            # not renumber the GPUs of the actor's process.
+            env = {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}
+            return {"num_gpus": 1, "num_cpus": 1, "runtime_env": {"env_vars": env}, "max_concurrency": 4}
+        return {"num_cpus": 1, "max_concurrency": 4}  # 4: evaluate, plus describe/close while it runs
+
+    def _start(self) -> _Slot:
+        actor = self._actor_class.options(**self._options()).remote(
+            self.device, self.db_url, self.run_id, self.timeout_s
+        )
+        slot = _Slot(actor, actor.describe.remote())
+        threading.Thread(target=self._when_ready, args=(slot,), daemon=True, name="kernelevolve-ray-start").start()
+        return slot
+
+    def _when_ready(self, slot: _Slot) -> None:
+        try:
+            info = self._ray.get(slot.ready)
+        except Exception as e:  # noqa: BLE001 (it died starting: its replacement is started instead)
+            log.warning("a Ray worker failed to start: %s", _first_line(e))
+            if not self._closed:
+                self._replace(slot)
+            return
+        slot.name = f"Ray worker {info['worker_id']} ({info['host']}, GPU {info['gpu']}, pid {info['pid']})"
+        log.info("%s ready", slot.name)
+        self._free.put(slot)
+
+    def _replace(self, slot: _Slot, kill: bool = False) -> None:
+        if kill:
+            try:
+                self._ray.kill(slot.actor, no_restart=True)
+            except Exception:  # noqa: BLE001
+                pass
+        if self._closed:
+            return
+        with self._lock:
+            if slot in self.slots:
+                self.slots[self.slots.index(slot)] = self._start()
+        log.warning("%s lost; a new worker is starting", slot.name)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:300] if text else type(e).__name__
