@@ -1,0 +1,201 @@
+"""
+---
+title: int8 multi-query attention decode (all query heads in one tile, split-KV with a combine step)
+kind: kernels
+family: [int8_mqa_decode, attention]
+tags: [attention, decode, mqa, int8, kv-cache, quantization, split-kv, flash-decoding, head-packing, memory-bound]
+hardware: [any]
+spec: int8_mqa_decode
+---
+Decode attention for multi-query attention over an int8 KV cache: Q [B, HQ, QL, D] (QL = 1-4 new
+tokens), one KV head shared by all HQ query heads as int8 codes [B, KV, D] with per-token scales
+[B, KV].
+
+Decode is bound by reading the KV cache. Two choices make that read efficient:
+- Head packing: the HQ * QL query rows of one batch element share the same K and V, so one program
+  loads them as one [HQ * QL, D] tile (16 rows for 16 heads) and reads each K/V tile once for all
+  of them: one MMA per KV tile instead of 16 matrix-vector products each re-reading the cache.
+- Split-KV (flash-decoding): with one program per batch element a batch of 64 fills half of an
+  H100/H200's SMs; the KV length is split over SPLITS programs per batch element (chosen so the
+  grid is about PROGRAMS_PER_SM programs per SM), each writes its unnormalised partial output and
+  its row max / row sum, and a second small kernel merges the splits (rescale by exp2(m_s - m),
+  sum, divide). With one split the first kernel writes the output itself.
+Dequantisation costs no pass over K or V: the int8 codes are converted to bf16 in registers
+(exact: |code| <= 127), the K scale multiplies the [rows, BLOCK_N] score tile (s = (q . codes) *
+k_scale[n]) and the V scale multiplies P before the second MMA (P * v_scale[n]), never the
+[BLOCK_N, D] tiles.
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+from _launch_heuristics import sm_count
+
+CONFIG = {
+    "BLOCK_N": 128,  # KV tokens per inner step
+    "PROGRAMS_PER_SM": 2,  # splits of the KV length chosen for about this many programs per SM
+    "num_warps": 4,
+    "num_stages": 3,  # KV tiles in flight
+}
+
+TUNABLES = {
+    "BLOCK_N": [64, 128, 256],
+    "PROGRAMS_PER_SM": [1, 2, 4, 8],
+    "num_warps": [4, 8],
+    "num_stages": [2, 3, 4],
+}
+
+
+@triton.jit
+def _int8_mqa_decode_split(
+    Q, KC, KS, VC, VS, O, PART_ACC, PART_ML,
+    stride_qb, stride_qh, stride_qt, stride_qd,
+    stride_kb, stride_kn, stride_kd, stride_ksb, stride_ksn,
+    stride_vb, stride_vn, stride_vd, stride_vsb, stride_vsn,
+    stride_ob, stride_oh, stride_ot, stride_od,
+    q_len, n_rows, kv_len, head_dim, split_len, qk_scale,
+    ROWS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    SPLIT: tl.constexpr,
+):
+    b = tl.program_id(0)
+    split = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    # Row r of the packed tile is query head r // q_len, new token r % q_len.
+    offs_r = tl.arange(0, ROWS)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    r_live = offs_r < n_rows
+    d_live = offs_d < head_dim
+    q_rows = (offs_r // q_len) * stride_qh + (offs_r % q_len) * stride_qt
+    q = tl.load(Q + b * stride_qb + q_rows[:, None] + offs_d[None, :] * stride_qd, mask=r_live[:, None] & d_live[None, :], other=0.0)
+
+    lo = split * split_len
+    hi = tl.minimum(lo + split_len, kv_len)
+    m_i = tl.full([ROWS], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([ROWS], dtype=tl.float32)
+    acc = tl.zeros([ROWS, BLOCK_D], dtype=tl.float32)
+    k_base = KC + b * stride_kb
+    v_base = VC + b * stride_vb
+    for start in tl.range(lo, hi, BLOCK_N):
+        cols = start + offs_n
+        c_live = cols < hi
+        kv_mask = c_live[:, None] & d_live[None, :]
+        # int8 -> fp32 -> bf16 is exact (|code| <= 127); the Triton 3.6 interpreter turns a direct
+        # int8 -> bf16 cast into NaN.
+        k = tl.load(k_base + cols[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_mask, other=0).to(tl.float32).to(q.dtype)
+        k_scale = tl.load(KS + b * stride_ksb + cols * stride_ksn, mask=c_live, other=0.0).to(tl.float32)
+        s = tl.dot(q, tl.trans(k)) * (k_scale * qk_scale)[None, :]  # scores in the exp2 domain
+        s = tl.where(c_live[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_mask, other=0).to(tl.float32).to(q.dtype)
+        v_scale = tl.load(VS + b * stride_vsb + cols * stride_vsn, mask=c_live, other=0.0).to(tl.float32)
+        acc = acc * alpha[:, None] + tl.dot((p * v_scale[None, :]).to(q.dtype), v)
+        m_i = m_new
+
+    if SPLIT:
+        part = (b * n_splits + split) * ROWS
+        tl.store(PART_ACC + (part + offs_r)[:, None] * BLOCK_D + offs_d[None, :], acc)
+        tl.store(PART_ML + 2 * (part + offs_r), m_i)
+        tl.store(PART_ML + 2 * (part + offs_r) + 1, l_i)
+    else:
+        o_rows = (offs_r // q_len) * stride_oh + (offs_r % q_len) * stride_ot
+        out = acc / l_i[:, None]
+        tl.store(O + b * stride_ob + o_rows[:, None] + offs_d[None, :] * stride_od, out.to(O.dtype.element_ty), mask=r_live[:, None] & d_live[None, :])
+
+
+@triton.jit
+def _int8_mqa_decode_combine(
+    PART_ACC, PART_ML, O,
+    stride_ob, stride_oh, stride_ot, stride_od,
+    q_len, n_rows, head_dim, n_splits,
+    ROWS: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    """out = sum_s exp2(m_s - m) acc_s / sum_s exp2(m_s - m) l_s for one batch element; a split that
+    saw no key (m_s = -inf) weighs 0."""
+    b = tl.program_id(0)
+    offs_r = tl.arange(0, ROWS)
+    offs_d = tl.arange(0, BLOCK_D)
+    m = tl.full([ROWS], float("-inf"), dtype=tl.float32)
+    for s in range(n_splits):
+        m = tl.maximum(m, tl.load(PART_ML + 2 * ((b * n_splits + s) * ROWS + offs_r)))
+    l = tl.zeros([ROWS], dtype=tl.float32)
+    acc = tl.zeros([ROWS, BLOCK_D], dtype=tl.float32)
+    for s in range(n_splits):
+        part = (b * n_splits + s) * ROWS
+        m_s = tl.load(PART_ML + 2 * (part + offs_r))
+        w = tl.where(m_s == float("-inf"), 0.0, tl.exp2(m_s - m))
+        l += w * tl.load(PART_ML + 2 * (part + offs_r) + 1)
+        acc += w[:, None] * tl.load(PART_ACC + (part + offs_r)[:, None] * BLOCK_D + offs_d[None, :])
+    out = acc / l[:, None]
+    o_rows = (offs_r // q_len) * stride_oh + (offs_r % q_len) * stride_ot
+    live = (offs_r < n_rows)[:, None] & (offs_d < head_dim)[None, :]
+    tl.store(O + b * stride_ob + o_rows[:, None] + offs_d[None, :] * stride_od, out.to(O.dtype.element_ty), mask=live)
+
+
+def check_inputs(name, q, k_codes, k_scale, v_codes, v_scale):
+    if q.dim() != 4:
+        raise ValueError(f"{name}: q must be [BATCH, Q_HEADS, Q_LEN, HEAD_DIM], got {tuple(q.shape)}")
+    batch, _, _, head_dim = q.shape
+    for what, codes, scale in (("k", k_codes, k_scale), ("v", v_codes, v_scale)):
+        if codes.dtype != torch.int8 or codes.dim() != 3 or codes.shape[0] != batch or codes.shape[2] != head_dim:
+            raise ValueError(f"{name}: {what}_codes must be int8 [BATCH, KV_LEN, HEAD_DIM] matching q, got {tuple(codes.shape)} {codes.dtype}")
+        if tuple(scale.shape) != tuple(codes.shape[:2]):
+            raise ValueError(f"{name}: {what}_scale must be [BATCH, KV_LEN] = {tuple(codes.shape[:2])}, got {tuple(scale.shape)}")
+    if k_codes.shape != v_codes.shape:
+        raise ValueError(f"{name}: k_codes {tuple(k_codes.shape)} and v_codes {tuple(v_codes.shape)} differ")
+
+
+def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
+    """softmax(q K^T / sqrt(D)) V with K = k_codes * k_scale[..., None] (likewise V), one KV head for all query heads."""
+    check_inputs("int8_mqa_decode", q, k_codes, k_scale, v_codes, v_scale)
+    batch, heads, q_len, head_dim = q.shape
+    kv_len = k_codes.shape[1]
+    out = torch.empty_like(q)
+    if out.numel() == 0:
+        return out
+    if kv_len == 0:
+        raise ValueError("int8_mqa_decode: an empty KV cache (KV_LEN = 0) has no attention output")
+    n_rows = heads * q_len
+    rows = max(16, triton.next_power_of_2(n_rows))  # tl.dot needs at least 16 rows
+    block_d = max(16, triton.next_power_of_2(head_dim))
+    block_n = min(CONFIG["BLOCK_N"], max(16, triton.next_power_of_2(kv_len)))
+    n_tiles = triton.cdiv(kv_len, block_n)
+    splits = max(1, min(n_tiles, triton.cdiv(CONFIG["PROGRAMS_PER_SM"] * sm_count(q.device), batch)))
+    split_len = triton.cdiv(n_tiles, splits) * block_n
+    splits = triton.cdiv(kv_len, split_len)  # no split left without keys
+    if splits > 1:
+        part_acc = torch.empty(batch * splits * rows * block_d, dtype=torch.float32, device=q.device)
+        part_ml = torch.empty(batch * splits * rows * 2, dtype=torch.float32, device=q.device)
+    else:
+        part_acc = part_ml = out  # not read or written with one split
+    qk_scale = 1.0 / math.sqrt(head_dim) * 1.4426950408889634
+    _int8_mqa_decode_split[(batch, splits)](
+        q, k_codes, k_scale, v_codes, v_scale, out, part_acc, part_ml,
+        *q.stride(), *k_codes.stride(), *k_scale.stride(), *v_codes.stride(), *v_scale.stride(), *out.stride(),
+        q_len, n_rows, kv_len, head_dim, split_len, qk_scale,
+        ROWS=rows, BLOCK_N=block_n, BLOCK_D=block_d, SPLIT=splits > 1,
+        num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"],
+    )
+    if splits > 1:
+        _int8_mqa_decode_combine[(batch,)](
+            part_acc, part_ml, out, *out.stride(), q_len, n_rows, head_dim, splits,
+            ROWS=rows, BLOCK_D=block_d, num_warps=4,
+        )
+    return out
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, q, k_codes, k_scale, v_codes, v_scale):
+        return int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale)
