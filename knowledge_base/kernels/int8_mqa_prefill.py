@@ -1,0 +1,175 @@
+"""
+---
+title: int8 multi-query attention prefill (flash attention with K/V dequantised inside the KV loop)
+kind: kernels
+family: [int8_mqa_prefill, attention]
+tags: [attention, prefill, mqa, int8, kv-cache, quantization, online-softmax, causal, tensor-core]
+hardware: [any]
+spec: int8_mqa_prefill
+---
+Prefill attention for multi-query attention with int8 K/V: Q [B, HQ, S, D] bf16, one KV head
+shared by all HQ query heads as int8 codes [B, S, D] with per-token scales [B, S], causal or not.
+
+The structure is flash attention's forward (one program per BLOCK_M query rows of one (batch, query
+head), online softmax over BLOCK_N-row key tiles, causal tiles above the diagonal never visited and
+only the diagonal tiles masked). Dequantisation happens inside the KV loop and never touches the
+[BLOCK_N, D] tiles with a multiply: the int8 codes become bf16 in registers (exact), the K scale
+multiplies the [BLOCK_M, BLOCK_N] score tile (s = (q . codes) * k_scale[n], folded with the softmax
+scale into the exp2 argument) and the V scale multiplies P before the P V product. Reading int8
+halves the K/V bytes against bf16; at prefill lengths the kernel is compute-bound, so the gain is
+mostly the smaller shared-memory footprint of a K/V stage (more stages or larger tiles fit).
+
+Query heads are the fastest-varying grid axis after the query block, so the 16 programs that share
+one batch element's K/V run close together and read it from L2.
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+CONFIG = {
+    "BLOCK_M": 128,  # query rows a program owns
+    "BLOCK_N": 64,  # keys per inner step
+    "num_warps": 8,
+    "num_stages": 3,  # K/V tiles in flight
+}
+
+TUNABLES = {
+    "BLOCK_M": [64, 128],
+    "BLOCK_N": [32, 64, 128],
+    "num_warps": [4, 8],
+    "num_stages": [2, 3, 4],
+}
+
+
+@triton.jit
+def _attend_keys(
+    acc, m_i, l_i, q, k_base, v_base, ks_base, vs_base,
+    stride_kn, stride_kd, stride_ksn, stride_vn, stride_vd, stride_vsn,
+    offs_m, offs_n, offs_d, d_live, lo, hi, seq_len, qk_scale,
+    BLOCK_N: tl.constexpr,
+    CAUSAL_MASK: tl.constexpr,
+    SEQ_MASK: tl.constexpr,
+):
+    """Online-softmax update over key tiles lo, lo + BLOCK_N, ... < hi, dequantising K and V."""
+    for start in tl.range(lo, hi, BLOCK_N):
+        cols = start + offs_n
+        c_live = cols < seq_len
+        kv_mask = c_live[:, None] & d_live[None, :]
+        # int8 -> fp32 -> bf16 is exact (|code| <= 127); the Triton 3.6 interpreter turns a direct
+        # int8 -> bf16 cast into NaN.
+        k = tl.load(k_base + cols[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_mask, other=0).to(tl.float32).to(q.dtype)
+        k_scale = tl.load(ks_base + cols * stride_ksn, mask=c_live, other=0.0).to(tl.float32)
+        s = tl.dot(q, tl.trans(k)) * (k_scale * qk_scale)[None, :]
+        if CAUSAL_MASK:
+            s = tl.where(offs_m[:, None] >= cols[None, :], s, float("-inf"))
+        if SEQ_MASK:
+            s = tl.where(c_live[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_mask, other=0).to(tl.float32).to(q.dtype)
+        v_scale = tl.load(vs_base + cols * stride_vsn, mask=c_live, other=0.0).to(tl.float32)
+        acc = acc * alpha[:, None] + tl.dot((p * v_scale[None, :]).to(q.dtype), v)
+        m_i = m_new
+    return acc, m_i, l_i
+
+
+@triton.jit
+def _int8_mqa_prefill(
+    Q, KC, KS, VC, VS, O,
+    stride_qb, stride_qh, stride_qm, stride_qd,
+    stride_kb, stride_kn, stride_kd, stride_ksb, stride_ksn,
+    stride_vb, stride_vn, stride_vd, stride_vsb, stride_vsn,
+    stride_ob, stride_oh, stride_om, stride_od,
+    heads, seq_len, head_dim, qk_scale,
+    CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    pid_bh = tl.program_id(0)  # heads of one batch element side by side: they share its K/V in L2
+    if CAUSAL:
+        pid_m = tl.num_programs(1) - 1 - tl.program_id(1)  # longest rows first
+    else:
+        pid_m = tl.program_id(1)
+    b = pid_bh // heads
+    h = pid_bh % heads
+    m0 = pid_m * BLOCK_M
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_live = offs_d < head_dim
+    row_mask = (offs_m < seq_len)[:, None] & d_live[None, :]
+    q = tl.load(Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd, mask=row_mask, other=0.0)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    k_base = KC + b * stride_kb
+    v_base = VC + b * stride_vb
+    ks_base = KS + b * stride_ksb
+    vs_base = VS + b * stride_vsb
+    if CAUSAL:
+        full_hi = (m0 // BLOCK_N) * BLOCK_N  # tiles wholly left of the block: no mask
+        diag_hi = tl.minimum(m0 + BLOCK_M, seq_len)
+    else:
+        full_hi = (seq_len // BLOCK_N) * BLOCK_N
+        diag_hi = seq_len
+    acc, m_i, l_i = _attend_keys(
+        acc, m_i, l_i, q, k_base, v_base, ks_base, vs_base,
+        stride_kn, stride_kd, stride_ksn, stride_vn, stride_vd, stride_vsn,
+        offs_m, offs_n, offs_d, d_live, 0, full_hi, seq_len, qk_scale, BLOCK_N, False, False,
+    )
+    acc, m_i, l_i = _attend_keys(
+        acc, m_i, l_i, q, k_base, v_base, ks_base, vs_base,
+        stride_kn, stride_kd, stride_ksn, stride_vn, stride_vd, stride_vsn,
+        offs_m, offs_n, offs_d, d_live, full_hi, diag_hi, seq_len, qk_scale, BLOCK_N, CAUSAL, True,
+    )
+    out = acc / l_i[:, None]
+    tl.store(O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od, out.to(O.dtype.element_ty), mask=row_mask)
+
+
+def check_inputs(name, q, k_codes, k_scale, v_codes, v_scale):
+    if q.dim() != 4:
+        raise ValueError(f"{name}: q must be [BATCH, Q_HEADS, SEQ_LEN, HEAD_DIM], got {tuple(q.shape)}")
+    batch, _, seq_len, head_dim = q.shape
+    for what, codes, scale in (("k", k_codes, k_scale), ("v", v_codes, v_scale)):
+        if codes.dtype != torch.int8 or tuple(codes.shape) != (batch, seq_len, head_dim):
+            raise ValueError(f"{name}: {what}_codes must be int8 [BATCH, SEQ_LEN, HEAD_DIM] = {(batch, seq_len, head_dim)}, got {tuple(codes.shape)} {codes.dtype}")
+        if tuple(scale.shape) != (batch, seq_len):
+            raise ValueError(f"{name}: {what}_scale must be [BATCH, SEQ_LEN] = {(batch, seq_len)}, got {tuple(scale.shape)}")
+
+
+def int8_mqa_prefill(q, k_codes, k_scale, v_codes, v_scale, causal: bool):
+    """softmax(q K^T / sqrt(D) [causal]) V with K = k_codes * k_scale[..., None] (likewise V), one KV head for all query heads."""
+    check_inputs("int8_mqa_prefill", q, k_codes, k_scale, v_codes, v_scale)
+    batch, heads, seq_len, head_dim = q.shape
+    out = torch.empty_like(q)
+    if out.numel() == 0:
+        return out
+    seq_pow2 = max(16, triton.next_power_of_2(seq_len))
+    block_m = min(CONFIG["BLOCK_M"], seq_pow2)
+    block_n = min(CONFIG["BLOCK_N"], seq_pow2)
+    grid = (batch * heads, triton.cdiv(seq_len, block_m))
+    _int8_mqa_prefill[grid](
+        q, k_codes, k_scale, v_codes, v_scale, out,
+        *q.stride(), *k_codes.stride(), *k_scale.stride(), *v_codes.stride(), *v_scale.stride(), *out.stride(),
+        heads, seq_len, head_dim, 1.0 / math.sqrt(head_dim) * 1.4426950408889634,
+        CAUSAL=bool(causal), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
+        num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"],
+    )
+    return out
+
+
+class ModelNew(nn.Module):
+    def __init__(self, causal: bool = False):
+        super().__init__()
+        self.causal = bool(causal)
+
+    def forward(self, q, k_codes, k_scale, v_codes, v_scale):
+        return int8_mqa_prefill(q, k_codes, k_scale, v_codes, v_scale, self.causal)
