@@ -1,0 +1,124 @@
+"""The int8 multi-query attention kernels (decode with head packing and split-KV, prefill) under the
+Triton interpreter, against the spec references in float64 on the same codes and scales.
+
+Outputs are allocated NaN-filled while a kernel runs (an unwritten element fails). The decode cases
+cover one split and several (the interpreter's SM count is 4, so the split count follows the batch),
+a KV length that is not a multiple of the tile, Q_LEN > 1 (rows packed as head x token) and inputs
+read through transposed views; the prefill cases causal and not, with ragged sequence lengths.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelevolve.knowledge.frontmatter import kernel_docstring, split_front_matter
+from kernelevolve.operators.tunables import read_declared
+from kernelevolve.paths import KNOWLEDGE_BASE, SPECS
+from kernelevolve.spec import load_spec
+
+from .conftest import load_kernel, load_reference, poisoned_allocations
+
+NAMES = ["int8_mqa_decode", "int8_mqa_prefill"]
+
+
+def inputs(name: str, **constants) -> list[torch.Tensor]:
+    ref = load_reference(name, **constants)
+    return [x.to(torch.bfloat16) if x.is_floating_point() else x for x in ref.get_inputs()], ref
+
+
+def expected_of(ref, xs: list, *init) -> torch.Tensor:
+    with torch.no_grad():
+        return ref.Model(*init)(*[x.double() if x.is_floating_point() else x for x in xs])
+
+
+def assert_matches(name: str, out: torch.Tensor, want: torch.Tensor) -> None:
+    tol = load_spec(SPECS / f"{name}.yaml").tolerance("bfloat16")
+    assert out.dtype == torch.bfloat16 and out.shape == want.shape and torch.isfinite(out).all()
+    torch.testing.assert_close(out.double(), want, atol=tol.atol, rtol=tol.rtol)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_kernel_file_follows_the_convention(name):
+    source = (KNOWLEDGE_BASE / "kernels" / f"{name}.py").read_text()
+    header, body = split_front_matter(kernel_docstring(source, Path(name)), Path(name))
+    assert header["kind"] == "kernels" and header["spec"] == name and body.strip()
+    declared = read_declared(source)
+    assert set(declared.config) == set(declared.tunables)
+    for key, value in declared.config.items():
+        assert value in declared.tunables[key], f"CONFIG[{key!r}] = {value!r} is not among its TUNABLES"
+    spec = load_spec(SPECS / f"{name}.yaml")
+    assert spec.kernel_name == name and spec.dtypes == ["bfloat16"]
+
+
+def test_decode_spec_counts_the_kv_cache_bytes():
+    spec = load_spec(SPECS / "int8_mqa_decode.yaml")
+    nbytes, flops = spec.roofline(spec.cases("cuda")[0])  # BATCH=256, KV_LEN=1024, Q_LEN=1
+    assert nbytes == 2 * 256 * 1024 * 128 + 2 * 256 * 1024 * 2 + 2 * 256 * 16 * 128 * 2
+    assert flops == 4 * 256 * 16 * 1024 * 128
+
+
+def test_reference_dequantises_per_token():
+    (q, kc, ks, vc, vs), ref = inputs("int8_mqa_decode", BATCH=2, KV_LEN=5, Q_LEN=2, Q_HEADS=3, HEAD_DIM=8)
+    assert kc.dtype == torch.int8 and kc.abs().max() == 127 and ks.shape == (2, 5)
+    k = kc.double() * ks.double()[..., None]
+    v = vc.double() * vs.double()[..., None]
+    for h in range(3):
+        scores = q[:, h].double() @ k.transpose(1, 2) / 8**0.5
+        torch.testing.assert_close(expected_of(ref, [q, kc, ks, vc, vs])[:, h], torch.softmax(scores, -1) @ v)
+
+
+DECODE = [  # (constants, PROGRAMS_PER_SM, BLOCK_N): splits = min(tiles, ceil(4 * PPS / BATCH))
+    (dict(BATCH=4, KV_LEN=37, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 1, 64),  # one split: the direct store
+    (dict(BATCH=2, KV_LEN=150, Q_LEN=3, Q_HEADS=2, HEAD_DIM=64), 4, 64),  # 3 splits, ragged last one
+]
+
+
+@pytest.mark.parametrize("case", DECODE, ids=["one-split", "three-splits-qlen3"])
+def test_decode_kernel(case, tmp_path):
+    constants, per_sm, block_n = case
+    kernel = load_kernel("int8_mqa_decode", tmp_path, PROGRAMS_PER_SM=per_sm, BLOCK_N=block_n)
+    xs, ref = inputs("int8_mqa_decode", **constants)
+    with torch.no_grad(), poisoned_allocations():
+        out = kernel.ModelNew()(*xs)
+    assert_matches("int8_mqa_decode", out, expected_of(ref, xs))
+
+
+def test_decode_kernel_reads_strided_views(tmp_path):
+    """q as a transposed view ([B, Lq, H, D] storage) and scales as columns of a wider tensor."""
+    kernel = load_kernel("int8_mqa_decode", tmp_path, PROGRAMS_PER_SM=2, BLOCK_N=64)
+    (q, kc, ks, vc, vs), ref = inputs("int8_mqa_decode", BATCH=2, KV_LEN=40, Q_LEN=2, Q_HEADS=2, HEAD_DIM=32)
+    q_view = q.transpose(1, 2).contiguous().transpose(1, 2)
+    ks_view = torch.stack([ks, torch.full_like(ks, float("nan"))], -1)[..., 0]
+    with torch.no_grad(), poisoned_allocations():
+        out = kernel.ModelNew()(q_view, kc, ks_view, vc, vs)
+    assert_matches("int8_mqa_decode", out, expected_of(ref, [q, kc, ks, vc, vs]))
+
+
+PREFILL = [  # (constants, causal, BLOCK_M, BLOCK_N)
+    (dict(BATCH=2, SEQ_LEN=45, Q_HEADS=2, HEAD_DIM=32), True, 32, 16),  # diagonal spans two key tiles
+    (dict(BATCH=1, SEQ_LEN=50, Q_HEADS=3, HEAD_DIM=64), False, 64, 32),  # ragged last key tile
+]
+
+
+@pytest.mark.parametrize("case", PREFILL, ids=["causal", "full"])
+def test_prefill_kernel(case, tmp_path):
+    constants, causal, block_m, block_n = case
+    kernel = load_kernel("int8_mqa_prefill", tmp_path, BLOCK_M=block_m, BLOCK_N=block_n)
+    xs, ref = inputs("int8_mqa_prefill", CAUSAL=int(causal), **constants)
+    with torch.no_grad(), poisoned_allocations():
+        out = kernel.ModelNew(causal)(*xs)
+    assert_matches("int8_mqa_prefill", out, expected_of(ref, xs, causal))
+
+
+def test_bad_inputs_are_one_line_errors():
+    kernel = load_kernel("int8_mqa_decode")
+    q = torch.zeros(2, 4, 1, 16, dtype=torch.bfloat16)
+    codes = torch.zeros(2, 8, 16, dtype=torch.int8)
+    scale = torch.ones(2, 8, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="k_codes must be int8"):
+        kernel.int8_mqa_decode(q, codes.float(), scale, codes, scale)
+    with pytest.raises(ValueError, match="v_scale must be"):
+        kernel.int8_mqa_decode(q, codes, scale, codes, scale[:, :4])
