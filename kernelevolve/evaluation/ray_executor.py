@@ -117,6 +117,7 @@ class _Slot:
     def __init__(self, actor, ready) -> None:
         self.actor, self.ready = actor, ready
         self.name = "a Ray worker (starting)"
+        self.worker_id: int | None = None  # its row in the workers table, once it is up
 
 
 class RayExecutor:
@@ -146,6 +147,7 @@ class RayExecutor:
                 where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
                 raise RayUnavailable(f"cannot start or reach {where}: {_first_line(e)}") from None
             self._started_ray = True
+        _quiet_worker_notices()
         resource = "GPU" if device == "cuda" else "CPU"
         count = workers or int(ray.cluster_resources().get(resource, 0))
         if count < 1:
@@ -231,6 +233,7 @@ class RayExecutor:
             if not self._closed:
                 self._replace(slot)
             return
+        slot.worker_id = info["worker_id"]
         slot.name = f"Ray worker {info['worker_id']} ({info['host']}, GPU {info['gpu']}, pid {info['pid']})"
         log.info("%s ready", slot.name)
         self._free.put(slot)
@@ -241,12 +244,39 @@ class RayExecutor:
                 self._ray.kill(slot.actor, no_restart=True)
             except Exception:  # noqa: BLE001
                 pass
+        if slot.worker_id is not None:  # it cannot retire itself: listed no longer
+            self._retire(slot.worker_id)
         if self._closed:
             return
         with self._lock:
             if slot in self.slots:
                 self.slots[self.slots.index(slot)] = self._start()
         log.warning("%s lost; a new worker is starting", slot.name)
+
+    def _retire(self, worker_id: int) -> None:
+        from kernelevolve.memory import Repository
+        from kernelevolve.memory.workers import WorkerRegistry
+
+        try:
+            repo = Repository(self.db_url)
+            try:
+                WorkerRegistry(repo).retire(worker_id)
+            finally:
+                repo.close()
+        except Exception as e:  # noqa: BLE001 (its heartbeat stops all the same: it drops out of the list)
+            log.warning("could not retire lost worker %s: %s", worker_id, e)
+
+
+def _quiet_worker_notices() -> None:
+    """Ray prints its workers' output and death notices on the driver's stdout, where `--json` puts its
+    summary; a lost worker is reported here (WorkerLost, then the node's result and the run's log).
+    The switch is private to Ray: where a version lacks it, the notices stay."""
+    try:
+        import ray._private.worker as ray_worker
+    except ImportError:
+        return
+    if hasattr(ray_worker, "_worker_logs_enabled"):
+        ray_worker._worker_logs_enabled = False
 
 
 def _first_line(e: BaseException) -> str:

@@ -1,0 +1,148 @@
+"""`run --executor ray` on a real two-CPU Ray cluster (started with `ray start`, joined through
+--ray-address): real Triton kernels under the interpreter, a worker SIGKILLed mid-evaluation, and
+`kernelevolve workers` while it runs (issue 12). Takes about a minute: Ray's start-up is most of it."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from kernelevolve.cli import app
+from kernelevolve.memory import Repository
+from kernelevolve.memory.workers import WorkerRegistry, WorkerRow
+from tests.search.conftest import FIXTURES
+from tests.search.test_cli import CLI, OPERATOR
+
+ray = pytest.importorskip("ray", reason="Ray is in the test extra: pip install -e '.[test]'")
+# A throw-away local cluster: no token to hand around.
+RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+@pytest.fixture(scope="module")
+def ray_address():
+    """A Ray head with two CPUs, in a process group of its own that teardown ends (and nothing else)."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from ray.scripts.scripts import main; main()",
+            "start",
+            "--head",
+            "--num-cpus=2",
+            "--port=0",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+            "--block",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, **RAY_ENV),
+        start_new_session=True,
+    )
+    address, seen = None, []
+    deadline = time.monotonic() + 120
+    while address is None and time.monotonic() < deadline and proc.poll() is None:
+        line = proc.stdout.readline()
+        seen.append(line)
+        found = re.search(r"ray start --address='([^']+)'", line)
+        address = found.group(1) if found else None
+    if address is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("ray start gave no address:\n" + "".join(seen[-20:]))
+    yield address
+    os.killpg(proc.pid, signal.SIGKILL)  # the cluster's processes: ray start, its GCS, raylet, workers
+    proc.wait()
+
+
+def _workers(db_url) -> list[dict]:
+    out = CliRunner().invoke(app, ["workers", "--db", db_url, "--json"])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.stdout)
+
+
+@pytest.mark.timeout(300)
+def test_a_search_on_two_ray_workers_survives_a_killed_worker(ray_address, tmp_path):
+    db_url = f"sqlite:///{tmp_path / 'ray.db'}"
+    env = dict(os.environ, SEARCH_TEST_BUG_RATE="0.3", **RAY_ENV)
+    env.pop("KERNELEVOLVE_DB", None)
+    run = subprocess.Popen(
+        [
+            *CLI,
+            "run",
+            str(FIXTURES / "scale.yaml"),
+            "--device",
+            "interpret",
+            "--model",
+            OPERATOR,
+            "--db",
+            db_url,
+            "--budget",
+            "4",
+            "--parallel",
+            "2",
+            "--executor",
+            "ray",
+            "--ray-address",
+            ray_address,
+            "--no-preflight",
+            "--seed",
+            "5",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    repo = Repository(db_url)
+    registry = WorkerRegistry(repo)
+    listed = victim = None
+    deadline = time.monotonic() + 200
+    try:
+        while victim is None and time.monotonic() < deadline and run.poll() is None:
+            live = registry.live()
+            busy = [w for w in live if w.state == "evaluating" and w.node_id is not None]
+            if len(live) == 2 and busy:
+                listed = _workers(db_url)  # what a person sees while the search runs
+                victim = busy[0]
+                os.kill(victim.pid, signal.SIGKILL)  # mid-evaluation: the interpreter takes seconds
+            time.sleep(0.1)
+        out, err = run.communicate(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert victim is not None, "no Ray worker was seen evaluating"
+    assert run.returncode in (0, 1), err
+    summary = json.loads(out)
+    assert (summary["status"], summary["termination_reason"], len(summary["nodes"])) == ("finished", "nodes", 4)
+
+    run_id = summary["id"]
+    assert len(listed) == 2 and {w["executor"] for w in listed} == {"ray"} and {w["gpu"] for w in listed} == {"cpu"}
+    assert {w["run_id"] for w in listed} == {run_id}
+    assert any(w["state"] == "evaluating" and w["node"] == victim.node_id for w in listed)
+
+    graph = repo.load_graph(run_id)
+    assert not graph.pending() and len(graph.evaluated()) == 4
+    # The killed worker's node was evaluated again on another worker, and says so; the kernels were
+    # really checked (the operator's wrong constants fail as incorrect, never as a crash).
+    retried = graph[victim.node_id].evaluation
+    assert "died" in retried.environment["worker_lost"]
+    assert all(n.failure in (None, "incorrect") for n in graph.nodes())
+    assert any(n.correct for n in graph.nodes())
+
+    # Three workers served the run (the killed one replaced); the killed one was retired by the run when
+    # it found it dead, the others when the run ended.
+    with repo.Session() as s:
+        rows = s.query(WorkerRow).filter_by(run_id=run_id).all()
+    assert len(rows) == 3 and len({r.pid for r in rows}) == 3
+    assert {r.state for r in rows} == {"retired"}
+    assert _workers(db_url) == []
+    repo.close()
