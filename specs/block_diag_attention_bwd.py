@@ -8,9 +8,10 @@ The forward is block_diag_attention's: every sequence cut into 64-token blocks f
 a token attending only within its block, scale 1/sqrt(HEAD_DIM). The gradients are autograd's
 through that forward, so backward kernels are searched like forward ones.
 
-On a GPU in bf16/fp16 the forward is flex_attention (compiled, whose backward is compiled too) with a
-block mask built from the block table; elsewhere (float64 for the check, the CPU) the exact
-computation on gathered 64-token blocks. Lengths as in block_diag_attention.py (SPARSITY = empty
+Under torch.compile on a GPU in bf16/fp16 (the spec's baseline) the forward is flex_attention,
+compiled (its backward is compiled too), with a block mask built from the block table; run eagerly
+(the correctness check, float64, the CPU) the exact computation on gathered 64-token blocks.
+Lengths as in block_diag_attention.py (SPARSITY = empty
 fraction of the padded [BATCH, MAX_LEN] layout, spread evenly, shuffled by LENGTH_SEED).
 """
 
@@ -64,35 +65,37 @@ def exact_block_attention(q, k, v, offsets, block):
     return out
 
 
-_compiled_flex = None
+def flex_block_mask(offsets, block, tokens):
+    """flex_attention's BlockMask for [1, H, tokens, D]: each 128-row query block lists the (at most
+    three) 128-row key blocks its 64-token blocks reach; mask_mod compares the rows' block numbers."""
+    from torch.nn.attention.flex_attention import BlockMask
 
-
-def flex_block_attention(q, k, v, offsets, block):
-    """flex_attention (compiled once) over [1, H, TOKENS, D] views with a sparse block mask."""
-    global _compiled_flex
-    from torch.nn.attention.flex_attention import BlockMask, flex_attention
-
-    if _compiled_flex is None:
-        _compiled_flex = torch.compile(flex_attention)
-    tokens, mask_block = q.shape[0], 128
+    mask_block = 128
     _, _, row_block = block_table(offsets, block)
 
     def same_block(b, h, q_idx, kv_idx):
         return row_block[q_idx] == row_block[kv_idx]
 
     n_blocks = (tokens + mask_block - 1) // mask_block
-    qb = torch.arange(n_blocks, device=q.device)
+    qb = torch.arange(n_blocks, device=offsets.device)
     lo = (qb - 1).clamp(min=0)
     hi = (qb + 1).clamp(max=n_blocks - 1)
     kv_num = (hi - lo + 1).to(torch.int32)
     # Flex's layout: a row of kv_indices per query block, as wide as there are key blocks.
-    kv_idx = torch.zeros(n_blocks, n_blocks, dtype=torch.int32, device=q.device)
-    kv_idx[:, :3] = (lo[:, None] + torch.arange(3, device=q.device)[None, :]).clamp(max=n_blocks - 1)
-    mask = BlockMask.from_kv_blocks(
+    kv_idx = torch.zeros(n_blocks, n_blocks, dtype=torch.int32, device=offsets.device)
+    kv_idx[:, :3] = (lo[:, None] + torch.arange(3, device=offsets.device)[None, :]).clamp(max=n_blocks - 1)
+    return BlockMask.from_kv_blocks(
         kv_num[None, None], kv_idx[None, None], BLOCK_SIZE=mask_block, mask_mod=same_block, seq_lengths=(tokens, tokens)
     )
+
+
+def flex_block_attention(q, k, v, offsets, block):
+    """flex_attention over [1, H, TOKENS, D] views with the block mask (fused when compiled)."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    mask = flex_block_mask(offsets, block, q.shape[0])
     view = [t.transpose(0, 1).unsqueeze(0) for t in (q, k, v)]
-    return _compiled_flex(*view, block_mask=mask).squeeze(0).transpose(0, 1)
+    return flex_attention(*view, block_mask=mask).squeeze(0).transpose(0, 1)
 
 
 class Model(nn.Module):
@@ -102,7 +105,7 @@ class Model(nn.Module):
     def forward(self, q, k, v, do, offsets):
         with torch.enable_grad():
             leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-            if q.is_cuda and q.dtype in (torch.bfloat16, torch.float16):
+            if torch.compiler.is_compiling() and q.is_cuda and q.dtype in (torch.bfloat16, torch.float16):
                 out = flex_block_attention(*leaves, offsets, BLOCK)
             else:
                 out = exact_block_attention(*leaves, offsets, BLOCK)

@@ -1,0 +1,356 @@
+"""Time the block-diagonal and int8 MQA attention kernels against the baselines a user would run.
+
+    python bench/attention_bench.py --out FILE.json [--only block_diag,block_diag_bwd,decode,prefill]
+                                    [--configs default|sweep] [--deadline-s 200]
+
+At the specs' production shapes, in bf16 on one GPU (triton.testing.do_bench, median, L2 flushed):
+- block_diag_attention (forward), D = 128 and 64: the kernel against flex_attention compiled with
+  the spec's block mask (mask prebuilt, and the spec's reference, which builds it every call), and
+  SDPA with a dense boolean mask on the batch padded to its longest sequence (padding not timed).
+- block_diag_attention_bwd: the kernel against the backward of the same two (autograd.grad on a kept
+  forward graph: the backward alone), and the reference's whole forward + backward.
+- int8_mqa_decode / int8_mqa_prefill: the kernel against the spec's reference (dequantise to bf16,
+  then SDPA with enable_gqa; eager and torch.compile) and SDPA on an already dequantised bf16 cache.
+Every kernel configuration is checked first against the float32 exact computation (outputs
+poisoned with NaN beforehand); a wrong one is reported and not timed. Each entry gives ms, GB/s
+(the spec's byte count; for decode also the int8 KV cache alone) and TFLOP/s (useful FLOPs: only
+the 64 x 64 blocks' real rows and columns for block-diagonal attention).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import triton
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "knowledge_base" / "kernels"))  # the kernels' _launch_heuristics
+from kernelevolve.spec import Case, load_spec  # noqa: E402
+
+SWEEPS = {  # --configs sweep: a few configurations around the defaults
+    "block_diag_attention": [
+        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": False},
+        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": True},
+        {"num_warps": 8, "num_stages": 1, "HEADS_INNER": False},
+        {"num_warps": 2, "num_stages": 1, "HEADS_INNER": True},
+    ],
+    "block_diag_attention_bwd": [
+        {"num_warps": 8, "num_stages": 1, "HEADS_INNER": False},
+        {"num_warps": 8, "num_stages": 1, "HEADS_INNER": True},
+        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": False},
+    ],
+    "int8_mqa_decode": [
+        {"BLOCK_N": 128, "PROGRAMS_PER_SM": 2, "num_warps": 4, "num_stages": 3},
+        {"BLOCK_N": 128, "PROGRAMS_PER_SM": 4, "num_warps": 4, "num_stages": 3},
+        {"BLOCK_N": 256, "PROGRAMS_PER_SM": 2, "num_warps": 8, "num_stages": 3},
+        {"BLOCK_N": 64, "PROGRAMS_PER_SM": 8, "num_warps": 4, "num_stages": 4},
+    ],
+    "int8_mqa_prefill": [
+        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3},
+        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2},
+        {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
+    ],
+}
+ALIASES = {
+    "block_diag": "block_diag_attention",
+    "block_diag_bwd": "block_diag_attention_bwd",
+    "decode": "int8_mqa_decode",
+    "prefill": "int8_mqa_prefill",
+}
+
+
+def load_module(path: Path, name: str, constants: dict | None = None):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # triton.jit reads the kernel source through the module
+    spec.loader.exec_module(module)
+    for key, value in (constants or {}).items():
+        setattr(module, key, value)
+    return module
+
+
+def bench(fn) -> float:
+    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+
+
+def cuda_inputs(ref, seed: int = 0) -> list:
+    torch.manual_seed(seed)
+    with torch.device("cuda"):
+        xs = ref.get_inputs()
+    return [x.cuda().to(torch.bfloat16) if x.is_floating_point() else x.cuda() for x in xs]
+
+
+def poisoned(fn):
+    """Run fn with every fresh allocation NaN-filled first: an unwritten output element shows."""
+    junk = torch.empty(int(torch.cuda.mem_get_info()[0] * 0.3) // 4, dtype=torch.float32, device="cuda")
+    junk.fill_(float("nan"))
+    del junk
+    return fn()
+
+
+def error_of(outs, refs, tol) -> dict:
+    outs = outs if isinstance(outs, (list, tuple)) else [outs]
+    refs = refs if isinstance(refs, (list, tuple)) else [refs]
+    worst, ok = 0.0, True
+    for out, ref in zip(outs, refs):
+        diff = (out.float() - ref.float()).abs()
+        worst = max(worst, diff.max().item())
+        ok = ok and bool(torch.isfinite(out).all()) and bool((diff <= tol.atol + tol.rtol * ref.float().abs()).all())
+    return {"correct": ok, "max_abs_err": worst}
+
+
+def rates(ms: float, nbytes: float, flops: float, extra: dict | None = None) -> dict:
+    out = {"ms": round(ms, 5), "GB/s": round(nbytes / ms / 1e6, 1), "TFLOP/s": round(flops / ms / 1e9, 2)}
+    for key, value in (extra or {}).items():
+        out[key] = round(value / ms / 1e6, 1)
+    return out
+
+
+def timed(base: dict, key: str, fn, nbytes: float, flops: float) -> None:
+    """base[key] = fn's rates, or base[key + "_error"] = why it could not run."""
+    try:
+        base[key] = rates(bench(fn), nbytes, flops)
+    except Exception as exc:
+        base[key + "_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+    torch.cuda.empty_cache()
+
+
+def kernel_runs(
+    name: str, kernel, xs, init, expected, tol, which: str, nbytes, flops, extra=None
+) -> tuple[list, dict | None]:
+    """Each configuration checked, then timed; (entries, the fastest correct one)."""
+    configs = SWEEPS[name] if which == "sweep" else [dict(kernel.CONFIG)]
+    entries, best = [], None
+    for config in configs:
+        kernel.CONFIG.update(config)
+        model = kernel.ModelNew(*init)
+        entry = {"config": dict(config)}
+        try:
+            entry.update(error_of(poisoned(lambda: model(*xs)), expected, tol))
+            if entry["correct"]:
+                entry.update(rates(bench(lambda: model(*xs)), nbytes, flops, extra))
+        except Exception as exc:  # a configuration that does not compile or run is reported, not fatal
+            entry["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        entries.append(entry)
+        if entry.get("ms") is not None and (best is None or entry["ms"] < best["ms"]):
+            best = entry
+        torch.cuda.empty_cache()
+    return entries, best
+
+
+# -- block-diagonal attention --------------------------------------------------------------------
+def block_sizes(offsets: torch.Tensor) -> torch.Tensor:
+    """The row count of every 64-token block (64, or a sequence's remainder)."""
+    lengths = (offsets[1:] - offsets[:-1]).cpu()
+    full = torch.full((int((lengths // 64).sum()),), 64)
+    return torch.cat([full, lengths[lengths % 64 > 0] % 64]).double()
+
+
+def padded(t: torch.Tensor, offsets: torch.Tensor, max_len: int) -> torch.Tensor:
+    """[TOKENS, H, D] -> [B, H, max_len, D] zero-padded (what SDPA needs)."""
+    lengths = (offsets[1:] - offsets[:-1]).tolist()
+    out = t.new_zeros(len(lengths), max_len, *t.shape[1:])
+    for b, (start, n) in enumerate(zip(offsets[:-1].tolist(), lengths)):
+        out[b, :n] = t[start : start + n]
+    return out.transpose(1, 2)
+
+
+def dense_block_mask(offsets: torch.Tensor, max_len: int) -> torch.Tensor:
+    """[B, 1, max_len, max_len] bool: same 64-token block of a real row; padded rows see only themselves
+    (no NaN rows for SDPA; their outputs are discarded)."""
+    lengths = (offsets[1:] - offsets[:-1]).to("cuda")
+    pos = torch.arange(max_len, device="cuda")
+    real = pos[None, :] < lengths[:, None]
+    same = (pos[:, None] // 64) == (pos[None, :] // 64)
+    mask = same[None] & real[:, None, :] & real[:, :, None]
+    mask |= torch.eye(max_len, dtype=torch.bool, device="cuda")[None] & ~real[:, :, None]
+    return mask[:, None]
+
+
+def run_block_diag(which: str, deadline: float, backward: bool) -> list:
+    name = "block_diag_attention_bwd" if backward else "block_diag_attention"
+    spec = load_spec(REPO / "specs" / f"{name}.yaml")
+    tol = spec.tolerance("bfloat16")
+    results = []
+    for params in spec.shapes:
+        if time.time() > deadline:
+            results.append({"params": params, "skipped": "deadline"})
+            continue
+        ref = load_module(spec.reference, f"ref_{name}", params)
+        kernel = load_module(REPO / "knowledge_base" / "kernels" / f"{name}.py", f"kernel_{name}")
+        xs = cuda_inputs(ref)
+        q, k, v, offsets = xs[0], xs[1], xs[2], xs[-1]
+        tokens, heads, dim = q.shape
+        sizes = block_sizes(offsets)
+        useful = (10 if backward else 4) * heads * dim * float((sizes**2).sum())
+        nbytes = spec.roofline(Case(params=params, dtype="bfloat16"))[0]
+        entry = {"params": params, "tokens": tokens, "blocks": int(len(sizes)), "useful_flops": useful}
+        # The exact computation in float32 (gathered blocks) as the correctness reference.
+        leaves = [t.float().requires_grad_(backward) for t in (q, k, v)]
+        with torch.enable_grad():
+            exact = ref.exact_block_attention(*leaves, offsets, 64)
+            expected = torch.autograd.grad(exact, leaves, xs[3].float()) if backward else exact.detach()
+        del exact, leaves
+        entry["kernel"], best = kernel_runs(name, kernel, xs, [], expected, tol, which, nbytes, useful)
+        # flex_attention compiled with the spec's block mask: mask prebuilt, then the reference (mask per call).
+        base = {}
+        try:
+            from torch.nn.attention.flex_attention import flex_attention
+
+            flex = torch.compile(flex_attention)
+            mask = ref.flex_block_mask(offsets, 64, tokens)
+            view = [t.transpose(0, 1).unsqueeze(0) for t in (q, k, v)]
+            if backward:
+                leaves = [t.detach().requires_grad_() for t in view]
+                out = flex(*leaves, block_mask=mask)
+                do = xs[3].transpose(0, 1).unsqueeze(0)
+                grads = [g.squeeze(0).transpose(0, 1) for g in torch.autograd.grad(out, leaves, do, retain_graph=True)]
+                base["flex_check"] = error_of(grads, expected, tol)
+                ms = bench(lambda: torch.autograd.grad(out, leaves, do, retain_graph=True))
+                base["flex_block_mask_compiled"] = rates(ms, nbytes, useful)
+            else:
+                with torch.no_grad():
+                    flex_out = flex(*view, block_mask=mask).squeeze(0).transpose(0, 1)
+                base["flex_check"] = error_of(flex_out, expected, tol)
+                with torch.no_grad():
+                    base["flex_block_mask_compiled"] = rates(
+                        bench(lambda: flex(*view, block_mask=mask)), nbytes, useful
+                    )
+        except Exception as exc:
+            base["flex_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        torch.cuda.empty_cache()
+        # The spec's baseline: the reference under torch.compile, building the mask every call.
+        model = torch.compile(ref.Model())
+        key = "reference_compiled_fwd_bwd" if backward else "reference_compiled"
+        with torch.no_grad():
+            timed(base, key, lambda: model(*xs), nbytes, useful)
+        # SDPA with a dense mask on the batch padded to its longest sequence.
+        try:
+            max_len = -(-int((offsets[1:] - offsets[:-1]).max()) // 64) * 64  # whole blocks, aligned rows
+            mask = dense_block_mask(offsets, max_len)
+            pq, pk, pv = (padded(t, offsets, max_len) for t in (q, k, v))
+            if backward:
+                leaves = [t.detach().requires_grad_() for t in (pq, pk, pv)]
+                out = F.scaled_dot_product_attention(*leaves, attn_mask=mask)
+                pdo = padded(xs[3], offsets, max_len)
+                ms = bench(lambda: torch.autograd.grad(out, leaves, pdo, retain_graph=True))
+                del out, leaves
+            else:
+                with torch.no_grad():
+                    ms = bench(lambda: F.scaled_dot_product_attention(pq, pk, pv, attn_mask=mask))
+            base["sdpa_dense_mask_padded"] = rates(ms, nbytes, useful)
+            base["sdpa_padded_len"] = max_len
+            del mask, pq, pk, pv
+        except Exception as exc:
+            base["sdpa_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        entry["baselines"] = base
+        if best:
+            for key, b in base.items():
+                if isinstance(b, dict) and "ms" in b:
+                    entry.setdefault("speedup", {})[key] = round(b["ms"] / best["ms"], 3)
+        results.append(entry)
+        del xs, q, k, v, expected
+        torch.cuda.empty_cache()
+    return results
+
+
+# -- int8 MQA ------------------------------------------------------------------------------------
+def run_int8(name: str, which: str, deadline: float) -> list:
+    spec = load_spec(REPO / "specs" / f"{name}.yaml")
+    tol = spec.tolerance("bfloat16")
+    results = []
+    for params in spec.shapes:
+        if time.time() > deadline:
+            results.append({"params": params, "skipped": "deadline"})
+            continue
+        ref = load_module(spec.reference, f"ref_{name}", params)
+        kernel = load_module(REPO / "knowledge_base" / "kernels" / f"{name}.py", f"kernel_{name}")
+        xs = cuda_inputs(ref)
+        q, kc, ks, vc, vs = xs
+        init = ref.get_init_inputs()
+        nbytes, flops = spec.roofline(Case(params=params, dtype="bfloat16"))
+        kv_bytes = 2 * kc.numel() + 2 * ks.numel() * ks.element_size()
+        with torch.no_grad():
+            expected = ref.Model(*init)(q.float(), kc, ks.float(), vc, vs.float())
+        entry = {"params": params}
+        extra = {"KV GB/s": kv_bytes}
+        entry["kernel"], best = kernel_runs(name, kernel, xs, init, expected, tol, which, nbytes, flops, extra)
+        base = {}
+        model = ref.Model(*init)
+        causal = bool(init[0]) if init else False
+        with torch.no_grad():
+            timed(base, "reference_eager_dequant_sdpa", lambda: model(*xs), nbytes, flops)
+            compiled = torch.compile(model)
+            timed(base, "reference_compiled_dequant_sdpa", lambda: compiled(*xs), nbytes, flops)
+            k = ref.dequantize(kc, ks, torch.bfloat16).unsqueeze(1)
+            v = ref.dequantize(vc, vs, torch.bfloat16).unsqueeze(1)
+            bf16_bytes = nbytes + 2 * k.numel()  # bf16 K/V read instead of int8
+            gqa = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)  # noqa: E731
+            timed(base, "sdpa_bf16_predequantised_gqa", gqa, bf16_bytes, flops)
+            ke, ve = (t.expand(-1, q.shape[1], -1, -1) for t in (k, v))
+            expanded = lambda: F.scaled_dot_product_attention(q, ke, ve, is_causal=causal)  # noqa: E731
+            timed(base, "sdpa_bf16_predequantised_expanded", expanded, bf16_bytes, flops)
+        entry["baselines"] = base
+        if best:
+            entry["speedup"] = {
+                key: round(b["ms"] / best["ms"], 3) for key, b in base.items() if isinstance(b, dict) and "ms" in b
+            }
+        results.append(entry)
+        del xs, expected
+        torch.cuda.empty_cache()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="JSON file to write")
+    parser.add_argument("--only", default="block_diag,block_diag_bwd,decode,prefill")
+    parser.add_argument("--configs", choices=["default", "sweep"], default="default")
+    parser.add_argument("--deadline-s", type=float, default=200.0, help="start no new shape after this many seconds")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("attention_bench: needs a CUDA GPU")
+    deadline = time.time() + args.deadline_s
+    report = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "configs": args.configs,
+        "results": {},
+    }
+    for short in args.only.split(","):
+        name = ALIASES.get(short.strip(), short.strip())
+        start = time.time()
+        try:
+            if name.startswith("block_diag"):
+                report["results"][name] = run_block_diag(args.configs, deadline, backward=name.endswith("_bwd"))
+            elif name.startswith("int8_mqa"):
+                report["results"][name] = run_int8(name, args.configs, deadline)
+            else:
+                sys.exit(f"attention_bench: unknown benchmark {short!r} (block_diag, block_diag_bwd, decode, prefill)")
+        except Exception as exc:  # one benchmark's failure must not lose the others' numbers
+            report["results"][name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
+        print(f"{name}: {time.time() - start:.1f}s", flush=True)
+        Path(args.out).write_text(json.dumps(report, indent=1))
+    for name, entries in report["results"].items():
+        for e in entries if isinstance(entries, list) else [entries]:
+            best = min((k for k in e.get("kernel", []) if "ms" in k), key=lambda k: k["ms"], default=None)
+            print(name, json.dumps(e.get("params")), "kernel", best and {k: best[k] for k in best if k != "config"})
+            print(
+                "    speedups",
+                json.dumps(e.get("speedup")),
+                "errors",
+                json.dumps({k: v for k, v in e.get("baselines", {}).items() if "error" in k}),
+            )
+
+
+if __name__ == "__main__":
+    main()
