@@ -1,14 +1,19 @@
 """Turn one candidate into one EvalResult: a static screen, correctness in a sandbox, then (cuda)
 the baseline (in a process of its own, cached) and the candidate's timing, then plausibility marks.
 
-Thread-safe: the search engine may call `evaluate` from several threads; on cuda each call holds
-one GPU (CUDA_VISIBLE_DEVICES) for its duration, so there is one worker per GPU.
+Thread-safe: the search engine calls `evaluate` from several threads. On cuda each GPU takes
+`per_gpu` evaluations at once: their checks overlap, their timed phases take the GPU alone
+(gpu_gate.GpuGate). Every candidate gets fresh sandboxed processes, but they are started before
+it exists (`warm`): a set of processes for the next candidate starts as soon as one is handed
+out, and does its imports while the GPU works on others.
 """
 
 from __future__ import annotations
 
 import ast
+import atexit
 import functools
+import json
 import os
 import queue
 import secrets
@@ -16,11 +21,14 @@ import shutil
 import tempfile
 import threading
 import time
+import weakref
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from kernelevolve import languages
 from kernelevolve.evaluation import plausibility
 from kernelevolve.evaluation.baselines import BaselineStore, MemoryBaselineStore
+from kernelevolve.evaluation.gpu_gate import GpuGate
 from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
 from kernelevolve.evaluation.sandbox import Limits, Outcome, clean_environment, run_script
 from kernelevolve.harness import render
@@ -29,6 +37,8 @@ from kernelevolve.paths import KNOWLEDGE_BASE
 from kernelevolve.spec import Case, Spec, ShapeValue
 
 DEVICES = ("cuda", "interpret")
+WARM_WAIT_S = 900.0  # how long a warm process waits for a candidate before it leaves
+WARM_MARGIN_S = 120.0  # a warm set this close to leaving is not handed out
 
 
 class Evaluator:
@@ -46,6 +56,8 @@ class Evaluator:
         max_memory_bytes: int | None = 16 << 30,
         screen: bool = True,
         speedup_bound: float = plausibility.SPEEDUP_BOUND,
+        per_gpu: int | None = None,
+        warm: bool | None = None,
     ):
         if device not in DEVICES:
             raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
@@ -58,6 +70,8 @@ class Evaluator:
         self.baselines = baseline_store if baseline_store is not None else MemoryBaselineStore()
         self.screen = screen  # the static tampering screen; off only to test the sandbox behind it
         self.speedup_bound = speedup_bound
+        cores = os.cpu_count() or 2
+        self.gates: dict[str, GpuGate] = {}
         if device == "cuda":
             if gpus is None:
                 import torch
@@ -65,16 +79,25 @@ class Evaluator:
                 gpus = list(range(torch.cuda.device_count()))
             if not gpus:
                 raise RuntimeError("--device cuda: no CUDA GPU is visible")
-            slots = [str(g) for g in gpus]
+            self.gates = {str(g): GpuGate() for g in gpus}
+            # Each evaluation keeps two or three processes busy on the CPU while it is checked.
+            per_gpu = per_gpu or max(1, min(4, cores // (3 * len(gpus))))
+            slots = [str(g) for _ in range(per_gpu) for g in gpus]  # consecutive slots on different GPUs
         else:
             # The interpreter is single-threaded numpy: one evaluation per core, at most.
-            slots = [""] * max(1, (os.cpu_count() or 2) // 2)
+            slots = [""] * (per_gpu or max(1, cores // 2))
         self._slots: queue.Queue[str] = queue.Queue()
         for s in slots:
             self._slots.put(s)
         self.parallelism = len(slots)
+        # On the GPU the next candidate's processes start early; on the CPU they would compete with
+        # the interpreter for the same cores, so only on request.
+        self.warm = device == "cuda" if warm is None else warm
+        self._warm_sets: dict[tuple, list[_ProcessSet]] = {}
+        self._warm_lock = threading.Lock()
         # Address-space limits break CUDA (it reserves huge virtual ranges): CPU only.
         self.max_memory_bytes = max_memory_bytes if device == "interpret" else None
+        _LIVE.add(self)
 
     # ------------------------------------------------------------------------------------
     def evaluate(
@@ -114,26 +137,76 @@ class Evaluator:
                 start,
             )
         slot = self._slots.get()
-        workdir = Path(tempfile.mkdtemp(prefix="kernelevolve-eval-", dir=self.scratch_root))
+        processes = None
         try:
-            return self._finish(self._evaluate_in(workdir, slot, spec, source, cases, deep), start)
+            processes = self._take(spec, cases, slot)
+            if self.warm:  # the next candidate's processes start now, while this one is judged
+                self._put_warm(self._start_set(spec, cases, slot, warm=True))
+            return self._finish(self._judge(processes, spec, source, cases, deep), start)
         finally:
             self._slots.put(slot)
-            if not self.keep_workdirs:
-                shutil.rmtree(workdir, ignore_errors=True)
+            if processes is not None:
+                processes.discard(keep=self.keep_workdirs)
+
+    @contextmanager
+    def gpu(self):
+        """One GPU to oneself (a profiler's run): its slot, and no check or timing beside it."""
+        slot = self._slots.get()
+        try:
+            with self.gates[slot].exclusive() if slot in self.gates else nullcontext():
+                yield slot
+        finally:
+            self._slots.put(slot)
+
+    def close(self) -> None:
+        """Stop the warm processes (they would otherwise wait for a candidate until they time out). The
+        evaluator stays usable: the next evaluation starts afresh."""
+        with self._warm_lock:
+            sets = [p for waiting in self._warm_sets.values() for p in waiting]
+            self._warm_sets.clear()
+        # A process still importing sees its stop only once it waits: stop them all at once.
+        stopping = [threading.Thread(target=p.discard, daemon=True) for p in sets]
+        for thread in stopping:
+            thread.start()
+        for thread in stopping:
+            thread.join(timeout=60)
+        _LIVE.discard(self)
+
+    def __enter__(self) -> "Evaluator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def _finish(self, result: EvalResult, start: float) -> EvalResult:
         result.duration_s = time.monotonic() - start
         return result
 
-    def _evaluate_in(
-        self, workdir: Path, slot: str, spec: Spec, source: str, cases: list[Case], deep: bool
-    ) -> EvalResult:
-        (workdir / "candidate.py").write_text(source)
+    # -- the processes of one candidate -----------------------------------------------------
+    def _take(self, spec: Spec, cases: list[Case], slot: str) -> "_ProcessSet":
+        """A warm set for this spec, shapes and GPU whose processes are still waiting, else a new one."""
+        key = _set_key(spec, cases, slot)
+        with self._warm_lock:
+            waiting = self._warm_sets.get(key, [])
+            while waiting:
+                processes = waiting.pop(0)
+                if processes.usable():
+                    return processes
+                stale = processes
+                threading.Thread(target=stale.discard, kwargs={"keep": False}, daemon=True).start()
+        return self._start_set(spec, cases, slot, warm=False)
+
+    def _put_warm(self, processes: "_ProcessSet") -> None:
+        with self._warm_lock:
+            self._warm_sets.setdefault(processes.key, []).append(processes)
+
+    def _start_set(self, spec: Spec, cases: list[Case], slot: str, warm: bool) -> "_ProcessSet":
+        workdir = Path(tempfile.mkdtemp(prefix="kernelevolve-eval-", dir=self.scratch_root))
         shutil.copy(spec.reference, workdir / "reference.py")
         seed = secrets.randbits(30)
         # Each sandboxed process writes only its own folder (its result file included): none can touch
-        # the candidate, the reference or another process's signals in `workdir`.
+        # the candidate, the reference or another process's signals in `workdir`. The candidate file is
+        # written at its go, before which these processes run nothing of it.
         config = {
             "device": self.device,
             "candidate_path": str(workdir / "candidate.py"),
@@ -155,47 +228,66 @@ class Evaluator:
             writable=[workdir / "cache"],
             per_uid_dirs={"TRITON_CACHE_DIR": _candidate_compile_cache()},
         )
-        result = EvalResult(correct=False, device=self.device, shapes=[_shape(c) for c in cases])
-
-        bench = dict(
-            config, mode="candidate", profile=deep, baseline=spec.baseline, warmup_ms=self.warmup_ms, rep_ms=self.rep_ms
+        # A warm set may wait long for its candidate (a model thinking); a stale one is replaced.
+        waiting_s = WARM_WAIT_S if warm else 2 * self.timeout_s
+        check = _WaitingRun(
+            lambda go: render("correctness", dict(config, **go)),
+            workdir / "check",
+            limits=limits,
+            env=env,
+            prepare_timeout_s=waiting_s,
         )
         baselines = timing = None
         if self.device == "cuda":
-            # Both processes start now and prepare (imports, inputs, the reference's outputs, compiles)
-            # while the candidate is checked; each times only when told to, one after the other.
+            bench = dict(config, mode="candidate", baseline=spec.baseline, warmup_ms=self.warmup_ms, rep_ms=self.rep_ms)
             baselines = _BaselineJob(
-                self, spec, bench, workdir, slot, self._environment(workdir, slot, trusted=True), result
+                self, spec, bench, workdir, slot, self._environment(workdir, slot, trusted=True), waiting_s
             )
             timing = _WaitingRun(
                 lambda go: render("benchmark", dict(bench, **go)),
                 workdir / "bench",
                 limits=limits,
                 env=env,
-                prepare_timeout_s=2 * self.timeout_s,
+                prepare_timeout_s=waiting_s,
+                prepare=True,
             )
+        return _ProcessSet(_set_key(spec, cases, slot), workdir, slot, seed, check, baselines, timing, waiting_s)
 
-        outcome = run_script(
-            render("correctness", config),
-            workdir / "check",
-            limits=limits,
-            env=env,
-            result_path=workdir / "check" / "result.json",
-        )
-        result.phases_s["correctness"] = outcome.duration_s
-        self._absorb(result, outcome, "correctness")
-        result.environment["seed"] = seed
-        if result.failure is None:
-            result.correct = all(s.correct for s in result.shapes)
-        if not result.correct or timing is None:
+    def _judge(self, processes: "_ProcessSet", spec: Spec, source: str, cases: list[Case], deep: bool) -> EvalResult:
+        workdir, slot = processes.workdir, processes.slot
+        (workdir / "candidate.py").write_text(source)
+        result = EvalResult(correct=False, device=self.device, shapes=[_shape(c) for c in cases])
+        result.environment["seed"] = processes.seed
+        result.environment["baselines_cached"] = sorted(processes.baselines.found) if processes.baselines else []
+        gate = self.gates.get(slot)
+        timing, baselines = processes.timing, processes.baselines
+        # The shared phase: the candidate is checked while its timing process (and the baseline's, if
+        # the cache lacks it) prepares; other candidates' checks may run on this GPU too.
+        with gate.shared() if gate is not None else nullcontext():
             if timing is not None:
-                timing.stop()
-                baselines.finish()  # timed and cached all the same: the next candidate will need it
+                timing.prepare()
+                baselines.prepare()
+            began = time.monotonic()
+            outcome = processes.check.go()
+            result.phases_s["correctness"] = time.monotonic() - began
+            self._absorb(result, outcome, "correctness")
+            if result.failure is None:
+                result.correct = all(s.correct for s in result.shapes)
+            if timing is not None:  # no GPU preparation may run on into the timed phase
+                baselines.wait_prepared()
+                timing.wait_prepared()
+                if not result.correct:
+                    timing.stop()
+        if timing is None:
             return result
-
-        baseline_ms = baselines.finish()
-        outcome = timing.go()
-        result.phases_s["benchmark"] = timing.after_go_s
+        # The timed phase: the GPU alone. A baseline is timed even for a failed candidate: the next
+        # one will need it.
+        with gate.exclusive():
+            baseline_ms = baselines.finish(result)
+            if not result.correct:
+                return result
+            outcome = timing.go({"profile": deep})
+            result.phases_s["benchmark"] = timing.after_go_s
         self._absorb(result, outcome, "benchmark")
         for shape in result.shapes:
             shape.baseline_ms = baseline_ms.get(shape.label)
@@ -293,24 +385,31 @@ class Evaluator:
 
 class _WaitingRun:
     """A sandboxed harness process that starts at once, prepares, then waits for `go()` (its timeout
-    counts from then) or `stop()` (it leaves unused). `render(signals)` makes its script, given the
-    paths it watches; they lie in its own folder, which only this evaluator writes before the go."""
+    counts from then) or `stop()` (it leaves unused). With `prepare`, it also waits before its first
+    use of the GPU until `prepare()`, and the timeout counts from that. `render(signals)` makes its
+    script, given the paths it watches; they lie in its own folder, which only this evaluator writes
+    before the go."""
 
-    def __init__(self, render_script, folder: Path, *, limits: Limits, env: dict, prepare_timeout_s: float):
+    def __init__(
+        self, render_script, folder: Path, *, limits: Limits, env: dict, prepare_timeout_s: float, prepare=False
+    ):
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self.result_path = folder / "result.json"
         self._clock = threading.Event()
+        self._cancel = threading.Event()
         self.outcome: Outcome | None = None
         self.after_go_s = 0.0
-        script = render_script(
-            {
-                "go_path": str(folder / "go"),
-                "stop_path": str(folder / "stop"),
-                "go_timeout_s": prepare_timeout_s,
-                "result_path": str(self.result_path),
-            }
-        )
+        self.started = time.monotonic()
+        signals = {
+            "go_path": str(folder / "go"),
+            "stop_path": str(folder / "stop"),
+            "go_timeout_s": prepare_timeout_s,
+            "result_path": str(self.result_path),
+        }
+        if prepare:
+            signals["prepare_path"] = str(folder / "prepare")
+        script = render_script(signals)
 
         def run() -> None:
             self.outcome = run_script(
@@ -321,44 +420,70 @@ class _WaitingRun:
                 result_path=self.result_path,
                 clock=self._clock,
                 prepare_timeout_s=prepare_timeout_s,
+                cancel=self._cancel,
             )
 
         self._thread = threading.Thread(target=run, name=f"kernelevolve-{folder.name}", daemon=True)
         self._thread.start()
 
-    def go(self) -> Outcome | None:
+    @property
+    def waiting(self) -> bool:
+        """Still alive and not yet told anything."""
+        return self._thread.is_alive() and not self._clock.is_set()
+
+    def prepare(self) -> None:
+        self._write("prepare", "{}")
+
+    def wait_prepared(self) -> None:
+        """Until it waits for its go (prepared) or has ended: the GPU preparation is over either way."""
+        while self._thread.is_alive():
+            try:
+                if json.loads(self.result_path.read_text()).get("stage") == "waiting for the evaluator's go":
+                    return
+            except (OSError, ValueError):
+                pass
+            self._thread.join(0.01)
+
+    def go(self, payload: dict | None = None) -> Outcome | None:
         start = time.monotonic()
-        self._signal("go")
+        self._write("go", json.dumps(payload or {}))
+        self._thread.join()
         self.after_go_s = time.monotonic() - start
         return self.outcome
 
     def stop(self) -> None:
-        self._signal("stop")
-
-    def _signal(self, name: str) -> None:
-        (self.folder / name).write_text(name)
-        self._clock.set()
+        self._write("stop", "stop")
         self._thread.join()
+
+    def cancel(self) -> None:
+        """Kill it, wherever it is in its start-up (it has run nothing of a candidate: only before a go)."""
+        self._cancel.set()
+        self._thread.join()
+
+    def _write(self, name: str, text: str) -> None:
+        path = self.folder / name
+        tmp = self.folder / f".{name}.tmp"  # whole or absent: the harness opens it as soon as it exists
+        tmp.write_text(text)
+        os.replace(tmp, path)
+        self._clock.set()
 
 
 class _BaselineJob:
     """Baseline medians by case label: cached per (spec, shape, GPU, torch, triton), else timed in a
     process that never sees the candidate (so no candidate can slow it down or forge it).
 
-    The process starts at once and prepares (imports, builds, compiles, warms up) while the
-    candidate is checked; it times when told to, so its timing never overlaps the candidate's."""
+    The process starts at once and imports; it prepares (builds, compiles, warms up) beside the
+    candidate's checks, and times only in the evaluator's timed phase, when the GPU is its own."""
 
     def __init__(
-        self, evaluator: "Evaluator", spec: Spec, bench: dict, workdir: Path, slot: str, env: dict, result: EvalResult
+        self, evaluator: "Evaluator", spec: Spec, bench: dict, workdir: Path, slot: str, env: dict, waiting_s: float
     ):
-        self.result, self.evaluator = result, evaluator
+        self.evaluator = evaluator
         self.keys = {
             c["label"]: "|".join([spec.fingerprint, c["label"], spec.baseline, *_software(slot)])
             for c in bench["cases"]
         }
-        cached = evaluator.baselines.lookup(spec.fingerprint)
-        self.found = {label: cached[k] for label, k in self.keys.items() if k in cached}
-        result.environment["baselines_cached"] = sorted(self.found)
+        self.found = self._cached()
         missing = [c for c in bench["cases"] if c["label"] not in self.found]
         self.run: _WaitingRun | None = None
         if missing:
@@ -373,15 +498,52 @@ class _BaselineJob:
                 workdir / "baseline",
                 limits=limits,
                 env=env,
-                prepare_timeout_s=2 * evaluator.timeout_s,
+                prepare_timeout_s=waiting_s,
+                prepare=True,
             )
 
-    def finish(self) -> dict[str, float]:
+    def _cached(self) -> dict[str, float]:
+        cached = self.evaluator.baselines.lookup(next(iter(self.keys.values())).split("|")[0]) if self.keys else {}
+        return {label: cached[k] for label, k in self.keys.items() if k in cached}
+
+    @property
+    def waiting(self) -> bool:
+        return self.run is None or self.run.waiting
+
+    def prepare(self) -> None:
+        if self.run is not None:
+            self.found = self._cached()  # another evaluation may have timed them meanwhile
+            if len(self.found) == len(self.keys):
+                self.stop()
+            else:
+                self.run.prepare()
+
+    def wait_prepared(self) -> None:
+        if self.run is not None:
+            self.run.wait_prepared()
+
+    def stop(self) -> None:
+        if self.run is not None:
+            run, self.run = self.run, None
+            run.stop()
+
+    def cancel(self) -> None:
+        if self.run is not None:
+            run, self.run = self.run, None
+            run.cancel() if run.waiting else run.stop()
+
+    def finish(self, result: EvalResult) -> dict[str, float]:
+        """Time what is still missing (call with the GPU held alone)."""
+        if self.run is not None and len(self._cached()) == len(self.keys):
+            self.stop()  # timed by another evaluation while this one was checked
+        self.found = self._cached() | self.found
         if self.run is None:
+            result.environment["baselines_cached"] = sorted(self.found)
             return self.found
         run, self.run = self.run, None
+        result.environment["baselines_cached"] = sorted(self.found)
         outcome = run.go()
-        self.result.phases_s["baseline"] = run.after_go_s
+        result.phases_s["baseline"] = run.after_go_s
         data = (outcome.result if outcome else None) or {}
         for case in data.get("cases", []):
             if case.get("baseline_ms") is not None and case.get("label") in self.keys:
@@ -390,10 +552,50 @@ class _BaselineJob:
         if len(self.found) < len(self.keys):
             how = f"{outcome.signal_name or outcome.returncode}" if outcome else "not started"
             last = (outcome.stderr.strip().splitlines() or [""])[-1][:300] if outcome else ""
-            self.result.environment["baseline_error"] = (data.get("failure") or {}).get("message") or (
+            result.environment["baseline_error"] = (data.get("failure") or {}).get("message") or (
                 f"the baseline process ended without timings ({how}): {last}"
             )
         return self.found
+
+
+class _ProcessSet:
+    """The sandboxed processes of one candidate, started before it is known: its correctness check,
+    and on the GPU its timing and (if not cached) its baseline. Used once, then discarded."""
+
+    def __init__(self, key, workdir: Path, slot: str, seed: int, check, baselines, timing, waiting_s: float):
+        self.key, self.workdir, self.slot, self.seed = key, workdir, slot, seed
+        self.check, self.baselines, self.timing = check, baselines, timing
+        self.runs = [r for r in (check, timing) if r is not None]
+        self.expires = time.monotonic() + waiting_s - WARM_MARGIN_S
+
+    def usable(self) -> bool:
+        """Every process still waits, with time to spare before it gives up waiting."""
+        alive = all(r.waiting for r in self.runs) and (self.baselines is None or self.baselines.waiting)
+        return alive and time.monotonic() < self.expires
+
+    def discard(self, keep: bool = False) -> None:
+        for run in self.runs:
+            if run.waiting:
+                run.cancel()
+        if self.baselines is not None:
+            self.baselines.cancel()
+        if not keep:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _set_key(spec: Spec, cases: list[Case], slot: str) -> tuple:
+    """What a set of processes was started for: a warm set serves only the same spec, shapes and GPU."""
+    return (spec.fingerprint, str(spec.reference), json.dumps([(c.label, c.params, c.dtype) for c in cases]), slot)
+
+
+# Warm sets live while their evaluator does: on exit they are stopped, not left waiting.
+_LIVE: "weakref.WeakSet[Evaluator]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for evaluator in list(_LIVE):
+        evaluator.close()
 
 
 def _candidate_compile_cache() -> Path:

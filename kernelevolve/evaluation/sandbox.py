@@ -303,15 +303,21 @@ def _exited(pid: int, pidfd: int | None, timeout: float) -> bool:
 
 
 def _exited_after(
-    pid: int, pidfd: int | None, timeout: float, clock: threading.Event | None, prepare_timeout_s: float
+    pid: int,
+    pidfd: int | None,
+    timeout: float,
+    clock: threading.Event | None,
+    prepare_timeout_s: float,
+    cancel: threading.Event | None = None,
 ) -> bool:
-    """`_exited`, with the timeout starting when `clock` is set (if given)."""
+    """`_exited`, with the timeout starting when `clock` is set (if given); `cancel`, set before the
+    clock, ends the wait at once (the process is killed as if it had timed out)."""
     if clock is not None:
         end = time.monotonic() + prepare_timeout_s
         while not clock.wait(0.05):
             if _exited(pid, pidfd, 0.0):
                 return True
-            if time.monotonic() >= end:
+            if time.monotonic() >= end or (cancel is not None and cancel.is_set()):
                 return False
     return _exited(pid, pidfd, timeout)
 
@@ -325,11 +331,13 @@ def run_script(
     result_path: Path,
     clock: threading.Event | None = None,
     prepare_timeout_s: float = 0.0,
+    cancel: threading.Event | None = None,
 ) -> Outcome:
     """Write `script` into `workdir`, run it sandboxed, and collect the JSON it left at `result_path`.
 
     With `clock`, the process may prepare for up to `prepare_timeout_s` before the event is set (it
-    waits for the evaluator's go meanwhile); `limits.timeout_s` counts from then."""
+    waits for the evaluator's go meanwhile); `limits.timeout_s` counts from then. Setting `cancel`
+    before the clock kills it (a warm process no longer needed)."""
     workdir = Path(os.path.abspath(workdir))
     result_path = Path(os.path.abspath(result_path))
     _fresh_dir(workdir)
@@ -408,7 +416,7 @@ def run_script(
     except (AttributeError, OSError):
         pidfd = None
     try:
-        timed_out = not _exited_after(proc.pid, pidfd, limits.timeout_s, clock, prepare_timeout_s)
+        timed_out = not _exited_after(proc.pid, pidfd, limits.timeout_s, clock, prepare_timeout_s, cancel)
         if timed_out:  # the boot SIGKILLs the namespace's pid 1 and returns once all is gone
             os.kill(proc.pid, signal.SIGTERM)
             if not _exited(proc.pid, pidfd, 10):

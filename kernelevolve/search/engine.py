@@ -180,6 +180,9 @@ class SearchEngine:
             self.repo.update_run(self.run_id, status="interrupted", elapsed_s=self.elapsed_s)
             raise
         pool.shutdown(wait=True)
+        close = getattr(self.evaluator, "close", None)  # its warm processes wait for no more candidates
+        if close is not None:
+            close()
         log.info("run %s stops: %s (%d nodes, %.0fs)", self.run_id, self.stop_reason, len(self.graph), self.elapsed_s)
         self.repo.update_run(
             self.run_id, status="finished", termination_reason=self.stop_reason, elapsed_s=self.elapsed_s

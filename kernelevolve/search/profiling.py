@@ -12,6 +12,7 @@ never overlap a timed evaluation on that GPU.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 
 from kernelevolve.evaluation.result import EvalResult
@@ -61,8 +62,7 @@ class Profiler:
         case = min(timed, key=lambda t: t[0])[1] if timed else cases[0]
         latency = by_label[case.label].latency_ms if case.label in by_label else None
         t0 = time.monotonic()
-        slot = self._borrow()
-        try:
+        with self._gpu() as slot:
             summaries = profile_candidate(
                 self.spec,
                 source,
@@ -73,8 +73,6 @@ class Profiler:
                 timeout_s=self.settings.timeout_s,
                 latency_ms={case.label: latency} if latency else None,
             )
-        finally:
-            self._give_back(slot)
         return NodeProfile(summaries=summaries, seconds=time.monotonic() - t0)
 
     def reached(self, graph: SearchGraph, profiles: dict[int, NodeProfile]) -> bool:
@@ -89,12 +87,7 @@ class Profiler:
                 return True
         return False
 
-    # The evaluator hands out one slot per GPU (CUDA_VISIBLE_DEVICES value); a profile holds one too.
-    def _borrow(self) -> str | None:
-        slots = getattr(self.evaluator, "_slots", None)
-        return slots.get() if slots is not None else None
-
-    def _give_back(self, slot: str | None) -> None:
-        slots = getattr(self.evaluator, "_slots", None)
-        if slots is not None and slot is not None:
-            slots.put(slot)
+    def _gpu(self):
+        """A GPU to this profile alone (the evaluator's, where it has them; test doubles have none)."""
+        gpu = getattr(self.evaluator, "gpu", None)
+        return gpu() if gpu is not None else nullcontext(None)

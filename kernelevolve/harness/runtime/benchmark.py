@@ -39,6 +39,8 @@ def main(config: dict) -> None:
         "device": "cuda",
         "gpu": torch.cuda.get_device_name(0),
     }
+    # The GPU is used from here on: wait until the evaluator lets preparations run (no timing then).
+    config.update(wait_for_go(config, result, "prepare"))
     clock = Clock()
     rng = random.Random(secrets.randbits(64))
     device = "cuda"
@@ -64,7 +66,8 @@ def main(config: dict) -> None:
     if config["mode"] == "baseline":
         _time_baselines(config, result, prepared, clock)
 
-    wait_for_go(config, result)  # started beside the candidate's checks: time nothing until they are done
+    # Started beside the candidate's checks: time nothing until they are done and the GPU is ours.
+    config.update(wait_for_go(config, result))
     tripwire = Tripwire()
     candidate = import_candidate(config, result)
 
@@ -157,7 +160,7 @@ def _time_baselines(config: dict, result: Result, prepared: list, clock) -> None
             )
         ready.append((case, base, pools, buffers))
     clock.sync()
-    wait_for_go(config, result)
+    config.update(wait_for_go(config, result))
     for case, base, pools, buffers in ready:
         entry = {"label": case["label"], "baseline_ms": None}
         result.cases.append(entry)

@@ -12,7 +12,7 @@ The verdict is the JSON file at config["result_path"]; nothing printed counts.
 from __future__ import annotations
 
 from kernelevolve.harness.runtime.start import begin
-from kernelevolve.harness.runtime.state import failure_class, import_candidate, one_line
+from kernelevolve.harness.runtime.state import failure_class, import_candidate, one_line, wait_for_go
 
 REPEAT_CALLS = 6  # after the trials: buffers X, Y alternate, values cycle over the trials' inputs
 
@@ -27,6 +27,10 @@ def main(config: dict) -> None:
 
     sync = torch.cuda.synchronize if device == "cuda" else None
     trials = config["trials"]
+    # A warm process waits here for its candidate: on the GPU before any GPU work (another
+    # candidate may be timed meanwhile), on the CPU only once the reference's outputs are ready.
+    if device == "cuda":
+        config.update(wait_for_go(config, result))
 
     # ---- the reference, before any candidate code exists -----------------------------------
     prepared = []
@@ -49,6 +53,8 @@ def main(config: dict) -> None:
         repeat = [(r[2], *(r[3:5] if r is runs[-1] else cmp.reference_outputs(last, r[2], sync))) for r in runs]
         prepared.append((case, ref_mod, dtype, runs, repeat))
 
+    if device != "cuda":
+        config.update(wait_for_go(config, result))
     tripwire = Tripwire()
     candidate = import_candidate(config, result)
 

@@ -60,24 +60,34 @@ class Result:
         self._exit(0)
 
 
-def wait_for_go(config: dict, result: Result) -> None:
-    """Block until the evaluator writes `go_path` (the GPU is ours now); `stop_path` instead means the
-    evaluator no longer needs this process (the candidate failed its checks): leave quietly.
+def wait_for_go(config: dict, result: Result, signal: str = "go") -> dict:
+    """Block until the evaluator writes the signal's file (`go_path`: the GPU is ours now;
+    `prepare_path`: the GPU may be used for preparation); `stop_path` instead means the evaluator no
+    longer needs this process (the candidate failed its checks): leave quietly. Returns what the
+    evaluator wrote into the file (a JSON object: settings known only now, e.g. `profile`).
 
-    Lets a process start and prepare (imports, CUDA context, inputs, compiles) while another one
-    runs, and do its timing alone."""
-    go_path, stop_path = config.get("go_path"), config.get("stop_path")
-    if not go_path:
-        return
-    result.stage("waiting for the evaluator's go")
+    Lets a process start and prepare (imports, inputs, compiles) while others run, or before its
+    candidate exists at all (the evaluator's warm processes), and use the GPU only when let."""
+    path, stop_path = config.get(f"{signal}_path"), config.get("stop_path")
+    if not path:
+        return {}
+    result.stage(f"waiting for the evaluator's {signal}")
     deadline = time.monotonic() + config.get("go_timeout_s", 600)
-    while not os.path.exists(go_path):
+    while not os.path.exists(path):
         if stop_path and os.path.exists(stop_path):
             result.data["cancelled"] = True
             result.finish()
         if time.monotonic() > deadline:
-            result.finish("timeout", "the evaluator never said go")
+            result.finish("timeout", f"the evaluator never said {signal}")
         time.sleep(0.01)
+    # Written by the evaluator before this process ran any candidate code: trusted.
+    with open(path) as f:
+        text = f.read().strip()
+    try:
+        payload = json.loads(text) if text.startswith("{") else {}
+    except ValueError:
+        payload = {}
+    return payload if isinstance(payload, dict) else {}
 
 
 def one_line(exc: BaseException) -> str:
