@@ -29,8 +29,12 @@ def _env():
     return env
 
 
+PARALLEL = 3  # nodes in flight: the kill finds several written but not evaluated
+
+
 def _kill_mid_run(db_url, tmp_path, policy):
-    """Start a run, SIGKILL it once two nodes are evaluated; return the run id."""
+    """Start a run with --parallel 3, SIGKILL it once two nodes are evaluated while two or more are
+    in flight; return the run id."""
     proc = subprocess.Popen(
         [
             *CLI,
@@ -48,6 +52,8 @@ def _kill_mid_run(db_url, tmp_path, policy):
             "5",
             "--policy",
             policy,
+            "--parallel",
+            str(PARALLEL),
             "--json",
         ],
         stdout=subprocess.PIPE,
@@ -61,12 +67,13 @@ def _kill_mid_run(db_url, tmp_path, policy):
         while time.monotonic() < deadline:
             runs = repo.runs()
             counts = repo.node_counts().get(runs[0].id, {}) if runs else {}
-            if counts.get("evaluated", 0) >= 2:
+            evaluated = counts.get("evaluated", 0)
+            if evaluated >= 2 and counts.get("nodes", 0) - evaluated >= 2:
                 break
             assert proc.poll() is None, proc.stderr.read().decode()
             time.sleep(0.1)
         else:
-            pytest.fail("the run evaluated no two nodes in 240 s")
+            pytest.fail("the run never had two nodes evaluated and two in flight in 240 s")
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
@@ -81,7 +88,8 @@ def _check_kill_and_resume(db_url, tmp_path, policy="greedy"):
     assert repo.run(run_id).status == "running"  # killed: nobody got to say otherwise
     before = repo.load_graph(run_id)
     evaluated = {n.id: (n.source, n.evaluation.to_dict()) for n in before.evaluated()}
-    assert 2 <= len(evaluated) < BUDGET
+    assert 2 <= len(evaluated) < BUDGET and before.pending()  # (two were in flight when it was killed)
+    assert repo.run(run_id).settings["parallel"] == PARALLEL  # saved: the resume keeps it
 
     resumed = _cli("resume", run_id, "--db", db_url, "--json", env=_env(), cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
@@ -168,6 +176,11 @@ def test_database_url_from_the_environment(tmp_path, spec, monkeypatch):
             "plugin:PATH.py:CLASS",
         ),
         (["run", str(FIXTURES / "missing.yaml")], "no such file"),
+        (["run", str(FIXTURES / "scale.yaml"), "--parallel", "0"], "--parallel 0"),
+        (["run", str(FIXTURES / "scale.yaml"), "--parallel", "2", "--workers", "3"], "old name of --parallel"),
+        (["run", str(FIXTURES / "scale.yaml"), "--executor", "k8s"], "--executor 'k8s': use local or ray"),
+        (["run", str(FIXTURES / "scale.yaml"), "--ray-address", "h:6379"], "--ray-address needs --executor ray"),
+        (["resume", "{run}", "--executor", "k8s"], "--executor 'k8s'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, spec, args, message):
@@ -178,6 +191,21 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, spec, args, message):
     assert isinstance(out.exception, SystemExit), repr(out.exception)
     assert out.output.startswith("error: ") and out.output.count("\n") == 1, out.output  # one line
     assert message in out.output
+
+
+def test_executor_ray_without_ray_is_one_line_naming_the_extra(tmp_path, spec, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed: importing it raises ImportError
+    url, run_id = _seeded_db(tmp_path, spec)
+    for args in (
+        ["run", str(FIXTURES / "scale.yaml"), "--device", "interpret", "--executor", "ray"],
+        ["resume", run_id, "--budget", "9", "--executor", "ray"],
+    ):
+        out = CliRunner().invoke(app, [*args, "--db", url])
+        assert out.exit_code == 2 and isinstance(out.exception, SystemExit), out.output
+        assert (
+            out.output == "error: --executor ray needs Ray, which is not installed: pip install 'kernelevolve[ray]'\n"
+        )
+    assert len(Repository(url).runs()) == 1  # nothing was started
 
 
 @pytest.mark.timeout(300)
