@@ -1,7 +1,7 @@
 """Time the block-diagonal and int8 MQA attention kernels against the baselines a user would run.
 
-    python bench/attention_bench.py --out FILE.json [--only block_diag,block_diag_bwd,decode,prefill]
-                                    [--configs default|sweep] [--deadline-s 200]
+    python bench/attention_bench.py --out FILE.json [--only block_diag:1,block_diag_bwd,decode,prefill]
+                                    [--configs default|sweep] [--deadline-s 200] [--no-reference]
 
 At the specs' production shapes, in bf16 on one GPU (triton.testing.do_bench, median, L2 flushed):
 - block_diag_attention (forward), D = 128 and 64: the kernel against flex_attention compiled with
@@ -175,12 +175,12 @@ def dense_block_mask(offsets: torch.Tensor, max_len: int) -> torch.Tensor:
     return mask[:, None]
 
 
-def run_block_diag(which: str, deadline: float, backward: bool) -> list:
+def run_block_diag(which: str, deadline: float, backward: bool, max_shapes: int | None, with_reference: bool) -> list:
     name = "block_diag_attention_bwd" if backward else "block_diag_attention"
     spec = load_spec(REPO / "specs" / f"{name}.yaml")
     tol = spec.tolerance("bfloat16")
     results = []
-    for params in spec.shapes:
+    for params in spec.shapes[:max_shapes]:
         if time.time() > deadline:
             results.append({"params": params, "skipped": "deadline"})
             continue
@@ -200,38 +200,45 @@ def run_block_diag(which: str, deadline: float, backward: bool) -> list:
             expected = torch.autograd.grad(exact, leaves, xs[3].float()) if backward else exact.detach()
         del exact, leaves
         entry["kernel"], best = kernel_runs(name, kernel, xs, [], expected, tol, which, nbytes, useful)
-        # flex_attention compiled with the spec's block mask: mask prebuilt, then the reference (mask per call).
+        # flex_attention compiled with the spec's block mask, prebuilt: on [1, H, TOKENS, D] views of the
+        # packed tensors (as the reference), and on contiguous copies (the copies not timed).
         base = {}
-        try:
-            from torch.nn.attention.flex_attention import flex_attention
+        from torch.nn.attention.flex_attention import flex_attention
 
-            flex = torch.compile(flex_attention)
-            mask = ref.flex_block_mask(offsets, 64, tokens)
-            view = [t.transpose(0, 1).unsqueeze(0) for t in (q, k, v)]
-            if backward:
-                leaves = [t.detach().requires_grad_() for t in view]
-                out = flex(*leaves, block_mask=mask)
-                do = xs[3].transpose(0, 1).unsqueeze(0)
-                grads = [g.squeeze(0).transpose(0, 1) for g in torch.autograd.grad(out, leaves, do, retain_graph=True)]
-                base["flex_check"] = error_of(grads, expected, tol)
-                ms = bench(lambda: torch.autograd.grad(out, leaves, do, retain_graph=True))
-                base["flex_block_mask_compiled"] = rates(ms, nbytes, useful)
-            else:
-                with torch.no_grad():
-                    flex_out = flex(*view, block_mask=mask).squeeze(0).transpose(0, 1)
-                base["flex_check"] = error_of(flex_out, expected, tol)
-                with torch.no_grad():
-                    base["flex_block_mask_compiled"] = rates(
-                        bench(lambda: flex(*view, block_mask=mask)), nbytes, useful
-                    )
-        except Exception as exc:
-            base["flex_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
-        torch.cuda.empty_cache()
+        flex = torch.compile(flex_attention)
+        for layout in ("views", "contiguous"):
+            tag = f"flex_block_mask_compiled_{layout}"
+            try:
+                mask = ref.flex_block_mask(offsets, 64, tokens)
+                view = [t.transpose(0, 1).unsqueeze(0) for t in (q, k, v)]
+                if layout == "contiguous":
+                    view = [t.contiguous() for t in view]
+                if backward:
+                    leaves = [t.detach().requires_grad_() for t in view]
+                    out = flex(*leaves, block_mask=mask)
+                    do = xs[3].transpose(0, 1).unsqueeze(0)
+                    do = do.contiguous() if layout == "contiguous" else do
+                    grads = torch.autograd.grad(out, leaves, do, retain_graph=True)
+                    base[tag + "_check"] = error_of([g.squeeze(0).transpose(0, 1) for g in grads], expected, tol)
+                    del grads
+                    ms = bench(lambda: torch.autograd.grad(out, leaves, do, retain_graph=True))
+                    del out, leaves
+                else:
+                    with torch.no_grad():
+                        flex_out = flex(*view, block_mask=mask).squeeze(0).transpose(0, 1)
+                        base[tag + "_check"] = error_of(flex_out, expected, tol)
+                        del flex_out
+                        ms = bench(lambda: flex(*view, block_mask=mask))
+                base[tag] = rates(ms, nbytes, useful)
+            except Exception as exc:
+                base[tag + "_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            torch.cuda.empty_cache()
         # The spec's baseline: the reference under torch.compile, building the mask every call.
-        model = torch.compile(ref.Model())
-        key = "reference_compiled_fwd_bwd" if backward else "reference_compiled"
-        with torch.no_grad():
-            timed(base, key, lambda: model(*xs), nbytes, useful)
+        if with_reference:
+            model = torch.compile(ref.Model())
+            key = "reference_compiled_fwd_bwd" if backward else "reference_compiled"
+            with torch.no_grad():
+                timed(base, key, lambda: model(*xs), nbytes, useful)
         # SDPA with a dense mask on the batch padded to its longest sequence.
         try:
             max_len = -(-int((offsets[1:] - offsets[:-1]).max()) // 64) * 64  # whole blocks, aligned rows
@@ -263,11 +270,11 @@ def run_block_diag(which: str, deadline: float, backward: bool) -> list:
 
 
 # -- int8 MQA ------------------------------------------------------------------------------------
-def run_int8(name: str, which: str, deadline: float) -> list:
+def run_int8(name: str, which: str, deadline: float, max_shapes: int | None, with_reference: bool) -> list:
     spec = load_spec(REPO / "specs" / f"{name}.yaml")
     tol = spec.tolerance("bfloat16")
     results = []
-    for params in spec.shapes:
+    for params in spec.shapes[:max_shapes]:
         if time.time() > deadline:
             results.append({"params": params, "skipped": "deadline"})
             continue
@@ -288,8 +295,9 @@ def run_int8(name: str, which: str, deadline: float) -> list:
         causal = bool(init[0]) if init else False
         with torch.no_grad():
             timed(base, "reference_eager_dequant_sdpa", lambda: model(*xs), nbytes, flops)
-            compiled = torch.compile(model)
-            timed(base, "reference_compiled_dequant_sdpa", lambda: compiled(*xs), nbytes, flops)
+            if with_reference:
+                compiled = torch.compile(model)
+                timed(base, "reference_compiled_dequant_sdpa", lambda: compiled(*xs), nbytes, flops)
             k = ref.dequantize(kc, ks, torch.bfloat16).unsqueeze(1)
             v = ref.dequantize(vc, vs, torch.bfloat16).unsqueeze(1)
             bf16_bytes = nbytes + 2 * k.numel()  # bf16 K/V read instead of int8
@@ -312,9 +320,14 @@ def run_int8(name: str, which: str, deadline: float) -> list:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="JSON file to write")
-    parser.add_argument("--only", default="block_diag,block_diag_bwd,decode,prefill")
+    parser.add_argument(
+        "--only", default="block_diag,block_diag_bwd,decode,prefill", help="NAME[:N] list (N: first N shapes)"
+    )
     parser.add_argument("--configs", choices=["default", "sweep"], default="default")
     parser.add_argument("--deadline-s", type=float, default=200.0, help="start no new shape after this many seconds")
+    parser.add_argument(
+        "--no-reference", action="store_true", help="skip the spec's compiled reference (kernelevolve eval times it)"
+    )
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("attention_bench: needs a CUDA GPU")
@@ -326,14 +339,22 @@ def main() -> None:
         "configs": args.configs,
         "results": {},
     }
-    for short in args.only.split(","):
-        name = ALIASES.get(short.strip(), short.strip())
+    for item in args.only.split(","):
+        short, _, count = item.strip().partition(":")  # name:N = its first N shapes only
+        name = ALIASES.get(short, short)
+        max_shapes = int(count) if count else None
         start = time.time()
         try:
             if name.startswith("block_diag"):
-                report["results"][name] = run_block_diag(args.configs, deadline, backward=name.endswith("_bwd"))
+                report["results"][name] = run_block_diag(
+                    args.configs,
+                    deadline,
+                    backward=name.endswith("_bwd"),
+                    max_shapes=max_shapes,
+                    with_reference=not args.no_reference,
+                )
             elif name.startswith("int8_mqa"):
-                report["results"][name] = run_int8(name, args.configs, deadline)
+                report["results"][name] = run_int8(name, args.configs, deadline, max_shapes, not args.no_reference)
             else:
                 sys.exit(f"attention_bench: unknown benchmark {short!r} (block_diag, block_diag_bwd, decode, prefill)")
         except Exception as exc:  # one benchmark's failure must not lose the others' numbers
