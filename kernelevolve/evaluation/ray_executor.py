@@ -131,6 +131,7 @@ class RayExecutor:
         timeout_s: float = 300.0,
         workers: int | None = None,
         start_timeout_s: float = START_TIMEOUT_S,
+        deadline_s: float | None = None,
     ) -> None:
         ray = require_ray()
         self._ray = ray
@@ -138,7 +139,7 @@ class RayExecutor:
         self.db_url, self.run_id, self.address = absolute_db_url(db_url), run_id, address
         # A worker that neither answers nor dies within this is taken for hung (every phase of an
         # evaluation has its own timeout_s inside the sandbox; this is the worker's, not the candidate's).
-        self.deadline_s = 6 * timeout_s + 120
+        self.deadline_s = deadline_s or 6 * timeout_s + 120
         self._started_ray = self._closed = False
         if not ray.is_initialized():
             try:
