@@ -124,6 +124,22 @@ class LiveWorker:
         )
         self._thread.start()
 
+    @classmethod
+    def here(cls, repo, gpu: str, run_id: str | None, executor: str = "local", **kw) -> "LiveWorker":
+        """A worker of this process on this host (an evaluator's GPU slot: `gpu` its index, or "cpu")."""
+        import os
+        import socket
+
+        return cls(
+            WorkerRegistry(repo),
+            host=socket.gethostname(),
+            gpu=gpu,
+            pid=os.getpid(),
+            executor=executor,
+            run_id=run_id,
+            **kw,
+        )
+
     def set(self, state: str, node_id: int | None = None, queued: int = 0) -> None:
         with self._lock:
             self._state = (state, node_id, queued)
