@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 MEASURE = r"""
-import json, sys, time
+import json, statistics, sys, time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 args = json.loads(sys.argv[1])
