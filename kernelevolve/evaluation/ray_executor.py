@@ -27,7 +27,8 @@ from kernelevolve.evaluation.executors import WorkerLost, current_node
 from kernelevolve.evaluation.result import EvalResult
 
 RAY_MISSING = "--executor ray needs Ray, which is not installed: pip install 'kernelevolve[ray]'"
-START_TIMEOUT_S = 300.0  # for the first actor to come up (imports, and a free GPU on the cluster)
+START_TIMEOUT_S = 300.0
+MAX_START_FAILURES = 3  # workers failing to start in a row before no more are started  # for the first actor to come up (imports, and a free GPU on the cluster)
 log = logging.getLogger(__name__)
 
 
@@ -157,7 +158,7 @@ class RayExecutor:
         self._actor_class = ray.remote(_Worker)
         self._free: queue.Queue[_Slot] = queue.Queue()
         self._lock = threading.Lock()
-        self._waiting = 0
+        self._waiting = self._start_failures = 0
         self.slots = [self._start() for _ in range(count)]
         self.parallelism = count
         first, _ = ray.wait([s.ready for s in self.slots], num_returns=1, timeout=start_timeout_s)
@@ -173,7 +174,7 @@ class RayExecutor:
         with self._lock:
             self._waiting += 1
         try:
-            slot = self._free.get()
+            slot = self._next_free()
         finally:
             with self._lock:
                 self._waiting -= 1
@@ -192,6 +193,16 @@ class RayExecutor:
             raise WorkerLost(f"{slot.name} died ({_first_line(e)}): replaced", slot.name) from None
         self._free.put(slot)
         return EvalResult.from_dict(result)
+
+    def _next_free(self) -> _Slot:
+        while True:
+            try:
+                return self._free.get(timeout=1.0)
+            except queue.Empty:
+                if self._closed:  # interrupted: the caller's thread must end, not wait for ever
+                    raise WorkerLost("the Ray executor was closed", "") from None
+                if not self.slots:
+                    raise WorkerLost(f"no Ray worker left: {MAX_START_FAILURES} failed to start in a row", "") from None
 
     def close(self) -> None:
         """Retire the actors (their rows in the workers table) and stop a cluster this started."""
@@ -230,10 +241,17 @@ class RayExecutor:
         try:
             info = self._ray.get(slot.ready)
         except Exception as e:  # noqa: BLE001 (it died starting: its replacement is started instead)
-            log.warning("a Ray worker failed to start: %s", _first_line(e))
+            self._start_failures += 1
+            log.warning("a Ray worker failed to start (%d in a row): %s", self._start_failures, _first_line(e))
+            if self._start_failures >= MAX_START_FAILURES:  # a broken host or image: stop trying
+                with self._lock:
+                    if slot in self.slots:
+                        self.slots.remove(slot)
+                return
             if not self._closed:
                 self._replace(slot)
             return
+        self._start_failures = 0
         slot.worker_id = info["worker_id"]
         slot.name = f"Ray worker {info['worker_id']} ({info['host']}, GPU {info['gpu']}, pid {info['pid']})"
         log.info("%s ready", slot.name)
