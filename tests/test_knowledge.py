@@ -17,6 +17,7 @@ from kernelevolve.cli.app import app
 from kernelevolve.cli import knowledge_cmd  # noqa: F401  registers `kb` on the app
 from kernelevolve.knowledge import KINDS, KnowledgeBase, KnowledgeError
 from kernelevolve.spec import Spec
+from kernelevolve.languages import detect, of_document
 
 SHIPPED = paths.REPO_ROOT / "knowledge_base"
 GPUS = ("h100", "h200", "a100", "b200", "mi300x", "mi350")
@@ -76,7 +77,8 @@ def test_reference_kernels_carry_their_source_and_spec(kb):
         pytest.skip("no reference kernels shipped yet")
     for doc in kernels:
         assert doc.spec, f"{doc.path}: front matter lacks `spec`"
-        assert doc.source and "import triton" in doc.source
+        # Each imports its kernel language (front matter `language:`, Triton by default).
+        assert doc.source and detect(doc.source).language == of_document(doc), doc.path
         assert doc.source in doc.text  # the prompt gets the whole file
         assert kb.reference_kernel(doc.name) is doc
         assert kb.reference_kernel(doc.spec) is not None
