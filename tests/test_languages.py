@@ -2,6 +2,8 @@
 prompts per language, and the evaluator's language verdicts (a language the spec does not allow,
 a CuTe DSL candidate under the CPU interpreter) through the real evaluator and command line."""
 
+import json
+import os
 import random
 import re
 import subprocess
@@ -217,3 +219,52 @@ def _cute_module(folder: Path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# -- show -----------------------------------------------------------------------------------
+def test_show_gives_each_node_its_language(tmp_path):
+    """A run holding a timed Triton node, a timed CuTe DSL node and a CuTe node not run on the CPU:
+    `show` adds a language column and says `not run (needs a GPU)`; `show --json` has each language."""
+    from kernelevolve.evaluation.result import EvalResult, ShapeResult
+    from kernelevolve.memory import Repository
+    from kernelevolve.search.graph import Node
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    repo = Repository(url)
+    spec = _spec(["triton", "cute"])
+    run_id = repo.create_run(
+        spec=spec, policy="greedy", device="cuda", settings={}, rng_state={}, policy_state={}, snapshot=""
+    )
+    triton_source = (ROOT / "knowledge_base/kernels/softmax.py").read_text()
+    cute_source = (ROOT / "knowledge_base/kernels/softmax_cute.py").read_text()
+
+    def timed(ms: float) -> EvalResult:
+        shape = ShapeResult(label="M=4,N=256 bfloat16", params={}, dtype="bfloat16", correct=True)
+        shape.latency_ms, shape.baseline_ms = ms, 1.0
+        return EvalResult(correct=True, device="cuda", timed=True, shapes=[shape])
+
+    evaluations = [
+        (triton_source, timed(0.5)),
+        (cute_source, timed(0.4)),
+        (CUTE_CANDIDATE, Evaluator(device="interpret").evaluate(spec, CUTE_CANDIDATE)),
+    ]
+    for i, (source, result) in enumerate(evaluations):
+        repo.add_node(run_id, Node(id=i, source=source, note=f"node {i}"), rng_state={}, elapsed_s=0.0)
+        repo.record_evaluation(run_id, i, result, policy_state={}, rng_state={}, elapsed_s=0.0)
+    repo.close()
+
+    def show(*extra: str) -> str:
+        args = [sys.executable, "-m", "kernelevolve", "show", run_id, "--db", url, *extra]
+        run = subprocess.run(
+            args, capture_output=True, text=True, cwd=tmp_path, timeout=120, env={**os.environ, "COLUMNS": "100"}
+        )
+        assert run.returncode == 0, run.stderr
+        return run.stdout
+
+    as_json = json.loads(show("--json"))
+    assert [n["language"] for n in as_json["nodes"]] == ["triton", "cute", "cute"]
+    assert as_json["nodes"][2]["failure"] == "needs_gpu"
+    text = show()
+    assert "language" in text and "#2 draft: not run: needs a GPU" in text
+    best = text[text.index("best nodes:") :]
+    assert " cute " in best and " triton " in best and "2.500x" in best
