@@ -72,6 +72,7 @@ else:
     out["mean_duration_s"] = statistics.mean(r.duration_s for r in results)
     out["phases_s"] = {k: statistics.mean(r.phases_s.get(k, 0.0) for r in results) for k in ("correctness", "benchmark", "baseline")}
     out["fitness"] = [r.fitness for r in results]
+    out["messages"] = [(r.failure, r.message[:400], r.log[-1500:]) for r in results if r.failure]
     gates = getattr(evaluator, "gates", {})
     out["timing_waited_s"] = {g: gate.waited_s for g, gate in gates.items()}
 getattr(evaluator, "close", lambda: None)()
@@ -152,6 +153,7 @@ def main() -> int:
         folder = Path(tempfile.mkdtemp(prefix=f"throughput-{spec_name}-"))
         pool = candidates(spec_name, a.candidates * len(gpus), folder)
         spec = str(ROOT / "specs" / f"{spec_name}.yaml")
+        old_spec = str((a.old or ROOT) / "specs" / f"{spec_name}.yaml")  # the spec format that checkout reads
         entry = report["specs"].setdefault(spec_name, {"candidates": len(pool) - 1})
         runs = {
             "before": (a.old, [gpus[0]], pool[: a.candidates + 1], "local"),
@@ -164,7 +166,8 @@ def main() -> int:
             if code_root is None or (part == "all" and len(gpus) < 2):
                 continue
             log(f"{spec_name} {part}: {len(sources) - 1} candidates on GPU(s) {on} ({executor})")
-            args = {"spec": spec, "candidates": sources, "gpus": on, "executor": executor, "per_gpu": a.per_gpu}
+            args = {"spec": old_spec if part == "before" else spec, "candidates": sources, "gpus": on}
+            args.update(executor=executor, per_gpu=a.per_gpu)
             args["mode"] = "agree" if part == "agree" else "throughput"
             if part == "before":
                 args["per_gpu"] = None  # the old evaluator has no such setting
