@@ -4,7 +4,8 @@ A candidate's correctness check, and the preparation of a timing process (inputs
 outputs, the baseline's compile), use the GPU in short bursts and may overlap one another; a timed
 phase (baseline or candidate) must have the GPU to itself, or its medians measure the neighbours.
 So the gate is a readers-writer lock that prefers writers: once a timing waits, no new check
-starts on that GPU until the timing is done, and a stream of checks can never starve it.
+starts on that GPU until the timing is done, and a stream of checks can never starve it. At most
+`max_sharing` checks share the GPU at once (its memory is the limit).
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from contextlib import contextmanager
 
 
 class GpuGate:
-    def __init__(self) -> None:
+    def __init__(self, max_sharing: int = 2) -> None:
+        # Checks at production shapes keep float64 references of every trial on the GPU (tens of GB
+        # each at long rows): more than two side by side ran an H200 out of memory.
+        self.max_sharing = max_sharing
         self._cond = threading.Condition()
         self._sharing = 0  # checks and preparations using the GPU now
         self._timing = False  # a timed phase holds the GPU
@@ -25,7 +29,9 @@ class GpuGate:
     @contextmanager
     def shared(self):
         with self._cond:
-            self._cond.wait_for(lambda: not self._timing and self._timings_waiting == 0)
+            self._cond.wait_for(
+                lambda: not self._timing and self._timings_waiting == 0 and self._sharing < self.max_sharing
+            )
             self._sharing += 1
         try:
             yield
