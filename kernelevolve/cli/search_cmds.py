@@ -46,8 +46,9 @@ EXECUTOR_HELP = (
     "pip install 'kernelevolve[ray]'). Saved with the run."
 )
 RAY_ADDRESS_HELP = (
-    "With --executor ray: the cluster to join (HOST:PORT); default: this host's running Ray cluster (or "
-    "$RAY_ADDRESS), else one started for the run. Workers on other hosts need a --db they can reach (PostgreSQL)."
+    "With --executor ray: the cluster to join (HOST:PORT, or auto: the one running on this host); default: "
+    "$RAY_ADDRESS, else a cluster started on this host for the run. Workers on other hosts need a --db they can "
+    "reach (PostgreSQL)."
 )
 
 

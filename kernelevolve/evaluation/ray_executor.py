@@ -143,8 +143,11 @@ class RayExecutor:
         self.deadline_s = deadline_s or 6 * timeout_s + 120
         self._started_ray = self._closed = False
         if not ray.is_initialized():
+            # No address: a cluster of our own ("local"), not whatever cluster file a dead one left in
+            # /tmp/ray (ray.init() would wait minutes for it); $RAY_ADDRESS or --ray-address auto join one.
+            target = address or os.environ.get("RAY_ADDRESS") or "local"
             try:
-                ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+                ray.init(address=target, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
             except Exception as e:  # noqa: BLE001 (ConnectionError, RuntimeError, ValueError by version)
                 where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
                 raise RayUnavailable(f"cannot start or reach {where}: {_first_line(e)}") from None

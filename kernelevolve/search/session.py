@@ -37,7 +37,7 @@ class RunSettings(BaseModel):
     # executor's parallelism. Evaluations beyond it wait for a worker.
     parallel: int | None = Field(default=None, validation_alias=AliasChoices("parallel", "workers"))
     executor: str = "local"  # where evaluations run: local (this host's GPUs) | ray
-    ray_address: str | None = None  # --ray-address; None: this host's Ray cluster, else one started for the run
+    ray_address: str | None = None  # --ray-address; None: $RAY_ADDRESS, else a Ray cluster started for the run
     knowledge_base: str | None = None  # --kb / $KERNELEVOLVE_KB when the run started; None: the bundled one
     profile: dict | None = None  # search.profiling.ProfileSettings of promising nodes; None: no profiles
 

@@ -5,9 +5,11 @@
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -26,7 +28,9 @@ RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 
 @pytest.fixture(scope="module")
 def ray_address():
-    """A Ray head with two CPUs, in a process group of its own that teardown ends (and nothing else)."""
+    """A Ray head with two CPUs, in a process group of its own that teardown ends (and nothing else),
+    its files (and its address file) in a folder of its own: none left in /tmp/ray for a later ray.init."""
+    temp_dir = tempfile.mkdtemp(prefix="ke-ray-")  # short: Ray's socket paths live under it
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -38,6 +42,7 @@ def ray_address():
             "--port=0",
             "--include-dashboard=false",
             "--disable-usage-stats",
+            f"--temp-dir={temp_dir}",
             "--block",
         ],
         stdout=subprocess.PIPE,
@@ -59,6 +64,7 @@ def ray_address():
     yield address
     os.killpg(proc.pid, signal.SIGKILL)  # the cluster's processes: ray start, its GCS, raylet, workers
     proc.wait()
+    shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def _workers(db_url) -> list[dict]:
