@@ -48,10 +48,12 @@ SWEEPS = {  # --configs sweep: a few configurations around the defaults
         {"num_warps": 4, "num_stages": 1, "HEADS_INNER": False},
     ],
     "int8_mqa_decode": [
-        {"BLOCK_N": 128, "PROGRAMS_PER_SM": 2, "num_warps": 4, "num_stages": 3},
-        {"BLOCK_N": 128, "PROGRAMS_PER_SM": 4, "num_warps": 4, "num_stages": 3},
-        {"BLOCK_N": 256, "PROGRAMS_PER_SM": 2, "num_warps": 8, "num_stages": 3},
-        {"BLOCK_N": 64, "PROGRAMS_PER_SM": 8, "num_warps": 4, "num_stages": 4},
+        {"BLOCK_N": 128, "PROGRAMS_PER_SM": 2, "num_warps": 4, "num_stages": 3, "COMBINE": "kernel"},
+        {"BLOCK_N": 128, "PROGRAMS_PER_SM": 2, "num_warps": 4, "num_stages": 3, "COMBINE": "last_program"},
+        {"BLOCK_N": 128, "PROGRAMS_PER_SM": 1, "num_warps": 4, "num_stages": 3, "COMBINE": "last_program"},
+        {"BLOCK_N": 128, "PROGRAMS_PER_SM": 4, "num_warps": 4, "num_stages": 3, "COMBINE": "last_program"},
+        {"BLOCK_N": 256, "PROGRAMS_PER_SM": 2, "num_warps": 8, "num_stages": 3, "COMBINE": "last_program"},
+        {"BLOCK_N": 64, "PROGRAMS_PER_SM": 8, "num_warps": 4, "num_stages": 4, "COMBINE": "last_program"},
     ],
     "int8_mqa_prefill": [
         {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3},

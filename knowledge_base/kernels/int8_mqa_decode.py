@@ -18,8 +18,10 @@ Decode is bound by reading the KV cache. Two choices make that read efficient:
 - Split-KV (flash-decoding): with one program per batch element a batch of 64 fills half of an
   H100/H200's SMs; the KV length is split over SPLITS programs per batch element (chosen so the
   grid is about PROGRAMS_PER_SM programs per SM), each writes its unnormalised partial output and
-  its row max / row sum, and a second small kernel merges the splits (rescale by exp2(m_s - m),
-  sum, divide). With one split the first kernel writes the output itself.
+  its row max / row sum, and the splits are merged (rescale by exp2(m_s - m), sum, divide) by a
+  second small kernel, or (COMBINE = "last_program") by the last split program of each batch
+  element to finish, found with an atomic arrival counter: one launch instead of two. With one
+  split the first kernel writes the output itself.
 Dequantisation costs no pass over K or V: the int8 codes are converted to bf16 in registers
 (exact: |code| <= 127), the K scale multiplies the [rows, BLOCK_N] score tile (s = (q . codes) *
 k_scale[n]) and the V scale multiplies P before the second MMA (P * v_scale[n]), never the
@@ -39,6 +41,7 @@ CONFIG = {
     "PROGRAMS_PER_SM": 2,  # splits of the KV length chosen for about this many programs per SM
     "num_warps": 4,
     "num_stages": 3,  # KV tiles in flight
+    "COMBINE": "kernel",  # merge the splits in a second kernel, or in the last split program of each batch element
 }
 
 TUNABLES = {
@@ -46,12 +49,13 @@ TUNABLES = {
     "PROGRAMS_PER_SM": [1, 2, 4, 8],
     "num_warps": [4, 8],
     "num_stages": [2, 3, 4],
+    "COMBINE": ["kernel", "last_program"],
 }
 
 
 @triton.jit
 def _int8_mqa_decode_split(
-    Q, KC, KS, VC, VS, O, PART_ACC, PART_ML,
+    Q, KC, KS, VC, VS, O, PART_ACC, PART_ML, COUNTERS,
     stride_qb, stride_qh, stride_qt, stride_qd,
     stride_kb, stride_kn, stride_kd, stride_ksb, stride_ksn,
     stride_vb, stride_vn, stride_vd, stride_vsb, stride_vsn,
@@ -61,6 +65,7 @@ def _int8_mqa_decode_split(
     BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr,
     SPLIT: tl.constexpr,
+    FUSED_COMBINE: tl.constexpr,
 ):
     b = tl.program_id(0)
     split = tl.program_id(1)
@@ -105,10 +110,46 @@ def _int8_mqa_decode_split(
         tl.store(PART_ACC + (part + offs_r)[:, None] * BLOCK_D + offs_d[None, :], acc)
         tl.store(PART_ML + 2 * (part + offs_r), m_i)
         tl.store(PART_ML + 2 * (part + offs_r) + 1, l_i)
+        if FUSED_COMBINE:
+            # The batch element's last split to finish merges them all (acq_rel: the others'
+            # partials are visible to it) and resets the counter for the next call.
+            if tl.atomic_add(COUNTERS + b, 1) == n_splits - 1:
+                _combine_splits(
+                    PART_ACC, PART_ML, O, b, n_splits,
+                    stride_ob, stride_oh, stride_ot, stride_od, q_len, n_rows, head_dim, ROWS, BLOCK_D,
+                )
+                tl.atomic_xchg(COUNTERS + b, 0)
     else:
         o_rows = (offs_r // q_len) * stride_oh + (offs_r % q_len) * stride_ot
         out = acc / l_i[:, None]
         tl.store(O + b * stride_ob + o_rows[:, None] + offs_d[None, :] * stride_od, out.to(O.dtype.element_ty), mask=r_live[:, None] & d_live[None, :])
+
+
+@triton.jit
+def _combine_splits(
+    PART_ACC, PART_ML, O, b, n_splits,
+    stride_ob, stride_oh, stride_ot, stride_od,
+    q_len, n_rows, head_dim,
+    ROWS: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    """out = sum_s exp2(m_s - m) acc_s / sum_s exp2(m_s - m) l_s for batch element b (m = max_s m_s)."""
+    offs_r = tl.arange(0, ROWS)
+    offs_d = tl.arange(0, BLOCK_D)
+    m = tl.full([ROWS], float("-inf"), dtype=tl.float32)
+    for s in range(n_splits):
+        m = tl.maximum(m, tl.load(PART_ML + 2 * ((b * n_splits + s) * ROWS + offs_r)))
+    l = tl.zeros([ROWS], dtype=tl.float32)
+    acc = tl.zeros([ROWS, BLOCK_D], dtype=tl.float32)
+    for s in range(n_splits):
+        part = (b * n_splits + s) * ROWS
+        w = tl.exp2(tl.load(PART_ML + 2 * (part + offs_r)) - m)
+        l += w * tl.load(PART_ML + 2 * (part + offs_r) + 1)
+        acc += w[:, None] * tl.load(PART_ACC + (part + offs_r)[:, None] * BLOCK_D + offs_d[None, :])
+    out = acc / l[:, None]
+    o_rows = (offs_r // q_len) * stride_oh + (offs_r % q_len) * stride_ot
+    live = (offs_r < n_rows)[:, None] & (offs_d < head_dim)[None, :]
+    tl.store(O + b * stride_ob + o_rows[:, None] + offs_d[None, :] * stride_od, out.to(O.dtype.element_ty), mask=live)
 
 
 @triton.jit
@@ -119,26 +160,10 @@ def _int8_mqa_decode_combine(
     ROWS: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
-    """out = sum_s exp2(m_s - m) acc_s / sum_s exp2(m_s - m) l_s for one batch element; a split that
-    saw no key (m_s = -inf) weighs 0."""
-    b = tl.program_id(0)
-    offs_r = tl.arange(0, ROWS)
-    offs_d = tl.arange(0, BLOCK_D)
-    m = tl.full([ROWS], float("-inf"), dtype=tl.float32)
-    for s in range(n_splits):
-        m = tl.maximum(m, tl.load(PART_ML + 2 * ((b * n_splits + s) * ROWS + offs_r)))
-    l = tl.zeros([ROWS], dtype=tl.float32)
-    acc = tl.zeros([ROWS, BLOCK_D], dtype=tl.float32)
-    for s in range(n_splits):
-        part = (b * n_splits + s) * ROWS
-        m_s = tl.load(PART_ML + 2 * (part + offs_r))
-        w = tl.where(m_s == float("-inf"), 0.0, tl.exp2(m_s - m))
-        l += w * tl.load(PART_ML + 2 * (part + offs_r) + 1)
-        acc += w[:, None] * tl.load(PART_ACC + (part + offs_r)[:, None] * BLOCK_D + offs_d[None, :])
-    out = acc / l[:, None]
-    o_rows = (offs_r // q_len) * stride_oh + (offs_r % q_len) * stride_ot
-    live = (offs_r < n_rows)[:, None] & (offs_d < head_dim)[None, :]
-    tl.store(O + b * stride_ob + o_rows[:, None] + offs_d[None, :] * stride_od, out.to(O.dtype.element_ty), mask=live)
+    _combine_splits(
+        PART_ACC, PART_ML, O, tl.program_id(0), n_splits,
+        stride_ob, stride_oh, stride_ot, stride_od, q_len, n_rows, head_dim, ROWS, BLOCK_D,
+    )
 
 
 def check_inputs(name, q, k_codes, k_scale, v_codes, v_scale):
@@ -152,6 +177,18 @@ def check_inputs(name, q, k_codes, k_scale, v_codes, v_scale):
             raise ValueError(f"{name}: {what}_scale must be [BATCH, KV_LEN] = {tuple(codes.shape[:2])}, got {tuple(scale.shape)}")
     if k_codes.shape != v_codes.shape:
         raise ValueError(f"{name}: k_codes {tuple(k_codes.shape)} and v_codes {tuple(v_codes.shape)} differ")
+
+
+_COUNTERS: dict = {}
+
+
+def arrival_counters(device: torch.device, batch: int) -> torch.Tensor:
+    """Per-batch-element split counters, zero between calls (the merging program resets its own),
+    kept per device so a call launches no memset."""
+    key = (str(device), batch)
+    if key not in _COUNTERS:
+        _COUNTERS[key] = torch.zeros(batch, dtype=torch.int32, device=device)
+    return _COUNTERS[key]
 
 
 def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
@@ -172,20 +209,22 @@ def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
     splits = max(1, min(n_tiles, triton.cdiv(CONFIG["PROGRAMS_PER_SM"] * sm_count(q.device), batch)))
     split_len = triton.cdiv(n_tiles, splits) * block_n
     splits = triton.cdiv(kv_len, split_len)  # no split left without keys
+    fused = splits > 1 and CONFIG["COMBINE"] == "last_program"
     if splits > 1:
         part_acc = torch.empty(batch * splits * rows * block_d, dtype=torch.float32, device=q.device)
         part_ml = torch.empty(batch * splits * rows * 2, dtype=torch.float32, device=q.device)
     else:
         part_acc = part_ml = out  # not read or written with one split
+    counters = arrival_counters(q.device, batch) if fused else out
     qk_scale = 1.0 / math.sqrt(head_dim) * 1.4426950408889634
     _int8_mqa_decode_split[(batch, splits)](
-        q, k_codes, k_scale, v_codes, v_scale, out, part_acc, part_ml,
+        q, k_codes, k_scale, v_codes, v_scale, out, part_acc, part_ml, counters,
         *q.stride(), *k_codes.stride(), *k_scale.stride(), *v_codes.stride(), *v_scale.stride(), *out.stride(),
         q_len, n_rows, kv_len, head_dim, split_len, qk_scale,
-        ROWS=rows, BLOCK_N=block_n, BLOCK_D=block_d, SPLIT=splits > 1,
+        ROWS=rows, BLOCK_N=block_n, BLOCK_D=block_d, SPLIT=splits > 1, FUSED_COMBINE=fused,
         num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"],
     )
-    if splits > 1:
+    if splits > 1 and not fused:
         _int8_mqa_decode_combine[(batch,)](
             part_acc, part_ml, out, *out.stride(), q_len, n_rows, head_dim, splits,
             ROWS=rows, BLOCK_D=block_d, num_warps=4,

@@ -70,20 +70,23 @@ def test_reference_dequantises_per_token():
         torch.testing.assert_close(expected_of(ref, [q, kc, ks, vc, vs])[:, h], torch.softmax(scores, -1) @ v)
 
 
-DECODE = [  # (constants, PROGRAMS_PER_SM, BLOCK_N): splits = min(tiles, ceil(4 * PPS / BATCH))
-    (dict(BATCH=4, KV_LEN=37, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 1, 64),  # one split: the direct store
-    (dict(BATCH=2, KV_LEN=150, Q_LEN=3, Q_HEADS=2, HEAD_DIM=64), 4, 64),  # 3 splits, ragged last one
+DECODE = [  # (constants, PROGRAMS_PER_SM, BLOCK_N, COMBINE): splits = min(tiles, ceil(4 * PPS / BATCH))
+    (dict(BATCH=4, KV_LEN=37, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 1, 64, "kernel"),  # one split: the direct store
+    (dict(BATCH=2, KV_LEN=150, Q_LEN=3, Q_HEADS=2, HEAD_DIM=64), 4, 64, "kernel"),  # 3 splits, ragged last one
+    (dict(BATCH=2, KV_LEN=150, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 4, 64, "last_program"),  # merged in-kernel
 ]
 
 
-@pytest.mark.parametrize("case", DECODE, ids=["one-split", "three-splits-qlen3"])
+@pytest.mark.parametrize("case", DECODE, ids=["one-split", "three-splits-qlen3", "three-splits-merged-in-kernel"])
 def test_decode_kernel(case, tmp_path):
-    constants, per_sm, block_n = case
-    kernel = load_kernel("int8_mqa_decode", tmp_path, PROGRAMS_PER_SM=per_sm, BLOCK_N=block_n)
-    xs, ref = inputs("int8_mqa_decode", **constants)
-    with torch.no_grad(), poisoned_allocations():
-        out = kernel.ModelNew()(*xs)
-    assert_matches("int8_mqa_decode", out, expected_of(ref, xs))
+    constants, per_sm, block_n, combine = case
+    kernel = load_kernel("int8_mqa_decode", tmp_path, PROGRAMS_PER_SM=per_sm, BLOCK_N=block_n, COMBINE=combine)
+    model = kernel.ModelNew()
+    for _ in range(2):  # the arrival counters must be back at zero for the next call
+        xs, ref = inputs("int8_mqa_decode", **constants)
+        with torch.no_grad(), poisoned_allocations():
+            out = model(*xs)
+        assert_matches("int8_mqa_decode", out, expected_of(ref, xs))
 
 
 def test_decode_kernel_reads_strided_views(tmp_path):
