@@ -15,6 +15,8 @@ the node as a crash.
 from __future__ import annotations
 
 import contextlib
+import shutil
+import subprocess
 import threading
 from typing import Iterator
 
@@ -49,3 +51,25 @@ def evaluating(node_id: int | None) -> Iterator[None]:
 def current_node() -> int | None:
     """The node the calling thread evaluates (see `evaluating`), else None."""
     return getattr(_current, "node_id", None)
+
+
+def gpu_lost(index: str, timeout_s: float = 30.0) -> str | None:
+    """Why GPU `index` (its number on this host) is lost, or None when nvidia-smi still reaches it
+    (or there is no nvidia-smi to ask). A worker whose candidate failed calls it before blaming the
+    candidate: a GPU that fell off the bus fails every candidate, and is the worker's loss."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run(
+            [exe, "-i", str(index), "--query-gpu=pci.bus_id", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        return f"nvidia-smi gave no answer about GPU {index} within {timeout_s:g}s"
+    if out.returncode == 0:
+        return None
+    said = (out.stdout + out.stderr).strip().splitlines()
+    return f"nvidia-smi cannot reach GPU {index}: {said[0][:200] if said else f'exit status {out.returncode}'}"

@@ -23,13 +23,17 @@ import tempfile
 import threading
 from pathlib import Path
 
-from kernelevolve.evaluation.executors import WorkerLost, current_node
+from kernelevolve.evaluation.executors import WorkerLost, current_node, gpu_lost
 from kernelevolve.evaluation.result import EvalResult
 
 RAY_MISSING = "--executor ray needs Ray, which is not installed: pip install 'kernelevolve[ray]'"
 START_TIMEOUT_S = 300.0
 MAX_START_FAILURES = 3  # workers failing to start in a row before no more are started  # for the first actor to come up (imports, and a free GPU on the cluster)
 log = logging.getLogger(__name__)
+
+
+class GpuLost(RuntimeError):
+    """Raised in an actor whose GPU stopped answering: the driver replaces the actor (WorkerLost)."""
 
 
 class RayUnavailable(RuntimeError):
@@ -88,7 +92,12 @@ class _Worker:
         with self._busy:
             self.live.set("evaluating", node_id, queued)
             try:
-                return self.evaluator.evaluate(spec, source, shapes=shapes, deep=deep).to_dict()
+                result = self.evaluator.evaluate(spec, source, shapes=shapes, deep=deep)
+                if self.gpu != "cpu" and result.failure in ("crash", "runtime", "timeout"):
+                    lost = gpu_lost(self.gpu)  # the GPU's fault, not the candidate's: not its result
+                    if lost:
+                        raise GpuLost(f"{lost} (on {self.host})")
+                return result.to_dict()
             finally:
                 self.live.set("idle")
 
@@ -136,6 +145,7 @@ class RayExecutor:
     ) -> None:
         ray = require_ray()
         self._ray = ray
+        self._died = _died_errors()
         self.device, self.timeout_s = device, timeout_s
         self.db_url, self.run_id, self.address = absolute_db_url(db_url), run_id, address
         # A worker that neither answers nor dies within this is taken for hung (every phase of an
@@ -190,8 +200,12 @@ class RayExecutor:
             self._replace(slot, kill=True)
             raise WorkerLost(f"{slot.name} gave no result within {self.deadline_s:g}s: replaced", slot.name) from None
         except ray.exceptions.RayTaskError as e:  # the Evaluator itself raised: its error, as a local one would
+            if isinstance(getattr(e, "cause", None), GpuLost):
+                self._replace(slot, kill=True)
+                raise WorkerLost(f"{slot.name} lost its GPU: {e.cause}: replaced", slot.name) from None
+            self._free.put(slot)  # the worker is fine: only this evaluation failed
             raise e.as_instanceof_cause() from None
-        except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as e:
+        except self._died as e:
             self._replace(slot)
             raise WorkerLost(f"{slot.name} died ({_first_line(e)}): replaced", slot.name) from None
         self._free.put(slot)
@@ -287,6 +301,14 @@ class RayExecutor:
                 repo.close()
         except Exception as e:  # noqa: BLE001 (its heartbeat stops all the same: it drops out of the list)
             log.warning("could not retire lost worker %s: %s", worker_id, e)
+
+
+def _died_errors() -> tuple[type[BaseException], ...]:
+    """Ray's exceptions for a worker (or its node) that is gone, as far as this Ray version has them."""
+    import ray.exceptions as e
+
+    names = ("RayActorError", "ObjectLostError", "WorkerCrashedError", "NodeDiedError")
+    return tuple(getattr(e, n) for n in names if hasattr(e, n))
 
 
 def _quiet_worker_notices() -> None:

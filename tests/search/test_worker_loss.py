@@ -88,3 +88,31 @@ def test_a_lost_worker_is_retried_once_then_the_node_is_a_crash(tmp_path, spec):
     with repo.engine.connect() as conn:
         rows = conn.execute(text("select node_id from evaluations where run_id = :r"), {"r": run_id}).scalars().all()
     assert sorted(rows) == list(range(7))
+
+
+FAKE_NVIDIA_SMI = """#!/bin/sh
+# GPU 1 fell off the bus; GPU 2 hangs; the others answer.
+case "$2" in
+  1) echo "Unable to determine the device handle for GPU0000:1B:00.0: GPU is lost.  Reboot the system"; exit 15;;
+  2) exec sleep 30;;
+  *) echo "00000000:18:00.0";;
+esac
+"""
+
+
+def test_a_lost_gpu_is_told_from_a_failing_candidate(tmp_path, monkeypatch):
+    """What a worker asks before blaming a candidate for a crash: does nvidia-smi still reach its GPU?"""
+    from kernelevolve.evaluation.executors import gpu_lost
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(FAKE_NVIDIA_SMI)
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert gpu_lost("0") is None
+    assert gpu_lost("1") == (
+        "nvidia-smi cannot reach GPU 1: Unable to determine the device handle for GPU0000:1B:00.0: GPU is lost.  "
+        "Reboot the system"
+    )
+    assert gpu_lost("2", timeout_s=0.5) == "nvidia-smi gave no answer about GPU 2 within 0.5s"
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert gpu_lost("1") is None  # nothing to ask: the candidate's failure stands
