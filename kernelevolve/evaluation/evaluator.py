@@ -39,6 +39,7 @@ from kernelevolve.spec import Case, Spec, ShapeValue
 DEVICES = ("cuda", "interpret")
 WARM_WAIT_S = 900.0  # how long a warm process waits for a candidate before it leaves
 WARM_MARGIN_S = 120.0  # a warm set this close to leaving is not handed out
+MEMORY_MARGIN = 1.5  # a check's own references plus the candidate's outputs and workspace
 
 
 class Evaluator:
@@ -79,7 +80,7 @@ class Evaluator:
                 gpus = list(range(torch.cuda.device_count()))
             if not gpus:
                 raise RuntimeError("--device cuda: no CUDA GPU is visible")
-            self.gates = {str(g): GpuGate() for g in gpus}
+            self.gates = {str(g): GpuGate(memory_bytes=_usable_memory(g)) for g in gpus}
             # Each evaluation keeps two or three processes busy on the CPU while it is checked.
             per_gpu = per_gpu or max(1, min(4, cores // (3 * len(gpus))))
             slots = [str(g) for _ in range(per_gpu) for g in gpus]  # consecutive slots on different GPUs
@@ -95,6 +96,7 @@ class Evaluator:
         self.warm = device == "cuda" if warm is None else warm
         self._warm_sets: dict[tuple, list[_ProcessSet]] = {}
         self._warm_lock = threading.Lock()
+        self._memory_need: dict[tuple, int] = {}  # GPU memory an evaluation of (spec, shapes) was seen to hold
         # Address-space limits break CUDA (it reserves huge virtual ranges): CPU only.
         self.max_memory_bytes = max_memory_bytes if device == "interpret" else None
         _LIVE.add(self)
@@ -260,6 +262,14 @@ class Evaluator:
         result.environment["seed"] = processes.seed
         result.environment["baselines_cached"] = sorted(processes.baselines.found) if processes.baselines else []
         gate = self.gates.get(slot)
+        if gate is None:
+            return self._judge_on(processes, None, spec, result, cases, deep)
+        with gate.resident(self._memory_need.get(processes.key)):
+            return self._judge_on(processes, gate, spec, result, cases, deep)
+
+    def _judge_on(
+        self, processes: "_ProcessSet", gate, spec: Spec, result: EvalResult, cases: list[Case], deep: bool
+    ) -> EvalResult:
         timing, baselines = processes.timing, processes.baselines
         # The shared phase: the candidate is checked while its timing process (and the baseline's, if
         # the cache lacks it) prepares; other candidates' checks may run on this GPU too.
@@ -276,6 +286,7 @@ class Evaluator:
             if timing is not None:  # no GPU preparation may run on into the timed phase
                 baselines.wait_prepared()
                 timing.wait_prepared()
+                self._learn_memory(processes, result.environment.get("gpu_prepared_bytes"))
                 if not result.correct:
                     timing.stop()
         if timing is None:
@@ -305,6 +316,17 @@ class Evaluator:
         if reason:
             result.marks["suspicious"] = reason
         return result
+
+    def _learn_memory(self, processes: "_ProcessSet", check_bytes) -> None:
+        """What this (spec, shapes) holds on a GPU: the check's references (reported before its candidate
+        ran; the candidate's own outputs are of the same order, hence the margin) and the prepared timing
+        and baseline processes. The largest seen counts."""
+        parts = [check_bytes if isinstance(check_bytes, int) else 0, processes.timing.prepared_bytes]
+        if processes.baselines.run is not None:
+            parts.append(processes.baselines.run.prepared_bytes)
+        need = int(MEMORY_MARGIN * sum(parts))
+        if need > 0:
+            self._memory_need[processes.key] = max(need, self._memory_need.get(processes.key, 0))
 
     def _environment(self, workdir: Path, slot: str, trusted: bool) -> dict[str, str]:
         """Compiler caches. Candidates share one Triton cache across evaluations (recompiling every
@@ -400,6 +422,7 @@ class _WaitingRun:
         self._cancel = threading.Event()
         self.outcome: Outcome | None = None
         self.after_go_s = 0.0
+        self.prepared_bytes = 0  # GPU memory it holds once prepared (its own report, before any candidate code)
         self.started = time.monotonic()
         signals = {
             "go_path": str(folder / "go"),
@@ -438,10 +461,13 @@ class _WaitingRun:
         """Until it waits for its go (prepared) or has ended: the GPU preparation is over either way."""
         while self._thread.is_alive():
             try:
-                if json.loads(self.result_path.read_text()).get("stage") == "waiting for the evaluator's go":
-                    return
+                data = json.loads(self.result_path.read_text())
             except (OSError, ValueError):
-                pass
+                data = {}
+            if data.get("stage") == "waiting for the evaluator's go":  # read before any candidate code ran
+                held = (data.get("environment") or {}).get("gpu_prepared_bytes")
+                self.prepared_bytes = held if isinstance(held, int) and held > 0 else 0
+                return
             self._thread.join(0.01)
 
     def go(self, payload: dict | None = None) -> Outcome | None:
@@ -581,6 +607,16 @@ class _ProcessSet:
             self.baselines.cancel()
         if not keep:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _usable_memory(gpu: int) -> int | None:
+    """What evaluations may hold on a GPU together: most of it (CUDA contexts and fragmentation take the rest)."""
+    try:
+        import torch
+
+        return int(0.85 * torch.cuda.get_device_properties(gpu).total_memory)
+    except Exception:  # no way to know: evaluations go on one at a time
+        return None
 
 
 def _set_key(spec: Spec, cases: list[Case], slot: str) -> tuple:

@@ -132,3 +132,29 @@ def test_gpu_gate_checks_overlap_and_a_timing_runs_alone():
     assert events.index("T-") == events.index("T+") + 1  # nothing ran beside the timing
     assert events.index("c+") > events.index("T-")  # a waiting timing is not starved by new checks
     assert gate.waited_s > 0.1
+
+
+def test_gpu_gate_lets_evaluations_on_while_their_memory_fits():
+    gate = GpuGate(memory_bytes=100)
+    order: list[str] = []
+
+    def stay(name, need, hold):
+        with gate.resident(need):
+            order.append(f"{name}+")
+            time.sleep(hold)
+            order.append(f"{name}-")
+
+    threads = [
+        threading.Thread(target=stay, args=("a", 40, 0.3)),
+        threading.Thread(target=stay, args=("b", 50, 0.1)),  # fits beside a
+        threading.Thread(target=stay, args=("c", 30, 0.05)),  # does not fit beside a and b: waits for b
+        threading.Thread(target=stay, args=("unknown", None, 0.01)),  # unknown need: waits until it is alone
+    ]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.03)
+    for thread in threads:
+        thread.join()
+    assert order.index("b+") < order.index("a-")
+    assert order.index("c+") > order.index("b-")
+    assert order.index("unknown+") > max(order.index("a-"), order.index("c-"))

@@ -62,6 +62,8 @@ def main(config: dict) -> None:
         if config["mode"] == "candidate":
             expected = [cmp.reference_outputs(reference, pool, clock.sync) for pool in pools]
         prepared.append((case, ref_mod, dtype, reference, pools, buffers, expected))
+    # Held until this process has timed (the evaluator's memory budget reads it while we wait).
+    result.data["environment"]["gpu_prepared_bytes"] = torch.cuda.max_memory_reserved()
 
     if config["mode"] == "baseline":
         _time_baselines(config, result, prepared, clock)

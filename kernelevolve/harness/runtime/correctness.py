@@ -55,6 +55,8 @@ def main(config: dict) -> None:
 
     if device != "cuda":
         config.update(wait_for_go(config, result))
+    else:  # what judging holds on the GPU before the candidate adds its own (the evaluator's memory budget)
+        result.data["environment"]["gpu_prepared_bytes"] = torch.cuda.max_memory_reserved()
     tripwire = Tripwire()
     candidate = import_candidate(config, result)
 
