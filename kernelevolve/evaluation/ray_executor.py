@@ -227,11 +227,12 @@ class RayExecutor:
         if self._closed:  # the engine closes it when the search ends, the command when it stops
             return
         self._closed = True
-        for slot in getattr(self, "slots", []):
-            try:
-                ray.get(slot.actor.close.remote(), timeout=10)
-            except Exception:  # noqa: BLE001 (dead already, or busy: killed below all the same)
-                pass
+        slots = list(getattr(self, "slots", []))
+        try:  # all at once: each retires its row; a dead or stuck one is killed below all the same
+            ray.wait([slot.actor.close.remote() for slot in slots], num_returns=len(slots), timeout=10)
+        except Exception:  # noqa: BLE001
+            pass
+        for slot in slots:
             ray.kill(slot.actor, no_restart=True)
         if self._started_ray:
             ray.shutdown()
