@@ -212,6 +212,14 @@ def run_command(
     _positive("--profile-timeout", profile_timeout)
     profiling = profile_settings_or_fail(profile, device, profile_within, profile_timeout, stop_at_roofline)
     repo = repo_or_fail(db)  # an unusable database fails before anything is spent
+    if executor == "ray" and ray_address and repo.url.startswith("sqlite"):
+        err_console.print(
+            f"note: Ray workers on other hosts cannot open {repo.display_url} (a file on this host); "
+            "give them a --db they can all reach (PostgreSQL)",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
     operator = _operator_or_fail(model, spec, model_options)
     if not no_preflight:
         preflight_or_fail(spec, device, shapes, timeout)

@@ -129,6 +129,7 @@ def test_a_search_on_two_ray_workers_survives_a_killed_worker(ray_address, tmp_p
     assert victim is not None, f"no Ray worker was seen evaluating: {err[-2000:]}"
     assert run.returncode in (0, 1), err
     summary = json.loads(out)
+    assert "note: Ray workers on other hosts cannot open sqlite:///" in err  # said before the search
     assert (summary["status"], summary["termination_reason"], len(summary["nodes"])) == ("finished", "nodes", 4)
 
     run_id = summary["id"]
