@@ -283,16 +283,20 @@ class KernelMonitor(TorchFunctionMode):
         monitor = self
 
         def launch(fn_self, *args, **kwargs):
-            name = (
+            # A CuTe DSL compiled function names the device kernels it launches (kernel_info): those are
+            # the names the profiler sees on the GPU, as a Triton kernel's is its function's name.
+            names = list(getattr(fn_self, "kernel_info", None) or ()) or [
                 getattr(getattr(fn_self, "fn", None), "__name__", None)
                 or getattr(fn_self, "__name__", None)
-                or getattr(fn_self, "function_name", None)  # a CuTe DSL compiled function
+                or getattr(fn_self, "function_name", None)
                 or "kernel"
-            )
+            ]
             if monitor._depth == 0:
-                monitor.launches[name] = monitor.launches.get(name, 0) + 1
-                if monitor.home_stream is not None and torch.cuda.current_stream().cuda_stream != monitor.home_stream:
-                    monitor.off_stream[name] = monitor.off_stream.get(name, 0) + 1
+                off = monitor.home_stream is not None and torch.cuda.current_stream().cuda_stream != monitor.home_stream
+                for name in names:
+                    monitor.launches[name] = monitor.launches.get(name, 0) + 1
+                    if off:
+                        monitor.off_stream[name] = monitor.off_stream.get(name, 0) + 1
             monitor._depth += 1
             try:
                 return original(fn_self, *args, **kwargs)
