@@ -2,8 +2,9 @@
 
 RayExecutor has the Evaluator's interface (kernelevolve.evaluation.executors). It starts one Ray
 actor per GPU of the cluster (`num_gpus=1`; on `--device interpret` one per CPU, `num_cpus=1`);
-each actor holds a local Evaluator for its GPU and evaluates in its sandbox as usual, one candidate
-at a time, so its timings stay clean. The spec travels as data with its reference's text (the
+each actor holds a local Evaluator for its GPU and evaluates in its sandbox as usual: on a GPU as
+many candidates at once as that Evaluator takes (their checks overlap, their timings take the GPU
+alone), on the interpreter one. The spec travels as data with its reference's text (the
 actor may be on a host without the driver's files); the result comes back as EvalResult's dict.
 
 Each actor opens the run's experiment database: baselines it times are shared there (use
@@ -69,28 +70,49 @@ class _Worker:
         from kernelevolve.memory.repository import BaselineTable
         from kernelevolve.memory.workers import LiveWorker, WorkerRegistry
 
-        gpus = None
+        gpus, per_gpu = None, 1  # the interpreter: one evaluation per CPU Ray granted
         self.gpu = "cpu"
         if device == "cuda":
+            import torch
+
             # Ray leaves CUDA_VISIBLE_DEVICES alone here (see _options): the sandbox gets the physical id.
             gpus = [int(ray.get_gpu_ids()[0])]
             self.gpu = str(gpus[0])
+            # Checks of several candidates overlap on a GPU (their timings take it alone): as many as the
+            # host's cores allow when every GPU of the host has a worker, as a local evaluator would.
+            per_gpu = max(1, min(4, (os.cpu_count() or 2) // (3 * max(1, torch.cuda.device_count()))))
         self.repo = Repository(db_url)
-        self.evaluator = Evaluator(device, gpus=gpus, timeout_s=timeout_s, baseline_store=BaselineTable(self.repo))
+        self.evaluator = Evaluator(
+            device, gpus=gpus, timeout_s=timeout_s, baseline_store=BaselineTable(self.repo), per_gpu=per_gpu
+        )
+        self.capacity = self.evaluator.parallelism
         self.host, self.pid = socket.gethostname(), os.getpid()
         self.live = LiveWorker(
             WorkerRegistry(self.repo), host=self.host, gpu=self.gpu, pid=self.pid, executor="ray", run_id=run_id
         )
-        self._busy = threading.Lock()  # one evaluation at a time: one GPU, clean timings
+        self._busy = threading.Semaphore(self.capacity)  # the driver never sends more; this makes sure
+        self._lock = threading.Lock()
+        self._nodes: dict[int, int | None] = {}  # call -> node, of the evaluations running now
+        self._calls = 0
         self._references: dict[str, Path] = {}
 
     def describe(self) -> dict:
-        return {"host": self.host, "gpu": self.gpu, "pid": self.pid, "worker_id": self.live.id}
+        return {
+            "host": self.host,
+            "gpu": self.gpu,
+            "pid": self.pid,
+            "worker_id": self.live.id,
+            "capacity": self.capacity,
+        }
 
     def evaluate(self, spec_data: dict, reference: str, source: str, shapes, deep: bool, node_id, queued: int) -> dict:
         spec = self._spec(spec_data, reference)
         with self._busy:
-            self.live.set("evaluating", node_id, queued)
+            with self._lock:
+                self._calls += 1
+                call = self._calls
+                self._nodes[call] = node_id
+                self.live.set("evaluating", node_id, queued)
             try:
                 result = self.evaluator.evaluate(spec, source, shapes=shapes, deep=deep)
                 if self.gpu != "cpu" and result.failure in ("crash", "runtime", "timeout"):
@@ -99,10 +121,18 @@ class _Worker:
                         raise GpuLost(f"{lost} (on {self.host})")
                 return result.to_dict()
             finally:
-                self.live.set("idle")
+                with self._lock:  # the heartbeat shows the newest evaluation still running, else idle
+                    del self._nodes[call]
+                    if self._nodes:
+                        self.live.set("evaluating", self._nodes[max(self._nodes)], queued)
+                    else:
+                        self.live.set("idle")
 
     def close(self) -> None:
         self.live.close()
+        close = getattr(self.evaluator, "close", None)  # its warm processes wait for no more candidates
+        if close is not None:
+            close()
         self.repo.close()
 
     def _spec(self, data: dict, reference: str):
@@ -180,6 +210,8 @@ class RayExecutor:
             raise RayUnavailable(
                 f"no Ray worker started within {start_timeout_s:g}s (is a {resource} free on the cluster?)"
             )
+        # Evaluations at once: every worker takes as many as its first one (one GPU each, alike hosts).
+        self.parallelism = count * int(ray.get(first[0]).get("capacity", 1))
 
     # -- the Evaluator's interface -------------------------------------------------------
     def evaluate(self, spec, source: str, shapes=None, deep: bool = False) -> EvalResult:
@@ -203,23 +235,34 @@ class RayExecutor:
             if isinstance(getattr(e, "cause", None), GpuLost):
                 self._replace(slot, kill=True)
                 raise WorkerLost(f"{slot.name} lost its GPU: {e.cause}: replaced", slot.name) from None
-            self._free.put(slot)  # the worker is fine: only this evaluation failed
+            self._give_back(slot)  # the worker is fine: only this evaluation failed
             raise e.as_instanceof_cause() from None
         except self._died as e:
             self._replace(slot)
             raise WorkerLost(f"{slot.name} died ({_first_line(e)}): replaced", slot.name) from None
-        self._free.put(slot)
+        self._give_back(slot)
         return EvalResult.from_dict(result)
 
+    def _give_back(self, slot: _Slot) -> None:
+        with self._lock:
+            if slot in self.slots:
+                self._free.put(slot)
+
     def _next_free(self) -> _Slot:
+        """A place on a live worker (the queue holds one per evaluation a worker takes at once; those of
+        a worker since replaced are dropped here)."""
         while True:
             try:
-                return self._free.get(timeout=1.0)
+                slot = self._free.get(timeout=1.0)
             except queue.Empty:
                 if self._closed:  # interrupted: the caller's thread must end, not wait for ever
                     raise WorkerLost("the Ray executor was closed", "") from None
                 if not self.slots:
                     raise WorkerLost(f"no Ray worker left: {MAX_START_FAILURES} failed to start in a row", "") from None
+                continue
+            with self._lock:
+                if slot in self.slots:
+                    return slot
 
     def close(self) -> None:
         """Retire the actors (their rows in the workers table) and stop a cluster this started."""
@@ -244,8 +287,8 @@ class RayExecutor:
             # The actor's Evaluator gives each sandbox the physical GPU id it was granted, so Ray must
             # not renumber the GPUs of the actor's process.
             env = {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}
-            return {"num_gpus": 1, "num_cpus": 1, "runtime_env": {"env_vars": env}, "max_concurrency": 4}
-        return {"num_cpus": 1, "max_concurrency": 4}  # 4: evaluate, plus describe/close while it runs
+            return {"num_gpus": 1, "num_cpus": 1, "runtime_env": {"env_vars": env}, "max_concurrency": 8}
+        return {"num_cpus": 1, "max_concurrency": 8}  # its evaluations (at most 4), and describe/close meanwhile
 
     def _start(self) -> _Slot:
         actor = self._actor_class.options(**self._options()).remote(
@@ -272,8 +315,9 @@ class RayExecutor:
         self._start_failures = 0
         slot.worker_id = info["worker_id"]
         slot.name = f"Ray worker {info['worker_id']} ({info['host']}, GPU {info['gpu']}, pid {info['pid']})"
-        log.info("%s ready", slot.name)
-        self._free.put(slot)
+        log.info("%s ready, %d evaluation(s) at once", slot.name, info.get("capacity", 1))
+        for _ in range(int(info.get("capacity", 1))):
+            self._free.put(slot)
 
     def _replace(self, slot: _Slot, kill: bool = False) -> None:
         if kill:
