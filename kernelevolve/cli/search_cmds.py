@@ -211,6 +211,11 @@ def run_command(
     device = resolve_device(device)
     _positive("--profile-timeout", profile_timeout)
     profiling = profile_settings_or_fail(profile, device, profile_within, profile_timeout, stop_at_roofline)
+    if executor == "ray" and profiling is not None:
+        # Profiles are taken on this host's GPUs, where they would share a GPU with the workers' timings.
+        if profile != "auto":
+            fail(f"--profile {profile}: not with --executor ray yet (profiles run on this host); use --profile off")
+        profiling = None
     repo = repo_or_fail(db)  # an unusable database fails before anything is spent
     if executor == "ray" and ray_address and repo.url.startswith("sqlite"):
         err_console.print(

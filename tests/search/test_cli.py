@@ -181,6 +181,10 @@ def test_database_url_from_the_environment(tmp_path, spec, monkeypatch):
         (["run", str(FIXTURES / "scale.yaml"), "--executor", "k8s"], "--executor 'k8s': use local or ray"),
         (["run", str(FIXTURES / "scale.yaml"), "--ray-address", "h:6379"], "--ray-address needs --executor ray"),
         (["resume", "{run}", "--executor", "k8s"], "--executor 'k8s'"),
+        (
+            ["run", str(FIXTURES / "scale.yaml"), "--device", "interpret", "--executor", "ray", "--profile", "torch"],
+            "not with --executor ray yet",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, spec, args, message):
