@@ -41,8 +41,13 @@ spec = load_spec(args["spec"])
 sources = [Path(p).read_text() for p in args["candidates"]]
 store = MemoryBaselineStore()
 if args["executor"] == "ray":
-    from kernelevolve.evaluation.ray_executor import RayEvaluator
-    evaluator = RayEvaluator(device="cuda", gpus=args["gpus"], timeout_s=300)
+    import tempfile
+    from kernelevolve.evaluation.ray_executor import RayExecutor
+    # Its workers keep baselines in the run's database, as in a search.
+    db = "sqlite:///" + tempfile.mkdtemp() + "/throughput.db"
+    from kernelevolve.memory.repository import Repository
+    Repository(db)
+    evaluator = RayExecutor("cuda", db_url=db, timeout_s=300, workers=len(args["gpus"]))
 else:
     kw = {"per_gpu": args["per_gpu"]} if args.get("per_gpu") else {}
     evaluator = Evaluator(device="cuda", gpus=args["gpus"], baseline_store=store, **kw)
