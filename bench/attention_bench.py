@@ -37,15 +37,20 @@ from kernelevolve.spec import Case, load_spec  # noqa: E402
 
 SWEEPS = {  # --configs sweep: a few configurations around the defaults
     "block_diag_attention": [
-        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": False},
-        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": True},
-        {"num_warps": 8, "num_stages": 1, "HEADS_INNER": False},
-        {"num_warps": 2, "num_stages": 1, "HEADS_INNER": True},
+        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 1},
+        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": True, "HEADS_PER_PROGRAM": 1},
+        {"num_warps": 8, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 1},
+        {"num_warps": 2, "num_stages": 1, "HEADS_INNER": True, "HEADS_PER_PROGRAM": 1},
+        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 2},
+        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 4},
+        {"num_warps": 8, "num_stages": 2, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 4},
     ],
     "block_diag_attention_bwd": [
-        {"num_warps": 8, "num_stages": 1, "HEADS_INNER": False},
-        {"num_warps": 8, "num_stages": 1, "HEADS_INNER": True},
-        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": False},
+        {"num_warps": 8, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 1},
+        {"num_warps": 8, "num_stages": 1, "HEADS_INNER": True, "HEADS_PER_PROGRAM": 1},
+        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 1},
+        {"num_warps": 8, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 2},
+        {"num_warps": 8, "num_stages": 2, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 4},
     ],
     "int8_mqa_decode": [
         {"BLOCK_N": 128, "PROGRAMS_PER_SM": 2, "num_warps": 4, "num_stages": 3, "COMBINE": "kernel"},

@@ -38,12 +38,14 @@ CONFIG = {
     "num_warps": 4,  # warps a (block, head) program
     "num_stages": 1,  # no loop to pipeline; kept for the compiler's load scheduling
     "HEADS_INNER": False,  # grid (heads, blocks) instead of (blocks, heads): neighbours share a block's rows
+    "HEADS_PER_PROGRAM": 1,  # heads one program handles in turn (halved until it divides the head count)
 }
 
 TUNABLES = {
     "num_warps": [2, 4, 8],
     "num_stages": [1, 2],
     "HEADS_INNER": [False, True],
+    "HEADS_PER_PROGRAM": [1, 2, 4],
 }
 
 BLOCK = 64  # the attention block of the spec (tokens), also the tile's rows and columns
@@ -95,13 +97,14 @@ def _block_diag_fwd(
     EVEN_D: tl.constexpr,
     SEARCH_STEPS: tl.constexpr,
     HEADS_INNER: tl.constexpr,
+    HEADS_PER_PROGRAM: tl.constexpr,
 ):
     if HEADS_INNER:
-        h = tl.program_id(0)
+        head_group = tl.program_id(0)
         pid = tl.program_id(1)
     else:
         pid = tl.program_id(0)
-        h = tl.program_id(1)
+        head_group = tl.program_id(1)
     if pid >= tl.load(BLOCK_OFFSETS + n_seq):
         return  # the grid is an upper bound on the block count
     row0, n_rows = _find_block(OFFSETS, BLOCK_OFFSETS, n_seq, pid, SEARCH_STEPS, BLOCK)
@@ -114,18 +117,20 @@ def _block_diag_fwd(
         io_mask = live[:, None]
     else:
         io_mask = live[:, None] & (offs_d < head_dim)[None, :]
-    q = tl.load(Q + rows[:, None] * stride_qt + h * stride_qh + offs_d[None, :] * stride_qd, mask=io_mask, other=0.0)
-    k = tl.load(K + rows[:, None] * stride_kt + h * stride_kh + offs_d[None, :] * stride_kd, mask=io_mask, other=0.0)
-    v = tl.load(V + rows[:, None] * stride_vt + h * stride_vh + offs_d[None, :] * stride_vd, mask=io_mask, other=0.0)
+    for hh in tl.static_range(HEADS_PER_PROGRAM):  # the block's rows for a group of heads
+        h = head_group * HEADS_PER_PROGRAM + hh
+        q = tl.load(Q + rows[:, None] * stride_qt + h * stride_qh + offs_d[None, :] * stride_qd, mask=io_mask, other=0.0)
+        k = tl.load(K + rows[:, None] * stride_kt + h * stride_kh + offs_d[None, :] * stride_kd, mask=io_mask, other=0.0)
+        v = tl.load(V + rows[:, None] * stride_vt + h * stride_vh + offs_d[None, :] * stride_vd, mask=io_mask, other=0.0)
 
-    # The whole score row of a block is this one tile: exact softmax, no running max.
-    s = tl.dot(q, tl.trans(k))
-    s = tl.where(live[None, :], s, float("-inf"))
-    m = tl.max(s, 1)
-    p = tl.exp2((s - m[:, None]) * qk_scale)
-    l = tl.sum(p, 1)
-    o = tl.dot(p.to(v.dtype), v) / l[:, None]
-    tl.store(O + rows[:, None] * stride_ot + h * stride_oh + offs_d[None, :] * stride_od, o.to(O.dtype.element_ty), mask=io_mask)
+        # The whole score row of a block is this one tile: exact softmax, no running max.
+        s = tl.dot(q, tl.trans(k))
+        s = tl.where(live[None, :], s, float("-inf"))
+        m = tl.max(s, 1)
+        p = tl.exp2((s - m[:, None]) * qk_scale)
+        l = tl.sum(p, 1)
+        o = tl.dot(p.to(v.dtype), v) / l[:, None]
+        tl.store(O + rows[:, None] * stride_ot + h * stride_oh + offs_d[None, :] * stride_od, o.to(O.dtype.element_ty), mask=io_mask)
 
 
 def block_prefix_sums(offsets: torch.Tensor) -> torch.Tensor:
@@ -159,8 +164,12 @@ def block_diag_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, offs
     block_offsets = block_prefix_sums(offsets)
     block_d = max(16, triton.next_power_of_2(head_dim))
     max_blocks = tokens // BLOCK + n_seq  # sum of ceil(len / 64) never exceeds it
+    per_program = CONFIG["HEADS_PER_PROGRAM"]
+    while heads % per_program:
+        per_program //= 2
+    groups = heads // per_program
     heads_inner = CONFIG["HEADS_INNER"] and max_blocks < 65536  # grid axis 1 holds at most 65535
-    grid = (heads, max_blocks) if heads_inner else (max_blocks, heads)
+    grid = (groups, max_blocks) if heads_inner else (max_blocks, groups)
     _block_diag_fwd[grid](
         q, k, v, out, offsets, block_offsets,
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
@@ -170,6 +179,7 @@ def block_diag_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, offs
         EVEN_D=block_d == head_dim,
         SEARCH_STEPS=max(1, math.ceil(math.log2(n_seq + 1))),
         HEADS_INNER=heads_inner,
+        HEADS_PER_PROGRAM=per_program,
         num_warps=CONFIG["num_warps"],
         num_stages=CONFIG["num_stages"],
     )

@@ -102,12 +102,13 @@ def test_reference_flex_mask_matches_the_definition():
 
 
 CASES = [  # (heads, head_dim, dtype, strided, config)
-    (2, 32, torch.bfloat16, False, {"HEADS_INNER": False}),
-    (1, 48, torch.float16, True, {"HEADS_INNER": True, "num_warps": 4}),  # D padded to 64
+    (2, 32, torch.bfloat16, False, {"HEADS_INNER": False, "HEADS_PER_PROGRAM": 2}),
+    # D padded to 64; 2 heads a program does not divide 3: one a program
+    (3, 48, torch.float16, True, {"HEADS_INNER": True, "num_warps": 4, "HEADS_PER_PROGRAM": 2}),
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=["bf16-D32", "fp16-D48-strided-heads-inner"])
+@pytest.mark.parametrize("case", CASES, ids=["bf16-D32-two-heads-a-program", "fp16-D48-strided-heads-inner-H3"])
 def test_forward_kernel(case, tmp_path):
     heads, dim, dtype, strided, config = case
     kernel = load_kernel("block_diag_attention", tmp_path, **config)
@@ -121,7 +122,7 @@ def test_forward_kernel(case, tmp_path):
     torch.testing.assert_close(out.double(), expected, atol=tol.atol, rtol=tol.rtol)
 
 
-@pytest.mark.parametrize("case", CASES, ids=["bf16-D32", "fp16-D48-strided-heads-inner"])
+@pytest.mark.parametrize("case", CASES, ids=["bf16-D32-two-heads-a-program", "fp16-D48-strided-heads-inner-H3"])
 def test_backward_kernel(case, tmp_path):
     heads, dim, dtype, strided, config = case
     kernel = load_kernel("block_diag_attention_bwd", tmp_path, **config)
