@@ -61,9 +61,11 @@ SWEEPS = {  # --configs sweep: a few configurations around the defaults
         {"BLOCK_N": 64, "PROGRAMS_PER_SM": 8, "num_warps": 4, "num_stages": 4, "COMBINE": "last_program"},
     ],
     "int8_mqa_prefill": [
-        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3},
-        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2},
-        {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
+        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "HEADS_PER_TILE": 1},
+        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2, "HEADS_PER_TILE": 1},
+        {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "HEADS_PER_TILE": 1},
+        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "HEADS_PER_TILE": 2},
+        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2, "HEADS_PER_TILE": 2},
     ],
 }
 ALIASES = {

@@ -19,8 +19,10 @@ scale into the exp2 argument) and the V scale multiplies P before the P V produc
 halves the K/V bytes against bf16; at prefill lengths the kernel is compute-bound, so the gain is
 mostly the smaller shared-memory footprint of a K/V stage (more stages or larger tiles fit).
 
-Query heads are the fastest-varying grid axis after the query block, so the 16 programs that share
-one batch element's K/V run close together and read it from L2.
+Query heads are the fastest-varying grid axis, so the programs that share one batch element's K/V
+run close together and read it from L2. HEADS_PER_TILE > 1 goes further: the tile's rows are
+several query heads x fewer positions, so each K/V tile loaded and converted serves all of them
+(the multi-query structure used inside the program, as decode does with all 16 heads).
 """
 
 import math
@@ -35,6 +37,7 @@ CONFIG = {
     "BLOCK_N": 64,  # keys per inner step
     "num_warps": 8,
     "num_stages": 3,  # K/V tiles in flight
+    "HEADS_PER_TILE": 1,  # query heads sharing one tile's rows (and each K/V tile); halved until it divides HQ
 }
 
 TUNABLES = {
@@ -42,6 +45,7 @@ TUNABLES = {
     "BLOCK_N": [32, 64, 128],
     "num_warps": [4, 8],
     "num_stages": [2, 3, 4],
+    "HEADS_PER_TILE": [1, 2, 4],
 }
 
 
@@ -91,21 +95,28 @@ def _int8_mqa_prefill(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    HEADS_PER_TILE: tl.constexpr,
 ):
-    pid_bh = tl.program_id(0)  # heads of one batch element side by side: they share its K/V in L2
+    # The tile's BLOCK_M rows are HEADS_PER_TILE query heads x POS positions: the heads share the
+    # K/V tiles, so each one loaded and converted serves them all.
+    POS: tl.constexpr = BLOCK_M // HEADS_PER_TILE
+    pid_g = tl.program_id(0)  # head groups of one batch element side by side: they share its K/V in L2
     if CAUSAL:
         pid_m = tl.num_programs(1) - 1 - tl.program_id(1)  # longest rows first
     else:
         pid_m = tl.program_id(1)
-    b = pid_bh // heads
-    h = pid_bh % heads
-    m0 = pid_m * BLOCK_M
-    offs_m = m0 + tl.arange(0, BLOCK_M)
+    groups = heads // HEADS_PER_TILE
+    b = pid_g // groups
+    rows = tl.arange(0, BLOCK_M)
+    h = (pid_g % groups) * HEADS_PER_TILE + rows // POS
+    m0 = pid_m * POS
+    offs_m = m0 + rows % POS  # each row's position in the sequence
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     d_live = offs_d < head_dim
     row_mask = (offs_m < seq_len)[:, None] & d_live[None, :]
-    q = tl.load(Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd, mask=row_mask, other=0.0)
+    q_rows = h * stride_qh + offs_m * stride_qm
+    q = tl.load(Q + b * stride_qb + q_rows[:, None] + offs_d[None, :] * stride_qd, mask=row_mask, other=0.0)
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -116,7 +127,7 @@ def _int8_mqa_prefill(
     vs_base = VS + b * stride_vsb
     if CAUSAL:
         full_hi = (m0 // BLOCK_N) * BLOCK_N  # tiles wholly left of the block: no mask
-        diag_hi = tl.minimum(m0 + BLOCK_M, seq_len)
+        diag_hi = tl.minimum(m0 + POS, seq_len)
     else:
         full_hi = (seq_len // BLOCK_N) * BLOCK_N
         diag_hi = seq_len
@@ -131,7 +142,8 @@ def _int8_mqa_prefill(
         offs_m, offs_n, offs_d, d_live, full_hi, diag_hi, seq_len, qk_scale, BLOCK_N, CAUSAL, True,
     )
     out = acc / l_i[:, None]
-    tl.store(O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od, out.to(O.dtype.element_ty), mask=row_mask)
+    o_rows = h * stride_oh + offs_m * stride_om
+    tl.store(O + b * stride_ob + o_rows[:, None] + offs_d[None, :] * stride_od, out.to(O.dtype.element_ty), mask=row_mask)
 
 
 def check_inputs(name, q, k_codes, k_scale, v_codes, v_scale):
@@ -152,15 +164,19 @@ def int8_mqa_prefill(q, k_codes, k_scale, v_codes, v_scale, causal: bool):
     out = torch.empty_like(q)
     if out.numel() == 0:
         return out
+    per_tile = CONFIG["HEADS_PER_TILE"]
+    while heads % per_tile:
+        per_tile //= 2
     seq_pow2 = max(16, triton.next_power_of_2(seq_len))
-    block_m = min(CONFIG["BLOCK_M"], seq_pow2)
+    block_m = max(16, min(CONFIG["BLOCK_M"], per_tile * seq_pow2))  # rows: heads x positions
     block_n = min(CONFIG["BLOCK_N"], seq_pow2)
-    grid = (batch * heads, triton.cdiv(seq_len, block_m))
+    grid = (batch * heads // per_tile, triton.cdiv(seq_len, block_m // per_tile))
     _int8_mqa_prefill[grid](
         q, k_codes, k_scale, v_codes, v_scale, out,
         *q.stride(), *k_codes.stride(), *k_scale.stride(), *v_codes.stride(), *v_scale.stride(), *out.stride(),
         heads, seq_len, head_dim, 1.0 / math.sqrt(head_dim) * 1.4426950408889634,
         CAUSAL=bool(causal), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
+        HEADS_PER_TILE=per_tile,
         num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"],
     )
     return out

@@ -100,16 +100,20 @@ def test_decode_kernel_reads_strided_views(tmp_path):
     assert_matches("int8_mqa_decode", out, expected_of(ref, [q, kc, ks, vc, vs]))
 
 
-PREFILL = [  # (constants, causal, BLOCK_M, BLOCK_N)
-    (dict(BATCH=2, SEQ_LEN=45, Q_HEADS=2, HEAD_DIM=32), True, 32, 16),  # diagonal spans two key tiles
-    (dict(BATCH=1, SEQ_LEN=50, Q_HEADS=3, HEAD_DIM=64), False, 64, 32),  # ragged last key tile
+PREFILL = [  # (constants, causal, config)
+    # the diagonal spans two key tiles
+    (dict(BATCH=2, SEQ_LEN=45, Q_HEADS=2, HEAD_DIM=32), True, {"BLOCK_M": 32, "BLOCK_N": 16, "HEADS_PER_TILE": 1}),
+    # ragged last key tile
+    (dict(BATCH=1, SEQ_LEN=50, Q_HEADS=3, HEAD_DIM=64), False, {"BLOCK_M": 64, "BLOCK_N": 32, "HEADS_PER_TILE": 1}),
+    # two heads x 16 positions a tile, causal: the mask follows each row's own position
+    (dict(BATCH=1, SEQ_LEN=40, Q_HEADS=4, HEAD_DIM=32), True, {"BLOCK_M": 32, "BLOCK_N": 16, "HEADS_PER_TILE": 2}),
 ]
 
 
-@pytest.mark.parametrize("case", PREFILL, ids=["causal", "full"])
+@pytest.mark.parametrize("case", PREFILL, ids=["causal", "full", "causal-two-heads-a-tile"])
 def test_prefill_kernel(case, tmp_path):
-    constants, causal, block_m, block_n = case
-    kernel = load_kernel("int8_mqa_prefill", tmp_path, BLOCK_M=block_m, BLOCK_N=block_n)
+    constants, causal, config = case
+    kernel = load_kernel("int8_mqa_prefill", tmp_path, **config)
     xs, ref = inputs("int8_mqa_prefill", CAUSAL=int(causal), **constants)
     with torch.no_grad(), poisoned_allocations():
         out = kernel.ModelNew(causal)(*xs)
