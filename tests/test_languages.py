@@ -43,8 +43,8 @@ class ModelNew(nn.Module):
 
 
 def _spec(languages: list[str] | None = None):
-    spec = load_spec(ROOT / "specs" / "softmax.yaml")
-    return spec if languages is None else spec.model_copy(update={"languages": languages})
+    """The softmax spec allowing `languages` (default: Triton only, the default of a spec)."""
+    return load_spec(ROOT / "specs" / "softmax.yaml").model_copy(update={"languages": languages or ["triton"]})
 
 
 # -- detection ----------------------------------------------------------------------------
