@@ -39,7 +39,9 @@ from kernelevolve.spec import Case, Spec, ShapeValue
 DEVICES = ("cuda", "interpret")
 WARM_WAIT_S = 900.0  # how long a warm process waits for a candidate before it leaves
 WARM_MARGIN_S = 120.0  # a warm set this close to leaving is not handed out
-MEMORY_MARGIN = 1.5  # a check's own references plus the candidate's outputs and workspace
+# A check's references plus the candidate's outputs, input copies and workspace, and a timing process's
+# timed outputs: at 1.5x softmax's long rows still ran an H200 out of memory now and then.
+MEMORY_MARGIN = 2.0
 
 
 class Evaluator:
@@ -264,7 +266,7 @@ class Evaluator:
         gate = self.gates.get(slot)
         if gate is None:
             return self._judge_on(processes, None, spec, result, cases, deep)
-        with gate.resident(self._memory_need.get(processes.key)):
+        with gate.resident(self._memory_need.get(processes.key[:-1])):  # any GPU of the evaluator alike
             return self._judge_on(processes, gate, spec, result, cases, deep)
 
     def _judge_on(
@@ -324,9 +326,9 @@ class Evaluator:
         parts = [check_bytes if isinstance(check_bytes, int) else 0, processes.timing.prepared_bytes]
         if processes.baselines.run is not None:
             parts.append(processes.baselines.run.prepared_bytes)
-        need = int(MEMORY_MARGIN * sum(parts))
+        need, key = int(MEMORY_MARGIN * sum(parts)), processes.key[:-1]
         if need > 0:
-            self._memory_need[processes.key] = max(need, self._memory_need.get(processes.key, 0))
+            self._memory_need[key] = max(need, self._memory_need.get(key, 0))
 
     def _environment(self, workdir: Path, slot: str, trusted: bool) -> dict[str, str]:
         """Compiler caches. Candidates share one Triton cache across evaluations (recompiling every

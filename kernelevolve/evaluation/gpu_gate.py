@@ -23,6 +23,8 @@ class GpuGate:
         self.memory_bytes = memory_bytes
         self.max_sharing = max_sharing
         self._resident: list[int] = []  # the memory each evaluation on this GPU was let on with
+        self._queue: list[int] = []  # tickets of evaluations waiting to get on, in arrival order
+        self._tickets = 0
         self._cond = threading.Condition()
         self._sharing = 0  # checks and preparations using the GPU now
         self._timing = False  # a timed phase holds the GPU
@@ -35,20 +37,28 @@ class GpuGate:
         on it (unknown: until it is alone); one evaluation always gets on."""
 
         def fits() -> bool:
+            if self._queue[0] != ticket:  # first come, first on: a large need is not passed forever
+                return False
             if not self._resident:
                 return True
             if need_bytes is None or self.memory_bytes is None:
                 return False
             return sum(self._resident) + need_bytes <= self.memory_bytes
 
+        # Unknown, it counts as the whole GPU: nothing gets on beside it either.
+        held = need_bytes if need_bytes is not None else (self.memory_bytes or 0)
         with self._cond:
+            ticket = self._tickets = self._tickets + 1
+            self._queue.append(ticket)
             self._cond.wait_for(fits)
-            self._resident.append(need_bytes or 0)
+            self._queue.remove(ticket)
+            self._resident.append(held)
+            self._cond.notify_all()
         try:
             yield
         finally:
             with self._cond:
-                self._resident.remove(need_bytes or 0)
+                self._resident.remove(held)
                 self._cond.notify_all()
 
     @contextmanager

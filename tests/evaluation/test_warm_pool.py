@@ -148,7 +148,8 @@ def test_gpu_gate_lets_evaluations_on_while_their_memory_fits():
         threading.Thread(target=stay, args=("a", 40, 0.3)),
         threading.Thread(target=stay, args=("b", 50, 0.1)),  # fits beside a
         threading.Thread(target=stay, args=("c", 30, 0.05)),  # does not fit beside a and b: waits for b
-        threading.Thread(target=stay, args=("unknown", None, 0.01)),  # unknown need: waits until it is alone
+        threading.Thread(target=stay, args=("unknown", None, 0.2)),  # unknown need: waits until it is alone
+        threading.Thread(target=stay, args=("late", 10, 0.01)),
     ]
     for thread in threads:
         thread.start()
@@ -158,3 +159,4 @@ def test_gpu_gate_lets_evaluations_on_while_their_memory_fits():
     assert order.index("b+") < order.index("a-")
     assert order.index("c+") > order.index("b-")
     assert order.index("unknown+") > max(order.index("a-"), order.index("c-"))
+    assert order.index("late+") > order.index("unknown-")  # nothing gets on beside an unknown need
