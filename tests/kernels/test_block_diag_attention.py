@@ -22,7 +22,7 @@ from kernelevolve.spec import load_spec
 
 from .conftest import load_kernel, load_reference, poisoned_allocations
 
-NAMES = ["block_diag_attention", "block_diag_attention_bwd"]
+NAMES = ["block_diag_attention", "block_diag_attention_bwd", "block_diag_attention_rope"]
 LENGTHS = [65, 0, 1, 130, 64, 63]
 
 
@@ -65,7 +65,7 @@ def test_kernel_file_follows_the_convention(name):
     spec = load_spec(SPECS / f"{name}.yaml")
     assert spec.kernel_name == name and spec.dtypes == ["bfloat16"]
     tokens = 1152 * 0.3 * 2000
-    expected = (4 if name == "block_diag_attention" else 10) * tokens * 64 * 4 * 128
+    expected = (10 if name.endswith("_bwd") else 4) * tokens * 64 * 4 * 128
     assert spec.roofline(spec.cases("cuda")[0])[1] == pytest.approx(expected)
 
 
@@ -157,3 +157,37 @@ def test_bad_offsets_are_one_line_errors(tmp_path):
         kernel.block_diag_attention(q, q, q, torch.zeros(2, 2, dtype=torch.int64))
     with pytest.raises(ValueError, match="share one"):
         kernel.block_diag_attention(q, q, q[:2], offsets_of([4]))
+
+
+def rope_definition(x: torch.Tensor, offsets: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """RoPE as complex multiplication: (x1 + i x2) * exp(i * position * base^(-2j/D)), float64."""
+    half = x.shape[-1] // 2
+    out = torch.empty_like(x)
+    for b in range(len(offsets) - 1):
+        for t in range(int(offsets[b]), int(offsets[b + 1])):
+            angle = (t - int(offsets[b])) * base ** (-2.0 * torch.arange(half, dtype=torch.float64) / x.shape[-1])
+            z = torch.complex(x[t, :, :half], x[t, :, half:]) * torch.polar(torch.ones_like(angle), angle)
+            out[t, :, :half], out[t, :, half:] = z.real, z.imag
+    return out
+
+
+def test_rope_reference_rotates_by_the_position_in_the_sequence():
+    ref = load_reference("block_diag_attention_rope")
+    offsets = offsets_of([3, 0, 5])
+    x = torch.randn(8, 2, 8, dtype=torch.float64)
+    torch.testing.assert_close(ref.rotary(x, offsets, 10000.0), rope_definition(x, offsets))
+
+
+def test_rope_kernel(tmp_path):
+    kernel = load_kernel("block_diag_attention_rope", tmp_path, HEADS_PER_PROGRAM=2)
+    offsets = offsets_of([130, 0, 1, 65])  # positions past 64 and 128 within a sequence
+    q, k, v = (packed(int(offsets[-1]), 2, 32, torch.bfloat16, strided=True) for _ in range(3))
+    with torch.no_grad(), poisoned_allocations():
+        out = kernel.ModelNew()(q, k, v, offsets)
+    q64, k64 = (rope_definition(t.double(), offsets) for t in (q, k))
+    expected = loop_attention(q64, k64, v.double(), offsets)
+    tol = load_spec(SPECS / "block_diag_attention_rope.yaml").tolerance("bfloat16")
+    assert out.dtype == torch.bfloat16 and torch.isfinite(out).all()
+    torch.testing.assert_close(out.double(), expected, atol=tol.atol, rtol=tol.rtol)
+    with pytest.raises(ValueError, match="must be even"):
+        kernel.block_diag_attention_rope(q[..., :31], k[..., :31], v[..., :31], offsets)
