@@ -45,6 +45,11 @@ SWEEPS = {  # --configs sweep: a few configurations around the defaults
         {"num_warps": 4, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 4},
         {"num_warps": 8, "num_stages": 2, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 4},
     ],
+    "block_diag_attention_rope": [
+        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 1},
+        {"num_warps": 8, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 1},
+        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 4},
+    ],
     "block_diag_attention_bwd": [
         {"num_warps": 8, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 1},
         {"num_warps": 8, "num_stages": 1, "HEADS_INNER": True, "HEADS_PER_PROGRAM": 1},
@@ -69,6 +74,7 @@ SWEEPS = {  # --configs sweep: a few configurations around the defaults
     ],
 }
 ALIASES = {
+    "block_diag_rope": "block_diag_attention_rope",
     "block_diag": "block_diag_attention",
     "block_diag_bwd": "block_diag_attention_bwd",
     "decode": "int8_mqa_decode",
@@ -156,6 +162,18 @@ def kernel_runs(
 
 
 # -- block-diagonal attention --------------------------------------------------------------------
+def rope_of(ref, offsets: torch.Tensor, compiled: bool = False):
+    """(q, k) -> [q, k] rotated as the spec's reference does, or unchanged for a spec without RoPE."""
+    rotary = getattr(ref, "rotary", None)
+    fn = torch.compile(rotary) if (rotary and compiled) else rotary
+
+    def apply(q, k):
+        return [q, k] if fn is None else [fn(q, offsets, ref.ROPE_BASE), fn(k, offsets, ref.ROPE_BASE)]
+
+    apply.identity = rotary is None
+    return apply
+
+
 def block_sizes(offsets: torch.Tensor) -> torch.Tensor:
     """The row count of every 64-token block (64, or a sequence's remainder)."""
     lengths = (offsets[1:] - offsets[:-1]).cpu()
@@ -184,8 +202,8 @@ def dense_block_mask(offsets: torch.Tensor, max_len: int) -> torch.Tensor:
     return mask[:, None]
 
 
-def run_block_diag(which: str, deadline: float, backward: bool, max_shapes: int | None, with_reference: bool) -> list:
-    name = "block_diag_attention_bwd" if backward else "block_diag_attention"
+def run_block_diag(name: str, which: str, deadline: float, max_shapes: int | None, with_reference: bool) -> list:
+    backward = name.endswith("_bwd")
     spec = load_spec(REPO / "specs" / f"{name}.yaml")
     tol = spec.tolerance("bfloat16")
     results = []
@@ -205,7 +223,8 @@ def run_block_diag(which: str, deadline: float, backward: bool, max_shapes: int 
         # The exact computation in float32 (gathered blocks) as the correctness reference.
         leaves = [t.float().requires_grad_(backward) for t in (q, k, v)]
         with torch.enable_grad():
-            exact = ref.exact_block_attention(*leaves, offsets, 64)
+            rotated = rope_of(ref, offsets)(*leaves[:2]) + leaves[2:]
+            exact = ref.exact_block_attention(*rotated, offsets, 64)
             expected = torch.autograd.grad(exact, leaves, xs[3].float()) if backward else exact.detach()
         del exact, leaves
         entry["kernel"], best = kernel_runs(name, kernel, xs, [], expected, tol, which, nbytes, useful)
@@ -215,11 +234,12 @@ def run_block_diag(which: str, deadline: float, backward: bool, max_shapes: int 
         from torch.nn.attention.flex_attention import flex_attention
 
         flex = torch.compile(flex_attention)
-        for layout in ("views", "contiguous"):
+        rope = rope_of(ref, offsets, compiled=True)  # with RoPE: the rotation is part of the timed call
+        for layout in ("views", "contiguous") if rope.identity else ("views",):
             tag = f"flex_block_mask_compiled_{layout}"
             try:
                 mask = ref.flex_block_mask(offsets, 64, tokens)
-                view = [t.transpose(0, 1).unsqueeze(0) for t in (q, k, v)]
+                view = [t.transpose(0, 1).unsqueeze(0) for t in (*rope(q, k), v)]
                 if layout == "contiguous":
                     view = [t.contiguous() for t in view]
                 if backward:
@@ -237,7 +257,11 @@ def run_block_diag(which: str, deadline: float, backward: bool, max_shapes: int 
                         flex_out = flex(*view, block_mask=mask).squeeze(0).transpose(0, 1)
                         base[tag + "_check"] = error_of(flex_out, expected, tol)
                         del flex_out
-                        ms = bench(lambda: flex(*view, block_mask=mask))
+                        if rope.identity:
+                            ms = bench(lambda: flex(*view, block_mask=mask))
+                        else:  # the rotation is timed too: the kernel does it
+                            rotated = lambda: [t.transpose(0, 1).unsqueeze(0) for t in rope(q, k)]  # noqa: E731
+                            ms = bench(lambda: flex(*rotated(), view[2], block_mask=mask))
                 base[tag] = rates(ms, nbytes, useful)
             except Exception as exc:
                 base[tag + "_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
@@ -252,7 +276,7 @@ def run_block_diag(which: str, deadline: float, backward: bool, max_shapes: int 
         try:
             max_len = -(-int((offsets[1:] - offsets[:-1]).max()) // 64) * 64  # whole blocks, aligned rows
             mask = dense_block_mask(offsets, max_len)
-            pq, pk, pv = (padded(t, offsets, max_len) for t in (q, k, v))
+            pq, pk, pv = (padded(t, offsets, max_len) for t in (*rope(q, k), v))  # rotation not timed
             if backward:
                 leaves = [t.detach().requires_grad_() for t in (pq, pk, pv)]
                 out = F.scaled_dot_product_attention(*leaves, attn_mask=mask)
@@ -356,16 +380,14 @@ def main() -> None:
         try:
             if name.startswith("block_diag"):
                 report["results"][name] = run_block_diag(
-                    args.configs,
-                    deadline,
-                    backward=name.endswith("_bwd"),
-                    max_shapes=max_shapes,
-                    with_reference=not args.no_reference,
+                    name, args.configs, deadline, max_shapes, not args.no_reference
                 )
             elif name.startswith("int8_mqa"):
                 report["results"][name] = run_int8(name, args.configs, deadline, max_shapes, not args.no_reference)
             else:
-                sys.exit(f"attention_bench: unknown benchmark {short!r} (block_diag, block_diag_bwd, decode, prefill)")
+                sys.exit(
+                    f"attention_bench: unknown benchmark {short!r} (block_diag, block_diag_bwd, block_diag_rope, decode, prefill)"
+                )
         except Exception as exc:  # one benchmark's failure must not lose the others' numbers
             report["results"][name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
         print(f"{name}: {time.time() - start:.1f}s", flush=True)
