@@ -85,7 +85,8 @@ def eval_command(
         from kernelevolve.memory.repository import BaselineTable
 
         store = BaselineTable(repo_or_fail(db))
-    evaluator = Evaluator(device=device, timeout_s=timeout, baseline_store=store)
+    # One candidate: no processes started ahead for a next one.
+    evaluator = Evaluator(device=device, timeout_s=timeout, baseline_store=store, warm=False)
     if as_json:
         result = evaluator.evaluate(spec, source, shapes, deep=True)
         typer.echo(json.dumps(result.to_dict(), indent=2))
