@@ -40,8 +40,8 @@ DEVICES = ("cuda", "interpret")
 WARM_WAIT_S = 900.0  # how long a warm process waits for a candidate before it leaves
 WARM_MARGIN_S = 120.0  # a warm set this close to leaving is not handed out
 # A check's references plus the candidate's outputs, input copies and workspace, and a timing process's
-# timed outputs: at 1.5x softmax's long rows still ran an H200 out of memory now and then.
-MEMORY_MARGIN = 2.0
+# timed outputs. An evaluation that still runs out of memory beside others is judged again alone.
+MEMORY_MARGIN = 1.25
 
 
 class Evaluator:
@@ -146,7 +146,15 @@ class Evaluator:
             processes = self._take(spec, cases, slot)
             if self.warm:  # the next candidate's processes start now, while this one is judged
                 self._put_warm(self._start_set(spec, cases, slot, warm=True))
-            return self._finish(self._judge(processes, spec, source, cases, deep), start)
+            result = self._judge(processes, spec, source, cases, deep)
+            if slot in self.gates and _out_of_memory(result):
+                # Others on its GPU may have held the memory it lacked: judged again, alone on the GPU.
+                processes.discard(keep=self.keep_workdirs)
+                processes = self._start_set(spec, cases, slot, warm=False)
+                first = result.message
+                result = self._judge(processes, spec, source, cases, deep, alone=True)
+                result.environment["judged_alone_after"] = first
+            return self._finish(result, start)
         finally:
             self._slots.put(slot)
             if processes is not None:
@@ -257,7 +265,9 @@ class Evaluator:
             )
         return _ProcessSet(_set_key(spec, cases, slot), workdir, slot, seed, check, baselines, timing, waiting_s)
 
-    def _judge(self, processes: "_ProcessSet", spec: Spec, source: str, cases: list[Case], deep: bool) -> EvalResult:
+    def _judge(
+        self, processes: "_ProcessSet", spec: Spec, source: str, cases: list[Case], deep: bool, alone: bool = False
+    ) -> EvalResult:
         workdir, slot = processes.workdir, processes.slot
         (workdir / "candidate.py").write_text(source)
         result = EvalResult(correct=False, device=self.device, shapes=[_shape(c) for c in cases])
@@ -266,7 +276,8 @@ class Evaluator:
         gate = self.gates.get(slot)
         if gate is None:
             return self._judge_on(processes, None, spec, result, cases, deep)
-        with gate.resident(self._memory_need.get(processes.key[:-1])):  # any GPU of the evaluator alike
+        need = None if alone else self._memory_need.get(processes.key[:-1])  # any GPU of the evaluator alike
+        with gate.resident(need):  # None: the whole GPU
             return self._judge_on(processes, gate, spec, result, cases, deep)
 
     def _judge_on(
@@ -609,6 +620,14 @@ class _ProcessSet:
             self.baselines.cancel()
         if not keep:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _out_of_memory(result: EvalResult) -> bool:
+    """The GPU ran out of memory in a check or timing (the reference's too: it falls back to float32 first)."""
+    text = f"{result.message}\n{result.log[-3000:]}"
+    return result.failure in (str(Failure.CRASH), str(Failure.RUNTIME), str(Failure.REFERENCE)) and (
+        "CUDA out of memory" in text or "could not run in float64 or float32" in text
+    )
 
 
 def _usable_memory(gpu: int) -> int | None:

@@ -160,3 +160,16 @@ def test_gpu_gate_lets_evaluations_on_while_their_memory_fits():
     assert order.index("c+") > order.index("b-")
     assert order.index("unknown+") > max(order.index("a-"), order.index("c-"))
     assert order.index("late+") > order.index("unknown-")  # nothing gets on beside an unknown need
+
+
+def test_out_of_memory_is_told_from_a_failing_candidate():
+    from kernelevolve.evaluation.evaluator import _out_of_memory
+    from kernelevolve.evaluation.result import EvalResult
+
+    oom = "correctness: process exited with status 1 during M=8,N=300 trial 0: torch.OutOfMemoryError: CUDA out of memory."
+    assert _out_of_memory(EvalResult.failed(Failure.CRASH, oom))
+    assert _out_of_memory(
+        EvalResult.failed(Failure.REFERENCE, "M=1: RuntimeError: the reference could not run in float64 or float32")
+    )
+    assert not _out_of_memory(EvalResult.failed(Failure.INCORRECT, "CUDA out of memory"))  # a wrong answer is wrong
+    assert not _out_of_memory(EvalResult.failed(Failure.RUNTIME, "RuntimeError: index out of bounds"))
