@@ -33,14 +33,14 @@ import triton
 import triton.language as tl
 
 CONFIG = {
-    "num_warps": 8,  # warps a (block, head) program: five GEMMs and three 64 x D tiles live
+    "num_warps": 4,  # warps a (block, head) program (H200: 1.86 ms with 4, 2.92 with 8 at D=128)
     "num_stages": 1,  # no loop to pipeline; kept for the compiler's load scheduling
     "HEADS_INNER": False,  # grid (heads, blocks) instead of (blocks, heads): neighbours share a block's rows
     "HEADS_PER_PROGRAM": 1,  # heads one program handles in turn (halved until it divides the head count)
 }
 
 TUNABLES = {
-    "num_warps": [4, 8],
+    "num_warps": [2, 4, 8],
     "num_stages": [1, 2],
     "HEADS_INNER": [False, True],
     "HEADS_PER_PROGRAM": [1, 2, 4],

@@ -30,7 +30,7 @@ import triton.language as tl
 CONFIG = {
     "num_warps": 4,  # warps a (block, head) program
     "num_stages": 1,  # no loop to pipeline; kept for the compiler's load scheduling
-    "HEADS_INNER": False,  # grid (heads, blocks) instead of (blocks, heads): neighbours share a block's rows
+    "HEADS_INNER": True,  # grid (heads, blocks) instead of (blocks, heads): neighbours share a block's rows
     "HEADS_PER_PROGRAM": 1,  # heads one program handles in turn (halved until it divides the head count)
 }
 
