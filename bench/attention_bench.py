@@ -226,6 +226,11 @@ def run_block_diag(name: str, which: str, deadline: float, max_shapes: int | Non
         base = {}
         from torch.nn.attention.flex_attention import flex_attention
 
+        # Timing the backward alone replays it on one kept graph (retain_graph), which compiled
+        # backwards with donated buffers refuse.
+        import torch._functorch.config as functorch_config
+
+        functorch_config.donated_buffer = False
         flex = torch.compile(flex_attention)
         rope = rope_of(ref, offsets, compiled=True)  # with RoPE: the rotation is part of the timed call
         for layout in ("views", "contiguous") if rope.identity else ("views",):
