@@ -299,7 +299,7 @@ class Evaluator:
             if timing is not None:  # no GPU preparation may run on into the timed phase
                 baselines.wait_prepared()
                 timing.wait_prepared()
-                self._learn_memory(processes, result.environment.get("gpu_prepared_bytes"))
+                self._learn_memory(processes, result.environment)
                 if not result.correct:
                     timing.stop()
         if timing is None:
@@ -330,14 +330,16 @@ class Evaluator:
             result.marks["suspicious"] = reason
         return result
 
-    def _learn_memory(self, processes: "_ProcessSet", check_bytes) -> None:
-        """What this (spec, shapes) holds on a GPU: the check's references (reported before its candidate
-        ran; the candidate's own outputs are of the same order, hence the margin) and the prepared timing
-        and baseline processes. The largest seen counts."""
-        parts = [check_bytes if isinstance(check_bytes, int) else 0, processes.timing.prepared_bytes]
-        if processes.baselines.run is not None:
-            parts.append(processes.baselines.run.prepared_bytes)
-        need, key = int(MEMORY_MARGIN * sum(parts)), processes.key[:-1]
+    def _learn_memory(self, processes: "_ProcessSet", check: dict) -> None:
+        """What an evaluation of this (spec, shapes) holds on a GPU: its check's references (reported
+        before its candidate ran; the candidate's outputs and copies come on top, hence the margin) and its
+        prepared timing and baseline processes, plus room for the largest transient peak among them.
+        The largest seen counts."""
+        runs = [processes.timing] + ([processes.baselines.run] if processes.baselines.run is not None else [])
+        held = [_bytes(check.get("gpu_prepared_bytes"))] + [r.prepared_bytes for r in runs]
+        peaks = [_bytes(check.get("gpu_peak_bytes"))] + [r.peak_bytes for r in runs]
+        need = int(MEMORY_MARGIN * sum(held) + max(max(p - h, 0) for p, h in zip(peaks, held)))
+        key = processes.key[:-1]
         if need > 0:
             self._memory_need[key] = max(need, self._memory_need.get(key, 0))
 
@@ -435,7 +437,8 @@ class _WaitingRun:
         self._cancel = threading.Event()
         self.outcome: Outcome | None = None
         self.after_go_s = 0.0
-        self.prepared_bytes = 0  # GPU memory it holds once prepared (its own report, before any candidate code)
+        # GPU memory it holds once prepared, and the most it held (its own report, before any candidate code)
+        self.prepared_bytes = self.peak_bytes = 0
         self.started = time.monotonic()
         signals = {
             "go_path": str(folder / "go"),
@@ -478,8 +481,9 @@ class _WaitingRun:
             except (OSError, ValueError):
                 data = {}
             if data.get("stage") == "waiting for the evaluator's go":  # read before any candidate code ran
-                held = (data.get("environment") or {}).get("gpu_prepared_bytes")
-                self.prepared_bytes = held if isinstance(held, int) and held > 0 else 0
+                environment = data.get("environment") or {}
+                self.prepared_bytes = _bytes(environment.get("gpu_prepared_bytes"))
+                self.peak_bytes = _bytes(environment.get("gpu_peak_bytes"))
                 return
             self._thread.join(0.01)
 
@@ -620,6 +624,10 @@ class _ProcessSet:
             self.baselines.cancel()
         if not keep:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _bytes(value) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def _out_of_memory(result: EvalResult) -> bool:

@@ -17,6 +17,7 @@ import secrets
 import sys
 
 from kernelevolve.harness.runtime.state import Result, failure_class, import_candidate, one_line, wait_for_go
+from kernelevolve.harness.runtime.state import report_memory as _report_memory
 
 
 def main(config: dict) -> None:
@@ -63,7 +64,7 @@ def main(config: dict) -> None:
             expected = [cmp.reference_outputs(reference, pool, clock.sync) for pool in pools]
         prepared.append((case, ref_mod, dtype, reference, pools, buffers, expected))
     # Held until this process has timed (the evaluator's memory budget reads it while we wait).
-    result.data["environment"]["gpu_prepared_bytes"] = torch.cuda.max_memory_reserved()
+    _report_memory(result, torch)
 
     if config["mode"] == "baseline":
         _time_baselines(config, result, prepared, clock)

@@ -12,7 +12,7 @@ The verdict is the JSON file at config["result_path"]; nothing printed counts.
 from __future__ import annotations
 
 from kernelevolve.harness.runtime.start import begin
-from kernelevolve.harness.runtime.state import failure_class, import_candidate, one_line, wait_for_go
+from kernelevolve.harness.runtime.state import failure_class, import_candidate, one_line, report_memory, wait_for_go
 
 REPEAT_CALLS = 6  # after the trials: buffers X, Y alternate, values cycle over the trials' inputs
 
@@ -59,7 +59,7 @@ def main(config: dict) -> None:
     if device != "cuda":
         config.update(wait_for_go(config, result))
     else:  # what judging holds on the GPU before the candidate adds its own (the evaluator's memory budget)
-        result.data["environment"]["gpu_prepared_bytes"] = torch.cuda.max_memory_reserved()
+        report_memory(result, torch)
     tripwire = Tripwire()
     candidate = import_candidate(config, result)
 

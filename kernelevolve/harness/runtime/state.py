@@ -90,6 +90,15 @@ def wait_for_go(config: dict, result: Result, signal: str = "go") -> dict:
     return payload if isinstance(payload, dict) else {}
 
 
+def report_memory(result: Result, torch) -> None:
+    """What this process holds on its GPU now (its cache of freed blocks given back first) and the most it
+    held (the transient peak), for the evaluator's memory budget of the GPU it shares."""
+    torch.cuda.empty_cache()
+    result.data["environment"]["gpu_prepared_bytes"] = torch.cuda.memory_reserved()
+    result.data["environment"]["gpu_peak_bytes"] = torch.cuda.max_memory_reserved()
+    result.write()
+
+
 def one_line(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".strip()
     lines = [ln for ln in text.splitlines() if ln.strip()]
