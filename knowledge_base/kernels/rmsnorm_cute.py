@@ -114,8 +114,6 @@ def _rmsnorm_kernel(
     first = rank * (threads * iters) + tidx  # consecutive threads take consecutive vectors
     for i in cutlass.range_constexpr(iters):
         cute.copy(load_x, gX[(None, first + i * threads)], x[(None, i)])
-    for i in cutlass.range_constexpr(iters):
-        cute.copy(load_w, gW[(None, first + i * threads)], w[(None, i)])
 
     xf = x.load().to(cutlass.Float32)
     total = cute.arch.warp_reduction_sum((xf * xf).reduce(cute.ReductionOp.ADD, 0.0, 0))
@@ -136,6 +134,9 @@ def _rmsnorm_kernel(
             total = total + _load_peer(block_sum, r)
         cute.arch.cluster_arrive()  # done reading the peers: they may leave once all have arrived
 
+    # The weight (read by every row, from L2) only now: fewer registers live during the reduction.
+    for i in cutlass.range_constexpr(iters):
+        cute.copy(load_w, gW[(None, first + i * threads)], w[(None, i)])
     rstd = cute.math.rsqrt(total / cutlass.Float32(n) + eps)
     y = cute.make_rmem_tensor(cute.make_layout((vec, iters)), mY.element_type)
     y.store((xf * rstd * w.load().to(cutlass.Float32)).to(mY.element_type))
@@ -171,7 +172,9 @@ def rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.
     x2 = x.reshape(-1, n)
     if not x2.is_contiguous():
         x2 = x2.contiguous()
-    w = weight if weight.dtype == x.dtype and weight.is_contiguous() else weight.to(x.dtype).contiguous()
+    # A Parameter requires grad, and dlpack exports no such tensor: its data, detached (this is a forward).
+    w = weight.detach()
+    w = w if w.dtype == x.dtype and w.is_contiguous() else w.to(x.dtype).contiguous()
     y = torch.empty_like(x2)
     dtype = _DTYPES[x.dtype]
     vec = 128 // dtype.width
