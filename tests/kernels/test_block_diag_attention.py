@@ -22,7 +22,12 @@ from kernelevolve.spec import load_spec
 
 from .conftest import load_kernel, load_reference, poisoned_allocations
 
-NAMES = ["block_diag_attention", "block_diag_attention_bwd", "block_diag_attention_rope"]
+NAMES = [
+    "block_diag_attention",
+    "block_diag_attention_bwd",
+    "block_diag_attention_rope",
+    "block_diag_attention_rope_bwd",
+]
 LENGTHS = [65, 0, 1, 130, 64, 63]
 
 
@@ -193,3 +198,23 @@ def test_rope_kernel(tmp_path):
     torch.testing.assert_close(out.double(), expected, atol=tol.atol, rtol=tol.rtol)
     with pytest.raises(ValueError, match="must be even"):
         kernel.block_diag_attention_rope(q[..., :31], k[..., :31], v[..., :31], offsets)
+
+
+def test_rope_backward_reference_and_kernel(tmp_path):
+    """Gradients with respect to the unrotated q and k: autograd through rotation + definition."""
+    offsets = offsets_of([130, 0, 1, 65])
+    q, k, v, do = (packed(int(offsets[-1]), 2, 32, torch.bfloat16, strided=True) for _ in range(4))
+    leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    rotated = [rope_definition(t, offsets) for t in leaves[:2]]
+    expected = torch.autograd.grad(loop_attention(*rotated, leaves[2], offsets), leaves, do.double())
+    ref = load_reference("block_diag_attention_rope_bwd")
+    with torch.no_grad():
+        for a, b in zip(ref.Model()(*(t.double() for t in (q, k, v, do)), offsets), expected):
+            torch.testing.assert_close(a, b)
+    kernel = load_kernel("block_diag_attention_rope_bwd", tmp_path, HEADS_PER_PROGRAM=2)
+    with torch.no_grad(), poisoned_allocations():
+        grads = kernel.ModelNew()(q, k, v, do, offsets)
+    tol = load_spec(SPECS / "block_diag_attention_rope_bwd.yaml").tolerance("bfloat16")
+    for name, got, want in zip(("dq", "dk", "dv"), grads, expected):
+        assert got.dtype == torch.bfloat16 and torch.isfinite(got).all(), name
+        torch.testing.assert_close(got.double(), want, atol=tol.atol, rtol=tol.rtol, msg=lambda m: f"{name}: {m}")
