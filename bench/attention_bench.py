@@ -44,6 +44,10 @@ SWEEPS = {  # --configs sweep: around the defaults (second H200 round: around th
         {"num_warps": 4, "num_stages": 1, "HEADS_INNER": True, "HEADS_PER_PROGRAM": 1},
         {"num_warps": 8, "num_stages": 1, "HEADS_INNER": True, "HEADS_PER_PROGRAM": 1},
     ],
+    "block_diag_attention_rope_bwd": [
+        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": True, "HEADS_PER_PROGRAM": 1},
+        {"num_warps": 8, "num_stages": 1, "HEADS_INNER": True, "HEADS_PER_PROGRAM": 1},
+    ],
     "block_diag_attention_bwd": [
         {"num_warps": 4, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 1},
         {"num_warps": 4, "num_stages": 1, "HEADS_INNER": True, "HEADS_PER_PROGRAM": 1},
@@ -68,6 +72,7 @@ SWEEPS = {  # --configs sweep: around the defaults (second H200 round: around th
 }
 ALIASES = {
     "block_diag_rope": "block_diag_attention_rope",
+    "block_diag_rope_bwd": "block_diag_attention_rope_bwd",
     "block_diag": "block_diag_attention",
     "block_diag_bwd": "block_diag_attention_bwd",
     "decode": "int8_mqa_decode",
@@ -241,12 +246,19 @@ def run_block_diag(name: str, which: str, deadline: float, max_shapes: int | Non
                 if layout == "contiguous":
                     view = [t.contiguous() for t in view]
                 if backward:
-                    leaves = [t.detach().requires_grad_() for t in view]
-                    out = flex(*leaves, block_mask=mask)
                     do = xs[3].transpose(0, 1).unsqueeze(0)
                     do = do.contiguous() if layout == "contiguous" else do
-                    grads = torch.autograd.grad(out, leaves, do, retain_graph=True)
-                    base[tag + "_check"] = error_of([g.squeeze(0).transpose(0, 1) for g in grads], expected, tol)
+                    if rope.identity:
+                        leaves = [t.detach().requires_grad_() for t in view]
+                        out = flex(*leaves, block_mask=mask)
+                        grads = torch.autograd.grad(out, leaves, do, retain_graph=True)
+                        grads = [g.squeeze(0).transpose(0, 1) for g in grads]
+                    else:  # gradients with respect to the unrotated q, k: the rotation is in the graph
+                        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+                        rotated = [t.transpose(0, 1).unsqueeze(0) for t in (*rope(*leaves[:2]), leaves[2])]
+                        out = flex(*rotated, block_mask=mask)
+                        grads = torch.autograd.grad(out, leaves, do, retain_graph=True)
+                    base[tag + "_check"] = error_of(grads, expected, tol)
                     del grads
                     ms = bench(lambda: torch.autograd.grad(out, leaves, do, retain_graph=True))
                     del out, leaves
@@ -384,7 +396,7 @@ def main() -> None:
                 report["results"][name] = run_int8(name, args.configs, deadline, max_shapes, not args.no_reference)
             else:
                 sys.exit(
-                    f"attention_bench: unknown benchmark {short!r} (block_diag, block_diag_bwd, block_diag_rope, decode, prefill)"
+                    f"attention_bench: unknown benchmark {short!r} (block_diag, block_diag_bwd, block_diag_rope, block_diag_rope_bwd, decode, prefill)"
                 )
         except Exception as exc:  # one benchmark's failure must not lose the others' numbers
             report["results"][name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
