@@ -24,10 +24,12 @@ import time
 import weakref
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from typing import Protocol
 
 from kernelevolve import languages
 from kernelevolve.evaluation import plausibility
 from kernelevolve.evaluation.baselines import BaselineStore, MemoryBaselineStore
+from kernelevolve.evaluation.executors import current_node
 from kernelevolve.evaluation.gpu_gate import GpuGate
 from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
 from kernelevolve.evaluation.sandbox import Limits, Outcome, clean_environment, run_script
@@ -93,6 +95,12 @@ class Evaluator:
         for s in slots:
             self._slots.put(s)
         self.parallelism = len(slots)
+        # Who evaluates what, for `kernelevolve workers`: set by whoever keeps the registry (a search).
+        self.report: WorkerReport | None = None
+        self._places: queue.Queue[int] = queue.Queue()  # one per evaluation at once: a worker each
+        for place in range(len(slots)):
+            self._places.put(place)
+        self._waiting = 0
         # On the GPU the next candidate's processes start early; on the CPU they would compete with
         # the interpreter for the same cores, so only on request.
         self.warm = device == "cuda" if warm is None else warm
@@ -140,10 +148,15 @@ class Evaluator:
                 ),
                 start,
             )
-        slot = self._slots.get()
+        self._waiting += 1
+        slot, place = self._slots.get(), self._places.get()
+        self._waiting -= 1
+        node = current_node()
+        self._report(place, slot, "evaluating", node)
         processes = None
         try:
             processes = self._take(spec, cases, slot)
+            processes.place = place
             if self.warm:  # the next candidate's processes start now, while this one is judged
                 self._put_warm(self._start_set(spec, cases, slot, warm=True))
             result = self._judge(processes, spec, source, cases, deep)
@@ -151,14 +164,21 @@ class Evaluator:
                 # Others on its GPU may have held the memory it lacked: judged again, alone on the GPU.
                 processes.discard(keep=self.keep_workdirs)
                 processes = self._start_set(spec, cases, slot, warm=False)
+                processes.place = place
                 first = result.message
                 result = self._judge(processes, spec, source, cases, deep, alone=True)
                 result.environment["judged_alone_after"] = first
             return self._finish(result, start)
         finally:
+            self._report(place, slot, "idle", None)
+            self._places.put(place)
             self._slots.put(slot)
             if processes is not None:
                 processes.discard(keep=self.keep_workdirs)
+
+    def _report(self, place: int, slot: str, state: str, node_id: int | None) -> None:
+        if self.report is not None:
+            self.report(place, slot or "cpu", state, node_id, self._waiting)
 
     @contextmanager
     def gpu(self):
@@ -182,6 +202,8 @@ class Evaluator:
             thread.start()
         for thread in stopping:
             thread.join(timeout=60)
+        if self.report is not None:
+            self.report.close()
         _LIVE.discard(self)
 
     def __enter__(self) -> "Evaluator":
@@ -307,6 +329,7 @@ class Evaluator:
         # The timed phase: the GPU alone. A baseline is timed even for a failed candidate: the next
         # one will need it.
         with gate.exclusive():
+            self._report(processes.place, processes.slot, "timing", current_node())
             baseline_ms = baselines.finish(result)
             if not result.correct:
                 return result
@@ -418,6 +441,14 @@ class Evaluator:
             if shape.correct is None and failure in (Failure.TIMEOUT, Failure.CRASH):
                 shape.failure = str(failure)
                 break
+
+
+class WorkerReport(Protocol):
+    """Where an evaluator says what each of its places does (the experiment database's workers table)."""
+
+    def __call__(self, place: int, gpu: str, state: str, node_id: int | None, queued: int) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class _WaitingRun:
@@ -607,6 +638,7 @@ class _ProcessSet:
 
     def __init__(self, key, workdir: Path, slot: str, seed: int, check, baselines, timing, waiting_s: float):
         self.key, self.workdir, self.slot, self.seed = key, workdir, slot, seed
+        self.place = 0  # the evaluator's place (worker) judging with it
         self.check, self.baselines, self.timing = check, baselines, timing
         self.runs = [r for r in (check, timing) if r is not None]
         self.expires = time.monotonic() + waiting_s - WARM_MARGIN_S

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import socket
+import threading
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
@@ -200,7 +201,33 @@ def make_executor(repo, run_id: str, settings: RunSettings):
     from kernelevolve.evaluation.evaluator import Evaluator
     from kernelevolve.memory.repository import BaselineTable
 
-    return Evaluator(device=settings.device, timeout_s=settings.timeout_s, baseline_store=BaselineTable(repo))
+    evaluator = Evaluator(device=settings.device, timeout_s=settings.timeout_s, baseline_store=BaselineTable(repo))
+    evaluator.report = _LocalWorkers(repo, run_id)
+    return evaluator
+
+
+class _LocalWorkers:
+    """The local evaluator's places as rows of the workers table (registered when first used)."""
+
+    def __init__(self, repo, run_id: str) -> None:
+        self.repo, self.run_id = repo, run_id
+        self.workers: dict[int, object] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, place: int, gpu: str, state: str, node_id: int | None, queued: int) -> None:
+        from kernelevolve.memory.workers import LiveWorker
+
+        with self._lock:
+            worker = self.workers.get(place)
+            if worker is None:
+                worker = self.workers[place] = LiveWorker.here(self.repo, gpu=gpu, run_id=self.run_id)
+        worker.set(state, node_id, queued)
+
+    def close(self) -> None:
+        with self._lock:
+            workers, self.workers = list(self.workers.values()), {}
+        for worker in workers:
+            worker.close()
 
 
 def _alive(pid: int) -> bool:
