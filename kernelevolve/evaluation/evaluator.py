@@ -264,27 +264,14 @@ class Evaluator:
         )
         # A warm set may wait long for its candidate (a model thinking); a stale one is replaced.
         waiting_s = WARM_WAIT_S if warm else 2 * self.timeout_s
-        check = _WaitingRun(
-            lambda go: render("correctness", dict(config, **go)),
-            workdir / "check",
-            limits=limits,
-            env=env,
-            prepare_timeout_s=waiting_s,
-        )
+        check = _WaitingRun.of("correctness", config, workdir / "check", limits, env, waiting_s)
         baselines = timing = None
         if self.device == "cuda":
             bench = dict(config, mode="candidate", baseline=spec.baseline, warmup_ms=self.warmup_ms, rep_ms=self.rep_ms)
             baselines = _BaselineJob(
                 self, spec, bench, workdir, slot, self._environment(workdir, slot, trusted=True), waiting_s
             )
-            timing = _WaitingRun(
-                lambda go: render("benchmark", dict(bench, **go)),
-                workdir / "bench",
-                limits=limits,
-                env=env,
-                prepare_timeout_s=waiting_s,
-                prepare=True,
-            )
+            timing = _WaitingRun.of("benchmark", bench, workdir / "bench", limits, env, waiting_s, prepare=True)
         return _ProcessSet(_set_key(spec, cases, slot), workdir, slot, seed, check, baselines, timing, waiting_s)
 
     def _judge(
@@ -496,6 +483,20 @@ class _WaitingRun:
         self._thread = threading.Thread(target=run, name=f"kernelevolve-{folder.name}", daemon=True)
         self._thread.start()
 
+    @classmethod
+    def of(
+        cls, tool: str, config: dict, folder: Path, limits: Limits, env: dict, waiting_s: float, prepare=False
+    ) -> "_WaitingRun":
+        """The harness `tool` (harness_templates/) on `config`, plus the signal paths."""
+        return cls(
+            lambda signals: render(tool, dict(config, **signals)),
+            folder,
+            limits=limits,
+            env=env,
+            prepare_timeout_s=waiting_s,
+            prepare=prepare,
+        )
+
     @property
     def waiting(self) -> bool:
         """Still alive and not yet told anything."""
@@ -567,14 +568,7 @@ class _BaselineJob:
                 max_memory_bytes=evaluator.max_memory_bytes,
                 writable=[workdir / "baseline-cache"],
             )
-            self.run = _WaitingRun(
-                lambda go: render("benchmark", dict(config, **go)),
-                workdir / "baseline",
-                limits=limits,
-                env=env,
-                prepare_timeout_s=waiting_s,
-                prepare=True,
-            )
+            self.run = _WaitingRun.of("benchmark", config, workdir / "baseline", limits, env, waiting_s, prepare=True)
 
     def _cached(self) -> dict[str, float]:
         cached = self.evaluator.baselines.lookup(next(iter(self.keys.values())).split("|")[0]) if self.keys else {}
