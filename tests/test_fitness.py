@@ -8,6 +8,8 @@ would leave; everything between that JSON and the EvalResult is the real evaluat
 from __future__ import annotations
 
 import json
+from pathlib import Path
+import time
 import math
 import threading
 
@@ -85,23 +87,28 @@ class FakeGPU:
         return json.dumps({"name": name, "config": config})
 
     def run_script(
-        self, script: str, workdir, *, limits, env, result_path, clock=None, prepare_timeout_s=0.0
+        self, script: str, workdir, *, limits, env, result_path, clock=None, prepare_timeout_s=0.0, cancel=None
     ) -> Outcome:
         rendered = json.loads(script)
         config = rendered["config"]
-        if clock is not None:  # a process that prepares, then waits for the evaluator's go (or stop)
-            assert clock.wait(10), "the evaluator never said go or stop"
-            if (workdir / "stop").exists():
-                self.runs.append(("stopped " + config["mode"], []))
-                return Outcome(
-                    returncode=0,
-                    timed_out=False,
-                    signal_name=None,
-                    duration_s=0.01,
-                    stdout="",
-                    stderr="",
-                    result={"stage": "done", "cancelled": True},
-                )
+        if clock is not None:  # a process that prepares when told, then waits for the evaluator's go (or stop)
+            deadline = time.monotonic() + 10
+            while not (workdir / "go").exists():
+                assert time.monotonic() < deadline, "the evaluator never said go or stop"
+                if (workdir / "stop").exists() or (cancel is not None and cancel.is_set()):
+                    self.runs.append(("stopped " + config.get("mode", rendered["name"]), []))
+                    return Outcome(
+                        returncode=0,
+                        timed_out=False,
+                        signal_name=None,
+                        duration_s=0.01,
+                        stdout="",
+                        stderr="",
+                        result={"stage": "done", "cancelled": True},
+                    )
+                if (workdir / "prepare").exists() and not Path(result_path).exists():
+                    Path(result_path).write_text(json.dumps({"stage": "waiting for the evaluator's go"}))
+                time.sleep(0.005)
         labels = [c["label"] for c in config["cases"]]
         phase = "correctness" if rendered["name"] == "correctness" else config["mode"]
         self.runs.append((phase, labels))
@@ -141,6 +148,7 @@ def _evaluator(tmp_path, store=None):
         gpus=[0],
         baseline_store=store or BaselineTable(Repository(f"sqlite:///{tmp_path / 'b.db'}")),
         scratch_root=tmp_path,
+        warm=False,  # no processes started ahead: each test counts the harness runs of its own candidates
     )
 
 
