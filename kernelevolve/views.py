@@ -7,7 +7,7 @@ is `correct (untimed)`, never a speedup; marks are `[suspicious: held for review
 
 from __future__ import annotations
 
-from kernelevolve.search.graph import Node
+from kernelevolve.search.graph import Node, SearchGraph
 
 UNTIMED = "correct (untimed)"
 NOT_RUN = "not run (needs a GPU)"  # failure class needs_gpu: a GPU-only kernel language under the interpreter
@@ -36,6 +36,20 @@ def fitness_text(node: Node) -> str:
     if node.fitness is not None:
         return f"{node.fitness:.3f}x" + held
     return UNTIMED + held
+
+
+def node_fields(graph: SearchGraph, node: Node) -> dict:
+    """What every view of a node starts from: its place in the graph and its outcome
+    (`correct` is None while pending, unlike Node.correct)."""
+    return {
+        "id": node.id,
+        "parents": list(node.parents),
+        "kind": graph.kind(node.id),
+        "state": node.state,
+        "correct": node.correct if node.evaluation is not None else None,
+        "fitness": node.fitness,
+        "failure": node.failure,
+    }
 
 
 def failure_line(node: Node) -> str:

@@ -4,7 +4,7 @@ an indented tree (in the vocabulary of kernelevolve.views)."""
 from __future__ import annotations
 
 from kernelevolve.search.graph import Node, SearchGraph, best_nodes
-from kernelevolve.views import clip, failure_line, fitness_text, run_fields
+from kernelevolve.views import clip, failure_line, fitness_text, node_fields, run_fields
 
 
 def node_language(node: Node) -> str | None:
@@ -18,13 +18,7 @@ def node_language(node: Node) -> str | None:
 def node_dict(graph: SearchGraph, node: Node, with_source: bool = False) -> dict:
     ev = node.evaluation
     d = {
-        "id": node.id,
-        "parents": list(node.parents),
-        "kind": graph.kind(node.id),
-        "state": node.state,
-        "correct": node.correct if ev is not None else None,
-        "fitness": node.fitness,
-        "failure": node.failure,
+        **node_fields(graph, node),
         "message": ev.message if ev is not None else "",
         "note": node.note,
         "language": node_language(node),

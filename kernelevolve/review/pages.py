@@ -13,7 +13,7 @@ from kernelevolve.memory.profiles import load_profiles
 from kernelevolve.review import VERDICTS
 from kernelevolve.review.layout import tree_layout
 from kernelevolve.search.graph import SearchGraph, best_nodes
-from kernelevolve.views import fitness_text, run_fields
+from kernelevolve.views import fitness_text, node_fields, run_fields
 
 LOG_TAIL_LINES = 80  # a failure's log is trimmed to its end: the traceback is there
 BEST_SHOWN = 5
@@ -74,13 +74,7 @@ def run_summary(repo, run_id: str, graph: SearchGraph | None = None) -> dict:
         x, depth = positions[n.id]
         nodes.append(
             {
-                "id": n.id,
-                "parents": list(n.parents),
-                "kind": graph.kind(n.id),
-                "state": n.state,
-                "correct": n.correct if ev is not None else None,
-                "fitness": n.fitness,
-                "failure": n.failure,
+                **node_fields(graph, n),
                 "held": n.held,
                 "marks": sorted(ev.marks) if ev is not None else [],
                 "verdict": latest.get(n.id),
@@ -135,13 +129,7 @@ def node_details(repo, run_id: str, only: int | None = None, graph: SearchGraph 
         ev = n.evaluation
         # Not cli.run_views.node_dict: its best descendant per node costs O(nodes x descendants).
         d = {
-            "id": n.id,
-            "parents": list(n.parents),
-            "kind": graph.kind(n.id),
-            "state": n.state,
-            "correct": n.correct if ev is not None else None,
-            "fitness": n.fitness,
-            "failure": n.failure,
+            **node_fields(graph, n),
             "note": n.note,
             "source": n.source,
             "tokens": n.tokens,
