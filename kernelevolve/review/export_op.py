@@ -156,18 +156,12 @@ def _helper_modules(source: str) -> dict[str, str]:
 
 
 def _spec_of(run):
-    from kernelevolve.spec import SpecError, load_spec
+    from kernelevolve.search.session import SessionError, load_run_spec
 
     try:
-        spec = load_spec(run.spec_path)
-    except (SpecError, OSError) as e:
-        raise ReviewError(f"run {run.id}: its spec {run.spec_path} cannot be loaded ({e})") from None
-    if spec.fingerprint != run.spec_fingerprint:
-        raise ReviewError(
-            f"run {run.id}: the reference of {run.spec_path} changed since the run: the exported op "
-            f"would be checked against a different operator"
-        )
-    return spec
+        return load_run_spec(run)
+    except SessionError as e:  # an op checked against another reference than the run's would lie
+        raise ReviewError(str(e)) from None
 
 
 def _signature(spec) -> dict:

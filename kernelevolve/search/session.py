@@ -87,11 +87,13 @@ def live_owner(owner: str | None) -> int | None:
 
 
 def load_run_spec(run):
+    """The run's spec as it is on disk now; SessionError when it cannot be read or its reference
+    changed since the run (its fingerprint differs): the run's results would not hold for it."""
     from kernelevolve.spec import SpecError, load_spec
 
     try:
         spec = load_spec(run.spec_path)
-    except SpecError as e:
+    except (SpecError, OSError) as e:
         raise SessionError(f"run {run.id}: its spec cannot be loaded any more: {e}") from None
     if spec.fingerprint != run.spec_fingerprint:
         raise SessionError(

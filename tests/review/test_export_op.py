@@ -122,3 +122,11 @@ def test_suspicious_or_bad_exports_are_refused(tmp_path):
     assert proc.returncode == 2 and "is marked suspicious" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     export_package(repo, run_id, 5, tmp_path / "op", "kev::x", allow_unreviewed=True)
     assert "NOT REVIEWED" in (tmp_path / "op" / "x_kernel.py").read_text()
+    # An op checked against another reference than the run's would lie: refused, as `resume` refuses.
+    repo.update_run(run_id, spec_fingerprint="0" * 16)
+    with pytest.raises(ReviewError, match=f"run {run_id}: the reference of .*softmax.yaml changed since the run"):
+        export_package(repo, run_id, 4, tmp_path / "op2", "kev::x", allow_unreviewed=True)
+    repo.update_run(run_id, spec_path=str(tmp_path / "gone.yaml"))
+    with pytest.raises(ReviewError, match="its spec cannot be loaded any more: .*gone.yaml: no such file"):
+        export_package(repo, run_id, 4, tmp_path / "op2", "kev::x", allow_unreviewed=True)
+    assert not (tmp_path / "op2").exists()
