@@ -8,10 +8,10 @@ would leave; everything between that JSON and the EvalResult is the real evaluat
 from __future__ import annotations
 
 import json
-from pathlib import Path
-import time
 import math
 import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -82,6 +82,8 @@ class FakeGPU:
     def __init__(self, latency_ms: dict, baseline_ms: dict, candidate_failure: dict | None = None):
         self.latency_ms, self.baseline_ms, self.candidate_failure = latency_ms, baseline_ms, candidate_failure
         self.runs: list[tuple[str, list[str]]] = []  # (phase, case labels)
+        self.intervals: list[tuple[str, float, float]] = []  # (phase, from, to) of each process's work after its go
+        self.hold_s = 0.0  # how long each process works after its go
 
     def render(self, name: str, config: dict) -> str:
         return json.dumps({"name": name, "config": config})
@@ -107,12 +109,16 @@ class FakeGPU:
                         result={"stage": "done", "cancelled": True},
                     )
                 if (workdir / "prepare").exists() and not Path(result_path).exists():
-                    Path(result_path).write_text(json.dumps({"stage": "waiting for the evaluator's go"}))
+                    prepared = {"stage": "waiting for the evaluator's go", "environment": {"gpu_prepared_bytes": 1000}}
+                    Path(result_path).write_text(json.dumps(prepared))
                 time.sleep(0.005)
         labels = [c["label"] for c in config["cases"]]
         phase = "correctness" if rendered["name"] == "correctness" else config["mode"]
         self.runs.append((phase, labels))
-        data = {"stage": "done", "environment": {"gpu": "NVIDIA H200"}}
+        began = time.monotonic()
+        time.sleep(self.hold_s)
+        self.intervals.append((phase, began, time.monotonic()))
+        data = {"stage": "done", "environment": {"gpu": "NVIDIA H200", "gpu_prepared_bytes": 1000}}
         if phase == "correctness":
             data["cases"] = [{"label": label, "correct": True, "max_abs_err": 0.0} for label in labels]
         elif phase == "baseline":
@@ -230,6 +236,39 @@ def test_a_candidate_that_fails_its_checks_is_never_timed_but_its_baseline_is(tm
 
 
 # -- the baseline store ----------------------------------------------------------------------------
+
+
+def test_evaluations_sharing_a_gpu_check_side_by_side_and_time_alone(tmp_path, spec, gpu, monkeypatch):
+    monkeypatch.setattr(evaluator_module, "_usable_memory", lambda index: 10**9)  # room for both
+    evaluator = evaluator_module.Evaluator(
+        device="cuda",
+        gpus=[0],
+        per_gpu=2,
+        warm=False,
+        baseline_store=BaselineTable(Repository(f"sqlite:///{tmp_path / 'b.db'}")),
+        scratch_root=tmp_path,
+    )
+    assert evaluator.parallelism == 2
+    assert evaluator.evaluate(spec, SOURCE, SHAPES).timed  # caches the baselines, learns what it holds
+    gpu.intervals.clear()
+    gpu.hold_s = 0.3
+    results = []
+    both = [threading.Thread(target=lambda: results.append(evaluator.evaluate(spec, SOURCE, SHAPES))) for _ in "ab"]
+    for thread in both:
+        thread.start()
+    for thread in both:
+        thread.join()
+    assert [r.timed for r in results] == [True, True]
+    checks = [(a, b) for phase, a, b in gpu.intervals if phase == "correctness"]
+    timings = [(a, b) for phase, a, b in gpu.intervals if phase == "candidate"]
+    assert len(checks) == 2 and len(timings) == 2
+
+    def overlap(x, y):
+        return x[0] < y[1] and y[0] < x[1]
+
+    assert overlap(*checks)  # the two checks shared the GPU
+    assert not overlap(*timings)
+    assert not any(overlap(t, c) for t in timings for c in checks)  # nothing ran beside a timing
 
 
 def test_the_database_baseline_store_persists_across_processes_and_filters_by_prefix(tmp_path):
