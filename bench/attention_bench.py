@@ -54,20 +54,15 @@ SWEEPS = {  # --configs sweep: around the defaults (second H200 round: around th
         {"num_warps": 2, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 1},
         {"num_warps": 4, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 2},
     ],
-    "int8_mqa_decode": [
-        {"BLOCK_N": 128, "PROGRAMS_PER_SM": 1, "num_warps": 4, "num_stages": 3, "COMBINE": "kernel", "PREFETCH": False},
-        {"BLOCK_N": 128, "PROGRAMS_PER_SM": 1, "num_warps": 4, "num_stages": 3, "COMBINE": "kernel", "PREFETCH": True},
-        {"BLOCK_N": 128, "PROGRAMS_PER_SM": 1, "num_warps": 4, "num_stages": 1, "COMBINE": "kernel", "PREFETCH": True},
-        {"BLOCK_N": 64, "PROGRAMS_PER_SM": 2, "num_warps": 4, "num_stages": 1, "COMBINE": "kernel", "PREFETCH": True},
-        {"BLOCK_N": 128, "PROGRAMS_PER_SM": 2, "num_warps": 4, "num_stages": 1, "COMBINE": "kernel", "PREFETCH": True},
-        {"BLOCK_N": 256, "PROGRAMS_PER_SM": 1, "num_warps": 8, "num_stages": 1, "COMBINE": "kernel", "PREFETCH": True},
+    "int8_mqa_decode": [  # round 1's best per shape
+        {"BLOCK_N": 128, "PROGRAMS_PER_SM": 1, "num_warps": 4, "num_stages": 3, "COMBINE": "last_program"},
+        {"BLOCK_N": 128, "PROGRAMS_PER_SM": 2, "num_warps": 4, "num_stages": 3, "COMBINE": "kernel"},
+        {"BLOCK_N": 64, "PROGRAMS_PER_SM": 2, "num_warps": 4, "num_stages": 4, "COMBINE": "last_program"},
     ],
     "int8_mqa_prefill": [
-        {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "HEADS_PER_TILE": 1, "PREFETCH": False},
-        {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 1, "HEADS_PER_TILE": 1, "PREFETCH": True},
-        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2, "HEADS_PER_TILE": 2, "PREFETCH": False},
-        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 1, "HEADS_PER_TILE": 2, "PREFETCH": True},
-        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 1, "HEADS_PER_TILE": 2, "PREFETCH": True},
+        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2, "HEADS_PER_TILE": 2},
+        {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "HEADS_PER_TILE": 1},
+        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "HEADS_PER_TILE": 2},
     ],
 }
 ALIASES = {

@@ -38,11 +38,13 @@ from _launch_heuristics import sm_count
 
 CONFIG = {
     "BLOCK_N": 128,  # KV tokens per inner step
-    "PROGRAMS_PER_SM": 1,  # splits of the KV length for about this many programs per SM (H200: 1 beat 2, 4, 8)
+    "PROGRAMS_PER_SM": 1,  # splits of the KV length chosen for about this many programs per SM
     "num_warps": 4,
     "num_stages": 3,  # KV tiles in flight
-    "COMBINE": "kernel",  # merge the splits in a second kernel, or in the last split program of each batch element
-    "PREFETCH": False,  # load the next K/V tile into registers before computing on the current one
+    # Merge the splits in a second kernel, or in the last split program of each batch element. H200
+    # (bench/results/attention_issue17_h200): with PROGRAMS_PER_SM 1 and last_program 41.9 / 46.9 /
+    # 54.3 / 60.1 us at B256 KV1024 / B128 KV2048 / B64 KV4096 / the same with Q_LEN 4, the most even.
+    "COMBINE": "last_program",
 }
 
 TUNABLES = {
@@ -51,25 +53,7 @@ TUNABLES = {
     "num_warps": [4, 8],
     "num_stages": [2, 3, 4],
     "COMBINE": ["kernel", "last_program"],
-    "PREFETCH": [False, True],
 }
-
-
-@triton.jit
-def _load_kv(
-    k_base, v_base, ks_base, vs_base, start, hi, offs_n, offs_d, d_live,
-    stride_kn, stride_kd, stride_ksn, stride_vn, stride_vd, stride_vsn,
-):
-    """The int8 K and V codes [BLOCK_N, D] and their scales for keys start .. start + BLOCK_N - 1
-    (zeros past hi: a prefetch beyond the range reads nothing)."""
-    cols = start + offs_n
-    c_live = cols < hi
-    kv_mask = c_live[:, None] & d_live[None, :]
-    k = tl.load(k_base + cols[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_mask, other=0)
-    ks = tl.load(ks_base + cols * stride_ksn, mask=c_live, other=0.0)
-    v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_mask, other=0)
-    vs = tl.load(vs_base + cols * stride_vsn, mask=c_live, other=0.0)
-    return k, ks, v, vs
 
 
 @triton.jit
@@ -85,7 +69,6 @@ def _int8_mqa_decode_split(
     BLOCK_D: tl.constexpr,
     SPLIT: tl.constexpr,
     FUSED_COMBINE: tl.constexpr,
-    PREFETCH: tl.constexpr,
 ):
     b = tl.program_id(0)
     split = tl.program_id(1)
@@ -106,40 +89,24 @@ def _int8_mqa_decode_split(
     acc = tl.zeros([ROWS, BLOCK_D], dtype=tl.float32)
     k_base = KC + b * stride_kb
     v_base = VC + b * stride_vb
-    # Raw int8 tiles and scales of the first key tile; each step issues the next tile's loads
-    # before computing on the current one (PREFETCH), so the reads overlap the math even where
-    # the compiler does not pipeline loads that feed a dot through a conversion.
-    k_raw, ks_raw, v_raw, vs_raw = _load_kv(
-        k_base, v_base, KS + b * stride_ksb, VS + b * stride_vsb, lo, hi, offs_n, offs_d, d_live,
-        stride_kn, stride_kd, stride_ksn, stride_vn, stride_vd, stride_vsn,
-    )
     for start in tl.range(lo, hi, BLOCK_N):
         cols = start + offs_n
         c_live = cols < hi
-        if PREFETCH:
-            k_next, ks_next, v_next, vs_next = _load_kv(
-                k_base, v_base, KS + b * stride_ksb, VS + b * stride_vsb, start + BLOCK_N, hi, offs_n, offs_d, d_live,
-                stride_kn, stride_kd, stride_ksn, stride_vn, stride_vd, stride_vsn,
-            )
-        else:
-            k_raw, ks_raw, v_raw, vs_raw = _load_kv(
-                k_base, v_base, KS + b * stride_ksb, VS + b * stride_vsb, start, hi, offs_n, offs_d, d_live,
-                stride_kn, stride_kd, stride_ksn, stride_vn, stride_vd, stride_vsn,
-            )
+        kv_mask = c_live[:, None] & d_live[None, :]
         # int8 -> fp32 -> bf16 is exact (|code| <= 127); the Triton 3.6 interpreter turns a direct
         # int8 -> bf16 cast into NaN.
-        k = k_raw.to(tl.float32).to(q.dtype)
-        s = tl.dot(q, tl.trans(k)) * (ks_raw.to(tl.float32) * qk_scale)[None, :]  # scores in the exp2 domain
+        k = tl.load(k_base + cols[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_mask, other=0).to(tl.float32).to(q.dtype)
+        k_scale = tl.load(KS + b * stride_ksb + cols * stride_ksn, mask=c_live, other=0.0).to(tl.float32)
+        s = tl.dot(q, tl.trans(k)) * (k_scale * qk_scale)[None, :]  # scores in the exp2 domain
         s = tl.where(c_live[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         p = tl.exp2(s - m_new[:, None])
         alpha = tl.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
-        v = v_raw.to(tl.float32).to(q.dtype)
-        acc = acc * alpha[:, None] + tl.dot((p * vs_raw.to(tl.float32)[None, :]).to(q.dtype), v)
+        v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_mask, other=0).to(tl.float32).to(q.dtype)
+        v_scale = tl.load(VS + b * stride_vsb + cols * stride_vsn, mask=c_live, other=0.0).to(tl.float32)
+        acc = acc * alpha[:, None] + tl.dot((p * v_scale[None, :]).to(q.dtype), v)
         m_i = m_new
-        if PREFETCH:
-            k_raw, ks_raw, v_raw, vs_raw = k_next, ks_next, v_next, vs_next
 
     if SPLIT:
         part = (b * n_splits + split) * ROWS
@@ -257,7 +224,7 @@ def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
         q, k_codes, k_scale, v_codes, v_scale, out, part_acc, part_ml, counters,
         *q.stride(), *k_codes.stride(), *k_scale.stride(), *v_codes.stride(), *v_scale.stride(), *out.stride(),
         q_len, n_rows, kv_len, head_dim, split_len, qk_scale,
-        ROWS=rows, BLOCK_N=block_n, BLOCK_D=block_d, SPLIT=splits > 1, FUSED_COMBINE=fused, PREFETCH=CONFIG["PREFETCH"],
+        ROWS=rows, BLOCK_N=block_n, BLOCK_D=block_d, SPLIT=splits > 1, FUSED_COMBINE=fused,
         num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"],
     )
     if splits > 1 and not fused:

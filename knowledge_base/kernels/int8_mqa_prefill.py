@@ -32,13 +32,12 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-CONFIG = {
+CONFIG = {  # H200 (bench/results/attention_issue17_h200): 0.650 ms causal, 1.003 ms full at B32 S1024
     "BLOCK_M": 128,  # query rows a program owns (HEADS_PER_TILE heads x BLOCK_M / HEADS_PER_TILE positions)
     "BLOCK_N": 128,  # keys per inner step
     "num_warps": 8,
     "num_stages": 2,  # K/V tiles in flight
     "HEADS_PER_TILE": 2,  # query heads sharing one tile's rows (and each K/V tile); halved until it divides HQ
-    "PREFETCH": False,  # load the next K/V tile into registers before computing on the current one
 }
 
 TUNABLES = {
@@ -47,25 +46,7 @@ TUNABLES = {
     "num_warps": [4, 8],
     "num_stages": [2, 3, 4],
     "HEADS_PER_TILE": [1, 2, 4],
-    "PREFETCH": [False, True],
 }
-
-
-@triton.jit
-def _load_kv(
-    k_base, v_base, ks_base, vs_base, start, limit, offs_n, offs_d, d_live,
-    stride_kn, stride_kd, stride_ksn, stride_vn, stride_vd, stride_vsn,
-):
-    """The int8 K and V codes [BLOCK_N, D] and their scales for keys start .. start + BLOCK_N - 1
-    below `limit` (zeros elsewhere)."""
-    cols = start + offs_n
-    c_live = cols < limit
-    kv_mask = c_live[:, None] & d_live[None, :]
-    k = tl.load(k_base + cols[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_mask, other=0)
-    ks = tl.load(ks_base + cols * stride_ksn, mask=c_live, other=0.0)
-    v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_mask, other=0)
-    vs = tl.load(vs_base + cols * stride_vsn, mask=c_live, other=0.0)
-    return k, ks, v, vs
 
 
 @triton.jit
@@ -76,34 +57,17 @@ def _attend_keys(
     BLOCK_N: tl.constexpr,
     CAUSAL_MASK: tl.constexpr,
     SEQ_MASK: tl.constexpr,
-    PREFETCH: tl.constexpr,
 ):
     """Online-softmax update over key tiles lo, lo + BLOCK_N, ... < hi, dequantising K and V."""
-    # Each step issues the next tile's loads before computing on the current one (PREFETCH): the
-    # reads overlap the math even where the compiler does not pipeline loads that feed a dot
-    # through a conversion. A tile outside [lo, hi) is loaded fully masked (no memory traffic).
-    k_raw, ks_raw, v_raw, vs_raw = _load_kv(
-        k_base, v_base, ks_base, vs_base, lo, tl.where(lo < hi, seq_len, lo), offs_n, offs_d, d_live,
-        stride_kn, stride_kd, stride_ksn, stride_vn, stride_vd, stride_vsn,
-    )
     for start in tl.range(lo, hi, BLOCK_N):
         cols = start + offs_n
         c_live = cols < seq_len
-        if PREFETCH:
-            nxt = start + BLOCK_N
-            k_next, ks_next, v_next, vs_next = _load_kv(
-                k_base, v_base, ks_base, vs_base, nxt, tl.where(nxt < hi, seq_len, nxt), offs_n, offs_d, d_live,
-                stride_kn, stride_kd, stride_ksn, stride_vn, stride_vd, stride_vsn,
-            )
-        else:
-            k_raw, ks_raw, v_raw, vs_raw = _load_kv(
-                k_base, v_base, ks_base, vs_base, start, seq_len, offs_n, offs_d, d_live,
-                stride_kn, stride_kd, stride_ksn, stride_vn, stride_vd, stride_vsn,
-            )
+        kv_mask = c_live[:, None] & d_live[None, :]
         # int8 -> fp32 -> bf16 is exact (|code| <= 127); the Triton 3.6 interpreter turns a direct
         # int8 -> bf16 cast into NaN.
-        k = k_raw.to(tl.float32).to(q.dtype)
-        s = tl.dot(q, tl.trans(k)) * (ks_raw.to(tl.float32) * qk_scale)[None, :]
+        k = tl.load(k_base + cols[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_mask, other=0).to(tl.float32).to(q.dtype)
+        k_scale = tl.load(ks_base + cols * stride_ksn, mask=c_live, other=0.0).to(tl.float32)
+        s = tl.dot(q, tl.trans(k)) * (k_scale * qk_scale)[None, :]
         if CAUSAL_MASK:
             s = tl.where(offs_m[:, None] >= cols[None, :], s, float("-inf"))
         if SEQ_MASK:
@@ -112,11 +76,10 @@ def _attend_keys(
         p = tl.exp2(s - m_new[:, None])
         alpha = tl.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
-        v = v_raw.to(tl.float32).to(q.dtype)
-        acc = acc * alpha[:, None] + tl.dot((p * vs_raw.to(tl.float32)[None, :]).to(q.dtype), v)
+        v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_mask, other=0).to(tl.float32).to(q.dtype)
+        v_scale = tl.load(vs_base + cols * stride_vsn, mask=c_live, other=0.0).to(tl.float32)
+        acc = acc * alpha[:, None] + tl.dot((p * v_scale[None, :]).to(q.dtype), v)
         m_i = m_new
-        if PREFETCH:
-            k_raw, ks_raw, v_raw, vs_raw = k_next, ks_next, v_next, vs_next
     return acc, m_i, l_i
 
 
@@ -133,7 +96,6 @@ def _int8_mqa_prefill(
     BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr,
     HEADS_PER_TILE: tl.constexpr,
-    PREFETCH: tl.constexpr,
 ):
     # The tile's BLOCK_M rows are HEADS_PER_TILE query heads x POS positions: the heads share the
     # K/V tiles, so each one loaded and converted serves them all.
@@ -172,12 +134,12 @@ def _int8_mqa_prefill(
     acc, m_i, l_i = _attend_keys(
         acc, m_i, l_i, q, k_base, v_base, ks_base, vs_base,
         stride_kn, stride_kd, stride_ksn, stride_vn, stride_vd, stride_vsn,
-        offs_m, offs_n, offs_d, d_live, 0, full_hi, seq_len, qk_scale, BLOCK_N, False, False, PREFETCH,
+        offs_m, offs_n, offs_d, d_live, 0, full_hi, seq_len, qk_scale, BLOCK_N, False, False,
     )
     acc, m_i, l_i = _attend_keys(
         acc, m_i, l_i, q, k_base, v_base, ks_base, vs_base,
         stride_kn, stride_kd, stride_ksn, stride_vn, stride_vd, stride_vsn,
-        offs_m, offs_n, offs_d, d_live, full_hi, diag_hi, seq_len, qk_scale, BLOCK_N, CAUSAL, True, PREFETCH,
+        offs_m, offs_n, offs_d, d_live, full_hi, diag_hi, seq_len, qk_scale, BLOCK_N, CAUSAL, True,
     )
     out = acc / l_i[:, None]
     o_rows = h * stride_oh + offs_m * stride_om
@@ -215,7 +177,6 @@ def int8_mqa_prefill(q, k_codes, k_scale, v_codes, v_scale, causal: bool):
         heads, seq_len, head_dim, 1.0 / math.sqrt(head_dim) * 1.4426950408889634,
         CAUSAL=bool(causal), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
         HEADS_PER_TILE=per_tile,
-        PREFETCH=CONFIG["PREFETCH"],
         num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"],
     )
     return out

@@ -70,17 +70,17 @@ def test_reference_dequantises_per_token():
         torch.testing.assert_close(expected_of(ref, [q, kc, ks, vc, vs])[:, h], torch.softmax(scores, -1) @ v)
 
 
-DECODE = [  # (constants, PROGRAMS_PER_SM, BLOCK_N, COMBINE, PREFETCH): splits = min(tiles, ceil(4 * PPS / BATCH))
-    (dict(BATCH=4, KV_LEN=37, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 1, 64, "kernel", False),  # one split: the direct store
-    (dict(BATCH=2, KV_LEN=150, Q_LEN=3, Q_HEADS=2, HEAD_DIM=64), 4, 64, "kernel", True),  # 3 splits, ragged last one
-    (dict(BATCH=2, KV_LEN=150, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 4, 64, "last_program", True),  # merged in-kernel
+DECODE = [  # (constants, PROGRAMS_PER_SM, BLOCK_N, COMBINE): splits = min(tiles, ceil(4 * PPS / BATCH))
+    (dict(BATCH=4, KV_LEN=37, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 1, 64, "kernel"),  # one split: the direct store
+    (dict(BATCH=2, KV_LEN=150, Q_LEN=3, Q_HEADS=2, HEAD_DIM=64), 4, 64, "kernel"),  # 3 splits, ragged last one
+    (dict(BATCH=2, KV_LEN=150, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 4, 64, "last_program"),  # merged in-kernel
 ]
 
 
 @pytest.mark.parametrize("case", DECODE, ids=["one-split", "three-splits-qlen3", "three-splits-merged-in-kernel"])
 def test_decode_kernel(case, tmp_path):
-    constants, per_sm, block_n, combine, prefetch = case
-    config = dict(PROGRAMS_PER_SM=per_sm, BLOCK_N=block_n, COMBINE=combine, PREFETCH=prefetch)
+    constants, per_sm, block_n, combine = case
+    config = dict(PROGRAMS_PER_SM=per_sm, BLOCK_N=block_n, COMBINE=combine)
     kernel = load_kernel("int8_mqa_decode", tmp_path, **config)
     model = kernel.ModelNew()
     for _ in range(2):  # the arrival counters must be back at zero for the next call
@@ -105,7 +105,7 @@ PREFILL = [  # (constants, causal, config)
     # the diagonal spans two key tiles
     (dict(BATCH=2, SEQ_LEN=45, Q_HEADS=2, HEAD_DIM=32), True, {"BLOCK_M": 32, "BLOCK_N": 16, "HEADS_PER_TILE": 1}),
     # ragged last key tile
-    (dict(BATCH=1, SEQ_LEN=50, Q_HEADS=3, HEAD_DIM=64), False, {"BLOCK_M": 64, "BLOCK_N": 32, "PREFETCH": False}),
+    (dict(BATCH=1, SEQ_LEN=50, Q_HEADS=3, HEAD_DIM=64), False, {"BLOCK_M": 64, "BLOCK_N": 32, "HEADS_PER_TILE": 1}),
     # two heads x 16 positions a tile, causal: the mask follows each row's own position
     (dict(BATCH=1, SEQ_LEN=40, Q_HEADS=4, HEAD_DIM=32), True, {"BLOCK_M": 32, "BLOCK_N": 16, "HEADS_PER_TILE": 2}),
 ]
