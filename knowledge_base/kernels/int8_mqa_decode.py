@@ -42,7 +42,7 @@ CONFIG = {
     "num_warps": 4,
     "num_stages": 3,  # KV tiles in flight
     # Merge the splits in a second kernel, or in the last split program of each batch element. H200
-    # (bench/results/attention_issue17_h200): with PROGRAMS_PER_SM 1 and last_program 41.9 / 46.9 /
+    # (bench/results/attention_issue17_h200_round1): with PROGRAMS_PER_SM 1 and last_program 41.9 / 46.9 /
     # 54.3 / 60.1 us at B256 KV1024 / B128 KV2048 / B64 KV4096 / the same with Q_LEN 4, the most even.
     "COMBINE": "last_program",
 }

@@ -32,7 +32,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-CONFIG = {  # H200 (bench/results/attention_issue17_h200): 0.650 ms causal, 1.003 ms full at B32 S1024
+CONFIG = {  # H200 (bench/results/attention_issue17_h200_round1): 0.650 ms causal, 1.003 ms full at B32 S1024
     "BLOCK_M": 128,  # query rows a program owns (HEADS_PER_TILE heads x BLOCK_M / HEADS_PER_TILE positions)
     "BLOCK_N": 128,  # keys per inner step
     "num_warps": 8,
