@@ -83,6 +83,12 @@ def fail(message: str, code: int = EXIT_UNUSABLE) -> NoReturn:
     sys.exit(code)
 
 
+def print_plain(text: str, out: Console | None = None) -> None:
+    """`text` as it is (no markup, no highlighting) and never wrapped: paths, commands and
+    messages that hold brackets or must be copied whole."""
+    (out if out is not None else console).print(text, highlight=False, markup=False, soft_wrap=True)
+
+
 def print_entries(entries: list[tuple[str, str]], indent: int = 4) -> None:
     """Listings that read at any width and in files: each entry's head on one line (never
     wrapped), its text wrapped at word boundaries under it (long words are never broken)."""
@@ -90,11 +96,11 @@ def print_entries(entries: list[tuple[str, str]], indent: int = 4) -> None:
 
     width = max(40, console.width)
     for head, text in entries:
-        console.print(head, highlight=False, markup=False, soft_wrap=True)
+        print_plain(head)
         for line in textwrap.wrap(
             " ".join(text.split()), width=width - indent, break_long_words=False, break_on_hyphens=False
         ) or [""]:
-            console.print(" " * indent + line, highlight=False, markup=False, soft_wrap=True)
+            print_plain(" " * indent + line)
 
 
 def print_table_or_entries(table, entries: list[tuple[str, str]]) -> None:

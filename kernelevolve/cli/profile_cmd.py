@@ -18,6 +18,7 @@ from kernelevolve.cli.app import (
     fail,
     load_spec_or_fail,
     print_entries,
+    print_plain,
     print_table_or_entries,
     shapes_or_fail,
 )
@@ -179,7 +180,7 @@ def _wrapped(text: str) -> None:
         break_long_words=False,
         break_on_hyphens=False,
     ):
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
+        print_plain(line)
 
 
 def _kernel_table(rows: list[tuple[str, str, str]], head: str = "torch.profiler kernel") -> None:

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from kernelevolve.cli.app import print_plain
 from kernelevolve.search.engine import Progress
 from kernelevolve.views import UNTIMED, clip, failure_line, fitness_text
 
@@ -69,9 +70,7 @@ class ProgressView:
             return
         if event == "evaluated":
             kind = engine.graph.kind(node.id)
-            self.console.print(
-                f"{clip(node_line(node, kind), 300)} | {summary_line(p)}", highlight=False, soft_wrap=True, markup=False
-            )
+            print_plain(f"{clip(node_line(node, kind), 300)} | {summary_line(p)}", out=self.console)
 
     def _panel(self, p: Progress, engine, node) -> Table:
         table = Table.grid(padding=(0, 2))

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from kernelevolve.cli.app import DB_HELP, app, console, fail, repo_or_fail
+from kernelevolve.cli.app import DB_HELP, app, console, fail, print_plain, repo_or_fail
 
 
 @app.command("review")
@@ -95,12 +95,7 @@ def export_command(
             fail(str(e))
         except OSError as e:
             fail(f"{output}: cannot write: {e}")
-        console.print(
-            f"wrote {operator}: run it with `tritonbench` where TritonBench is installed",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
-        )
+        print_plain(f"wrote {operator}: run it with `tritonbench` where TritonBench is installed")
         return
     if as_op is not None:
         from kernelevolve.review.export_op import export_package
@@ -110,11 +105,8 @@ def export_command(
         except ReviewError as e:
             fail(str(e))
         name = as_op.split("::")[-1]
-        console.print(
-            f"wrote {len(written)} files to {output}: check with `python -m pytest {output / (name + '_test.py')}`",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
+        print_plain(
+            f"wrote {len(written)} files to {output}: check with `python -m pytest {output / (name + '_test.py')}`"
         )
         return
     try:

@@ -21,6 +21,7 @@ from kernelevolve.cli.app import (
     fail,
     load_spec_or_fail,
     preflight_or_fail,
+    print_plain,
     print_table_or_entries,
     repo_or_fail,
     resolve_device,
@@ -218,12 +219,10 @@ def run_command(
         profiling = None
     repo = repo_or_fail(db)  # an unusable database fails before anything is spent
     if executor == "ray" and ray_address and repo.url.startswith("sqlite"):
-        err_console.print(
+        print_plain(
             f"note: Ray workers on other hosts cannot open {repo.display_url} (a file on this host); "
             "give them a --db they can all reach (PostgreSQL)",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
+            out=err_console,
         )
     operator = _operator_or_fail(model, spec, model_options)
     if not no_preflight:
@@ -260,7 +259,7 @@ def run_command(
         f"{operator.name}); resume with:",
         highlight=False,
     )
-    out.print(f"  kernelevolve resume {run_id}{where}", highlight=False, soft_wrap=True, markup=False)
+    print_plain(f"  kernelevolve resume {run_id}{where}", out=out)
     _search(repo, run_id, operator, as_json, db)
 
 
@@ -379,9 +378,7 @@ def _drive(engine, view, run_id: str, as_json: bool, db: str | None) -> str:
 
     try:
         with view, run_log(run_id) as log_file:
-            (err_console if as_json else console).print(
-                f"log: {log_file}", highlight=False, soft_wrap=True, markup=False
-            )
+            print_plain(f"log: {log_file}", out=err_console if as_json else console)
             reason = engine.run()
     except KeyboardInterrupt:
         where = "" if db is None else f" --db {db}"
@@ -434,12 +431,7 @@ def _summarise(repo, run_id: str, engine, reason: str, as_json: bool, db: str | 
                 highlight=False,
                 markup=False,
             )
-            console.print(
-                f"  kernelevolve show {run_id} --node {best[0].id}{where}",
-                highlight=False,
-                soft_wrap=True,
-                markup=False,
-            )
+            print_plain(f"  kernelevolve show {run_id} --node {best[0].id}{where}")
         else:
             console.print("no correct kernel found", highlight=False)
     raise typer.Exit(EXIT_OK if best else EXIT_FAILED)
@@ -510,13 +502,11 @@ def runs_command(
     if sum(widths) + 2 * (len(widths) - 1) <= console.width:  # one row per run, nothing cut or wrapped
         for row in [header, *lines]:
             text = "  ".join(cell.ljust(w) if i != 4 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
-            console.print(text.rstrip(), highlight=False, markup=False, soft_wrap=True)
+            print_plain(text.rstrip())
     else:  # narrow terminals and files: two lines per run, words never broken
         for row in lines:
-            console.print(f"{row[0]}  {row[1]}  {row[2]}  {row[7]}", highlight=False, markup=False, soft_wrap=True)
-            console.print(
-                f"  {row[3]}, nodes {row[4]}, best {row[5]}, {row[6]}", highlight=False, markup=False, soft_wrap=True
-            )
+            print_plain(f"{row[0]}  {row[1]}  {row[2]}  {row[7]}")
+            print_plain(f"  {row[3]}, nodes {row[4]}, best {row[5]}, {row[6]}")
     console.print("nodes: correct/evaluated/budget", style="dim", highlight=False)
 
 
@@ -574,7 +564,7 @@ def show_command(
         markup=False,
     )
     for line in tree_lines(graph, width=width):
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
+        print_plain(line)
     for n in graph.evaluated():
         if n.held:
             for mark, reason in n.evaluation.marks.items():
@@ -583,9 +573,7 @@ def show_command(
                     highlight=False,
                     markup=False,
                 )
-                console.print(
-                    f"  kernelevolve review {run_id} {n.id} --approve", highlight=False, markup=False, soft_wrap=True
-                )
+                print_plain(f"  kernelevolve review {run_id} {n.id} --approve")
     best = best_nodes(graph, 5)
     if not best:
         console.print(

@@ -18,6 +18,7 @@ from kernelevolve.cli.app import (
     err_console,
     fail,
     print_entries,
+    print_plain,
     repo_or_fail,
     resolve_device,
     settings_or_fail,
@@ -142,26 +143,19 @@ def suite_command(
             f"{'solutions from ' + str(solutions) if solutions else settings.model}, {device}); resume with:",
             highlight=False,
         )
-        out.print(f"  kernelevolve suite --resume {campaign_id}{where}", highlight=False, soft_wrap=True, markup=False)
+        print_plain(f"  kernelevolve suite --resume {campaign_id}{where}", out=out)
         for p in problems:
             why = f" (skipped: {skip[p.name]})" if p.name in skip else ""
-            out.print(
-                f"  {p.name}: {p.shapes_text(device)} [{p.shape_rule}]{why}",
-                highlight=False,
-                markup=False,
-                soft_wrap=True,
-            )
+            print_plain(f"  {p.name}: {p.shapes_text(device)} [{p.shape_rule}]{why}", out=out)
 
     def progress(event) -> None:
-        out.print(
-            f"[{event.done}/{event.total}] {event.problem}: {event.text}", highlight=False, markup=False, soft_wrap=True
-        )
+        print_plain(f"[{event.done}/{event.total}] {event.problem}: {event.text}", out=out)
 
     from kernelevolve.logs import run_log
 
     try:
         with run_log(campaign_id) as log_file:  # one file for the campaign: each line names its run
-            out.print(f"log: {log_file}", highlight=False, soft_wrap=True, markup=False)
+            print_plain(f"log: {log_file}", out=out)
             runner.run(repo, campaign_id, progress)
     except KeyboardInterrupt:
         # Everything recorded is safe (the database is written step by step); workers are cut off.
@@ -285,12 +279,9 @@ def _list_campaigns(repo, as_json: bool) -> None:
     if not rows:
         console.print(f"no campaigns in {repo.display_url}", highlight=False, soft_wrap=True)
     for r in rows:
-        console.print(
+        print_plain(
             f"{r['id']}  {r['kind']}  {r['status']}  {r['done']}/{r['problems']} problems done  "
-            f"{time.strftime('%m-%d %H:%M', time.localtime(r['created_at']))}",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
+            f"{time.strftime('%m-%d %H:%M', time.localtime(r['created_at']))}"
         )
 
 

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from kernelevolve.cli.app import DB_HELP, app, console, print_table_or_entries, repo_or_fail
+from kernelevolve.cli.app import DB_HELP, app, print_plain, print_table_or_entries, repo_or_fail
 
 
 @app.command("workers")
@@ -50,12 +50,7 @@ def workers_command(
         return
     if not rows:
         whose = f" of run {run}" if run else ""
-        console.print(
-            f"no live workers{whose} in {repo.display_url} (none sent a heartbeat in the last {STALE_S:g} s)",
-            highlight=False,
-            soft_wrap=True,
-            markup=False,
-        )
+        print_plain(f"no live workers{whose} in {repo.display_url} (none sent a heartbeat in the last {STALE_S:g} s)")
         return
     table = Table("worker", "host", "gpu", "pid", "executor", "run", "state", "queue", "heartbeat", box=None)
     entries = []
