@@ -32,6 +32,8 @@ Compiled once per (shape, dtype, plan, ignore index) with `cute.compile` and kep
 (static sizes and strides: the 16-byte alignment of every vector access is proven). Rows must be
 a multiple of 32 vectors (256 bf16 values), the case for every shape of specs/cross_entropy.yaml;
 other lengths are refused with a ValueError. Launched on the caller's current CUDA stream.
+The plan, the launcher's compile cache and the reduction steps are shared with the other CuTe
+row kernels through _cute_rows.py.
 """
 
 import torch
@@ -39,8 +41,7 @@ import torch.nn as nn
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
-from cutlass._mlir.dialects import llvm
-from cutlass.cute.runtime import from_dlpack
+from _cute_rows import BIG, LOG2E, cluster_plan, launch_rows, load_vectors, reduction_smem, row_matrix, row_reduce, run_compiled, wait_for_peers
 
 CONFIG = {
     "vecs_per_block": 4096,
@@ -56,116 +57,47 @@ TUNABLES = {
     "max_cluster": [2, 4, 8],
 }
 
-_DTYPES = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: cutlass.Float32}
 _COMPILED = {}
-_LOG2E = 1.4426950408889634
 _LN2 = 0.6931471805599453
-_BIG = 3.0e38  # finite "minus infinity" start of a max: exp2 of a real value minus it is never NaN
 
 
 def row_plan(n: int, vec: int, config: dict) -> tuple[int, int, int, int]:
     """(cluster_n, threads, vecs, chunks): every vector of a row read by exactly one thread of one block."""
-    if n % (32 * vec):
-        raise ValueError(f"cross_entropy_cute: a row of {n} values is not a multiple of {32 * vec} (32 vectors of {vec})")
-    n_vecs = n // vec
-    cluster = 1
-    while n_vecs // cluster > config["vecs_per_block"] and 2 * cluster <= config["max_cluster"] and n_vecs % (64 * cluster) == 0:
-        cluster *= 2
-    per_block = n_vecs // cluster
-    threads = max(t for t in range(32, config["max_threads"] + 1, 32) if per_block % t == 0)
-    per_thread = per_block // threads
+    cluster, threads, per_thread = cluster_plan(n, vec, config, "cross_entropy_cute")
     vecs = max(v for v in range(1, config["max_vecs_per_chunk"] + 1) if per_thread % v == 0)
     return cluster, threads, vecs, per_thread // vecs
 
 
-@cute.jit
-def _load_peer(slot: cute.Tensor, k: cutlass.Constexpr, rank: cutlass.Int32) -> cutlass.Float32:
-    """slot[k] of block `rank` of this cluster: its shared-memory address mapped into the cluster's
-    window (mapa), read with ld.shared::cluster."""
-    addr = cute.arch.map_dsmem_ptr(slot.iterator + k, rank).toint()
-    return cute.arch.load(llvm.inttoptr(llvm.PointerType.get(3), addr.ir_value()), cutlass.Float32, ss="cluster")
-
-
-@cute.jit
-def _cluster_combine(slot: cute.Tensor, k: cutlass.Constexpr, value: cutlass.Float32, cluster_n: cutlass.Constexpr, is_max: cutlass.Constexpr) -> cutlass.Float32:
-    """Every block's `value` combined over the cluster (max or sum), through slot[k] of each block."""
-    tidx, _, _ = cute.arch.thread_idx()
-    if tidx == 0:
-        slot[k] = value
-    cute.arch.cluster_arrive()
-    cute.arch.cluster_wait()
-    out = _load_peer(slot, k, 0)
-    for r in cutlass.range_constexpr(1, cluster_n):
-        if cutlass.const_expr(is_max):
-            out = cute.arch.fmax(out, _load_peer(slot, k, r))
-        else:
-            out = out + _load_peer(slot, k, r)
-    return out
-
-
 @cute.kernel
 def _cross_entropy_kernel(
-    mX: cute.Tensor,
-    mT: cute.Tensor,
-    mLoss: cute.Tensor,
-    cluster_n: cutlass.Constexpr,
-    threads: cutlass.Constexpr,
-    vecs: cutlass.Constexpr,
-    chunks: cutlass.Constexpr,
-    vec: cutlass.Constexpr,
-    ignore_index: cutlass.Constexpr,
+    mX: cute.Tensor, mT: cute.Tensor, mLoss: cute.Tensor, cluster_n: cutlass.Constexpr, threads: cutlass.Constexpr,
+    vecs: cutlass.Constexpr, chunks: cutlass.Constexpr, vec: cutlass.Constexpr, ignore_index: cutlass.Constexpr,
 ):
     tidx, _, _ = cute.arch.thread_idx()
     row, rank, _ = cute.arch.block_idx()
-    warp = tidx // 32
-    lane = tidx % 32
-    num_warps = threads // 32
     n = cute.size(mX, mode=[1])
-
-    smem = cutlass.utils.SmemAllocator()
-    warp_max = smem.allocate_tensor(cutlass.Float32, cute.make_layout(num_warps), byte_alignment=16)
-    warp_sum = smem.allocate_tensor(cutlass.Float32, cute.make_layout(num_warps), byte_alignment=16)
-    block_slots = smem.allocate_tensor(cutlass.Float32, cute.make_layout(4), byte_alignment=16)
+    warp_max, warp_sum, block_slots = reduction_smem(threads, 2)
 
     # Row `row` as vectors: mode 0 the vec values of one 128-bit access, mode 1 the vector index.
     gX = cute.zipped_divide(mX[row, None], (vec,))
-    load_x = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), mX.element_type, num_bits_per_copy=128)
     x = cute.make_rmem_tensor(cute.make_layout((vec, vecs)), mX.element_type)
     first = rank * (threads * vecs * chunks) + tidx  # consecutive threads take consecutive vectors
 
     # Online logsumexp in base 2 over this thread's chunks.
-    m = cutlass.Float32(-_BIG)
+    m = cutlass.Float32(-BIG)
     s = cutlass.Float32(0.0)
     for c in cutlass.range(chunks, unroll=1):
-        for i in cutlass.range_constexpr(vecs):
-            cute.copy(load_x, gX[(None, first + (c * vecs + i) * threads)], x[(None, i)])
-        xf = x.load().to(cutlass.Float32) * _LOG2E
-        m_new = cute.arch.fmax(m, xf.reduce(cute.ReductionOp.MAX, -_BIG, 0))
+        load_vectors(gX, x, first, threads, vecs, c)
+        xf = x.load().to(cutlass.Float32) * LOG2E
+        m_new = cute.arch.fmax(m, xf.reduce(cute.ReductionOp.MAX, -BIG, 0))
         s = s * cute.math.exp2(m - m_new, fastmath=True) + cute.math.exp2(xf - m_new, fastmath=True).reduce(
             cute.ReductionOp.ADD, 0.0, 0
         )
         m = m_new
 
     # Row max over the warp, the block and the cluster; then each thread's sum rescaled to it.
-    top = cute.arch.warp_reduction_max(m)
-    if lane == 0:
-        warp_max[warp] = top
-    cute.arch.barrier()
-    top = warp_max[0]
-    for k in cutlass.range_constexpr(1, num_warps):
-        top = cute.arch.fmax(top, warp_max[k])
-    if cutlass.const_expr(cluster_n > 1):
-        top = _cluster_combine(block_slots, 0, top, cluster_n, True)
-    total = cute.arch.warp_reduction_sum(s * cute.math.exp2(m - top, fastmath=True))
-    if lane == 0:
-        warp_sum[warp] = total
-    cute.arch.barrier()
-    total = cutlass.Float32(0.0)
-    for k in cutlass.range_constexpr(num_warps):
-        total = total + warp_sum[k]
-    if cutlass.const_expr(cluster_n > 1):
-        total = _cluster_combine(block_slots, 1, total, cluster_n, False)
-        cute.arch.cluster_arrive()  # done reading the peers: they may leave once all have arrived
+    top = row_reduce(m, warp_max, block_slots, 0, threads, cluster_n, True, False)
+    total = row_reduce(s * cute.math.exp2(m - top, fastmath=True), warp_sum, block_slots, 1, threads, cluster_n, False, True)
 
     if tidx == 0:
         if rank == 0:
@@ -179,47 +111,24 @@ def _cross_entropy_kernel(
                         loss = (top + cute.math.log2(total, fastmath=False)) * _LN2 - picked
             mLoss[row] = loss
 
-    if cutlass.const_expr(cluster_n > 1):
-        cute.arch.cluster_wait()
+    wait_for_peers(cluster_n)
 
 
 @cute.jit
 def _cross_entropy_launch(
-    mX: cute.Tensor,
-    mT: cute.Tensor,
-    mLoss: cute.Tensor,
-    stream: cuda.CUstream,
-    cluster_n: cutlass.Constexpr,
-    threads: cutlass.Constexpr,
-    vecs: cutlass.Constexpr,
-    chunks: cutlass.Constexpr,
-    vec: cutlass.Constexpr,
-    ignore_index: cutlass.Constexpr,
+    mX: cute.Tensor, mT: cute.Tensor, mLoss: cute.Tensor, stream: cuda.CUstream, cluster_n: cutlass.Constexpr,
+    threads: cutlass.Constexpr, vecs: cutlass.Constexpr, chunks: cutlass.Constexpr, vec: cutlass.Constexpr, ignore_index: cutlass.Constexpr,
 ):
-    _cross_entropy_kernel(mX, mT, mLoss, cluster_n, threads, vecs, chunks, vec, ignore_index).launch(
-        grid=[cute.size(mX, mode=[0]), cluster_n, 1],
-        block=[threads, 1, 1],
-        cluster=[1, cluster_n, 1] if cutlass.const_expr(cluster_n > 1) else None,
-        stream=stream,
-    )
+    kernel = _cross_entropy_kernel(mX, mT, mLoss, cluster_n, threads, vecs, chunks, vec, ignore_index)
+    launch_rows(kernel, cute.size(mX, mode=[0]), threads, cluster_n, stream)
 
 
 def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_index: int) -> torch.Tensor:
-    n = logits.shape[-1]
-    x2 = logits.reshape(-1, n)
-    if not x2.is_contiguous():
-        x2 = x2.contiguous()
+    x2, vec = row_matrix(logits)
     t = target.reshape(-1).contiguous()
     loss = torch.empty(x2.shape[0], dtype=torch.float32, device=logits.device)
-    dtype = _DTYPES[logits.dtype]
-    vec = 128 // dtype.width
-    plan = row_plan(n, vec, CONFIG)
-    key = (tuple(x2.shape), logits.dtype, t.dtype, plan, ignore_index)
-    args = [from_dlpack(x2, assumed_align=16), from_dlpack(t), from_dlpack(loss)]
-    stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    if key not in _COMPILED:
-        _COMPILED[key] = cute.compile(_cross_entropy_launch, *args, stream, *plan, vec, ignore_index)
-    _COMPILED[key](*args, stream)
+    plan = row_plan(x2.shape[1], vec, CONFIG)
+    run_compiled(_COMPILED, _cross_entropy_launch, [x2], [t, loss], (*plan, vec, ignore_index))
     return loss.view(target.shape)
 
 

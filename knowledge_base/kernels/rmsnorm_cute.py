@@ -27,6 +27,8 @@ sizes and strides are static, so the compiler proves the 16-byte alignment of ev
 (tensors are handed over with `assumed_align=16`). Rows must be a multiple of 32 vectors (256
 bf16 values), the case for every shape of specs/rmsnorm.yaml; other lengths are refused with a
 ValueError rather than computed wrongly. Launched on the caller's current CUDA stream.
+The plan, the launcher's compile cache and the reduction steps are shared with the other CuTe
+row kernels through _cute_rows.py.
 """
 
 import torch
@@ -34,8 +36,7 @@ import torch.nn as nn
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
-from cutlass._mlir.dialects import llvm
-from cutlass.cute.runtime import from_dlpack
+from _cute_rows import cluster_plan, launch_rows, load_vectors, reduction_smem, row_matrix, row_reduce, run_compiled, store_vectors, wait_for_peers
 
 CONFIG = {
     "vecs_per_block": 4096,
@@ -51,140 +52,59 @@ TUNABLES = {
     "max_cluster": [4, 8],
 }
 
-_DTYPES = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: cutlass.Float32}
 _COMPILED = {}
 
 
 def row_plan(n: int, vec: int, config: dict) -> tuple[int, int, int]:
     """(cluster_n, threads, iters): every vector of a row owned by exactly one thread of one block."""
-    if n % (32 * vec):
-        raise ValueError(f"rmsnorm_cute: a row of {n} values is not a multiple of {32 * vec} (32 vectors of {vec})")
-    n_vecs = n // vec
-    cluster = 1
-    while n_vecs // cluster > config["vecs_per_block"] and 2 * cluster <= config["max_cluster"] and n_vecs % (64 * cluster) == 0:
-        cluster *= 2
-    per_block = n_vecs // cluster
-    threads = max(t for t in range(32, config["max_threads"] + 1, 32) if per_block % t == 0)
-    iters = per_block // threads
-    if iters > config["max_vecs_per_thread"]:
-        raise ValueError(f"rmsnorm_cute: a row of {n} values needs {iters} vectors per thread (more than max_vecs_per_thread)")
-    return cluster, threads, iters
-
-
-@cute.jit
-def _load_peer(slot: cute.Tensor, rank: cutlass.Int32) -> cutlass.Float32:
-    """slot[0] of block `rank` of this cluster: its shared-memory address mapped into the cluster's
-    window (mapa), read with ld.shared::cluster."""
-    addr = cute.arch.map_dsmem_ptr(slot.iterator, rank).toint()
-    return cute.arch.load(llvm.inttoptr(llvm.PointerType.get(3), addr.ir_value()), cutlass.Float32, ss="cluster")
+    return cluster_plan(n, vec, config, "rmsnorm_cute", config["max_vecs_per_thread"])
 
 
 @cute.kernel
 def _rmsnorm_kernel(
-    mX: cute.Tensor,
-    mW: cute.Tensor,
-    mY: cute.Tensor,
-    eps: cutlass.Float32,
-    threads: cutlass.Constexpr,
-    iters: cutlass.Constexpr,
-    cluster_n: cutlass.Constexpr,
-    vec: cutlass.Constexpr,
+    mX: cute.Tensor, mW: cute.Tensor, mY: cute.Tensor, eps: cutlass.Float32,
+    threads: cutlass.Constexpr, iters: cutlass.Constexpr, cluster_n: cutlass.Constexpr, vec: cutlass.Constexpr,
 ):
     tidx, _, _ = cute.arch.thread_idx()
     row, rank, _ = cute.arch.block_idx()
-    warp = tidx // 32
-    lane = tidx % 32
-    num_warps = threads // 32
     n = cute.size(mX, mode=[1])
-
-    smem = cutlass.utils.SmemAllocator()
-    warp_sums = smem.allocate_tensor(cutlass.Float32, cute.make_layout(num_warps), byte_alignment=16)
-    block_sum = smem.allocate_tensor(cutlass.Float32, cute.make_layout(4), byte_alignment=16)
+    warp_sums, block_sum = reduction_smem(threads, 1)
 
     # Row `row` as vectors: mode 0 the vec values of one 128-bit access, mode 1 the vector index.
     gX = cute.zipped_divide(mX[row, None], (vec,))
     gY = cute.zipped_divide(mY[row, None], (vec,))
     gW = cute.zipped_divide(mW, (vec,))
-    load_x = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), mX.element_type, num_bits_per_copy=128)
-    load_w = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), mW.element_type, num_bits_per_copy=128)
-    store_y = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), mY.element_type, num_bits_per_copy=128)
-
     x = cute.make_rmem_tensor(cute.make_layout((vec, iters)), mX.element_type)
     w = cute.make_rmem_tensor(cute.make_layout((vec, iters)), mW.element_type)
     first = rank * (threads * iters) + tidx  # consecutive threads take consecutive vectors
-    for i in cutlass.range_constexpr(iters):
-        cute.copy(load_x, gX[(None, first + i * threads)], x[(None, i)])
+    load_vectors(gX, x, first, threads, iters, 0)
 
     xf = x.load().to(cutlass.Float32)
-    total = cute.arch.warp_reduction_sum((xf * xf).reduce(cute.ReductionOp.ADD, 0.0, 0))
-    if lane == 0:
-        warp_sums[warp] = total
-    cute.arch.barrier()
-    total = cutlass.Float32(0.0)
-    for k in cutlass.range_constexpr(num_warps):
-        total = total + warp_sums[k]
-
-    if cutlass.const_expr(cluster_n > 1):
-        if tidx == 0:
-            block_sum[0] = total
-        cute.arch.cluster_arrive()
-        cute.arch.cluster_wait()
-        total = cutlass.Float32(0.0)
-        for r in cutlass.range_constexpr(cluster_n):
-            total = total + _load_peer(block_sum, r)
-        cute.arch.cluster_arrive()  # done reading the peers: they may leave once all have arrived
+    total = row_reduce((xf * xf).reduce(cute.ReductionOp.ADD, 0.0, 0), warp_sums, block_sum, 0, threads, cluster_n, False, True)
 
     # The weight (read by every row, from L2) only now: fewer registers live during the reduction.
-    for i in cutlass.range_constexpr(iters):
-        cute.copy(load_w, gW[(None, first + i * threads)], w[(None, i)])
+    load_vectors(gW, w, first, threads, iters, 0)
     rstd = cute.math.rsqrt(total / cutlass.Float32(n) + eps)
-    y = cute.make_rmem_tensor(cute.make_layout((vec, iters)), mY.element_type)
-    y.store((xf * rstd * w.load().to(cutlass.Float32)).to(mY.element_type))
-    for i in cutlass.range_constexpr(iters):
-        cute.copy(store_y, y[(None, i)], gY[(None, first + i * threads)])
-
-    if cutlass.const_expr(cluster_n > 1):
-        cute.arch.cluster_wait()
+    store_vectors(xf * rstd * w.load().to(cutlass.Float32), gY, first, threads, vec, iters)
+    wait_for_peers(cluster_n)
 
 
 @cute.jit
 def _rmsnorm_launch(
-    mX: cute.Tensor,
-    mW: cute.Tensor,
-    mY: cute.Tensor,
-    eps: cutlass.Float32,
-    stream: cuda.CUstream,
-    threads: cutlass.Constexpr,
-    iters: cutlass.Constexpr,
-    cluster_n: cutlass.Constexpr,
-    vec: cutlass.Constexpr,
+    mX: cute.Tensor, mW: cute.Tensor, mY: cute.Tensor, eps: cutlass.Float32, stream: cuda.CUstream,
+    threads: cutlass.Constexpr, iters: cutlass.Constexpr, cluster_n: cutlass.Constexpr, vec: cutlass.Constexpr,
 ):
-    _rmsnorm_kernel(mX, mW, mY, eps, threads, iters, cluster_n, vec).launch(
-        grid=[cute.size(mX, mode=[0]), cluster_n, 1],
-        block=[threads, 1, 1],
-        cluster=[1, cluster_n, 1] if cutlass.const_expr(cluster_n > 1) else None,
-        stream=stream,
-    )
+    launch_rows(_rmsnorm_kernel(mX, mW, mY, eps, threads, iters, cluster_n, vec), cute.size(mX, mode=[0]), threads, cluster_n, stream)
 
 
 def rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    n = x.shape[-1]
-    x2 = x.reshape(-1, n)
-    if not x2.is_contiguous():
-        x2 = x2.contiguous()
+    x2, vec = row_matrix(x)
     # A Parameter requires grad, and dlpack exports no such tensor: its data, detached (this is a forward).
     w = weight.detach()
     w = w if w.dtype == x.dtype and w.is_contiguous() else w.to(x.dtype).contiguous()
     y = torch.empty_like(x2)
-    dtype = _DTYPES[x.dtype]
-    vec = 128 // dtype.width
-    cluster_n, threads, iters = row_plan(n, vec, CONFIG)
-    key = (tuple(x2.shape), x.dtype, cluster_n, threads, iters)
-    args = [from_dlpack(t, assumed_align=16) for t in (x2, w, y)]
-    stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    if key not in _COMPILED:
-        _COMPILED[key] = cute.compile(_rmsnorm_launch, *args, eps, stream, threads, iters, cluster_n, vec)
-    _COMPILED[key](*args, eps, stream)
+    cluster_n, threads, iters = row_plan(x2.shape[1], vec, CONFIG)
+    run_compiled(_COMPILED, _rmsnorm_launch, [x2, w, y], [eps], (threads, iters, cluster_n, vec))
     return y.view(x.shape)
 
 

@@ -29,6 +29,7 @@ ALLOWED_IMPORTS = {
     "_launch_heuristics",
     "_bf16_pairs",
     "_row_io",
+    "_cute_rows",
     "__future__",
     # CuTe DSL (nvidia-cutlass-dsl) and the CUDA stream type its host functions take; the evaluator's
     # language check (kernelevolve/languages.py) has already refused them where the spec allows only Triton.
