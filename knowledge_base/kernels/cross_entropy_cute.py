@@ -29,11 +29,10 @@ writes the loss. A final cluster arrive after the last peer read, and its wait b
 exits, keep each block's shared memory alive while a peer may still read it.
 
 Compiled once per (shape, dtype, plan, ignore index) with `cute.compile` and kept in `_COMPILED`
-(static sizes and strides: the 16-byte alignment of every vector access is proven). Rows must be
-a multiple of 32 vectors (256 bf16 values), the case for every shape of specs/cross_entropy.yaml;
-other lengths are refused with a ValueError. Launched on the caller's current CUDA stream.
-The plan, the launcher's compile cache and the reduction steps are shared with the other CuTe
-row kernels through _cute_rows.py.
+by _cute_rows.run_compiled (static sizes and strides: the 16-byte alignment of every vector access
+is proven). Rows must be a multiple of 32 vectors (256 bf16 values), the case for every shape of
+specs/cross_entropy.yaml; other lengths are refused with a ValueError. Launched on the caller's
+current CUDA stream.
 """
 
 import torch

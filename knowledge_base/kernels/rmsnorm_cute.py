@@ -22,21 +22,20 @@ peer's slot through distributed shared memory (`map_dsmem_ptr`), adding them in 
 blocks agree bit for bit. A second cluster arrive right after those reads, and its wait just
 before the block exits, keep each block's shared memory alive while a peer may still read it.
 
-The kernel is compiled once per (shape, dtype, plan) with `cute.compile` and kept in `_COMPILED`:
-sizes and strides are static, so the compiler proves the 16-byte alignment of every vector access
-(tensors are handed over with `assumed_align=16`). Rows must be a multiple of 32 vectors (256
-bf16 values), the case for every shape of specs/rmsnorm.yaml; other lengths are refused with a
-ValueError rather than computed wrongly. Launched on the caller's current CUDA stream.
-The plan, the launcher's compile cache and the reduction steps are shared with the other CuTe
-row kernels through _cute_rows.py.
+The kernel is compiled once per (shape, dtype, plan) with `cute.compile` and kept in `_COMPILED`
+(_cute_rows.run_compiled): sizes and strides are static, so the compiler proves the 16-byte
+alignment of every vector access (tensors are handed over with `assumed_align=16`). Rows must be a
+multiple of 32 vectors (256 bf16 values), the case for every shape of specs/rmsnorm.yaml; other
+lengths are refused with a ValueError rather than computed wrongly. Launched on the caller's
+current CUDA stream.
 """
 
 import torch
-import torch.nn as nn
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
 from _cute_rows import cluster_plan, launch_rows, load_vectors, reduction_smem, row_matrix, row_reduce, run_compiled, store_vectors, wait_for_peers
+from _row_models import RMSNormModule
 
 CONFIG = {
     "vecs_per_block": 4096,
@@ -108,12 +107,6 @@ def rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.
     return y.view(x.shape)
 
 
-class ModelNew(nn.Module):
-    def __init__(self, hidden_size: int, eps: float = 1e-6):
-        super().__init__()
-        self.eps = eps
-        # Not all ones, so that a correctness check exercises the weight.
-        self.weight = nn.Parameter(1.0 + 0.1 * torch.randn(hidden_size))
-
+class ModelNew(RMSNormModule):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return rmsnorm_forward(x, self.weight, self.eps)

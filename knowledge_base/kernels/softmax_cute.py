@@ -24,21 +24,19 @@ ld.shared::cluster), combining them in rank order so all blocks agree bit for bi
 cluster arrive after the last peer read, and its wait just before the block exits, keep each
 block's shared memory alive while a peer may still read it. exp is exp2 of x * log2(e).
 
-Compiled once per (shape, dtype, plan) with `cute.compile` and kept in `_COMPILED`: sizes and
-strides are static, so the 16-byte alignment of every vector access is proven (tensors handed
-over with `assumed_align=16`). Rows must be a multiple of 32 vectors (256 bf16 values), the case
-for every shape of specs/softmax.yaml; other lengths are refused with a ValueError. Launched on the
-caller's current CUDA stream.
-The plan, the launcher's compile cache and the reduction steps are shared with the other CuTe
-row kernels through _cute_rows.py.
+Compiled once per (shape, dtype, plan) with `cute.compile` and kept in `_COMPILED`
+(_cute_rows.run_compiled): sizes and strides are static, so the 16-byte alignment of every vector
+access is proven (tensors handed over with `assumed_align=16`). Rows must be a multiple of 32
+vectors (256 bf16 values), the case for every shape of specs/softmax.yaml; other lengths are
+refused with a ValueError. Launched on the caller's current CUDA stream.
 """
 
 import torch
-import torch.nn as nn
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
 from _cute_rows import BIG, LOG2E, cluster_plan, launch_rows, load_vectors, reduction_smem, row_matrix, row_reduce, run_compiled, store_vectors, wait_for_peers
+from _row_models import SoftmaxModule
 
 CONFIG = {
     "vecs_per_block": 4096,
@@ -98,9 +96,6 @@ def softmax_forward(x: torch.Tensor) -> torch.Tensor:
     return y.view(x.shape)
 
 
-class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-
+class ModelNew(SoftmaxModule):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return softmax_forward(x)

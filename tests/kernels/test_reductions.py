@@ -228,6 +228,7 @@ def test_kernel_file_follows_the_reference_kernel_convention(name):
         "_launch_heuristics",
         "_bf16_pairs",
         "_row_io",
+        "_row_models",
     }, imported
     declared = read_declared(source)
     assert set(declared.tunables) == set(declared.config)

@@ -28,6 +28,7 @@ def test_operator_package_iterates_the_spec_shapes_and_its_kernel_matches_the_re
         "_bf16_pairs.py",
         "_launch_heuristics.py",
         "_row_io.py",
+        "_row_models.py",
         "kernel.py",
         "operator.py",
         "reference.py",

@@ -30,6 +30,9 @@ ALLOWED_IMPORTS = {
     "_bf16_pairs",
     "_row_io",
     "_cute_rows",
+    "_block_diag",
+    "_int8_kv",
+    "_row_models",
     "__future__",
     # CuTe DSL (nvidia-cutlass-dsl) and the CUDA stream type its host functions take; the evaluator's
     # language check (kernelevolve/languages.py) has already refused them where the spec allows only Triton.
