@@ -34,6 +34,7 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+from _int8_kv import int8_scores, int8_update
 from _launch_heuristics import sm_count
 
 CONFIG = {
@@ -93,20 +94,11 @@ def _int8_mqa_decode_split(
         cols = start + offs_n
         c_live = cols < hi
         kv_mask = c_live[:, None] & d_live[None, :]
-        # int8 -> fp32 -> bf16 is exact (|code| <= 127); the Triton 3.6 interpreter turns a direct
-        # int8 -> bf16 cast into NaN.
-        k = tl.load(k_base + cols[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_mask, other=0).to(tl.float32).to(q.dtype)
-        k_scale = tl.load(KS + b * stride_ksb + cols * stride_ksn, mask=c_live, other=0.0).to(tl.float32)
-        s = tl.dot(q, tl.trans(k)) * (k_scale * qk_scale)[None, :]  # scores in the exp2 domain
+        s = int8_scores(q, k_base, KS + b * stride_ksb, cols, c_live, offs_d, kv_mask, stride_kn, stride_kd, stride_ksn, qk_scale)
         s = tl.where(c_live[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.exp2(s - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_mask, other=0).to(tl.float32).to(q.dtype)
-        v_scale = tl.load(VS + b * stride_vsb + cols * stride_vsn, mask=c_live, other=0.0).to(tl.float32)
-        acc = acc * alpha[:, None] + tl.dot((p * v_scale[None, :]).to(q.dtype), v)
-        m_i = m_new
+        acc, m_i, l_i = int8_update(
+            acc, m_i, l_i, s, q, v_base, VS + b * stride_vsb, cols, c_live, offs_d, kv_mask, stride_vn, stride_vd, stride_vsn,
+        )
 
     if SPLIT:
         part = (b * n_splits + split) * ROWS

@@ -31,6 +31,7 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+from _int8_kv import int8_scores, int8_update
 
 CONFIG = {  # H200 (bench/results/attention_issue17_h200_round1): 0.650 ms causal, 1.003 ms full at B32 S1024
     "BLOCK_M": 128,  # query rows a program owns (HEADS_PER_TILE heads x BLOCK_M / HEADS_PER_TILE positions)
@@ -63,33 +64,21 @@ def _attend_keys(
         cols = start + offs_n
         c_live = cols < seq_len
         kv_mask = c_live[:, None] & d_live[None, :]
-        # int8 -> fp32 -> bf16 is exact (|code| <= 127); the Triton 3.6 interpreter turns a direct
-        # int8 -> bf16 cast into NaN.
-        k = tl.load(k_base + cols[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_mask, other=0).to(tl.float32).to(q.dtype)
-        k_scale = tl.load(ks_base + cols * stride_ksn, mask=c_live, other=0.0).to(tl.float32)
-        s = tl.dot(q, tl.trans(k)) * (k_scale * qk_scale)[None, :]
+        s = int8_scores(q, k_base, ks_base, cols, c_live, offs_d, kv_mask, stride_kn, stride_kd, stride_ksn, qk_scale)
         if CAUSAL_MASK:
             s = tl.where(offs_m[:, None] >= cols[None, :], s, float("-inf"))
         if SEQ_MASK:
             s = tl.where(c_live[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.exp2(s - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_mask, other=0).to(tl.float32).to(q.dtype)
-        v_scale = tl.load(vs_base + cols * stride_vsn, mask=c_live, other=0.0).to(tl.float32)
-        acc = acc * alpha[:, None] + tl.dot((p * v_scale[None, :]).to(q.dtype), v)
-        m_i = m_new
+        acc, m_i, l_i = int8_update(acc, m_i, l_i, s, q, v_base, vs_base, cols, c_live, offs_d, kv_mask, stride_vn, stride_vd, stride_vsn)
     return acc, m_i, l_i
 
 
 @triton.jit
 def _int8_mqa_prefill(
-    Q, KC, KS, VC, VS, O,
-    stride_qb, stride_qh, stride_qm, stride_qd,
-    stride_kb, stride_kn, stride_kd, stride_ksb, stride_ksn,
-    stride_vb, stride_vn, stride_vd, stride_vsb, stride_vsn,
-    stride_ob, stride_oh, stride_om, stride_od,
+    Q, stride_qb, stride_qh, stride_qm, stride_qd,
+    KC, stride_kb, stride_kn, stride_kd, KS, stride_ksb, stride_ksn,
+    VC, stride_vb, stride_vn, stride_vd, VS, stride_vsb, stride_vsn,
+    O, stride_ob, stride_oh, stride_om, stride_od,
     heads, seq_len, head_dim, qk_scale,
     CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -172,8 +161,8 @@ def int8_mqa_prefill(q, k_codes, k_scale, v_codes, v_scale, causal: bool):
     block_n = min(CONFIG["BLOCK_N"], seq_pow2)
     grid = (batch * heads // per_tile, triton.cdiv(seq_len, block_m // per_tile))
     _int8_mqa_prefill[grid](
-        q, k_codes, k_scale, v_codes, v_scale, out,
-        *q.stride(), *k_codes.stride(), *k_scale.stride(), *v_codes.stride(), *v_scale.stride(), *out.stride(),
+        q, *q.stride(), k_codes, *k_codes.stride(), k_scale, *k_scale.stride(),
+        v_codes, *v_codes.stride(), v_scale, *v_scale.stride(), out, *out.stride(),
         heads, seq_len, head_dim, 1.0 / math.sqrt(head_dim) * 1.4426950408889634,
         CAUSAL=bool(causal), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
         HEADS_PER_TILE=per_tile,

@@ -1,0 +1,39 @@
+"""Shared device steps of the int8 multi-query attention kernels (decode and prefill): one key tile's
+scores and one online-softmax update over an int8 K/V cache with per-token scales.
+
+Dequantisation never multiplies a [BLOCK_N, D] tile: the codes are converted in registers, the K
+scale multiplies the score tile and the V scale multiplies P. Imported as `from _int8_kv import ...`
+(knowledge_base/kernels is on the candidates' import path; Triton inlines @triton.jit helpers into
+the kernels that call them).
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def dequant_tile(base, cols, offs_d, stride_n, stride_d, kv_mask, like):
+    # int8 -> fp32 -> bf16 is exact (|code| <= 127); the Triton 3.6 interpreter turns a direct
+    # int8 -> bf16 cast into NaN.
+    return tl.load(base + cols[:, None] * stride_n + offs_d[None, :] * stride_d, mask=kv_mask, other=0).to(tl.float32).to(like.dtype)
+
+
+@triton.jit
+def int8_scores(q, k_base, ks_base, cols, c_live, offs_d, kv_mask, stride_kn, stride_kd, stride_ksn, qk_scale):
+    """q . K^T of key tile `cols` in the exp2 domain: (q . codes) * k_scale[n] * qk_scale."""
+    k = dequant_tile(k_base, cols, offs_d, stride_kn, stride_kd, kv_mask, q)
+    k_scale = tl.load(ks_base + cols * stride_ksn, mask=c_live, other=0.0).to(tl.float32)
+    return tl.dot(q, tl.trans(k)) * (k_scale * qk_scale)[None, :]
+
+
+@triton.jit
+def int8_update(acc, m_i, l_i, s, q, v_base, vs_base, cols, c_live, offs_d, kv_mask, stride_vn, stride_vd, stride_vsn):
+    """Online-softmax step: fold the (masked) score tile s and its V tile into (acc, running max, running sum)."""
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    p = tl.exp2(s - m_new[:, None])
+    alpha = tl.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    v = dequant_tile(v_base, cols, offs_d, stride_vn, stride_vd, kv_mask, q)
+    v_scale = tl.load(vs_base + cols * stride_vsn, mask=c_live, other=0.0).to(tl.float32)
+    acc = acc * alpha[:, None] + tl.dot((p * v_scale[None, :]).to(q.dtype), v)
+    return acc, m_new, l_i
