@@ -112,11 +112,17 @@ def softmax_grads(p, do, v, sm_scale):
 
 
 @triton.jit
-def rope_cos_sin(pos0, offs, offs_h, neg_log2_base_over_half):
-    """cos, sin of the block's rows, shared by every head: angle = position * base^(-2i/D)."""
+def rope_tile(offs, live, pos0, half, neg_log2_base_over_half, BLOCK_HALF: tl.constexpr, EVEN_D: tl.constexpr):
+    """(half-width column index, [BLOCK, BLOCK_HALF] mask, cos, sin) of the block's rows, shared by
+    every head: angle = position * base^(-2i/D), the position counted from the sequence's start."""
+    offs_h = tl.arange(0, BLOCK_HALF)
+    if EVEN_D:
+        half_mask = live[:, None]
+    else:
+        half_mask = live[:, None] & (offs_h < half)[None, :]
     inv_freq = tl.exp2(offs_h.to(tl.float32) * neg_log2_base_over_half)
     angle = (pos0 + offs).to(tl.float32)[:, None] * inv_freq[None, :]
-    return tl.cos(angle), tl.sin(angle)
+    return offs_h, half_mask, tl.cos(angle), tl.sin(angle)
 
 
 @triton.jit

@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from _block_diag import block_program, block_rows, check_inputs, dim_block, find_block, launch_plan, load_tile, rope_cos_sin, rotate, softmax_grads, store_tile, tile_exp, tile_ptrs
+from _block_diag import block_program, block_rows, check_inputs, dim_block, find_block, launch_plan, load_tile, rope_tile, rotate, softmax_grads, store_tile, tile_exp, tile_ptrs
 
 CONFIG = {
     "num_warps": 4,  # warps a (block, head) program (the plain backward: 4 beat 8 on an H200)
@@ -69,12 +69,7 @@ def _block_diag_rope_bwd(
         return  # the grid is an upper bound on the block count
     row0, n_rows, pos0 = find_block(OFFSETS, BLOCK_OFFSETS, n_seq, pid, SEARCH_STEPS, BLOCK)
     offs, offs_d, rows, live, io_mask = block_rows(row0, n_rows, 2 * half, BLOCK, BLOCK_D, EVEN_D)
-    offs_h = tl.arange(0, BLOCK_HALF)
-    if EVEN_D:
-        half_mask = live[:, None]
-    else:
-        half_mask = live[:, None] & (offs_h < half)[None, :]
-    cos, sin = rope_cos_sin(pos0, offs, offs_h, neg_log2_base_over_half)
+    offs_h, half_mask, cos, sin = rope_tile(offs, live, pos0, half, neg_log2_base_over_half, BLOCK_HALF, EVEN_D)
     for hh in tl.static_range(HEADS_PER_PROGRAM):
         h = head_group * HEADS_PER_PROGRAM + hh
         q_ptrs = tile_ptrs(Q, rows, h, offs_h, stride_qt, stride_qh, stride_qd)
