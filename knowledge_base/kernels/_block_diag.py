@@ -10,6 +10,7 @@ Triton inlines @triton.jit helpers into the kernels that call them).
 import math
 
 import torch
+import torch.nn as nn
 import triton
 import triton.language as tl
 
@@ -129,6 +130,14 @@ def rope_tile(offs, live, pos0, half, neg_log2_base_over_half, BLOCK_HALF: tl.co
 def rotate(x1, x2, cos, sin):
     """Rotate-half RoPE of the two halves (fp32 in, fp32 out); sin -> -sin is the inverse."""
     return x1 * cos - x2 * sin, x2 * cos + x1 * sin
+
+
+class BlockDiagModule(nn.Module):
+    """The block-diagonal specs' Model(): no parameters, constructed without arguments; a ModelNew
+    subclasses it and says only which launcher its forward calls."""
+
+    def __init__(self):
+        super().__init__()
 
 
 def block_prefix_sums(offsets: torch.Tensor) -> torch.Tensor:

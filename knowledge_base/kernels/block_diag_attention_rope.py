@@ -23,10 +23,9 @@ scores are the sum of two half-width products, q1 k1^T + q2 k2^T. V is not rotat
 import math
 
 import torch
-import torch.nn as nn
 import triton
 import triton.language as tl
-from _block_diag import LOG2E, block_program, block_rows, check_inputs, dim_block, find_block, launch_plan, load_tile, rope_tile, store_tile, tile_exp, tile_ptrs
+from _block_diag import BlockDiagModule, LOG2E, block_program, block_rows, check_inputs, dim_block, find_block, launch_plan, load_tile, rope_tile, store_tile, tile_exp, tile_ptrs
 
 CONFIG = {
     "num_warps": 4,  # warps a (block, head) program
@@ -109,9 +108,6 @@ def block_diag_attention_rope(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     return out
 
 
-class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-
+class ModelNew(BlockDiagModule):
     def forward(self, q, k, v, offsets):
         return block_diag_attention_rope(q, k, v, offsets)
