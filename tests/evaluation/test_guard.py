@@ -100,3 +100,20 @@ def test_timing_cross_check():
     assert "wall time" in cross_check(lying_timer)
     off_stream = Timing(median_ms=0.001, calls=1000, wall_ms=400.0, stream_ms=20.0)
     assert "outside the timed region" in cross_check(off_stream)
+
+
+def test_the_knowledge_bases_helper_modules_are_importable_by_convention(tmp_path):
+    from kernelevolve import paths
+
+    bundled = "from _row_io import load_rows\nimport _launch_heuristics\n"
+    assert screen_source(bundled) == []  # kernels/_*.py of the bundled knowledge base
+    mine = "import _my_tiles\n"
+    assert screen_source(mine)  # not a helper of the bundled knowledge base
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "_my_tiles.py").write_text("TILE = 64\n")
+    paths.use_knowledge_base(tmp_path)  # a user's --kb with a helper of its own
+    try:
+        assert screen_source(mine) == []
+        assert screen_source(bundled)  # that knowledge base has no _row_io
+    finally:
+        paths.use_knowledge_base(None)

@@ -26,13 +26,6 @@ ALLOWED_IMPORTS = {
     "numbers",
     "os",
     "warnings",
-    "_launch_heuristics",
-    "_bf16_pairs",
-    "_row_io",
-    "_cute_rows",
-    "_block_diag",
-    "_int8_kv",
-    "_row_models",
     "__future__",
     # CuTe DSL (nvidia-cutlass-dsl) and the CUDA stream type its host functions take; the evaluator's
     # language check (kernelevolve/languages.py) has already refused them where the spec allows only Triton.
@@ -121,12 +114,21 @@ FORBIDDEN_ATTRS = {
 }
 
 
+def kernel_helpers() -> set[str]:
+    """The knowledge base's shared kernel modules, found by convention: kernels/_*.py (the evaluator puts
+    that folder on every candidate's import path)."""
+    from kernelevolve.paths import KNOWLEDGE_BASE
+
+    return {path.stem for path in (KNOWLEDGE_BASE / "kernels").glob("_*.py") if path.stem.isidentifier()}
+
+
 def screen_source(source: str) -> list[str]:
     """Lines of the candidate that tamper with the evaluation, as 'line N: what' (empty if none)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []  # the syntax check reports it
+    allowed = ALLOWED_IMPORTS | kernel_helpers()
     problems: list[str] = []
     modules: set[str] = set()
 
@@ -137,10 +139,10 @@ def screen_source(source: str) -> list[str]:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for name in names:
-                if name.split(".")[0] not in ALLOWED_IMPORTS or node.__class__ is ast.ImportFrom and node.level:
+                if name.split(".")[0] not in allowed or node.__class__ is ast.ImportFrom and node.level:
                     flag(
                         node,
-                        f"imports {name or '.'} (a kernel may import: {', '.join(sorted(ALLOWED_IMPORTS - {'__future__'}))})",
+                        f"imports {name or '.'} (a kernel may import: {', '.join(sorted(allowed - {'__future__'}))})",
                     )
             for alias in node.names:
                 modules.add((alias.asname or alias.name).split(".")[0])
