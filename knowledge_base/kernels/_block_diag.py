@@ -16,6 +16,7 @@ import triton.language as tl
 
 BLOCK = 64  # the attention block of the specs (tokens), also the tile's rows and columns
 LOG2E = 1.4426950408889634  # scores are scaled into the exp2 domain
+ROPE_BASE = 10000.0  # the RoPE specs' rotary base
 
 
 @triton.jit

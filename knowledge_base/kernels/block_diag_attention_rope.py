@@ -25,7 +25,7 @@ import math
 import torch
 import triton
 import triton.language as tl
-from _block_diag import BlockDiagModule, LOG2E, block_program, block_rows, check_inputs, dim_block, find_block, launch_plan, load_tile, rope_tile, store_tile, tile_exp, tile_ptrs
+from _block_diag import LOG2E, ROPE_BASE, BlockDiagModule, block_program, block_rows, check_inputs, dim_block, find_block, launch_plan, load_tile, rope_tile, store_tile, tile_exp, tile_ptrs
 
 CONFIG = {
     "num_warps": 4,  # warps a (block, head) program
@@ -40,8 +40,6 @@ TUNABLES = {
     "HEADS_INNER": [False, True],
     "HEADS_PER_PROGRAM": [1, 2, 4],
 }
-
-ROPE_BASE = 10000.0  # the spec's rotary base
 
 
 @triton.jit
