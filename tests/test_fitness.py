@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kernelevolve.evaluation import evaluator as evaluator_module
+from kernelevolve.evaluation import processes as processes_module
 from kernelevolve.memory.repository import BaselineTable, Repository
 from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
 from kernelevolve.evaluation.sandbox import Outcome
@@ -141,9 +142,9 @@ def spec():
 def gpu(monkeypatch, spec):
     labels = [c.label for c in spec.cases("cuda", SHAPES)]
     fake = FakeGPU(latency_ms={labels[0]: 0.5, labels[1]: 2.0}, baseline_ms={labels[0]: 1.0, labels[1]: 1.0})
-    monkeypatch.setattr(evaluator_module, "run_script", fake.run_script)
-    monkeypatch.setattr(evaluator_module, "render", fake.render)
-    monkeypatch.setattr(evaluator_module, "_software", lambda slot: ("NVIDIA H200", "2.13.0", "3.6.0"))
+    monkeypatch.setattr(processes_module, "run_script", fake.run_script)
+    monkeypatch.setattr(processes_module, "render", fake.render)
+    monkeypatch.setattr(processes_module, "_software", lambda slot: ("NVIDIA H200", "2.13.0", "3.6.0"))
     fake.labels = labels
     return fake
 
@@ -210,7 +211,7 @@ def test_baselines_are_timed_once_then_cached_per_gpu_and_software(tmp_path, spe
     assert all(s.baseline_cached for s in again.shapes) and again.fitness == pytest.approx(first.fitness)
 
     # Another Triton is another baseline: timed afresh, never read from the other version's entry.
-    monkeypatch.setattr(evaluator_module, "_software", lambda slot: ("NVIDIA H200", "2.13.0", "3.9.0"))
+    monkeypatch.setattr(processes_module, "_software", lambda slot: ("NVIDIA H200", "2.13.0", "3.9.0"))
     gpu.runs.clear()
     gpu.baseline_ms = {gpu.labels[0]: 3.0, gpu.labels[1]: 3.0}
     other = _evaluator(tmp_path, store).evaluate(spec, SOURCE, shapes=SHAPES)
@@ -228,7 +229,7 @@ def test_a_candidate_that_fails_its_checks_is_never_timed_but_its_baseline_is(tm
             outcome.result["cases"][0].update(correct=False, failure="incorrect", message="outside atol")
         return outcome
 
-    monkeypatch.setattr(evaluator_module, "run_script", wrong)
+    monkeypatch.setattr(processes_module, "run_script", wrong)
     result = _evaluator(tmp_path, store).evaluate(spec, SOURCE, shapes=SHAPES)
     assert not result.correct and result.fitness == 0.0 and "benchmark" not in result.phases_s
     assert [p for p, _ in gpu.runs] == ["correctness", "stopped candidate", "baseline"]

@@ -6,13 +6,13 @@ Thread-safe: the search engine calls `evaluate` from several threads. On cuda ea
 (gpu_gate.GpuGate). Every candidate gets fresh sandboxed processes, but they are started before
 it exists (`warm`): a set of processes for the next candidate starts as soon as one is handed
 out, and does its imports while the GPU works on others.
+The processes themselves are processes.py's; this module decides when each may use the GPU.
 """
 
 from __future__ import annotations
 
 import ast
 import atexit
-import functools
 import json
 import os
 import queue
@@ -31,16 +31,15 @@ from kernelevolve.evaluation import plausibility
 from kernelevolve.evaluation.baselines import BaselineStore, MemoryBaselineStore
 from kernelevolve.evaluation.executors import current_node
 from kernelevolve.evaluation.gpu_gate import GpuGate
+from kernelevolve.evaluation.processes import BaselineJob, ProcessSet, WaitingRun, held_bytes
 from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
-from kernelevolve.evaluation.sandbox import Limits, Outcome, clean_environment, run_script
-from kernelevolve.harness import render
+from kernelevolve.evaluation.sandbox import Limits, Outcome, clean_environment
 from kernelevolve.harness.runtime.screen import screen_source
 from kernelevolve.paths import KNOWLEDGE_BASE
 from kernelevolve.spec import Case, Spec, ShapeValue
 
 DEVICES = ("cuda", "interpret")
 WARM_WAIT_S = 900.0  # how long a warm process waits for a candidate before it leaves
-WARM_MARGIN_S = 120.0  # a warm set this close to leaving is not handed out
 # A check's references plus the candidate's outputs, input copies and workspace, and a timing process's
 # timed outputs. An evaluation that still runs out of memory beside others is judged again alone.
 MEMORY_MARGIN = 1.25
@@ -104,7 +103,7 @@ class Evaluator:
         # On the GPU the next candidate's processes start early; on the CPU they would compete with
         # the interpreter for the same cores, so only on request.
         self.warm = device == "cuda" if warm is None else warm
-        self._warm_sets: dict[tuple, list[_ProcessSet]] = {}
+        self._warm_sets: dict[tuple, list[ProcessSet]] = {}
         self._warm_lock = threading.Lock()
         self._memory_need: dict[tuple, int] = {}  # GPU memory an evaluation of (spec, shapes) was seen to hold
         # Address-space limits break CUDA (it reserves huge virtual ranges): CPU only.
@@ -217,7 +216,7 @@ class Evaluator:
         return result
 
     # -- the processes of one candidate -----------------------------------------------------
-    def _take(self, spec: Spec, cases: list[Case], slot: str) -> "_ProcessSet":
+    def _take(self, spec: Spec, cases: list[Case], slot: str) -> "ProcessSet":
         """A warm set for this spec, shapes and GPU whose processes are still waiting, else a new one."""
         key = _set_key(spec, cases, slot)
         with self._warm_lock:
@@ -230,11 +229,11 @@ class Evaluator:
                 threading.Thread(target=stale.discard, kwargs={"keep": False}, daemon=True).start()
         return self._start_set(spec, cases, slot, warm=False)
 
-    def _put_warm(self, processes: "_ProcessSet") -> None:
+    def _put_warm(self, processes: "ProcessSet") -> None:
         with self._warm_lock:
             self._warm_sets.setdefault(processes.key, []).append(processes)
 
-    def _start_set(self, spec: Spec, cases: list[Case], slot: str, warm: bool) -> "_ProcessSet":
+    def _start_set(self, spec: Spec, cases: list[Case], slot: str, warm: bool) -> "ProcessSet":
         workdir = Path(tempfile.mkdtemp(prefix="kernelevolve-eval-", dir=self.scratch_root))
         shutil.copy(spec.reference, workdir / "reference.py")
         seed = secrets.randbits(30)
@@ -264,18 +263,18 @@ class Evaluator:
         )
         # A warm set may wait long for its candidate (a model thinking); a stale one is replaced.
         waiting_s = WARM_WAIT_S if warm else 2 * self.timeout_s
-        check = _WaitingRun.of("correctness", config, workdir / "check", limits, env, waiting_s)
+        check = WaitingRun.of("correctness", config, workdir / "check", limits, env, waiting_s)
         baselines = timing = None
         if self.device == "cuda":
             bench = dict(config, mode="candidate", baseline=spec.baseline, warmup_ms=self.warmup_ms, rep_ms=self.rep_ms)
-            baselines = _BaselineJob(
+            baselines = BaselineJob(
                 self, spec, bench, workdir, slot, self._environment(workdir, slot, trusted=True), waiting_s
             )
-            timing = _WaitingRun.of("benchmark", bench, workdir / "bench", limits, env, waiting_s, prepare=True)
-        return _ProcessSet(_set_key(spec, cases, slot), workdir, slot, seed, check, baselines, timing, waiting_s)
+            timing = WaitingRun.of("benchmark", bench, workdir / "bench", limits, env, waiting_s, prepare=True)
+        return ProcessSet(_set_key(spec, cases, slot), workdir, slot, seed, check, baselines, timing, waiting_s)
 
     def _judge(
-        self, processes: "_ProcessSet", spec: Spec, source: str, cases: list[Case], deep: bool, alone: bool = False
+        self, processes: "ProcessSet", spec: Spec, source: str, cases: list[Case], deep: bool, alone: bool = False
     ) -> EvalResult:
         workdir, slot = processes.workdir, processes.slot
         (workdir / "candidate.py").write_text(source)
@@ -290,7 +289,7 @@ class Evaluator:
             return self._judge_on(processes, gate, spec, result, cases, deep)
 
     def _judge_on(
-        self, processes: "_ProcessSet", gate, spec: Spec, result: EvalResult, cases: list[Case], deep: bool
+        self, processes: "ProcessSet", gate, spec: Spec, result: EvalResult, cases: list[Case], deep: bool
     ) -> EvalResult:
         timing, baselines = processes.timing, processes.baselines
         # The shared phase: the candidate is checked while its timing process (and the baseline's, if
@@ -340,14 +339,14 @@ class Evaluator:
             result.marks["suspicious"] = reason
         return result
 
-    def _learn_memory(self, processes: "_ProcessSet", check: dict) -> None:
+    def _learn_memory(self, processes: "ProcessSet", check: dict) -> None:
         """What an evaluation of this (spec, shapes) holds on a GPU: its check's references (reported
         before its candidate ran; the candidate's outputs and copies come on top, hence the margin) and its
         prepared timing and baseline processes, plus room for the largest transient peak among them.
         The largest seen counts."""
         runs = [processes.timing] + ([processes.baselines.run] if processes.baselines.run is not None else [])
-        held = [_bytes(check.get("gpu_prepared_bytes"))] + [r.prepared_bytes for r in runs]
-        peaks = [_bytes(check.get("gpu_peak_bytes"))] + [r.peak_bytes for r in runs]
+        held = [held_bytes(check.get("gpu_prepared_bytes"))] + [r.prepared_bytes for r in runs]
+        peaks = [held_bytes(check.get("gpu_peak_bytes"))] + [r.peak_bytes for r in runs]
         need = int(MEMORY_MARGIN * sum(held) + max(max(p - h, 0) for p, h in zip(peaks, held)))
         key = processes.key[:-1]
         if need > 0:
@@ -438,224 +437,6 @@ class WorkerReport(Protocol):
     def close(self) -> None: ...
 
 
-class _WaitingRun:
-    """A sandboxed harness process that starts at once, prepares, then waits for `go()` (its timeout
-    counts from then) or `stop()` (it leaves unused). With `prepare`, it also waits before its first
-    use of the GPU until `prepare()`, and the timeout counts from that. `render(signals)` makes its
-    script, given the paths it watches; they lie in its own folder, which only this evaluator writes
-    before the go."""
-
-    def __init__(
-        self, render_script, folder: Path, *, limits: Limits, env: dict, prepare_timeout_s: float, prepare=False
-    ):
-        folder.mkdir(parents=True, exist_ok=True)
-        self.folder = folder
-        self.result_path = folder / "result.json"
-        self._clock = threading.Event()
-        self._cancel = threading.Event()
-        self.outcome: Outcome | None = None
-        self.after_go_s = 0.0
-        # GPU memory it holds once prepared, and the most it held (its own report, before any candidate code)
-        self.prepared_bytes = self.peak_bytes = 0
-        self.started = time.monotonic()
-        signals = {
-            "go_path": str(folder / "go"),
-            "stop_path": str(folder / "stop"),
-            "go_timeout_s": prepare_timeout_s,
-            "result_path": str(self.result_path),
-        }
-        if prepare:
-            signals["prepare_path"] = str(folder / "prepare")
-        script = render_script(signals)
-
-        def run() -> None:
-            self.outcome = run_script(
-                script,
-                folder,
-                limits=limits,
-                env=env,
-                result_path=self.result_path,
-                clock=self._clock,
-                prepare_timeout_s=prepare_timeout_s,
-                cancel=self._cancel,
-            )
-
-        self._thread = threading.Thread(target=run, name=f"kernelevolve-{folder.name}", daemon=True)
-        self._thread.start()
-
-    @classmethod
-    def of(
-        cls, tool: str, config: dict, folder: Path, limits: Limits, env: dict, waiting_s: float, prepare=False
-    ) -> "_WaitingRun":
-        """The harness `tool` (harness_templates/) on `config`, plus the signal paths."""
-        return cls(
-            lambda signals: render(tool, dict(config, **signals)),
-            folder,
-            limits=limits,
-            env=env,
-            prepare_timeout_s=waiting_s,
-            prepare=prepare,
-        )
-
-    @property
-    def waiting(self) -> bool:
-        """Still alive and not yet told anything."""
-        return self._thread.is_alive() and not self._clock.is_set()
-
-    def prepare(self) -> None:
-        self._write("prepare", "{}")
-
-    def wait_prepared(self) -> None:
-        """Until it waits for its go (prepared) or has ended: the GPU preparation is over either way."""
-        while self._thread.is_alive():
-            try:
-                data = json.loads(self.result_path.read_text())
-            except (OSError, ValueError):
-                data = {}
-            if data.get("stage") == "waiting for the evaluator's go":  # read before any candidate code ran
-                environment = data.get("environment") or {}
-                self.prepared_bytes = _bytes(environment.get("gpu_prepared_bytes"))
-                self.peak_bytes = _bytes(environment.get("gpu_peak_bytes"))
-                return
-            self._thread.join(0.01)
-
-    def go(self, payload: dict | None = None) -> Outcome | None:
-        start = time.monotonic()
-        self._write("go", json.dumps(payload or {}))
-        self._thread.join()
-        self.after_go_s = time.monotonic() - start
-        return self.outcome
-
-    def stop(self) -> None:
-        self._write("stop", "stop")
-        self._thread.join()
-
-    def cancel(self) -> None:
-        """Kill it, wherever it is in its start-up (it has run nothing of a candidate: only before a go)."""
-        self._cancel.set()
-        self._thread.join()
-
-    def _write(self, name: str, text: str) -> None:
-        path = self.folder / name
-        tmp = self.folder / f".{name}.tmp"  # whole or absent: the harness opens it as soon as it exists
-        tmp.write_text(text)
-        os.replace(tmp, path)
-        self._clock.set()
-
-
-class _BaselineJob:
-    """Baseline medians by case label: cached per (spec, shape, GPU, torch, triton), else timed in a
-    process that never sees the candidate (so no candidate can slow it down or forge it).
-
-    The process starts at once and imports; it prepares (builds, compiles, warms up) beside the
-    candidate's checks, and times only in the evaluator's timed phase, when the GPU is its own."""
-
-    def __init__(
-        self, evaluator: "Evaluator", spec: Spec, bench: dict, workdir: Path, slot: str, env: dict, waiting_s: float
-    ):
-        self.evaluator = evaluator
-        self.keys = {
-            c["label"]: "|".join([spec.fingerprint, c["label"], spec.baseline, *_software(slot)])
-            for c in bench["cases"]
-        }
-        self.found = self._cached()
-        missing = [c for c in bench["cases"] if c["label"] not in self.found]
-        self.run: _WaitingRun | None = None
-        if missing:
-            config = dict(bench, mode="baseline", cases=missing)
-            limits = Limits(
-                timeout_s=evaluator.timeout_s,
-                max_memory_bytes=evaluator.max_memory_bytes,
-                writable=[workdir / "baseline-cache"],
-            )
-            self.run = _WaitingRun.of("benchmark", config, workdir / "baseline", limits, env, waiting_s, prepare=True)
-
-    def _cached(self) -> dict[str, float]:
-        cached = self.evaluator.baselines.lookup(next(iter(self.keys.values())).split("|")[0]) if self.keys else {}
-        return {label: cached[k] for label, k in self.keys.items() if k in cached}
-
-    @property
-    def waiting(self) -> bool:
-        return self.run is None or self.run.waiting
-
-    def prepare(self) -> None:
-        if self.run is not None:
-            self.found = self._cached()  # another evaluation may have timed them meanwhile
-            if len(self.found) == len(self.keys):
-                self.stop()
-            else:
-                self.run.prepare()
-
-    def wait_prepared(self) -> None:
-        if self.run is not None:
-            self.run.wait_prepared()
-
-    def stop(self) -> None:
-        if self.run is not None:
-            run, self.run = self.run, None
-            run.stop()
-
-    def cancel(self) -> None:
-        if self.run is not None:
-            run, self.run = self.run, None
-            run.cancel() if run.waiting else run.stop()
-
-    def finish(self, result: EvalResult) -> dict[str, float]:
-        """Time what is still missing (call with the GPU held alone)."""
-        if self.run is not None and len(self._cached()) == len(self.keys):
-            self.stop()  # timed by another evaluation while this one was checked
-        self.found = self._cached() | self.found
-        if self.run is None:
-            result.environment["baselines_cached"] = sorted(self.found)
-            return self.found
-        run, self.run = self.run, None
-        result.environment["baselines_cached"] = sorted(self.found)
-        outcome = run.go()
-        result.phases_s["baseline"] = run.after_go_s
-        data = (outcome.result if outcome else None) or {}
-        for case in data.get("cases", []):
-            if case.get("baseline_ms") is not None and case.get("label") in self.keys:
-                self.found[case["label"]] = case["baseline_ms"]
-                self.evaluator.baselines.save(self.keys[case["label"]], case["baseline_ms"])
-        if len(self.found) < len(self.keys):
-            how = f"{outcome.signal_name or outcome.returncode}" if outcome else "not started"
-            last = (outcome.stderr.strip().splitlines() or [""])[-1][:300] if outcome else ""
-            result.environment["baseline_error"] = (data.get("failure") or {}).get("message") or (
-                f"the baseline process ended without timings ({how}): {last}"
-            )
-        return self.found
-
-
-class _ProcessSet:
-    """The sandboxed processes of one candidate, started before it is known: its correctness check,
-    and on the GPU its timing and (if not cached) its baseline. Used once, then discarded."""
-
-    def __init__(self, key, workdir: Path, slot: str, seed: int, check, baselines, timing, waiting_s: float):
-        self.key, self.workdir, self.slot, self.seed = key, workdir, slot, seed
-        self.place = 0  # the evaluator's place (worker) judging with it
-        self.check, self.baselines, self.timing = check, baselines, timing
-        self.runs = [r for r in (check, timing) if r is not None]
-        self.expires = time.monotonic() + waiting_s - WARM_MARGIN_S
-
-    def usable(self) -> bool:
-        """Every process still waits, with time to spare before it gives up waiting."""
-        alive = all(r.waiting for r in self.runs) and (self.baselines is None or self.baselines.waiting)
-        return alive and time.monotonic() < self.expires
-
-    def discard(self, keep: bool = False) -> None:
-        for run in self.runs:
-            if run.waiting:
-                run.cancel()
-        if self.baselines is not None:
-            self.baselines.cancel()
-        if not keep:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-def _bytes(value) -> int:
-    return value if isinstance(value, int) and value > 0 else 0
-
-
 def _out_of_memory(result: EvalResult) -> bool:
     """The GPU ran out of memory in a check or timing (the reference's too: it falls back to float32 first)."""
     text = f"{result.message}\n{result.log[-3000:]}"
@@ -694,15 +475,6 @@ def _candidate_compile_cache() -> Path:
     path = Path(tempfile.gettempdir()) / f"kernelevolve-triton-cache-{os.getuid()}"
     path.mkdir(mode=0o711, exist_ok=True)  # a folder per sandbox uid inside (Limits.per_uid_dirs)
     return path
-
-
-@functools.lru_cache(maxsize=None)
-def _software(slot: str) -> tuple[str, str, str]:
-    """(GPU name, torch, triton) for a GPU slot, known here rather than reported by a candidate's process."""
-    import torch
-    import triton
-
-    return torch.cuda.get_device_name(int(slot or 0)), torch.__version__, triton.__version__
 
 
 def _shape(case: Case) -> ShapeResult:

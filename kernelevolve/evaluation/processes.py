@@ -1,0 +1,256 @@
+"""The sandboxed harness processes of one candidate, started before the candidate exists.
+
+`WaitingRun` is one process: it starts at once, imports, waits for the evaluator's `prepare` (GPU
+work allowed) and `go` (candidate code allowed), or leaves on `stop` / is killed on `cancel`.
+`BaselineJob` is the baseline's process (none when the cache has every shape). `ProcessSet` is what
+one candidate is judged with: its check, and on the GPU its timing and baseline; used once.
+The evaluator (evaluator.py) decides when each may use the GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kernelevolve.evaluation.result import EvalResult
+from kernelevolve.evaluation.sandbox import Limits, Outcome, run_script
+from kernelevolve.harness import render
+from kernelevolve.spec import Spec
+
+if TYPE_CHECKING:
+    from kernelevolve.evaluation.evaluator import Evaluator
+
+WARM_MARGIN_S = 120.0  # a warm set this close to leaving is not handed out
+
+
+class WaitingRun:
+    """A sandboxed harness process that starts at once, prepares, then waits for `go()` (its timeout
+    counts from then) or `stop()` (it leaves unused). With `prepare`, it also waits before its first
+    use of the GPU until `prepare()`, and the timeout counts from that. `render(signals)` makes its
+    script, given the paths it watches; they lie in its own folder, which only this evaluator writes
+    before the go."""
+
+    def __init__(
+        self, render_script, folder: Path, *, limits: Limits, env: dict, prepare_timeout_s: float, prepare=False
+    ):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self.result_path = folder / "result.json"
+        self._clock = threading.Event()
+        self._cancel = threading.Event()
+        self.outcome: Outcome | None = None
+        self.after_go_s = 0.0
+        # GPU memory it holds once prepared, and the most it held (its own report, before any candidate code)
+        self.prepared_bytes = self.peak_bytes = 0
+        self.started = time.monotonic()
+        signals = {
+            "go_path": str(folder / "go"),
+            "stop_path": str(folder / "stop"),
+            "go_timeout_s": prepare_timeout_s,
+            "result_path": str(self.result_path),
+        }
+        if prepare:
+            signals["prepare_path"] = str(folder / "prepare")
+        script = render_script(signals)
+
+        def run() -> None:
+            self.outcome = run_script(
+                script,
+                folder,
+                limits=limits,
+                env=env,
+                result_path=self.result_path,
+                clock=self._clock,
+                prepare_timeout_s=prepare_timeout_s,
+                cancel=self._cancel,
+            )
+
+        self._thread = threading.Thread(target=run, name=f"kernelevolve-{folder.name}", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def of(
+        cls, tool: str, config: dict, folder: Path, limits: Limits, env: dict, waiting_s: float, prepare=False
+    ) -> "WaitingRun":
+        """The harness `tool` (harness_templates/) on `config`, plus the signal paths."""
+        return cls(
+            lambda signals: render(tool, dict(config, **signals)),
+            folder,
+            limits=limits,
+            env=env,
+            prepare_timeout_s=waiting_s,
+            prepare=prepare,
+        )
+
+    @property
+    def waiting(self) -> bool:
+        """Still alive and not yet told anything."""
+        return self._thread.is_alive() and not self._clock.is_set()
+
+    def prepare(self) -> None:
+        self._write("prepare", "{}")
+
+    def wait_prepared(self) -> None:
+        """Until it waits for its go (prepared) or has ended: the GPU preparation is over either way."""
+        while self._thread.is_alive():
+            try:
+                data = json.loads(self.result_path.read_text())
+            except (OSError, ValueError):
+                data = {}
+            if data.get("stage") == "waiting for the evaluator's go":  # read before any candidate code ran
+                environment = data.get("environment") or {}
+                self.prepared_bytes = held_bytes(environment.get("gpu_prepared_bytes"))
+                self.peak_bytes = held_bytes(environment.get("gpu_peak_bytes"))
+                return
+            self._thread.join(0.01)
+
+    def go(self, payload: dict | None = None) -> Outcome | None:
+        start = time.monotonic()
+        self._write("go", json.dumps(payload or {}))
+        self._thread.join()
+        self.after_go_s = time.monotonic() - start
+        return self.outcome
+
+    def stop(self) -> None:
+        self._write("stop", "stop")
+        self._thread.join()
+
+    def cancel(self) -> None:
+        """Kill it, wherever it is in its start-up (it has run nothing of a candidate: only before a go)."""
+        self._cancel.set()
+        self._thread.join()
+
+    def _write(self, name: str, text: str) -> None:
+        path = self.folder / name
+        tmp = self.folder / f".{name}.tmp"  # whole or absent: the harness opens it as soon as it exists
+        tmp.write_text(text)
+        os.replace(tmp, path)
+        self._clock.set()
+
+
+class BaselineJob:
+    """Baseline medians by case label: cached per (spec, shape, GPU, torch, triton), else timed in a
+    process that never sees the candidate (so no candidate can slow it down or forge it).
+
+    The process starts at once and imports; it prepares (builds, compiles, warms up) beside the
+    candidate's checks, and times only in the evaluator's timed phase, when the GPU is its own."""
+
+    def __init__(
+        self, evaluator: "Evaluator", spec: Spec, bench: dict, workdir: Path, slot: str, env: dict, waiting_s: float
+    ):
+        self.evaluator = evaluator
+        self.keys = {
+            c["label"]: "|".join([spec.fingerprint, c["label"], spec.baseline, *_software(slot)])
+            for c in bench["cases"]
+        }
+        self.found = self._cached()
+        missing = [c for c in bench["cases"] if c["label"] not in self.found]
+        self.run: WaitingRun | None = None
+        if missing:
+            config = dict(bench, mode="baseline", cases=missing)
+            limits = Limits(
+                timeout_s=evaluator.timeout_s,
+                max_memory_bytes=evaluator.max_memory_bytes,
+                writable=[workdir / "baseline-cache"],
+            )
+            self.run = WaitingRun.of("benchmark", config, workdir / "baseline", limits, env, waiting_s, prepare=True)
+
+    def _cached(self) -> dict[str, float]:
+        cached = self.evaluator.baselines.lookup(next(iter(self.keys.values())).split("|")[0]) if self.keys else {}
+        return {label: cached[k] for label, k in self.keys.items() if k in cached}
+
+    @property
+    def waiting(self) -> bool:
+        return self.run is None or self.run.waiting
+
+    def prepare(self) -> None:
+        if self.run is not None:
+            self.found = self._cached()  # another evaluation may have timed them meanwhile
+            if len(self.found) == len(self.keys):
+                self.stop()
+            else:
+                self.run.prepare()
+
+    def wait_prepared(self) -> None:
+        if self.run is not None:
+            self.run.wait_prepared()
+
+    def stop(self) -> None:
+        if self.run is not None:
+            run, self.run = self.run, None
+            run.stop()
+
+    def cancel(self) -> None:
+        if self.run is not None:
+            run, self.run = self.run, None
+            run.cancel() if run.waiting else run.stop()
+
+    def finish(self, result: EvalResult) -> dict[str, float]:
+        """Time what is still missing (call with the GPU held alone)."""
+        if self.run is not None and len(self._cached()) == len(self.keys):
+            self.stop()  # timed by another evaluation while this one was checked
+        self.found = self._cached() | self.found
+        if self.run is None:
+            result.environment["baselines_cached"] = sorted(self.found)
+            return self.found
+        run, self.run = self.run, None
+        result.environment["baselines_cached"] = sorted(self.found)
+        outcome = run.go()
+        result.phases_s["baseline"] = run.after_go_s
+        data = (outcome.result if outcome else None) or {}
+        for case in data.get("cases", []):
+            if case.get("baseline_ms") is not None and case.get("label") in self.keys:
+                self.found[case["label"]] = case["baseline_ms"]
+                self.evaluator.baselines.save(self.keys[case["label"]], case["baseline_ms"])
+        if len(self.found) < len(self.keys):
+            how = f"{outcome.signal_name or outcome.returncode}" if outcome else "not started"
+            last = (outcome.stderr.strip().splitlines() or [""])[-1][:300] if outcome else ""
+            result.environment["baseline_error"] = (data.get("failure") or {}).get("message") or (
+                f"the baseline process ended without timings ({how}): {last}"
+            )
+        return self.found
+
+
+class ProcessSet:
+    """The sandboxed processes of one candidate, started before it is known: its correctness check,
+    and on the GPU its timing and (if not cached) its baseline. Used once, then discarded."""
+
+    def __init__(self, key, workdir: Path, slot: str, seed: int, check, baselines, timing, waiting_s: float):
+        self.key, self.workdir, self.slot, self.seed = key, workdir, slot, seed
+        self.place = 0  # the evaluator's place (worker) judging with it
+        self.check, self.baselines, self.timing = check, baselines, timing
+        self.runs = [r for r in (check, timing) if r is not None]
+        self.expires = time.monotonic() + waiting_s - WARM_MARGIN_S
+
+    def usable(self) -> bool:
+        """Every process still waits, with time to spare before it gives up waiting."""
+        alive = all(r.waiting for r in self.runs) and (self.baselines is None or self.baselines.waiting)
+        return alive and time.monotonic() < self.expires
+
+    def discard(self, keep: bool = False) -> None:
+        for run in self.runs:
+            if run.waiting:
+                run.cancel()
+        if self.baselines is not None:
+            self.baselines.cancel()
+        if not keep:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def held_bytes(value) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+@functools.lru_cache(maxsize=None)
+def _software(slot: str) -> tuple[str, str, str]:
+    """(GPU name, torch, triton) for a GPU slot, known here rather than reported by a candidate's process."""
+    import torch
+    import triton
+
+    return torch.cuda.get_device_name(int(slot or 0)), torch.__version__, triton.__version__
