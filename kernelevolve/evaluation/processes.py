@@ -145,6 +145,7 @@ class BaselineJob:
         self, evaluator: "Evaluator", spec: Spec, bench: dict, workdir: Path, slot: str, env: dict, waiting_s: float
     ):
         self.evaluator = evaluator
+        self.fingerprint = spec.fingerprint  # every key starts with it (the store's lookup prefix)
         self.keys = {
             c["label"]: "|".join([spec.fingerprint, c["label"], spec.baseline, *_software(slot)])
             for c in bench["cases"]
@@ -162,7 +163,7 @@ class BaselineJob:
             self.run = WaitingRun.of("benchmark", config, workdir / "baseline", limits, env, waiting_s, prepare=True)
 
     def _cached(self) -> dict[str, float]:
-        cached = self.evaluator.baselines.lookup(next(iter(self.keys.values())).split("|")[0]) if self.keys else {}
+        cached = self.evaluator.baselines.lookup(self.fingerprint)
         return {label: cached[k] for label, k in self.keys.items() if k in cached}
 
     @property
@@ -193,14 +194,13 @@ class BaselineJob:
 
     def finish(self, result: EvalResult) -> dict[str, float]:
         """Time what is still missing (call with the GPU held alone)."""
-        if self.run is not None and len(self._cached()) == len(self.keys):
-            self.stop()  # timed by another evaluation while this one was checked
         self.found = self._cached() | self.found
+        if self.run is not None and len(self.found) == len(self.keys):
+            self.stop()  # timed by another evaluation while this one was checked
+        result.environment["baselines_cached"] = sorted(self.found)
         if self.run is None:
-            result.environment["baselines_cached"] = sorted(self.found)
             return self.found
         run, self.run = self.run, None
-        result.environment["baselines_cached"] = sorted(self.found)
         outcome = run.go()
         result.phases_s["baseline"] = run.after_go_s
         data = (outcome.result if outcome else None) or {}
