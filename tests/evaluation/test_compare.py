@@ -1,0 +1,71 @@
+"""The harness's output comparison: chunked, references kept in float32 for 16-bit outputs."""
+
+import torch
+
+from kernelevolve.harness.runtime import compare as cmp
+
+TOL = {"atol": 1e-3, "rtol": 1e-2}
+
+
+class Softmax(torch.nn.Module):
+    def forward(self, x):
+        return torch.softmax(x.float(), dim=-1).to(x.dtype)
+
+
+def test_references_of_16_bit_outputs_are_kept_in_float32_and_shapes_as_meta():
+    x = torch.randn(4, 300, dtype=torch.bfloat16)
+    expected, refs = cmp.reference_outputs(Softmax(), [x])
+    assert expected[0].is_meta and expected[0].dtype == torch.bfloat16 and tuple(expected[0].shape) == (4, 300)
+    assert refs[0].dtype == torch.float32
+    want = torch.softmax(x.double(), dim=-1)
+    assert torch.allclose(refs[0].double(), want, rtol=1e-6, atol=0)
+    _, refs32 = cmp.reference_outputs(Softmax(), [x.float()])
+    assert refs32[0].dtype == torch.float64  # float32 outputs keep the float64 reference
+
+
+def test_a_wrong_element_is_found_in_any_chunk_with_its_index(monkeypatch):
+    monkeypatch.setattr(cmp, "CHUNK", 7)  # many chunks, the bad element in a late one
+    x = torch.randn(5, 9, dtype=torch.float16)
+    expected, refs = cmp.reference_outputs(Softmax(), [x])
+    out = Softmax()(x)
+    ok, message, abs_err, _ = cmp.compare([out], expected, refs, TOL)
+    assert ok and message == "" and abs_err < 1e-3
+    bad = out.clone()
+    bad[3, 4] += 0.5
+    bad[4, 8] -= 0.5
+    ok, message, abs_err, _ = cmp.compare([bad], expected, refs, TOL)
+    assert not ok
+    assert message.startswith("2 of 45 elements outside atol=0.001 rtol=0.01")
+    assert "first at [3, 4]" in message and abs_err > 0.4
+
+
+def test_unwritten_elements_are_counted_over_all_chunks(monkeypatch):
+    monkeypatch.setattr(cmp, "CHUNK", 4)
+    x = torch.randn(3, 10, dtype=torch.bfloat16)
+    expected, refs = cmp.reference_outputs(Softmax(), [x])
+    out = Softmax()(x)
+    out[0, 1] = float("nan")
+    out[2, 9] = float("nan")
+    ok, message, _, _ = cmp.compare([out], expected, refs, TOL)
+    assert not ok and message.startswith("2 of 30 elements are NaN/Inf")
+
+
+def test_integer_outputs_must_match_exactly_and_outputs_are_named(monkeypatch):
+    monkeypatch.setattr(cmp, "CHUNK", 3)
+
+    class Both(torch.nn.Module):
+        def forward(self, x):
+            return x * 2, x.argmax(dim=-1)
+
+    x = torch.randn(6, 5)
+    expected, refs = cmp.reference_outputs(Both(), [x])
+    y, idx = Both()(x)
+    assert cmp.compare([y, idx], expected, refs, TOL)[0]
+    wrong = idx.clone()
+    wrong[5] = (wrong[5] + 1) % 5
+    ok, message, _, _ = cmp.compare([y, wrong], expected, refs, TOL)
+    assert not ok and message == "output 1: 1 of 6 elements differ (integer output, exact match required)"
+    ok, message, _, _ = cmp.compare([y.half(), idx], expected, refs, TOL)
+    assert not ok and message == "output 0: dtype torch.float16, expected torch.float32"
+    ok, message, _, _ = cmp.compare([y[:5], idx], expected, refs, TOL)
+    assert not ok and message == "output 0: shape (5, 5), expected (6, 5)"
