@@ -1,19 +1,13 @@
-"""`kernelevolve run | resume | runs | show`: search for kernels and look at past searches."""
+"""`kernelevolve run | resume`: search for kernels, and continue a search where it stopped."""
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Optional
 
 import typer
-from rich.console import Console
-from rich.table import Column, Table
 
 from kernelevolve.cli.app import (
     DB_HELP,
-    EXIT_FAILED,
-    EXIT_OK,
     app,
     check_model_or_fail,
     console,
@@ -22,13 +16,13 @@ from kernelevolve.cli.app import (
     load_spec_or_fail,
     preflight_or_fail,
     print_plain,
-    print_table_or_entries,
     repo_or_fail,
     resolve_device,
     settings_or_fail,
     shapes_or_fail,
 )
-from kernelevolve.cli.profile_cmd import PROFILE_HELP, print_node_profile, profile_settings_or_fail
+from kernelevolve.cli.profile_cmd import PROFILE_HELP, profile_settings_or_fail
+from kernelevolve.cli.searching import drive_search, operator_or_fail
 
 REPLY_CACHE_HELP = (
     "Reuse LLM replies cached by earlier runs in the same --db database (off by default, or "
@@ -224,7 +218,7 @@ def run_command(
             "give them a --db they can all reach (PostgreSQL)",
             out=err_console,
         )
-    operator = _operator_or_fail(model, spec, model_options)
+    operator = operator_or_fail(model, spec, model_options)
     if not no_preflight:
         preflight_or_fail(spec, device, shapes, timeout)
     if not no_model_check:
@@ -260,7 +254,7 @@ def run_command(
         highlight=False,
     )
     print_plain(f"  kernelevolve resume {run_id}{where}", out=out)
-    _search(repo, run_id, operator, as_json, db)
+    drive_search(repo, run_id, operator, as_json, db)
 
 
 @app.command("resume")
@@ -304,13 +298,13 @@ def resume_command(
             f"run {run_id} already finished ({run.termination_reason}) with {nodes} nodes; "
             f"pass --budget N (more than {nodes}) to search on"
         )
-    operator = _operator_or_fail(settings.model, options=settings.model_options)
+    operator = operator_or_fail(settings.model, options=settings.model_options)
     replayed = operator.replay(repo.llm_calls(run_id))
     more = f"; {replayed} recorded model repl{'y' if replayed == 1 else 'ies'} to replay" if replayed else ""
     (err_console if as_json else console).print(
         f"resuming run [bold]{run_id}[/] ({nodes} nodes so far{more})", highlight=False
     )
-    _search(
+    drive_search(
         repo,
         run_id,
         operator,
@@ -326,315 +320,3 @@ def _users_knowledge_base() -> str | None:
 
     kb = users_knowledge_base()
     return None if kb is None else str(kb)
-
-
-def _operator_or_fail(model: str | None, spec=None, options: dict | None = None):
-    """The operator, checked against the spec before any run is created (e.g. the offline
-    operator needs a reference kernel for it)."""
-    from kernelevolve.operators import OperatorError, resolve_operator
-
-    try:
-        operator = resolve_operator(model, **(options or {}))
-        if spec is not None:
-            operator.check(spec)
-        return operator
-    except OperatorError as e:
-        fail(str(e))
-    except Exception as e:  # a plugin that fails to import or construct is unusable input too
-        fail(f"--model {model!r}: cannot load the operator: {type(e).__name__}: {e}")
-
-
-def _search(
-    repo,
-    run_id: str,
-    operator,
-    as_json: bool,
-    db: str | None,
-    max_nodes: int | None = None,
-    overrides: dict | None = None,
-) -> None:
-    from kernelevolve.cli.progress import ProgressView
-    from kernelevolve.search.session import SessionError, build_engine
-
-    operator.attach(repo)  # e.g. --reply-cache: kept in the experiment database
-    out = Console(stderr=True) if as_json else console
-    view = ProgressView(out)
-    try:
-        engine = build_engine(repo, run_id, operator=operator, on_event=view, max_nodes=max_nodes, **(overrides or {}))
-    except SessionError as e:
-        fail(str(e))
-    try:
-        reason = _drive(engine, view, run_id, as_json, db)
-    finally:
-        close = getattr(engine.evaluator, "close", None)
-        if close is not None:  # Ray workers retire; a Ray cluster started for the run stops
-            close()
-    _summarise(repo, run_id, engine, reason, as_json, db)
-
-
-def _drive(engine, view, run_id: str, as_json: bool, db: str | None) -> str:
-    from sqlalchemy.exc import SQLAlchemyError
-    from kernelevolve.logs import run_log
-
-    try:
-        with view, run_log(run_id) as log_file:
-            print_plain(f"log: {log_file}", out=err_console if as_json else console)
-            reason = engine.run()
-    except KeyboardInterrupt:
-        where = "" if db is None else f" --db {db}"
-        err_console.print(f"interrupted: resume with `kernelevolve resume {run_id}{where}`", highlight=False)
-        raise typer.Exit(130) from None
-    except SQLAlchemyError as e:  # the database went away mid-run: what was committed is safe
-        where = "" if db is None else f" --db {db}"
-        fail(
-            f"database error during the search ({type(e).__name__}: {str(e).strip().splitlines()[0]}); "
-            f"once it is back: `kernelevolve resume {run_id}{where}`"
-        )
-    return reason
-
-
-def _summarise(repo, run_id: str, engine, reason: str, as_json: bool, db: str | None) -> None:
-    from kernelevolve.cli.run_views import run_dict
-    from kernelevolve.search.graph import best_nodes
-    from kernelevolve.views import fitness_text
-
-    run = repo.run(run_id)
-    graph = engine.graph
-    best = best_nodes(graph, 1)
-    for warning in engine.warnings[:3]:
-        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
-    if as_json:
-        summary = run_dict(run, graph)
-        summary["nodes"] = [
-            {k: n[k] for k in ("id", "parents", "kind", "fitness", "failure", "message", "note")}
-            for n in summary["nodes"]
-        ]
-        typer.echo(json.dumps(summary, indent=2))
-    else:
-        done = graph.evaluated()
-        console.print(
-            f"finished: {reason}; {len(done)} nodes, {sum(n.correct for n in done)} correct, {engine.elapsed_s:.0f}s",
-            highlight=False,
-        )
-        if reason == "operator_error":
-            last = next((n for n in reversed(graph.nodes()) if n.evaluation is not None and not n.correct), None)
-            if last is not None:
-                console.print(
-                    f"the operator failed {engine.operator_errors} times in a row; last: {last.evaluation.message}",
-                    highlight=False,
-                    markup=False,
-                )
-        if best:
-            where = "" if db is None else f" --db {db}"
-            console.print(
-                f"best: node {best[0].id} ({graph.kind(best[0].id)}): {fitness_text(best[0])}; its source:",
-                highlight=False,
-                markup=False,
-            )
-            print_plain(f"  kernelevolve show {run_id} --node {best[0].id}{where}")
-        else:
-            console.print("no correct kernel found", highlight=False)
-    raise typer.Exit(EXIT_OK if best else EXIT_FAILED)
-
-
-@app.command("runs")
-def runs_command(
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON list."),
-) -> None:
-    """List the runs in the experiment database, newest first: spec, model, status, nodes,
-    best result and LLM cost."""
-    from kernelevolve.search.graph import best_nodes
-    from kernelevolve.views import fitness_text
-
-    repo = repo_or_fail(db)
-    counts = repo.node_counts()
-    rows = []
-    for run in repo.runs():
-        c = counts.get(run.id, {})
-        best = best_nodes(repo.load_graph(run.id), 1)
-        tokens, cost = repo.totals(run.id)
-        rows.append(
-            {
-                "id": run.id,
-                "spec": run.spec_name,
-                "policy": run.policy,
-                "device": run.device,
-                "model": run.settings.get("model") or "offline",
-                "status": run.status,
-                "termination_reason": run.termination_reason,
-                "nodes": c.get("nodes", 0),
-                "evaluated": c.get("evaluated", 0),
-                "correct": c.get("correct", 0),
-                "budget": run.settings.get("limits", {}).get("max_nodes"),
-                "best": None
-                if not best
-                else {"id": best[0].id, "fitness": best[0].fitness, "text": fitness_text(best[0])},
-                "tokens": tokens,
-                "cost_usd": cost,
-                "created_at": run.created_at,
-            }
-        )
-    if as_json:
-        typer.echo(json.dumps(rows, indent=2))
-        return
-    if not rows:
-        console.print(f"no runs in {repo.display_url}", highlight=False, soft_wrap=True)
-        return
-    lines = []
-    for r in rows:
-        stop = r["status"] + (f" ({r['termination_reason']})" if r["termination_reason"] else "")
-        best = "none" if r["best"] is None else f"#{r['best']['id']} {r['best']['text']}"
-        lines.append(
-            [
-                r["id"],
-                r["spec"],
-                r["model"],
-                stop,
-                f"{r['correct']}/{r['evaluated']}/{r['budget']}",
-                best,
-                f"${r['cost_usd']:.2f}",
-                time.strftime("%m-%d %H:%M", time.localtime(r["created_at"])),
-            ]
-        )
-    header = ["run", "spec", "model", "status", "nodes", "best", "cost", "created"]
-    widths = [max(len(x[i]) for x in [header, *lines]) for i in range(len(header))]
-    if sum(widths) + 2 * (len(widths) - 1) <= console.width:  # one row per run, nothing cut or wrapped
-        for row in [header, *lines]:
-            text = "  ".join(cell.ljust(w) if i != 4 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
-            print_plain(text.rstrip())
-    else:  # narrow terminals and files: two lines per run, words never broken
-        for row in lines:
-            print_plain(f"{row[0]}  {row[1]}  {row[2]}  {row[7]}")
-            print_plain(f"  {row[3]}, nodes {row[4]}, best {row[5]}, {row[6]}")
-    console.print("nodes: correct/evaluated/budget", style="dim", highlight=False)
-
-
-@app.command("show")
-def show_command(
-    run_id: str = typer.Argument(..., metavar="RUN_ID"),
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-    node: Optional[int] = typer.Option(None, "--node", help="Print this node's source (with --json: all its details)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the run and its nodes as JSON."),
-) -> None:
-    """A run: its search tree, best nodes and their per-shape numbers; or one node's source."""
-    from kernelevolve.cli.run_views import node_dict, node_language, run_dict, tree_lines
-    from kernelevolve.search.graph import best_nodes
-    from kernelevolve.views import fitness_text, verdict
-
-    repo = repo_or_fail(db)
-    run = repo.run(run_id)
-    if run is None:
-        fail(f"no run {run_id!r} in {repo.display_url} (see `kernelevolve runs`)")
-    graph = repo.load_graph(run_id)
-    if node is not None:
-        if node not in graph:
-            fail(f"run {run_id} has no node {node} (nodes 0..{len(graph) - 1})")
-        from kernelevolve.memory.profiles import load_profile
-
-        profiled = load_profile(repo, run_id, node)
-        if as_json:
-            details = node_dict(graph, graph[node], with_source=True)
-            details["profile"] = (
-                None if profiled is None else {"summaries": profiled.summaries, "seconds": profiled.seconds}
-            )
-            typer.echo(json.dumps(details, indent=2))
-        elif graph[node].source is None:
-            from kernelevolve.views import failure_line
-
-            fail(
-                f"node {node} has no source (the operator's reply held no kernel): {failure_line(graph[node])}",
-                EXIT_FAILED,
-            )
-        else:
-            typer.echo(graph[node].source)
-            print_node_profile(profiled)
-        return
-    if as_json:
-        typer.echo(json.dumps(run_dict(run, graph), indent=2))
-        return
-    width = console.width
-    status = run.status + (f" ({run.termination_reason})" if run.termination_reason else "")
-    model = run.settings.get("model") or "offline"
-    tokens, cost = repo.totals(run_id)
-    console.print(
-        f"run {run.id}: {run.spec_name}, {run.policy} on {run.device}, {model}, {status}, {len(graph)} nodes, "
-        f"{run.elapsed_s:.0f}s, {tokens} tokens, ${cost:.2f}",
-        highlight=False,
-        markup=False,
-    )
-    for line in tree_lines(graph, width=width):
-        print_plain(line)
-    for n in graph.evaluated():
-        if n.held:
-            for mark, reason in n.evaluation.marks.items():
-                console.print(
-                    f"node {n.id} held for review ({mark}): {reason}; a person may approve it with:",
-                    highlight=False,
-                    markup=False,
-                )
-                print_plain(f"  kernelevolve review {run_id} {n.id} --approve")
-    best = best_nodes(graph, 5)
-    if not best:
-        console.print(
-            "no correct node yet" + (" that is not held for review" if any(n.held for n in graph.evaluated()) else "")
-        )
-        return
-    console.print("best nodes:", highlight=False)
-    # The kernel language column only where a run holds candidates in more than Triton.
-    language = {n.id: node_language(n) for n in graph.nodes()}
-    several = set(language.values()) - {None, "triton"}
-    table = Table(
-        Column("node", justify="right", no_wrap=True),
-        Column("kind", no_wrap=True),
-        *([Column("language", no_wrap=True)] if several else []),
-        Column("result", no_wrap=True),
-        Column("change", overflow="fold"),
-        box=None,
-        pad_edge=False,
-    )
-    for n in best:
-        table.add_row(
-            str(n.id),
-            graph.kind(n.id),
-            *([language[n.id] or "-"] if several else []),
-            fitness_text(n),
-            n.note if n.note != graph.kind(n.id) else "",
-        )
-    console.print(table)
-    ev = best[0].evaluation
-    console.print(f"node {best[0].id} per shape:", highlight=False)
-    fmt = lambda v, f="{:.4g}": "-" if v is None else f.format(v)  # noqa: E731
-    entries = []
-    if ev.timed:
-        shapes = Table(
-            "shape", "result", "max abs err", "latency ms", "baseline ms", "speedup", box=None, pad_edge=False
-        )
-        for s in ev.shapes:
-            shapes.add_row(
-                s.label,
-                verdict(s.correct, s.failure),
-                fmt(s.max_abs_err),
-                fmt(s.latency_ms),
-                fmt(s.baseline_ms),
-                fmt(s.speedup, "{:.3f}x"),
-            )
-            entries.append(
-                (
-                    f"{s.label}:",
-                    f"{verdict(s.correct, s.failure)}; max abs err {fmt(s.max_abs_err)}; "
-                    f"{fmt(s.latency_ms)} ms against {fmt(s.baseline_ms)} ms baseline, "
-                    f"speedup {fmt(s.speedup, '{:.3f}x')}",
-                )
-            )
-    else:  # untimed: no latency columns that could only say "-"
-        shapes = Table("shape", "result", "max abs err", "rel err", box=None, pad_edge=False)
-        for s in ev.shapes:
-            shapes.add_row(s.label, verdict(s.correct, s.failure), fmt(s.max_abs_err), fmt(s.max_rel_err))
-            entries.append(
-                (
-                    f"{s.label}:",
-                    f"{verdict(s.correct, s.failure)}; max abs err {fmt(s.max_abs_err)}, rel err {fmt(s.max_rel_err)}",
-                )
-            )
-    print_table_or_entries(shapes, entries)
