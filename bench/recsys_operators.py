@@ -12,6 +12,9 @@ timed, so one GPU run can pick better defaults. Each case's JSON is written as s
 
     python bench/recsys_operators.py --out OUTDIR [--only conv1d pffn] [--budget-s 200] [--no-sweep]
     python bench/recsys_operators.py --out /tmp/smoke --device interpret   # CPU: interpreter shapes, untimed
+    # one process per kernel (a CUDA error in one cannot end the others), then one report:
+    python bench/recsys_operators.py --out OUT --only conv1d --stem conv1d --no-cases --no-markdown
+    python bench/recsys_operators.py --out OUT --summarize OUT/conv1d.json OUT/pffn.json
 
 --device interpret checks the default and every variant at the specs' interpreter shapes (no
 timing), so a typo in a variant costs no GPU time.
@@ -33,6 +36,62 @@ REPO = Path(__file__).resolve().parent.parent
 # kernel -> its spec, then specs whose reference is a further baseline for the same inputs.
 OPERATORS = {
     "conv1d": ["conv1d", "conv1d_conv2d"],
+    "optimized_fm": [
+        {"split_n": True},
+        {"split_n": True, "BLOCK_D": 32},
+        {"split_n": True, "num_stages": 2},
+        {"split_n": True, "num_stages": 4},
+        {"split_n": True, "BLOCK_K": 128},
+        {"BLOCK_D": 32},
+        {"split_n": True, "BLOCK_K": 32},
+        {"num_stages": 4},
+        {"split_n": True, "BLOCK_K": 128, "num_warps": 8},
+        {"num_stages": 2},
+        {"BLOCK_K": 128},
+        {"BLOCK_K": 32},
+    ],
+    "pffn": [
+        {"min_programs": 1024},
+        {"BLOCK_KC": 64},
+        {"num_stages": 3},
+        {"BLOCK_M": 128, "num_warps": 8, "BLOCK_KC": 64},
+        {"min_programs": 2048},
+        {"min_programs": 512},
+        {"BLOCK_KC": 64, "num_stages": 3},
+        {"BLOCK_M": 32},
+        {"num_stages": 1},
+        {"BLOCK_KC": 16},
+        {"BLOCK_M": 16},
+        {"BLOCK_M": 128, "num_warps": 8},
+        {"min_programs": 1024, "num_stages": 3},
+    ],
+    "mbdt": ["mbdt"],
+}
+# Shapes measured besides the spec's own (GPU only): the published MTIA shapes of MBDT.
+EXTRA_SHAPES = {"mbdt": [{"BATCH": 64, "FEATURES": 2, "BORDERS": 2}]}
+# CONFIG changes timed against the default, each alone (values from the kernel's TUNABLES).
+# conv1d: "gather" shifts the taps on chip only where one L tile covers the row (L = 200 needs
+# L tiles of 256: fp32_BLOCK_L 256 for FP32).
+_G = {"shift": "gather", "align_hints": True, "fp32_BLOCK_L": 256}
+VARIANTS = {
+    "conv1d": [
+        _G,
+        {"shift": "prefetch"},
+        {"align_hints": True},
+        {"shift": "prefetch", "align_hints": True},
+        {**_G, "BLOCK_CI": 64},
+        {**_G, "num_stages": 2},
+        {**_G, "num_stages": 4},
+        {**_G, "BLOCK_CI": 16},
+        {**_G, "num_warps": 4},
+        {**_G, "BLOCK_CO": 64},
+        {**_G, "fp32_precision": "tf32x3"},
+        {"shift": "prefetch", "align_hints": True, "BLOCK_CI": 16},
+        {"shift": "prefetch", "align_hints": True, "fp32_BLOCK_L": 256},
+        {"shift": "gather", "fp32_BLOCK_L": 256},
+        {"fp32_BLOCK_L": 256},
+        {"align_hints": True, "BLOCK_CI": 64},
+    ],
     "optimized_fm": ["optimized_fm"],
     "pffn": ["pffn"],
     "mbdt": ["mbdt"],
@@ -40,61 +99,75 @@ OPERATORS = {
 # Shapes measured besides the spec's own (GPU only): the published MTIA shapes of MBDT.
 EXTRA_SHAPES = {"mbdt": [{"BATCH": 64, "FEATURES": 2, "BORDERS": 2}]}
 # CONFIG changes timed against the default, each alone (values from the kernel's TUNABLES).
+# conv1d: "gather" shifts the taps on chip only where one L tile covers the row (L = 200 needs
+# L tiles of 256: fp32_BLOCK_L 256 for FP32).
+_G = {"shift": "gather", "align_hints": True, "fp32_BLOCK_L": 256}
 VARIANTS = {
     "conv1d": [
-        {"BLOCK_L": 128},
+        {"align_hints": True},
+        {"align_hints": True, "num_stages": 4},
+        {"align_hints": True, "BLOCK_CI": 64},
+        {"shift": "gather", "fp32_BLOCK_L": 256},
+        _G,
+        {**_G, "num_stages": 2},
+        {**_G, "num_stages": 4},
+        {**_G, "BLOCK_CI": 64},
+        {**_G, "BLOCK_CI": 16},
+        {**_G, "num_warps": 4},
+        {**_G, "BLOCK_CO": 64},
+        {**_G, "fp32_precision": "tf32x3"},
+        {**_G, "BLOCK_CI": 64, "num_stages": 2},
         {"fp32_BLOCK_L": 256},
-        {"fp32_BLOCK_L": 64},
-        {"num_stages": 2},
-        {"num_stages": 4},
-        {"num_warps": 4},
-        {"fp32_precision": "tf32x3"},
-        {"BLOCK_CI": 64},
-        {"BLOCK_CI": 16},
     ],
     "optimized_fm": [
-        {"k_major": True},
-        {"k_major": True, "BLOCK_K": 64},
-        {"k_major": True, "num_warps": 8},
-        {"k_major": True, "BLOCK_K": 256, "num_warps": 8},
-        {"k_major": True, "BLOCK_D": 32},
-        {"BLOCK_K": 64},
-        {"BLOCK_K": 256},
-        {"BLOCK_D": 128},
+        {"split_n": True},
+        {"split_n": True, "BLOCK_D": 32},
+        {"split_n": True, "num_stages": 2},
+        {"split_n": True, "num_stages": 4},
+        {"split_n": True, "BLOCK_K": 128},
+        {"split_n": True, "BLOCK_K": 128, "num_warps": 8},
+        {"split_n": True, "BLOCK_K": 32},
         {"BLOCK_D": 32},
         {"num_stages": 2},
-        {"num_warps": 8},
-        {"num_warps": 2},
-        {"BLOCK_K": 64, "num_stages": 2},
-        {"BLOCK_D": 128, "num_warps": 8},
-        {"BLOCK_K": 256, "BLOCK_D": 32},
+        {"num_stages": 4},
+        {"BLOCK_K": 128},
+        {"BLOCK_K": 32},
     ],
     "pffn": [
         {"BLOCK_KC": 64},
         {"BLOCK_KC": 16},
-        {"BLOCK_M": 128},
-        {"BLOCK_M": 32},
-        {"num_warps": 4},
         {"num_stages": 3},
         {"num_stages": 1},
-        {"BLOCK_M": 128, "BLOCK_KC": 16},
-        {"BLOCK_M": 32, "num_warps": 4},
-        {"BLOCK_KC": 64, "num_stages": 1},
+        {"BLOCK_KC": 64, "num_stages": 3},
+        {"BLOCK_M": 128, "num_warps": 8},
+        {"BLOCK_M": 128, "num_warps": 8, "BLOCK_KC": 64},
+        {"BLOCK_M": 32},
+        {"BLOCK_M": 16},
+        {"min_programs": 512},
+        {"min_programs": 1024},
+        {"min_programs": 2048},
+        {"min_programs": 1024, "num_stages": 3},
     ],
     "mbdt": [
-        {"tile_borders": False},
-        {"search": "linear"},
-        {"BLOCK_B": 64},
-        {"BLOCK_B": 16},
-        {"BLOCK_F": 64},
-        {"BLOCK_F": 256},
+        {"row_blocks": 2},
+        {"row_blocks": 4},
+        {"row_blocks": 8},
+        {"row_blocks": 16},
+        {"row_blocks": 4, "BLOCK_B": 32},
+        {"row_blocks": 4, "BLOCK_B": 128},
+        {"row_blocks": 4, "num_warps": 4},
+        {"row_blocks": 4, "num_warps": 16},
+        {"row_blocks": 4, "BLOCK_F": 128},
+        {"row_blocks": 4, "BLOCK_F": 32},
+        {"linear_max_borders": 16},
+        {"linear_max_borders": 16, "row_blocks": 4},
+        {"linear_max_borders": 4},
+        {"BLOCK_B": 128},
         {"num_warps": 4},
-        {"BLOCK_B": 64, "BLOCK_F": 64},
-        {"BLOCK_B": 8, "BLOCK_F": 256},
     ],
 }
 # Sweep only the first SWEEP_SHAPES shapes of each spec (each dtype): the production ones come first.
-SWEEP_SHAPES = {"conv1d": 1, "optimized_fm": 3, "pffn": 2, "mbdt": 2}
+SWEEP_SHAPES = {"conv1d": 2, "optimized_fm": 3, "pffn": 6, "mbdt": 3}
 
 
 def shape_text(shape: dict) -> str:
@@ -127,8 +200,9 @@ def _kernel_call(rk, new, inputs, refs, tol, timed, rep_ms) -> dict:
     return entry
 
 
-def run_case(rk, name, specs, case, seed, timed, sweep, deadline) -> dict:
-    """One case: correctness and times of the default, the baselines, then the sweep (if `sweep`)."""
+def run_case(rk, name, specs, case, seed, timed, keep) -> tuple[dict, tuple | None]:
+    """One case: correctness and times of the default and the baselines. Returns the row and, if
+    `keep`, what the sweep needs to time variants on the same inputs later (sweep_variant)."""
     import torch
 
     spec = specs[0]
@@ -154,6 +228,7 @@ def run_case(rk, name, specs, case, seed, timed, sweep, deadline) -> dict:
                 compiled(*inputs)
                 row["compile_s"] = time.time() - t0
                 baselines["torch.compile"] = rk.bench(lambda: compiled(*inputs))
+                del compiled
     for other in specs[1:]:  # same constructor and draws, so the same parameters
         other_ref = rk.load_module(other.reference, f"ref_{other.name}", case.params)
         other_model, _, _ = rk.build(other_ref, kernel, dtype, seed)
@@ -163,31 +238,42 @@ def run_case(rk, name, specs, case, seed, timed, sweep, deadline) -> dict:
         row[f"{other.name}_agrees"] = agree["ok"]
     row["baselines_ms"] = baselines
     row["variants"] = []
+    finish_row(row, timed)
+    return row, ((kernel, new, inputs, refs, tol) if keep else None)
+
+
+def sweep_variant(rk, row, kept, variant, timed) -> None:
+    """Time one CONFIG variant on a case's kept inputs (the kernel's CONFIG restored after)."""
+    kernel, new, inputs, refs, tol = kept
     default_cfg = dict(kernel.CONFIG)
-    for variant in VARIANTS.get(name, []) if sweep else []:
-        if time.time() > deadline:
-            row["sweep_cut_short"] = True
-            break
+    try:
         kernel.CONFIG.clear()
         kernel.CONFIG.update(default_cfg, **variant)
         entry = kernel_call(rk, new, inputs, refs, tol, timed, 30)
-        row["variants"].append({"variant": variant, **entry})
-    kernel.CONFIG.clear()
-    kernel.CONFIG.update(default_cfg)
+    finally:
+        kernel.CONFIG.clear()
+        kernel.CONFIG.update(default_cfg)
+    row["variants"].append({"variant": variant, **entry})
+    finish_row(row, timed)
+
+
+def finish_row(row, timed) -> None:
+    """Speedups, bandwidth and the best correct variant of a row, from what it holds so far."""
     ms = row["default"]["ms"]
+    baselines = row["baselines_ms"]
     if ms or timed:
         row["speedups"] = {b: t / ms for b, t in baselines.items() if t and ms}
-        row["gbps"] = nbytes / ms / 1e6 if nbytes and ms else None
-        row["tflops"] = flops / ms / 1e9 if flops and ms else None
+        row["gbps"] = row["bytes"] / ms / 1e6 if row.get("bytes") and ms else None
+        row["tflops"] = row["flops"] / ms / 1e9 if row.get("flops") and ms else None
         good = [v for v in row["variants"] if v.get("ok") and v.get("ms")]
         best = min(good, key=lambda v: v["ms"], default=None)
+        row.pop("best_variant", None)
         if best and (not ms or best["ms"] < ms):
             row["best_variant"] = {
                 "variant": best["variant"],
                 "ms": best["ms"],
                 "speedups": {b: t / best["ms"] for b, t in baselines.items() if t},
             }
-    return row
 
 
 def markdown(report: dict) -> str:
@@ -259,6 +345,35 @@ def variant_ranking(results: list[dict]) -> dict:
     return out
 
 
+def summarize(paths: list[Path], out: Path, stem: str) -> int:
+    """One report from several runs' summary JSONs (a missing or unreadable one is noted, not fatal):
+    the first run's environment and peaks (that found), every run's results, one variant ranking."""
+    report = {"environment": None, "peaks": None, "results": [], "runs": []}
+    for path in paths:
+        try:
+            part = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            report["runs"].append({"path": str(path), "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        report["runs"].append({"path": str(path), **part["environment"]})
+        report["environment"] = report["environment"] or dict(part["environment"])
+        report["peaks"] = report["peaks"] or part.get("peaks")
+        report["results"] += part["results"]
+    if report["environment"] is None:
+        print(f"bench/recsys_operators.py: none of {len(paths)} JSON files could be read", file=sys.stderr)
+        return 1
+    report["variant_ranking"] = variant_ranking(report["results"])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps(report, indent=1, default=str))
+    text = markdown(report)
+    missing = [r for r in report["runs"] if "error" in r]
+    if missing:
+        text += "\nRuns not found: " + "; ".join(f"{r['path']} ({r['error']})" for r in missing) + "\n"
+    (out / f"{stem}.md").write_text(text)
+    print(text)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="directory for the JSON and markdown results")
@@ -267,7 +382,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-sweep", action="store_true", help="time the default CONFIG only")
     parser.add_argument("--budget-s", type=float, default=1e9, help="no new variant is started after this many seconds")
     parser.add_argument("--seed", type=int, default=20261122)
+    parser.add_argument("--stem", default="recsys_operators", help="name of the summary files (STEM.json, STEM.md)")
+    parser.add_argument("--no-cases", action="store_true", help="no per-case JSON files (OUT/cases/)")
+    parser.add_argument("--no-markdown", action="store_true", help="the summary JSON only")
+    parser.add_argument("--no-peaks", action="store_true", help="skip the copy/matmul ceiling measurement")
+    parser.add_argument(
+        "--summarize",
+        nargs="+",
+        type=Path,
+        metavar="JSON",
+        help="no run: merge these summary JSONs (of runs with --only) into OUT/STEM.md and OUT/STEM.json",
+    )
     args = parser.parse_args(argv)
+    if args.summarize:
+        return summarize(args.summarize, args.out, args.stem)
     interpret = args.device == "interpret"
     if interpret:
         os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
@@ -292,7 +420,9 @@ def main(argv: list[str] | None = None) -> int:
         rk.DEVICE = "cpu"
     start = time.time()
     deadline = start + args.budget_s
-    (args.out / "cases").mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if not args.no_cases:
+        (args.out / "cases").mkdir(exist_ok=True)
     report = {
         "environment": {
             "device": "Triton interpreter (CPU, untimed)" if interpret else torch.cuda.get_device_name(0),
@@ -300,32 +430,39 @@ def main(argv: list[str] | None = None) -> int:
             "triton": triton.__version__,
             "command": " ".join(sys.argv),
         },
-        "peaks": None if interpret else rk.peaks(),
+        "peaks": None if interpret or args.no_peaks else rk.peaks(),
         "results": [],
     }
 
     def save():
         report["variant_ranking"] = variant_ranking(report["results"])
-        (args.out / "recsys_operators.json").write_text(json.dumps(report, indent=1, default=str))
-        (args.out / "recsys_operators.md").write_text(markdown(report))
+        (args.out / f"{args.stem}.json").write_text(json.dumps(report, indent=1, default=str))
+        if not args.no_markdown:
+            (args.out / f"{args.stem}.md").write_text(markdown(report))
 
     for name in args.only or list(OPERATORS):
         specs = [load_spec(REPO / "specs" / f"{s}.yaml") for s in OPERATORS[name]]
         cases = specs[0].cases("interpret" if interpret else "cuda")
         if not interpret:
             cases += [Case(params=p, dtype=d) for p in EXTRA_SHAPES.get(name, []) for d in specs[0].dtypes]
+        # First the default and the baselines at every shape, then the variants one at a time over
+        # all swept shapes (so a sweep cut short by the budget still compares whole variants).
+        kept = []
+        shapes = list(dict.fromkeys(shape_text(c.params) for c in cases))
         for i, case in enumerate(cases):
             try:
-                shape_index = list(dict.fromkeys(shape_text(c.params) for c in cases)).index(shape_text(case.params))
-                sweep = not args.no_sweep and (interpret or shape_index < SWEEP_SHAPES.get(name, len(cases)))
-                row = run_case(rk, name, specs, case, args.seed, not interpret, sweep, deadline)
+                sweep = not args.no_sweep and (
+                    interpret or shapes.index(shape_text(case.params)) < SWEEP_SHAPES.get(name, len(cases))
+                )
+                row, ctx = run_case(rk, name, specs, case, args.seed, not interpret, sweep)
                 d = row["default"]
                 print(
                     f"{name:13s} {shape_text(case.params):40s} {case.dtype:9s} {'ok' if d['ok'] else 'WRONG'} "
-                    f"{d['ms'] if d['ms'] is None else round(d['ms'], 4)} ms; baselines {row['baselines_ms']}; "
-                    f"variants failed: {sum(not v.get('ok') for v in row['variants'])}/{len(row['variants'])}",
+                    f"{d['ms'] if d['ms'] is None else round(d['ms'], 4)} ms; baselines {row['baselines_ms']}",
                     flush=True,
                 )
+                if ctx is not None:
+                    kept.append((i, row, ctx))
             except Exception as exc:  # one bad case must not lose the others
                 traceback.print_exc()
                 row = {
@@ -334,10 +471,32 @@ def main(argv: list[str] | None = None) -> int:
                     "dtype": case.dtype,
                     "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
                 }
-            (args.out / "cases" / f"{name}_{i}.json").write_text(json.dumps(row, indent=1, default=str))
             report["results"].append(row)
-            rk.free_cache()
             save()
+        for variant in VARIANTS.get(name, []) if kept else []:
+            if time.time() > deadline:
+                for _, row, _ in kept:
+                    row["sweep_cut_short"] = True
+                break
+            for _, row, ctx in kept:
+                try:
+                    sweep_variant(rk, row, ctx, variant, not interpret)
+                except Exception as exc:
+                    row["variants"].append({"variant": variant, "ok": False, "ms": None, "message": repr(exc)[:200]})
+            print(
+                f"{name:13s} {json.dumps(variant)}: "
+                + ", ".join(
+                    f"{v['ms']:.4f}" if v.get("ok") and v.get("ms") else ("ok" if v.get("ok") else "FAIL")
+                    for v in (row["variants"][-1] for _, row, _ in kept)
+                ),
+                flush=True,
+            )
+            save()
+        del kept
+        rk.free_cache()
+        if not args.no_cases:
+            for i, row in enumerate(r for r in report["results"] if r.get("kernel") == name):
+                (args.out / "cases" / f"{name}_{i}.json").write_text(json.dumps(row, indent=1, default=str))
     report["environment"]["wall_s"] = time.time() - start
     save()
     print(markdown(report))

@@ -56,6 +56,8 @@ CONFIG = {
     "num_stages": 3,
     "fp32_precision": 'bf16x3',
     "packed_weight": True,
+    "align_hints": False,
+    "shift": "load",
 }
 
 TUNABLES = {
@@ -67,6 +69,14 @@ TUNABLES = {
     "num_stages": [1, 2, 3, 4],
     "fp32_precision": ["bf16x3", "tf32x3", "bf16x6", "ieee"],
     "packed_weight": [True, False],
+    # Tell the compiler that x's rows start 16-byte aligned and L is a multiple of the vector width
+    # (checked on the host): the unshifted x loads and y stores become vector loads/stores.
+    "align_hints": [False, True],
+    # How tap t's shifted x tile is made: "load" (one masked, unaligned load per tap, L1 hits) or
+    # "gather" (one aligned load per CIN slice, the other taps shifted on chip with tl.gather;
+    # only when one L tile covers the whole row, else "load") or "prefetch" (KSIZE 3 only: the
+    # next CIN slice's three shifted tiles loaded into registers before this slice's dots).
+    "shift": ["load", "gather", "prefetch"],
 }
 
 
@@ -79,9 +89,16 @@ def _conv1d_kernel(
     stride_yb, stride_yc, stride_yl, stride_bias,
     KSIZE: tl.constexpr, PAD: tl.constexpr, HAS_BIAS: tl.constexpr,
     BLOCK_CO: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_CI: tl.constexpr,
-    PRECISION: tl.constexpr, NUM_STAGES: tl.constexpr,
+    PRECISION: tl.constexpr, NUM_STAGES: tl.constexpr, ALIGN: tl.constexpr, GATHER: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     # Programs of one sample are adjacent (its x columns stay in L2 for the other COUT tiles).
+    if ALIGN > 1:  # the host checked these (align_hints)
+        stride_xb = tl.multiple_of(stride_xb, ALIGN)
+        stride_xc = tl.multiple_of(stride_xc, ALIGN)
+        stride_yb = tl.multiple_of(stride_yb, ALIGN)
+        stride_yc = tl.multiple_of(stride_yc, ALIGN)
+        L = tl.multiple_of(L, ALIGN)
     pid = tl.program_id(0)
     b = pid // (tiles_l * tiles_co)
     rest = pid % (tiles_l * tiles_co)
@@ -92,16 +109,61 @@ def _conv1d_kernel(
     co_ok = co < C_OUT
     acc = tl.zeros([BLOCK_CO, BLOCK_L], dtype=tl.float32)
     x_base = x_ptr + b.to(tl.int64) * stride_xb
-    for ci0 in tl.range(0, C_IN, BLOCK_CI, num_stages=NUM_STAGES):
-        ci = ci0 + tl.arange(0, BLOCK_CI)
-        ci_ok = ci < C_IN
-        for t in tl.static_range(KSIZE):
-            w = tl.load(w_ptr + co[:, None] * stride_wo + ci[None, :] * stride_wi + t * stride_wk,
-                        mask=co_ok[:, None] & ci_ok[None, :], other=0.0)
-            pos = l_out + (t - PAD)
-            x = tl.load(x_base + ci[:, None] * stride_xc + pos[None, :] * stride_xl,
-                        mask=ci_ok[:, None] & ((pos >= 0) & (pos < L))[None, :], other=0.0)
-            acc = tl.dot(w, x, acc, input_precision=PRECISION)
+    if PREFETCH:
+        # KSIZE == 3: the three shifted x tiles of the next CIN slice are loaded (into registers)
+        # before this slice's dots, so their latency overlaps the tensor-core work; the unaligned
+        # taps cannot be staged by the asynchronous copies that num_stages pipelines.
+        p_m = l_out - 1
+        p_p = l_out + 1
+        ok_m = ((p_m >= 0) & (p_m < L))[None, :]
+        ok_c = (l_out < L)[None, :]
+        ok_p = (p_p < L)[None, :]
+        ci = tl.arange(0, BLOCK_CI)
+        x_rows = x_base + ci[:, None] * stride_xc
+        ci_ok = (ci < C_IN)[:, None]
+        x_m = tl.load(x_rows + p_m[None, :] * stride_xl, mask=ci_ok & ok_m, other=0.0)
+        x_c = tl.load(x_rows + l_out[None, :] * stride_xl, mask=ci_ok & ok_c, other=0.0)
+        x_p = tl.load(x_rows + p_p[None, :] * stride_xl, mask=ci_ok & ok_p, other=0.0)
+        for ci0 in tl.range(0, C_IN, BLOCK_CI, num_stages=NUM_STAGES):
+            ci = ci0 + tl.arange(0, BLOCK_CI)
+            w_rows = w_ptr + co[:, None] * stride_wo + ci[None, :] * stride_wi
+            w_ok = co_ok[:, None] & (ci < C_IN)[None, :]
+            nci = ci + BLOCK_CI
+            x_rows = x_base + nci[:, None] * stride_xc
+            n_ok = (nci < C_IN)[:, None]
+            nx_m = tl.load(x_rows + p_m[None, :] * stride_xl, mask=n_ok & ok_m, other=0.0)
+            nx_c = tl.load(x_rows + l_out[None, :] * stride_xl, mask=n_ok & ok_c, other=0.0)
+            nx_p = tl.load(x_rows + p_p[None, :] * stride_xl, mask=n_ok & ok_p, other=0.0)
+            acc = tl.dot(tl.load(w_rows, mask=w_ok, other=0.0), x_m, acc, input_precision=PRECISION)
+            acc = tl.dot(tl.load(w_rows + stride_wk, mask=w_ok, other=0.0), x_c, acc, input_precision=PRECISION)
+            acc = tl.dot(tl.load(w_rows + 2 * stride_wk, mask=w_ok, other=0.0), x_p, acc,
+                         input_precision=PRECISION)
+            x_m, x_c, x_p = nx_m, nx_c, nx_p
+    else:
+        for ci0 in tl.range(0, C_IN, BLOCK_CI, num_stages=NUM_STAGES):
+            ci = ci0 + tl.arange(0, BLOCK_CI)
+            ci_ok = ci < C_IN
+            if GATHER:
+                # The tile covers the whole row (L <= BLOCK_L, one L tile, l_out starts at 0): load it
+                # once, aligned, and shift it on chip; the padding is the zeros outside [0, L).
+                x0 = tl.load(x_base + ci[:, None] * stride_xc + l_out[None, :] * stride_xl,
+                             mask=ci_ok[:, None] & (l_out < L)[None, :], other=0.0)
+            for t in tl.static_range(KSIZE):
+                w = tl.load(w_ptr + co[:, None] * stride_wo + ci[None, :] * stride_wi + t * stride_wk,
+                            mask=co_ok[:, None] & ci_ok[None, :], other=0.0)
+                pos = l_out + (t - PAD)
+                if GATHER:
+                    if t == PAD:
+                        x = x0
+                    else:
+                        src = tl.minimum(tl.maximum(pos, 0), BLOCK_L - 1)
+                        src2 = tl.zeros([BLOCK_CI, BLOCK_L], dtype=tl.int32) + src[None, :]
+                        x = tl.gather(x0, src2, axis=1)
+                        x = tl.where(((pos >= 0) & (pos < BLOCK_L))[None, :], x, tl.zeros_like(x))
+                else:
+                    x = tl.load(x_base + ci[:, None] * stride_xc + pos[None, :] * stride_xl,
+                                mask=ci_ok[:, None] & ((pos >= 0) & (pos < L))[None, :], other=0.0)
+                acc = tl.dot(w, x, acc, input_precision=PRECISION)
     if HAS_BIAS:
         acc += tl.load(bias_ptr + co * stride_bias, mask=co_ok, other=0.0).to(tl.float32)[:, None]
     y = y_ptr + b.to(tl.int64) * stride_yb + co[:, None] * stride_yc + l_out[None, :] * stride_yl
@@ -149,13 +211,21 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
         precision = "tf32"
     else:
         precision = cfg["fp32_precision"] if x.is_cuda else "ieee"
+    # Vector width (elements of 16 bytes) that x's and y's row starts and L are multiples of.
+    align = 1
+    if cfg["align_hints"] and x.is_cuda and x.stride(2) == 1:
+        vec = 16 // x.element_size()
+        if all(v % vec == 0 for v in (x.stride(0), x.stride(1), length)) and x.data_ptr() % 16 == 0:
+            align = vec
+    gather = cfg["shift"] == "gather" and tiles_l == 1
+    prefetch = cfg["shift"] == "prefetch" and ksize == 3
     _conv1d_kernel[(batch * tiles_co * tiles_l,)](
         x, w, bias if bias is not None else w, y,
         c_in, c_out, length, tiles_l, tiles_co,
         *x.stride(), *w_strides, *y.stride(), bias.stride(0) if bias is not None else 0,
         KSIZE=ksize, PAD=ksize // 2, HAS_BIAS=bias is not None,
         BLOCK_CO=block_co, BLOCK_L=block_l, BLOCK_CI=block_ci,
-        PRECISION=precision, NUM_STAGES=stages, num_warps=cfg["num_warps"],
+        PRECISION=precision, NUM_STAGES=stages, ALIGN=align, GATHER=gather, PREFETCH=prefetch, num_warps=cfg["num_warps"],
     )
     return y
 

@@ -43,6 +43,8 @@ CONFIG = {
     "tile_borders": True,
     "rows_fastest": False,
     "num_warps": 8,
+    "row_blocks": 1,
+    "linear_max_borders": 0,
 }
 
 TUNABLES = {
@@ -51,7 +53,12 @@ TUNABLES = {
     "search": ["binary", "linear"],
     "tile_borders": [True, False],
     "rows_fastest": [False, True],
-    "num_warps": [4, 8],
+    "num_warps": [4, 8, 16],
+    # BLOCK_B-row blocks one program walks with its features' border table loaded once (the
+    # table is [NB, BLOCK_F] floats: at NB = 64 a third of a 64 x 64 tile's own traffic).
+    "row_blocks": [1, 2, 4, 8, 16],
+    # Use the linear count instead of the binary search when NB is at most this (0: never).
+    "linear_max_borders": [0, 4, 8, 16, 32],
 }
 
 
@@ -61,47 +68,53 @@ def _mbdt_kernel(
     stride_vb, stride_vf, stride_bf, stride_bj, stride_ob, stride_of,
     BLOCK_B: tl.constexpr, BLOCK_F: tl.constexpr, FIRST_STEP: tl.constexpr, N_STEPS: tl.constexpr,
     LINEAR: tl.constexpr, ROWS_FASTEST: tl.constexpr, TILE_BORDERS: tl.constexpr, NB_TILE: tl.constexpr,
+    ROW_BLOCKS: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    rows = (pid // tiles_f).to(tl.int64) * BLOCK_B + tl.arange(0, BLOCK_B)
     feats = (pid % tiles_f) * BLOCK_F + tl.arange(0, BLOCK_F)
+    row0 = (pid // tiles_f).to(tl.int64) * (BLOCK_B * ROW_BLOCKS)
     # The tile as [BLOCK_F, BLOCK_B] puts a warp's lanes along rows of one feature, so a gather
     # step reads one border row (a few cache lines) instead of one line per lane.
     if ROWS_FASTEST:
-        r2 = rows[None, :]
         f2 = feats[:, None]
     else:
-        r2 = rows[:, None]
         f2 = feats[None, :]
     f_ok = f2 < n_feat
-    mask = (r2 < n_rows) & f_ok
-    v = tl.load(values_ptr + r2 * stride_vb + f2 * stride_vf, mask=mask, other=0.0)
     row_of_f = borders_ptr + f2 * stride_bf
-    pos = tl.zeros(v.shape, dtype=tl.int32)
-    if LINEAR:
-        for j in range(0, n_borders):
-            border = tl.load(row_of_f + j * stride_bj, mask=f_ok, other=0.0)
-            pos += (border < v).to(tl.int32)
-    elif TILE_BORDERS and not ROWS_FASTEST:
+    offset = tl.load(offsets_ptr + f2, mask=f_ok, other=0)
+    if TILE_BORDERS and not ROWS_FASTEST and not LINEAR:
         # The tile's border rows, loaded once as [NB_TILE, BLOCK_F] (feature f in column f): each
         # search step gathers from this on-chip copy (tl.gather along axis 0), not from memory.
         j = tl.arange(0, NB_TILE)
         table = tl.load(borders_ptr + j[:, None] * stride_bj + f2 * stride_bf,
                         mask=(j[:, None] < n_borders) & f_ok, other=0.0)
-        for i in tl.static_range(N_STEPS):
-            cand = pos + (FIRST_STEP >> i)
-            ok = mask & (cand <= n_borders)
-            border = tl.gather(table, tl.where(ok, cand - 1, 0), axis=0)
-            pos = tl.where(ok & (border < v), cand, pos)
-    else:
-        for i in tl.static_range(N_STEPS):  # unrolled: step = FIRST_STEP, FIRST_STEP / 2, ..., 1
-            cand = pos + (FIRST_STEP >> i)
-            ok = mask & (cand <= n_borders)
-            border = tl.load(row_of_f + (cand - 1) * stride_bj, mask=ok, other=0.0)
-            pos = tl.where(ok & (border < v), cand, pos)
-    pos = tl.where(v != v, n_borders, pos)  # NaN sorts last
-    offset = tl.load(offsets_ptr + f2, mask=f_ok, other=0)
-    tl.store(out_ptr + r2 * stride_ob + f2 * stride_of, pos.to(tl.int64) + offset, mask=mask)
+    for rb in range(ROW_BLOCKS):  # row blocks of this program share the border table
+        rows = row0 + rb * BLOCK_B + tl.arange(0, BLOCK_B)
+        if ROWS_FASTEST:
+            r2 = rows[None, :]
+        else:
+            r2 = rows[:, None]
+        mask = (r2 < n_rows) & f_ok
+        v = tl.load(values_ptr + r2 * stride_vb + f2 * stride_vf, mask=mask, other=0.0)
+        pos = tl.zeros(v.shape, dtype=tl.int32)
+        if LINEAR:
+            for jj in range(0, n_borders):
+                border = tl.load(row_of_f + jj * stride_bj, mask=f_ok, other=0.0)
+                pos += (border < v).to(tl.int32)
+        elif TILE_BORDERS and not ROWS_FASTEST:
+            for i in tl.static_range(N_STEPS):
+                cand = pos + (FIRST_STEP >> i)
+                ok = mask & (cand <= n_borders)
+                border = tl.gather(table, tl.where(ok, cand - 1, 0), axis=0)
+                pos = tl.where(ok & (border < v), cand, pos)
+        else:
+            for i in tl.static_range(N_STEPS):  # unrolled: step = FIRST_STEP, FIRST_STEP / 2, ..., 1
+                cand = pos + (FIRST_STEP >> i)
+                ok = mask & (cand <= n_borders)
+                border = tl.load(row_of_f + (cand - 1) * stride_bj, mask=ok, other=0.0)
+                pos = tl.where(ok & (border < v), cand, pos)
+        pos = tl.where(v != v, n_borders, pos)  # NaN sorts last
+        tl.store(out_ptr + r2 * stride_ob + f2 * stride_of, pos.to(tl.int64) + offset, mask=mask)
 
 
 def mbdt_forward(values: torch.Tensor, borders: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
@@ -119,13 +132,16 @@ def mbdt_forward(values: torch.Tensor, borders: torch.Tensor, offsets: torch.Ten
     block_b = max(1, min(cfg["BLOCK_B"], triton.next_power_of_2(n_rows)))
     tiles_f = triton.cdiv(n_feat, block_f)
     first_step = triton.next_power_of_2(n_borders + 1) // 2  # 2^k with 2^(k+1) > NB; 0 when NB = 0
-    _mbdt_kernel[(triton.cdiv(n_rows, block_b) * tiles_f,)](
+    # Row blocks per program: never more than the rows need.
+    row_blocks = max(1, min(cfg["row_blocks"], triton.cdiv(n_rows, block_b)))
+    linear = cfg["search"] == "linear" or n_borders <= cfg["linear_max_borders"]
+    _mbdt_kernel[(triton.cdiv(n_rows, block_b * row_blocks) * tiles_f,)](
         values, borders, offsets, out, n_rows, n_feat, n_borders, tiles_f,
         *values.stride(), *borders.stride(), *out.stride(),
-        BLOCK_B=block_b, BLOCK_F=block_f, FIRST_STEP=first_step, N_STEPS=first_step.bit_length(), LINEAR=cfg["search"] == "linear",
+        BLOCK_B=block_b, BLOCK_F=block_f, FIRST_STEP=first_step, N_STEPS=first_step.bit_length(), LINEAR=linear,
         # Triton 3.6 fails to compile the tl.gather for narrow tiles (BLOCK_F = 2 on the H200).
         ROWS_FASTEST=cfg["rows_fastest"], TILE_BORDERS=cfg["tile_borders"] and block_f >= 32,
-        NB_TILE=max(1, triton.next_power_of_2(n_borders)),
+        NB_TILE=max(1, triton.next_power_of_2(n_borders)), ROW_BLOCKS=row_blocks,
         num_warps=cfg["num_warps"],
     )
     return out

@@ -44,6 +44,7 @@ CONFIG = {
     "BLOCK_KC": 32,
     "num_warps": 4,
     "num_stages": 2,
+    "min_programs": 0,
 }
 
 TUNABLES = {
@@ -51,6 +52,10 @@ TUNABLES = {
     "BLOCK_KC": [16, 32, 64, 128],
     "num_warps": [4, 8],
     "num_stages": [1, 2, 3],
+    # Small batches: halve BLOCK_M (down to 16) while the grid has fewer programs than this
+    # (0: never), so that B = 64 ... 256 still fills the GPU; W1[b] and W2[b] are then re-read
+    # from L2 by more row tiles.
+    "min_programs": [0, 512, 1024, 2048],
 }
 
 
@@ -124,6 +129,8 @@ def pffn_forward(x, w1, w2, b1, g1, b2, g2, eps: float) -> torch.Tensor:
     cfg = CONFIG
     block_m = max(16, min(cfg["BLOCK_M"], triton.next_power_of_2(n)))
     block_kc = max(16, min(cfg["BLOCK_KC"], triton.next_power_of_2(k)))
+    while cfg["min_programs"] and block_m > 16 and batch * triton.cdiv(n, block_m) < cfg["min_programs"]:
+        block_m //= 2
     tiles_m = triton.cdiv(n, block_m)
     # A stage of the chunk loop holds a W1 slice and a W2 slice in shared memory.
     stages = pipeline_stages(cfg["num_stages"], 2 * x.element_size() * block_kc * full_d)

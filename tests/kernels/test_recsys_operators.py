@@ -75,6 +75,22 @@ def test_every_config_override_here_is_a_declared_tunable_value():
                 assert value in declared.tunables[key], f"{name}: {key}={value!r} not in TUNABLES"
 
 
+def test_every_benchmark_variant_is_a_declared_tunable_value():
+    """bench/recsys_operators.py's sweep times points of each kernel's declared search space."""
+    import importlib.util
+
+    from kernelevolve.paths import REPO_ROOT
+
+    spec = importlib.util.spec_from_file_location("recsys_bench", REPO_ROOT / "bench" / "recsys_operators.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    for name, variants in bench.VARIANTS.items():
+        declared = read_declared((KNOWLEDGE_BASE / "kernels" / f"{name}.py").read_text())
+        for variant in variants:
+            for key, value in variant.items():
+                assert value in declared.tunables[key], f"{name}: {key}={value!r} not in TUNABLES"
+
+
 # kernel -> [(CONFIG overrides, reference constants, dtypes)]
 CASES = {
     "conv1d": [
@@ -87,6 +103,23 @@ CASES = {
         # KSIZE 5 (pad 2 on both sides of a short row) in the weight's own layout; KSIZE 1.
         ({"packed_weight": False}, {"B": 2, "CIN": 16, "COUT": 24, "L": 7, "KSIZE": 5}, ["float16", "float32"]),
         ({}, {"B": 3, "CIN": 8, "COUT": 8, "L": 20, "KSIZE": 1}, ["float32"]),
+        # Taps shifted on chip (one L tile covers the row), CIN in 2 slices (the last partial);
+        # KSIZE 5; and a row longer than the tile, where "gather" falls back to shifted loads.
+        (
+            {"shift": "gather", "align_hints": True, "BLOCK_CI": 16},
+            {"B": 2, "CIN": 20, "COUT": 24, "L": 37},
+            ["float16", "float32"],
+        ),
+        ({"shift": "gather"}, {"B": 2, "CIN": 16, "COUT": 24, "L": 7, "KSIZE": 5}, ["float32"]),
+        ({"shift": "gather", "BLOCK_L": 32}, {"B": 2, "CIN": 16, "COUT": 24, "L": 75}, ["float16"]),
+        # Next CIN slice prefetched (3 slices of 16, the last partial; 3 ragged L tiles); KSIZE 5
+        # falls back to the plain loads.
+        (
+            {"shift": "prefetch", "BLOCK_CI": 16, "BLOCK_L": 32, "fp32_BLOCK_L": 32},
+            {"B": 2, "CIN": 40, "COUT": 24, "L": 75},
+            ["float16", "float32"],
+        ),
+        ({"shift": "prefetch"}, {"B": 2, "CIN": 16, "COUT": 24, "L": 7, "KSIZE": 5}, ["float32"]),
     ],
     "optimized_fm": [
         # N = 24 (padded to 32), D = 56 in slices of 16 (the last partial), K = 150 in tiles of 32.
@@ -97,6 +130,14 @@ CASES = {
             {"B": 2, "N": 24, "D": 56, "K": 150},
             ["bfloat16", "float32"],
         ),
+        # N = 40 as 32 + 16 rows (the second block partial), N = 80 as 64 + 16; N = 24 is not split.
+        (
+            {"k_major": True, "split_n": True, "BLOCK_K": 32, "BLOCK_D": 16},
+            {"B": 2, "N": 40, "D": 56, "K": 150},
+            ["bfloat16", "float32"],
+        ),
+        ({"k_major": True, "split_n": True}, {"B": 2, "N": 80, "D": 30, "K": 20}, ["bfloat16"]),
+        ({"k_major": True, "split_n": True}, {"B": 2, "N": 24, "D": 30, "K": 20}, ["bfloat16"]),
     ],
     "pffn": [
         # Rows in 3 tiles of 16 (the last partial), D = 40 padded to 64, K = 40 in two chunks of 32
@@ -104,6 +145,8 @@ CASES = {
         ({"BLOCK_M": 16, "BLOCK_KC": 32}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16", "float32"]),
         ({}, {"B": 2, "N": 9, "D": 96, "K": 160}, ["bfloat16"]),
         ({"BLOCK_KC": 128}, {"B": 1, "N": 5, "D": 24, "K": 300}, ["float32"]),  # K > 256: three chunks
+        # A small grid (2 x 1 tiles of 64 rows) shrinks its row tiles to 16: 3 tiles per sample.
+        ({"min_programs": 512}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16"]),
     ],
     "mbdt": [
         # Features in 2 tiles of 32 (the last partial), rows in 3 tiles of 8; BORDERS 7 and 1.
@@ -117,6 +160,19 @@ CASES = {
         ({"BLOCK_B": 8, "BLOCK_F": 32, "search": "linear"}, {"BATCH": 20, "FEATURES": 40, "BORDERS": 7}, ["float32"]),
         ({}, {"BATCH": 5, "FEATURES": 3, "BORDERS": 1}, ["float32"]),
         ({"search": "linear"}, {"BATCH": 64, "FEATURES": 2, "BORDERS": 16}, ["float32"]),
+        # 4 row blocks of 8 per program (the last program's blocks partly or wholly past the rows),
+        # with the border table and without; the linear count chosen by the border count.
+        ({"BLOCK_B": 8, "BLOCK_F": 32, "row_blocks": 4}, {"BATCH": 45, "FEATURES": 40, "BORDERS": 7}, ["float32"]),
+        (
+            {"BLOCK_B": 8, "BLOCK_F": 32, "row_blocks": 2, "tile_borders": False},
+            {"BATCH": 45, "FEATURES": 40, "BORDERS": 7},
+            ["float32"],
+        ),
+        (
+            {"BLOCK_B": 8, "BLOCK_F": 32, "row_blocks": 4, "linear_max_borders": 8},
+            {"BATCH": 45, "FEATURES": 40, "BORDERS": 7},
+            ["float32"],
+        ),
     ],
 }
 SPEC_OF = {"conv1d": "conv1d", "optimized_fm": "optimized_fm", "pffn": "pffn", "mbdt": "mbdt"}
