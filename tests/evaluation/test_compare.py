@@ -69,3 +69,21 @@ def test_integer_outputs_must_match_exactly_and_outputs_are_named(monkeypatch):
     assert not ok and message == "output 0: dtype torch.float16, expected torch.float32"
     ok, message, _, _ = cmp.compare([y[:5], idx], expected, refs, TOL)
     assert not ok and message == "output 0: shape (5, 5), expected (6, 5)"
+
+
+def test_non_finite_values_where_the_reference_has_them_too_are_not_compared(monkeypatch):
+    monkeypatch.setattr(cmp, "CHUNK", 5)
+    ref = torch.linspace(-1, 1, 12, dtype=torch.float32)
+    ref[7] = float("inf")
+    ref[9] = float("nan")
+    out = ref.to(torch.bfloat16)
+    meta = [out.to("meta")]
+    ok, message, abs_err, _ = cmp.compare([out], meta, [ref], TOL)
+    assert ok and abs_err < 1e-2
+    out = out.clone()
+    out[2] = float("inf")
+    ok, message, _, _ = cmp.compare([out], meta, [ref], TOL)
+    assert not ok and message.startswith("1 of 12 elements are NaN/Inf where the reference is finite")
+    out[2] = ref[2] + 0.5
+    ok, message, _, _ = cmp.compare([out], meta, [ref], TOL)
+    assert not ok and "first at [2]" in message

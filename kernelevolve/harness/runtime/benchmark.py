@@ -32,6 +32,7 @@ def main(config: dict) -> None:
     from kernelevolve.harness.runtime import modules
     from kernelevolve.harness.runtime.guard import KernelMonitor, Tripwire
     from kernelevolve.harness.runtime.timing import Clock, cross_check
+    from kernelevolve.harness.runtime.warm import warm_triton
 
     result.data["environment"] = {
         "torch": torch.__version__,
@@ -42,6 +43,12 @@ def main(config: dict) -> None:
     }
     # The GPU is used from here on: wait until the evaluator lets preparations run (no timing then).
     config.update(wait_for_go(config, result, "prepare"))
+    result.stage("warming Triton")
+    try:
+        warm_triton(torch)
+    except Exception as exc:  # the environment (driver, compiler, cache), not a candidate
+        print(f"benchmark harness: Triton cannot launch a kernel here: {one_line(exc)}", file=sys.stderr)
+        sys.exit(3)
     clock = Clock()
     rng = random.Random(secrets.randbits(64))
     device = "cuda"
@@ -81,7 +88,7 @@ def main(config: dict) -> None:
         entry = {"label": case["label"], "latency_ms": None, "calls": None, "profile": None}
         result.cases.append(entry)
         label = case["label"]
-        result.stage(f"{label} timing")
+        result.stage(f"{label} first calls")
         try:
             new = modules.build_candidate(ref_mod, candidate, reference, config["seed"], dtype, device)
         except modules.ConstructionError as exc:
@@ -101,6 +108,7 @@ def main(config: dict) -> None:
             if reason := monitor.stream_verdict():
                 result.finish("timing", f"{label}: {reason}")
             entry["profile"] = profile
+            result.stage(f"{label} timing")
             timing = clock.measure(
                 new, buffers, pools, warmup_ms=config["warmup_ms"], rep_ms=config["rep_ms"], rng=rng, keep_outputs=keep
             )

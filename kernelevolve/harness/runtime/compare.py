@@ -130,21 +130,41 @@ def _compare_one(out: torch.Tensor, ref: torch.Tensor, tol: dict) -> tuple[str |
     for s in range(0, n, CHUNK):
         got = flat_out[s : s + CHUNK].to(work)
         want = flat_ref[s : s + CHUNK].to(got.device, work)
-        finite_want = torch.isfinite(want)
-        nonfinite += (~torch.isfinite(got) & finite_want).sum().item()
-        if nonfinite:
-            continue  # reported as such below; the other counts no longer matter
-        both = torch.isfinite(got) & finite_want
-        diff = (got - want).abs().where(both, torch.zeros_like(got))
-        bad = (diff > tol["atol"] + tol["rtol"] * want.abs()) & both
-        abs_err = max(abs_err, diff.max().item())
-        diff_sq += diff.double().square().sum().item()
-        want_sq += want.where(both, torch.zeros_like(want)).double().square().sum().item()
-        count = bad.sum().item()
+        diff = torch.sub(got, want).abs_()
+        limit = want.abs().mul_(tol["rtol"]).add_(tol["atol"])
+        # The usual case, all finite, in few passes (a check compares every call of every trial).
+        stats = torch.stack(
+            [diff.max(), (diff > limit).sum().to(diff.dtype), torch.isfinite(diff).all().to(diff.dtype)]
+        )
+        top, count, all_finite = stats.tolist()
+        if all_finite:
+            abs_err = max(abs_err, top)
+            norms = torch.stack(
+                [
+                    torch.linalg.vector_norm(diff, dtype=torch.float64),
+                    torch.linalg.vector_norm(want, dtype=torch.float64),
+                ]
+            )
+            d, w = norms.tolist()
+            diff_sq, want_sq = diff_sq + d * d, want_sq + w * w
+        else:  # NaN/Inf somewhere: a non-finite output where the reference is finite is wrong; both non-finite is not compared
+            finite_want = torch.isfinite(want)
+            nonfinite += (~torch.isfinite(got) & finite_want).sum().item()
+            if nonfinite:
+                continue  # reported as such below; the other counts no longer matter
+            both = torch.isfinite(got) & finite_want
+            diff = diff.where(both, torch.zeros_like(diff))
+            abs_err = max(abs_err, diff.max().item())
+            diff_sq += torch.linalg.vector_norm(diff, dtype=torch.float64).item() ** 2
+            want_sq += (
+                torch.linalg.vector_norm(want.where(both, torch.zeros_like(want)), dtype=torch.float64).item() ** 2
+            )
+            count = ((diff > limit) & both).sum().item()
         if count and first is None:
+            bad = (diff > limit) if all_finite else ((diff > limit) & both)
             k = int(torch.nonzero(bad)[0].item())
             first = (s + k, got[k].item(), want[k].item())
-        n_bad += count
+        n_bad += int(count)
     if nonfinite:
         return (
             f"{nonfinite} of {n} elements are NaN/Inf where the reference is finite "

@@ -30,6 +30,7 @@ def main(config: dict) -> None:
     # A warm process waits here for its candidate: on the GPU before any GPU work (another
     # candidate may be timed meanwhile), on the CPU only once the reference's outputs are ready.
     if device == "cuda":
+        torch.empty(1, device="cuda")  # the CUDA context now (no kernel runs): not paid after the go
         config.update(wait_for_go(config, result))
 
     # ---- the reference, before any candidate code exists -----------------------------------
