@@ -11,88 +11,121 @@ spec: softmax
 softmax(x) over the last dimension in fp32 (max, exp, sum), written in x's dtype, in CuTe DSL
 (nvidia-cutlass-dsl; needs an sm_90 or newer GPU: there is no CPU interpreter for it).
 
-One pass from DRAM at every row length: a row is read once and written once. A row of N values is
-cut into 128-bit vectors (8 bf16/fp16, 4 fp32); `row_plan` gives each row `cluster_n` blocks of
-`threads` threads, each thread holding `iters` vectors in registers. While a row fits
-CONFIG["vecs_per_block"] vectors one block owns it; a longer row is split over a thread-block
-cluster (grid y, cluster shape (1, cluster_n, 1), at most CONFIG["max_cluster"] blocks). Two
-reductions, each over the warp (shuffles), the block (one fp32 per warp in shared memory) and the
-cluster: the row maximum, then the sum of exp(x - max). For the cluster step each block writes its
-partial into its own shared slot (slot 0 the max, slot 1 the sum), a cluster barrier publishes it,
-and every block reads all peers' slots through distributed shared memory (mapa +
-ld.shared::cluster), combining them in rank order so all blocks agree bit for bit. A final
-cluster arrive after the last peer read, and its wait just before the block exits, keep each
-block's shared memory alive while a peer may still read it. exp is exp2 of x * log2(e).
+One pass from DRAM at every row length: a row is read once and written once, the thread's slice of
+it kept in registers between the reductions and the store.
 
-Compiled once per (shape, dtype, plan) with `cute.compile` and kept in `_COMPILED`
+A row of N values is cut into vectors of CONFIG["copy_bits"] bits (128: 8 bf16/fp16, 4 fp32).
+`row_plan` (_cute_rows.row_layout, a small heuristic over CONFIG) picks the launch per row length:
+short rows share a block of CONFIG["short_threads"] threads, each row on the fewest threads (a power
+of two, at least CONFIG["min_row_threads"]) that hold it with at most CONFIG["vecs_per_thread"]
+vectors each (a row of at most 32 threads reduces in its warp alone, no shared memory, no barrier);
+longer rows get one block of at most CONFIG["threads"] threads each, split over the smallest
+thread-block cluster (grid y, cluster shape (1, cluster_n, 1), at most CONFIG["max_cluster"] blocks;
+16 is a non-portable size that Hopper allows) that leaves each thread at most vecs_per_thread
+vectors. With the defaults: N = 256 four rows per 128-thread block, N = 4096 two, N = 16384 one
+256-thread block, N = 65536 a cluster of 4 and N = 262144 of 16 blocks of 256 threads, 64 bf16
+values per thread.
+
+Two reductions, each over the warp (shuffles), the row's warps (one fp32 each in shared memory) and,
+for a cluster, its blocks: the row maximum, then the sum of exp(x - max); exp is exp2 of x *
+log2(e). The cluster's reductions go one of two ways (CONFIG["mbarrier"]). False: each block writes
+its partial into its own shared slot, a cluster barrier publishes it, every block reads all peers'
+slots through distributed shared memory (mapa + ld.shared::cluster) in rank order, and a last
+cluster arrive / wait keeps each block's shared memory alive until its peers are done reading. True:
+every warp pushes its partial into each peer's shared memory with st.async, the bytes completing on
+the receiver's mbarrier; a block waits only for its own mbarrier and reads only its own shared
+memory, so no cluster barrier is needed after the set-up. Either way all blocks combine the same
+partials in the same order and agree bit for bit.
+
+Compiled once per (shape, dtype, plan, exchange) with `cute.compile` and kept in `_COMPILED`
 (_cute_rows.run_compiled): sizes and strides are static, so the 16-byte alignment of every vector
-access is proven (tensors handed over with `assumed_align=16`). Rows must be a multiple of 32
-vectors (256 bf16 values), the case for every shape of specs/softmax.yaml; other lengths are
-refused with a ValueError. Launched on the caller's current CUDA stream.
+access is proven (tensors handed over with `assumed_align=16`). Rows must tile exactly (a whole
+number of vectors, split evenly over threads that are a multiple of 32, or a power of two from 8 for
+short rows), the case for every shape of specs/softmax.yaml; other lengths are refused with a
+ValueError. Launched on the caller's current CUDA stream.
 """
 
 import torch
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
-from _cute_rows import BIG, LOG2E, cluster_plan, launch_rows, load_vectors, reduction_smem, row_matrix, row_reduce, run_compiled, store_vectors, wait_for_peers
+from _cute_rows import BIG, LOG2E, launch_row_blocks, load_strided, plan_consts, row_coords, row_layout, row_matrix, row_exit, row_reductions, row_setup, row_total, run_compiled, store_strided
 from _row_models import SoftmaxModule
 
 CONFIG = {
-    "vecs_per_block": 4096,
-    "max_threads": 512,
-    "max_vecs_per_thread": 8,
-    "max_cluster": 8,
+    "copy_bits": 128,
+    "threads": 256,
+    "short_threads": 128,
+    "min_row_threads": 32,
+    "vecs_per_thread": 8,
+    "max_cluster": 16,
+    "mbarrier": False,
 }
 
 TUNABLES = {
-    "vecs_per_block": [1024, 2048, 4096],
-    "max_threads": [256, 512, 1024],
-    "max_vecs_per_thread": [8, 16],
-    "max_cluster": [4, 8],
+    "copy_bits": [64, 128],
+    "threads": [128, 256, 512],
+    "short_threads": [64, 128, 256],
+    "min_row_threads": [8, 16, 32],
+    "vecs_per_thread": [4, 8, 16],
+    "max_cluster": [8, 16],
+    "mbarrier": [False, True],
 }
 
 _COMPILED = {}
 
 
-def row_plan(n: int, vec: int, config: dict) -> tuple[int, int, int]:
-    """(cluster_n, threads, iters): every vector of a row owned by exactly one thread of one block."""
-    return cluster_plan(n, vec, config, "softmax_cute", config["max_vecs_per_thread"])
+def row_plan(n: int, width: int, config: dict):
+    """The RowPlan of rows of n values of `width` bits (_cute_rows.row_layout): one chunk, the
+    thread's whole slice in registers."""
+    return row_layout(n, width, config, "softmax_cute")
 
 
 @cute.kernel
-def _softmax_kernel(mX: cute.Tensor, mY: cute.Tensor, threads: cutlass.Constexpr, iters: cutlass.Constexpr, cluster_n: cutlass.Constexpr, vec: cutlass.Constexpr):
-    tidx, _, _ = cute.arch.thread_idx()
-    row, rank, _ = cute.arch.block_idx()
-    warp_max, warp_sum, block_slots = reduction_smem(threads, 2)
+def _softmax_kernel(
+    mX: cute.Tensor, mY: cute.Tensor, cluster_n: cutlass.Constexpr, threads: cutlass.Constexpr,
+    row_threads: cutlass.Constexpr, iters: cutlass.Constexpr, chunks: cutlass.Constexpr, vec: cutlass.Constexpr,
+    bits: cutlass.Constexpr, ragged: cutlass.Constexpr, mbarrier: cutlass.Constexpr,
+):
+    m = cute.size(mX, mode=[0])
+    row, load_row, t, rank = row_coords(m, threads, row_threads, ragged)
+    smem = row_reductions(threads, cluster_n, 2, mbarrier)
+    row_setup(smem, 2, cluster_n, mbarrier)
 
-    # Row `row` as vectors: mode 0 the vec values of one 128-bit access, mode 1 the vector index.
-    gX = cute.zipped_divide(mX[row, None], (vec,))
-    gY = cute.zipped_divide(mY[row, None], (vec,))
+    # The row as vectors: mode 0 the vec values of one access, mode 1 the vector index.
+    gX = cute.zipped_divide(mX[load_row, None], (vec,))
+    gY = cute.zipped_divide(mY[load_row, None], (vec,))
     x = cute.make_rmem_tensor(cute.make_layout((vec, iters)), mX.element_type)
-    first = rank * (threads * iters) + tidx  # consecutive threads take consecutive vectors
-    load_vectors(gX, x, first, threads, iters, 0)
+    first = rank * (row_threads * iters) + t  # consecutive threads take consecutive vectors
+    load_strided(gX, x, first, row_threads, iters, 0, bits)
     xf = x.load().to(cutlass.Float32) * LOG2E
 
     # Row maximum (of x * log2(e)), then the sum of exp(x - max).
-    top = row_reduce(xf.reduce(cute.ReductionOp.MAX, -BIG, 0), warp_max, block_slots, 0, threads, cluster_n, True, False)
+    top = row_total(xf.reduce(cute.ReductionOp.MAX, -BIG, 0), smem, 0, threads, row_threads, cluster_n, True, False, mbarrier)
     e = cute.math.exp2(xf - top, fastmath=True)
-    total = row_reduce(e.reduce(cute.ReductionOp.ADD, 0.0, 0), warp_sum, block_slots, 1, threads, cluster_n, False, True)
+    total = row_total(e.reduce(cute.ReductionOp.ADD, 0.0, 0), smem, 1, threads, row_threads, cluster_n, False, True, mbarrier)
 
-    store_vectors(e * (cutlass.Float32(1.0) / total), gY, first, threads, vec, iters)
-    wait_for_peers(cluster_n)
+    if row < m:
+        store_strided(e * (cutlass.Float32(1.0) / total), gY, first, row_threads, vec, iters, bits)
+    row_exit(cluster_n, mbarrier)
 
 
 @cute.jit
-def _softmax_launch(mX: cute.Tensor, mY: cute.Tensor, stream: cuda.CUstream, threads: cutlass.Constexpr, iters: cutlass.Constexpr, cluster_n: cutlass.Constexpr, vec: cutlass.Constexpr):
-    launch_rows(_softmax_kernel(mX, mY, threads, iters, cluster_n, vec), cute.size(mX, mode=[0]), threads, cluster_n, stream)
+def _softmax_launch(
+    mX: cute.Tensor, mY: cute.Tensor, stream: cuda.CUstream, cluster_n: cutlass.Constexpr, threads: cutlass.Constexpr,
+    row_threads: cutlass.Constexpr, iters: cutlass.Constexpr, chunks: cutlass.Constexpr, vec: cutlass.Constexpr,
+    bits: cutlass.Constexpr, ragged: cutlass.Constexpr, mbarrier: cutlass.Constexpr,
+):
+    kernel = _softmax_kernel(mX, mY, cluster_n, threads, row_threads, iters, chunks, vec, bits, ragged, mbarrier)
+    launch_row_blocks(kernel, cute.size(mX, mode=[0]), threads, threads // row_threads, cluster_n, stream)
 
 
-def softmax_forward(x: torch.Tensor) -> torch.Tensor:
-    x2, vec = row_matrix(x)
+def softmax_forward(x: torch.Tensor, config: dict | None = None) -> torch.Tensor:
+    x2, _ = row_matrix(x)
     y = torch.empty_like(x2)
-    cluster_n, threads, iters = row_plan(x2.shape[1], vec, CONFIG)
-    run_compiled(_COMPILED, _softmax_launch, [x2, y], [], (threads, iters, cluster_n, vec))
+    config = config or CONFIG
+    plan = row_plan(x2.shape[1], x2.element_size() * 8, config)
+    run_compiled(_COMPILED, _softmax_launch, [x2, y], [], (*plan_consts(plan, x2.shape[0]), bool(config.get("mbarrier", False))))
     return y.view(x.shape)
 
 

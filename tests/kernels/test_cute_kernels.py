@@ -36,29 +36,48 @@ def test_cute_kernel_is_a_cute_candidate_of_its_spec(op):
         assert declared.config[key] in values, key  # the default is one of the searched values
 
 
+def _configs(module):
+    """The kernel's CONFIG, then each TUNABLES value on its own."""
+    yield dict(module.CONFIG)
+    for key, values in module.TUNABLES.items():
+        for value in values:
+            yield {**module.CONFIG, key: value}
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_launch_plan_covers_every_spec_shape(op):
-    """Every vector of a row is read by exactly one thread, long rows use a cluster, short ones do not."""
+    """Every vector of a row is read by exactly one thread of one block under every tunable value;
+    under CONFIG long rows use a cluster, short ones several rows per block."""
     pytest.importorskip("cutlass.cute", reason="nvidia-cutlass-dsl (the [cute] extra) is not installed")
     module = _module(op)
     spec = load_spec(ROOT / "specs" / f"{op}.yaml")
     for shape in spec.shapes:
         n = shape.get("N", shape.get("V"))
-        plan = module.row_plan(n, 8, module.CONFIG)
-        cluster, threads, rest = plan[0], plan[1], plan[2:]
-        per_thread = 1
-        for x in rest:
-            per_thread *= x
-        assert cluster * threads * per_thread * 8 == n, (shape, plan)
-        assert threads % 32 == 0 and threads <= 1024 and cluster <= 8
-        assert (cluster > 1) == (n >= 65536), (shape, plan)
-    with pytest.raises(ValueError, match="not a multiple of 256"):
-        module.row_plan(1000, 8, module.CONFIG)
+        for config in _configs(module):
+            plan = module.row_plan(n, 16, config)
+            assert plan.vec * plan.bits // plan.vec == config["copy_bits"] and plan.vec * 16 == plan.bits
+            assert plan.cluster_n * plan.row_threads * plan.vecs * plan.chunks * plan.vec == n, (shape, config, plan)
+            assert plan.threads % 32 == 0 and plan.threads <= 1024 and plan.threads % plan.row_threads == 0
+            assert plan.row_threads % 32 == 0 or plan.row_threads in (8, 16), plan
+            assert plan.cluster_n <= config["max_cluster"] and (plan.cluster_n == 1 or plan.rows_per_block == 1)
+            if op != "cross_entropy":
+                most = config["vecs_per_thread"] if plan.cluster_n < config["max_cluster"] else 32
+                assert plan.chunks == 1 and plan.vecs <= most, (shape, config, plan)
+            else:
+                assert plan.vecs <= config["chunk_vecs"], (shape, config, plan)
+        plan = module.row_plan(n, 16, module.CONFIG)
+        assert (plan.cluster_n > 1) == (n > 16384) or n % 4096, (shape, plan)  # V = 32000 tiles over 5 blocks
+        assert (plan.rows_per_block > 1) == (n <= 4096), (shape, plan)
+    with pytest.raises(ValueError, match="not a whole number of 128-bit vectors"):
+        module.row_plan(1001, 16, module.CONFIG)
+    with pytest.raises(ValueError, match="125 vectors splits over no cluster"):
+        module.row_plan(1000, 16, module.CONFIG)
 
 
 @pytest.mark.parametrize("op", OPS)
 def test_cute_kernel_traces_for_hopper(op, monkeypatch):
-    """CuTe DSL builds and verifies the kernel's IR, with a cluster (N = 65536) and without (N = 256)."""
+    """CuTe DSL builds and verifies the kernel's IR: several rows per block with a ragged last block
+    (N = 256, 6 rows), one row over a cluster (N = 65536) with the barrier and the mbarrier exchange."""
     pytest.importorskip("cutlass.cute", reason="nvidia-cutlass-dsl (the [cute] extra) is not installed")
     monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
     import torch
@@ -67,21 +86,23 @@ def test_cute_kernel_traces_for_hopper(op, monkeypatch):
     from cutlass.cute.runtime import from_dlpack, make_fake_stream
 
     module = _module(op)
-    for n in (256, 65536):
-        x = torch.empty(2, n, dtype=torch.bfloat16)
-        plan = module.row_plan(n, 8, module.CONFIG)
+    for m, n, mbarrier in ((6, 256, False), (2, 65536, False), (2, 65536, True)):
+        x = torch.empty(m, n, dtype=torch.bfloat16)
+        plan = module.row_plan(n, 16, module.CONFIG)
+        consts = (*plan, m % plan.rows_per_block != 0)
+        assert consts[-1] == (n == 256)
         if op == "rmsnorm":
             args = [
                 from_dlpack(t, assumed_align=16) for t in (x, torch.empty(n, dtype=torch.bfloat16), torch.empty_like(x))
             ]
-            cluster, threads, iters = plan
-            compiled = cute.compile(module._rmsnorm_launch, *args, 1e-6, make_fake_stream(), threads, iters, cluster, 8)
+            compiled = cute.compile(module._rmsnorm_launch, *args, 1e-6, make_fake_stream(), *consts, mbarrier)
         elif op == "softmax":
             args = [from_dlpack(t, assumed_align=16) for t in (x, torch.empty_like(x))]
-            cluster, threads, iters = plan
-            compiled = cute.compile(module._softmax_launch, *args, make_fake_stream(), threads, iters, cluster, 8)
+            compiled = cute.compile(module._softmax_launch, *args, make_fake_stream(), *consts, mbarrier)
         else:
-            target, loss = torch.zeros(2, dtype=torch.int64), torch.empty(2)
+            target, loss = torch.zeros(m, dtype=torch.int64), torch.empty(m)
             args = [from_dlpack(x, assumed_align=16), from_dlpack(target), from_dlpack(loss)]
-            compiled = cute.compile(module._cross_entropy_launch, *args, make_fake_stream(), *plan, 8, -100)
+            compiled = cute.compile(
+                module._cross_entropy_launch, *args, make_fake_stream(), *consts, True, mbarrier, -100
+            )
         assert callable(compiled)
