@@ -13,11 +13,12 @@ work=/tmp/ke-recsys-search/$spec
 mkdir -p "$work" "$out"
 export KERNELEVOLVE_CACHE_DIR=$work/cache KERNELEVOLVE_DB=sqlite:///$work/runs.db
 device=${DEVICE:-cuda}; nodes=${NODES:-30}  # DEVICE=interpret NODES=3 tries the script on a CPU
+parallel=${PARALLEL:-4}  # nodes in flight: the evaluator shares the GPU between their checks, times them alone
 last_run() { python3 -m kernelevolve runs --json 2>/dev/null | python3 -c "import json,sys; r=json.load(sys.stdin); print(r[0]['id'] if r else '')" 2>/dev/null; }
 run=$(last_run)
 if [ -z "$run" ]; then
     echo "== new search on $spec for up to ${budget_s}s"
-    timeout -s KILL "$budget_s" python3 -m kernelevolve run "specs/$spec.yaml" --device "$device" --budget "$nodes" --policy greedy --seed 1 \
+    timeout -s KILL "$budget_s" python3 -m kernelevolve run "specs/$spec.yaml" --device "$device" --budget "$nodes" --policy greedy --seed 1 --parallel "$parallel" \
         >> "$out/search.log" 2>&1; rc=$?
 elif [ "$(python3 -m kernelevolve runs --json | python3 -c "import json,sys; print(json.load(sys.stdin)[0]['status'])")" = finished ]; then
     echo "== $run has finished"; rc=0
