@@ -22,13 +22,17 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
-import torch
-import torch.nn.functional as F
-import triton
+if "--smoke" in sys.argv:  # before triton is imported
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+import triton  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -54,15 +58,189 @@ SWEEPS = {  # --configs sweep: around the defaults (second H200 round: around th
         {"num_warps": 2, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 1},
         {"num_warps": 4, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 2},
     ],
-    "int8_mqa_decode": [  # round 1's best per shape
-        {"BLOCK_N": 128, "PROGRAMS_PER_SM": 1, "num_warps": 4, "num_stages": 3, "COMBINE": "last_program"},
-        {"BLOCK_N": 128, "PROGRAMS_PER_SM": 2, "num_warps": 4, "num_stages": 3, "COMBINE": "kernel"},
-        {"BLOCK_N": 64, "PROGRAMS_PER_SM": 2, "num_warps": 4, "num_stages": 4, "COMBINE": "last_program"},
+    # Third H200 round (issue 17): the scales loaded one step ahead (PREFETCH_SCALES), the split count
+    # balanced over the SMs (SPLIT_RULE), deeper pipelines and 8 warps; the first entry is round 1's default.
+    "int8_mqa_decode": [
+        {
+            "BLOCK_N": 128,
+            "SPLIT_RULE": "sm_fill",
+            "PROGRAMS_PER_SM": 1,
+            "num_warps": 4,
+            "num_stages": 3,
+            "COMBINE": "last_program",
+            "PREFETCH_SCALES": False,
+        },
+        {
+            "BLOCK_N": 128,
+            "SPLIT_RULE": "sm_fill",
+            "PROGRAMS_PER_SM": 1,
+            "num_warps": 4,
+            "num_stages": 3,
+            "COMBINE": "last_program",
+            "PREFETCH_SCALES": True,
+        },
+        {
+            "BLOCK_N": 128,
+            "SPLIT_RULE": "balanced",
+            "num_warps": 4,
+            "num_stages": 3,
+            "COMBINE": "last_program",
+            "PREFETCH_SCALES": True,
+        },
+        {
+            "BLOCK_N": 128,
+            "SPLIT_RULE": "balanced",
+            "num_warps": 4,
+            "num_stages": 4,
+            "COMBINE": "last_program",
+            "PREFETCH_SCALES": True,
+        },
+        {
+            "BLOCK_N": 128,
+            "SPLIT_RULE": "balanced",
+            "num_warps": 8,
+            "num_stages": 3,
+            "COMBINE": "last_program",
+            "PREFETCH_SCALES": True,
+        },
+        {
+            "BLOCK_N": 128,
+            "SPLIT_RULE": "balanced",
+            "num_warps": 8,
+            "num_stages": 4,
+            "COMBINE": "last_program",
+            "PREFETCH_SCALES": True,
+        },
+        {
+            "BLOCK_N": 64,
+            "SPLIT_RULE": "balanced",
+            "num_warps": 4,
+            "num_stages": 4,
+            "COMBINE": "last_program",
+            "PREFETCH_SCALES": True,
+        },
+        {
+            "BLOCK_N": 64,
+            "SPLIT_RULE": "balanced",
+            "num_warps": 4,
+            "num_stages": 5,
+            "COMBINE": "last_program",
+            "PREFETCH_SCALES": True,
+        },
+        {
+            "BLOCK_N": 256,
+            "SPLIT_RULE": "balanced",
+            "num_warps": 8,
+            "num_stages": 3,
+            "COMBINE": "last_program",
+            "PREFETCH_SCALES": True,
+        },
+        {
+            "BLOCK_N": 128,
+            "SPLIT_RULE": "sm_fill",
+            "PROGRAMS_PER_SM": 2,
+            "num_warps": 4,
+            "num_stages": 3,
+            "COMBINE": "last_program",
+            "PREFETCH_SCALES": True,
+        },
+        {
+            "BLOCK_N": 64,
+            "SPLIT_RULE": "sm_fill",
+            "PROGRAMS_PER_SM": 2,
+            "num_warps": 8,
+            "num_stages": 4,
+            "COMBINE": "kernel",
+            "PREFETCH_SCALES": True,
+        },
+        {
+            "BLOCK_N": 64,
+            "SPLIT_RULE": "sm_fill",
+            "PROGRAMS_PER_SM": 4,
+            "num_warps": 4,
+            "num_stages": 3,
+            "COMBINE": "last_program",
+            "PREFETCH_SCALES": True,
+        },
     ],
+    # in_loop (round 1's default first) against the prepass: K/V dequantised to bf16 by one small
+    # kernel, then a bf16 multi-query flash kernel (TMA K/V tiles), with and without lazy rescaling.
     "int8_mqa_prefill": [
-        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2, "HEADS_PER_TILE": 2},
-        {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "HEADS_PER_TILE": 1},
-        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "HEADS_PER_TILE": 2},
+        {"DEQUANT": "in_loop", "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2, "HEADS_PER_TILE": 2},
+        {"DEQUANT": "in_loop", "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "HEADS_PER_TILE": 1},
+        {"DEQUANT": "in_loop", "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "HEADS_PER_TILE": 2},
+        {
+            "DEQUANT": "prepass",
+            "BLOCK_M": 128,
+            "BLOCK_N": 64,
+            "num_warps": 4,
+            "num_stages": 2,
+            "USE_TMA": True,
+            "LAZY_RESCALE": False,
+        },
+        {
+            "DEQUANT": "prepass",
+            "BLOCK_M": 128,
+            "BLOCK_N": 64,
+            "num_warps": 4,
+            "num_stages": 2,
+            "USE_TMA": True,
+            "LAZY_RESCALE": True,
+        },
+        {
+            "DEQUANT": "prepass",
+            "BLOCK_M": 128,
+            "BLOCK_N": 64,
+            "num_warps": 4,
+            "num_stages": 3,
+            "USE_TMA": True,
+            "LAZY_RESCALE": False,
+        },
+        {
+            "DEQUANT": "prepass",
+            "BLOCK_M": 128,
+            "BLOCK_N": 128,
+            "num_warps": 8,
+            "num_stages": 2,
+            "USE_TMA": True,
+            "LAZY_RESCALE": False,
+        },
+        {
+            "DEQUANT": "prepass",
+            "BLOCK_M": 128,
+            "BLOCK_N": 128,
+            "num_warps": 8,
+            "num_stages": 2,
+            "USE_TMA": True,
+            "LAZY_RESCALE": True,
+        },
+        {
+            "DEQUANT": "prepass",
+            "BLOCK_M": 128,
+            "BLOCK_N": 64,
+            "num_warps": 8,
+            "num_stages": 3,
+            "USE_TMA": True,
+            "LAZY_RESCALE": False,
+        },
+        {
+            "DEQUANT": "prepass",
+            "BLOCK_M": 64,
+            "BLOCK_N": 64,
+            "num_warps": 4,
+            "num_stages": 3,
+            "USE_TMA": True,
+            "LAZY_RESCALE": False,
+        },
+        {
+            "DEQUANT": "prepass",
+            "BLOCK_M": 128,
+            "BLOCK_N": 64,
+            "num_warps": 4,
+            "num_stages": 2,
+            "USE_TMA": False,
+            "LAZY_RESCALE": False,
+        },
     ],
 }
 ALIASES = {
@@ -85,19 +263,32 @@ def load_module(path: Path, name: str, constants: dict | None = None):
     return module
 
 
+# --smoke: under the Triton interpreter on the CPU at the specs' interpret_shapes, every swept
+# configuration checked against the exact reference, nothing timed (a check of the sweep itself).
+SMOKE = "--smoke" in sys.argv
+DEVICE = "cpu" if SMOKE else "cuda"
+
+
+def empty_cache() -> None:
+    if not SMOKE:
+        torch.cuda.empty_cache()
+
+
 def bench(fn) -> float:
     return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
 
 
 def cuda_inputs(ref, seed: int = 0) -> list:
     torch.manual_seed(seed)
-    with torch.device("cuda"):
+    with torch.device(DEVICE):
         xs = ref.get_inputs()
-    return [x.cuda().to(torch.bfloat16) if x.is_floating_point() else x.cuda() for x in xs]
+    return [x.to(DEVICE).to(torch.bfloat16) if x.is_floating_point() else x.to(DEVICE) for x in xs]
 
 
 def poisoned(fn):
     """Run fn with every fresh allocation NaN-filled first: an unwritten output element shows."""
+    if SMOKE:
+        return fn()
     junk = torch.empty(int(torch.cuda.mem_get_info()[0] * 0.3) // 4, dtype=torch.float32, device="cuda")
     junk.fill_(float("nan"))
     del junk
@@ -136,21 +327,26 @@ def kernel_runs(
 ) -> tuple[list, dict | None]:
     """Each configuration checked, then timed; (entries, the fastest correct one)."""
     configs = SWEEPS[name] if which == "sweep" else [dict(kernel.CONFIG)]
+    defaults = dict(kernel.CONFIG)
     entries, best = [], None
     for config in configs:
-        kernel.CONFIG.update(config)
+        kernel.CONFIG.clear()
+        kernel.CONFIG.update(defaults, **config)  # each configuration over the file's defaults
         model = kernel.ModelNew(*init)
-        entry = {"config": dict(config)}
+        entry = {"config": dict(kernel.CONFIG)}
         try:
             entry.update(error_of(poisoned(lambda: model(*xs)), expected, tol))
-            if entry["correct"]:
+            if entry["correct"] and not SMOKE:
                 entry.update(rates(bench(lambda: model(*xs)), nbytes, flops, extra))
         except Exception as exc:  # a configuration that does not compile or run is reported, not fatal
             entry["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
         entries.append(entry)
         if entry.get("ms") is not None and (best is None or entry["ms"] < best["ms"]):
             best = entry
-        torch.cuda.empty_cache()
+        print(f"  {name} {json.dumps(entry)}", flush=True)
+        empty_cache()
+    kernel.CONFIG.clear()
+    kernel.CONFIG.update(defaults)
     return entries, best
 
 
@@ -307,12 +503,67 @@ def run_block_diag(name: str, which: str, deadline: float, max_shapes: int | Non
     return results
 
 
+# -- compile workers ------------------------------------------------------------------------------
+WARM = None  # (shard, shards) in a compile worker
+_warm_counter = [0]
+
+
+def warm_configs(name: str, kernel, xs, init) -> None:
+    """This worker's share of (shape, configuration) pairs, each run once so that it compiles."""
+    defaults = dict(kernel.CONFIG)
+    for config in SWEEPS[name]:
+        index = _warm_counter[0]
+        _warm_counter[0] += 1
+        if index % WARM[1] != WARM[0]:
+            continue
+        kernel.CONFIG.clear()
+        kernel.CONFIG.update(defaults, **config)
+        try:
+            with torch.no_grad():
+                kernel.ModelNew(*init)(*xs)
+            torch.cuda.synchronize()
+        except Exception as exc:  # reported again, with its error, by the measuring process
+            print(f"warm: {name} {config}: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
+    kernel.CONFIG.clear()
+    kernel.CONFIG.update(defaults)
+
+
+def compile_in_parallel(only: str, workers: int, budget_s: float) -> float:
+    """Compile every swept configuration in `workers` processes first (the int8 kernels only)."""
+    import subprocess
+
+    start = time.time()
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--out",
+                "/dev/null",
+                "--only",
+                only,
+                "--configs",
+                "sweep",
+                "--warm-shard",
+                f"{i}/{workers}",
+            ]
+        )
+        for i in range(workers)
+    ]
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(1.0, budget_s - (time.time() - start)))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return round(time.time() - start, 1)
+
+
 # -- int8 MQA ------------------------------------------------------------------------------------
 def run_int8(name: str, which: str, deadline: float, max_shapes: int | None, with_reference: bool) -> list:
     spec = load_spec(REPO / "specs" / f"{name}.yaml")
     tol = spec.tolerance("bfloat16")
     results = []
-    for params in spec.shapes[:max_shapes]:
+    for params in (spec.interpret_shapes if SMOKE else spec.shapes)[:max_shapes]:
         if time.time() > deadline:
             results.append({"params": params, "skipped": "deadline"})
             continue
@@ -320,14 +571,29 @@ def run_int8(name: str, which: str, deadline: float, max_shapes: int | None, wit
         kernel = load_module(REPO / "knowledge_base" / "kernels" / f"{name}.py", f"kernel_{name}")
         xs = cuda_inputs(ref)
         q, kc, ks, vc, vs = xs
+        if WARM is not None:  # a compile worker: run each configuration once (Triton's disk cache keeps it)
+            warm_configs(name, kernel, xs, ref.get_init_inputs())
+            continue
         init = ref.get_init_inputs()
         nbytes, flops = spec.roofline(Case(params=params, dtype="bfloat16"))
         kv_bytes = 2 * kc.numel() + 2 * ks.numel() * ks.element_size()
         with torch.no_grad():
-            expected = ref.Model(*init)(q.float(), kc, ks.float(), vc, vs.float())
+            wide = torch.float64 if SMOKE else torch.float32
+            expected = ref.Model(*init)(q.to(wide), kc, ks.to(wide), vc, vs.to(wide))
         entry = {"params": params}
         extra = {"KV GB/s": kv_bytes}
         entry["kernel"], best = kernel_runs(name, kernel, xs, init, expected, tol, which, nbytes, flops, extra)
+        if SMOKE:
+            results.append(entry)
+            continue
+        if best is not None:  # device time per launched kernel of the fastest configuration (torch.profiler)
+            from attention_kernels import kernel_breakdown
+
+            defaults = dict(kernel.CONFIG)
+            kernel.CONFIG.update(best["config"])
+            entry["best_kernels_us"] = kernel_breakdown(kernel.ModelNew(*init), xs)
+            kernel.CONFIG.clear()
+            kernel.CONFIG.update(defaults)
         base = {}
         model = ref.Model(*init)
         causal = bool(init[0]) if init else False
@@ -366,15 +632,39 @@ def main() -> None:
     parser.add_argument(
         "--no-reference", action="store_true", help="skip the spec's compiled reference (kernelevolve eval times it)"
     )
+    parser.add_argument(
+        "--smoke", action="store_true", help="CPU interpreter at the specs' interpret_shapes: checks only, no timing"
+    )
+    parser.add_argument(
+        "--warm-workers", type=int, default=0, help="compile the int8 sweep in this many processes first"
+    )
+    parser.add_argument("--warm-shard", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if not torch.cuda.is_available():
+    global WARM
+    if args.smoke:
+        from kernelevolve.evaluation.interpreter_compat import patch_triton_interpreter
+
+        patch_triton_interpreter()
+    elif not torch.cuda.is_available():
         sys.exit("attention_bench: needs a CUDA GPU")
+    int8_only = ",".join(i for i in args.only.split(",") if ALIASES.get(i.partition(":")[0], i).startswith("int8_mqa"))
+    if args.warm_shard is not None:
+        WARM = tuple(int(x) for x in args.warm_shard.split("/"))
+        for item in int8_only.split(","):
+            short, _, count = item.partition(":")
+            run_int8(ALIASES.get(short, short), "sweep", float("inf"), int(count) if count else None, False)
+        return
+    warm_s = None
+    if args.warm_workers > 0 and args.configs == "sweep" and int8_only and not args.smoke:
+        warm_s = compile_in_parallel(int8_only, args.warm_workers, min(150.0, args.deadline_s / 2))
     deadline = time.time() + args.deadline_s
     report = {
-        "gpu": torch.cuda.get_device_name(),
+        "gpu": "cpu (Triton interpreter)" if args.smoke else torch.cuda.get_device_name(),
         "torch": torch.__version__,
         "triton": triton.__version__,
         "configs": args.configs,
+        "command": " ".join(sys.argv),
+        "warm_compile_s": warm_s,
         "results": {},
     }
     for item in args.only.split(","):

@@ -32,24 +32,19 @@ sys.path.insert(0, str(REPO / "knowledge_base" / "kernels"))  # the kernels' _la
 from kernelevolve.spec import Case, load_spec  # noqa: E402
 
 KEYS = {
-    "flash_attention": ["BLOCK_M", "BLOCK_N", "num_warps", "num_stages", "USE_TMA"],
+    "flash_attention": ["BLOCK_M", "BLOCK_N", "num_warps", "num_stages", "USE_TMA", "LAZY_RESCALE"],
     "ikbo_lce": ["BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "USE_TMA"],
     "ikbo_target_attention": ["BLOCK_M", "BLOCK_N", "num_warps", "num_stages", "USE_TMA"],
 }
 SWEEPS = {  # second H200 round: around the first round's winners, and configs that fit 2-3 programs per SM
-    "flash_attention": [
-        (64, 64, 4, 3, True),
-        (64, 64, 4, 2, True),
-        (64, 64, 4, 4, True),
-        (64, 32, 4, 3, True),
-        (64, 32, 4, 4, True),
-        (128, 32, 8, 3, True),
-        (64, 64, 8, 3, True),
-        (128, 64, 4, 2, True),
-        (128, 64, 8, 3, True),
-        (128, 128, 8, 2, True),
-        (64, 64, 4, 3, False),
-        (128, 64, 8, 3, False),
+    "flash_attention": [  # third round (issue 17): 8-warp 128x128 tiles and lazy rescaling around the default
+        (128, 64, 4, 2, True, True),
+        (128, 64, 4, 3, True, False),
+        (128, 64, 4, 3, True, True),
+        (128, 128, 8, 2, True, False),
+        (128, 128, 8, 2, True, True),
+        (128, 64, 8, 2, True, False),
+        (128, 64, 8, 2, True, True),
     ],
     "ikbo_lce": [
         (128, 256, 64, 8, 4, True),

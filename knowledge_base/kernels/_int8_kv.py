@@ -2,7 +2,11 @@
 scores and one online-softmax update over an int8 K/V cache with per-token scales.
 
 Dequantisation never multiplies a [BLOCK_N, D] tile: the codes are converted in registers, the K
-scale multiplies the score tile and the V scale multiplies P. Imported as `from _int8_kv import ...`
+scale multiplies the score tile and the V scale multiplies P. The per-token scale vectors are
+loaded by the caller (`load_scales`) and passed in: a [BLOCK_N] vector of bf16 scales is too
+narrow for Triton's software pipeliner (less than 4 bytes per thread), so a load of it inside the
+KV loop is a plain global load whose latency every step waits for; the decode kernel loads the
+next step's scales one step ahead instead. Imported as `from _int8_kv import ...`
 (knowledge_base/kernels is on the candidates' import path; Triton inlines @triton.jit helpers into
 the kernels that call them).
 """
@@ -19,21 +23,25 @@ def dequant_tile(base, cols, offs_d, stride_n, stride_d, kv_mask, like):
 
 
 @triton.jit
-def int8_scores(q, k_base, ks_base, cols, c_live, offs_d, kv_mask, stride_kn, stride_kd, stride_ksn, qk_scale):
+def load_scales(base, cols, stride_n, c_live):
+    """The per-token scales of key tile `cols` in fp32 (0 where the key is not live)."""
+    return tl.load(base + cols * stride_n, mask=c_live, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def int8_scores(q, k_base, cols, offs_d, kv_mask, stride_kn, stride_kd, k_scale, qk_scale):
     """q . K^T of key tile `cols` in the exp2 domain: (q . codes) * k_scale[n] * qk_scale."""
     k = dequant_tile(k_base, cols, offs_d, stride_kn, stride_kd, kv_mask, q)
-    k_scale = tl.load(ks_base + cols * stride_ksn, mask=c_live, other=0.0).to(tl.float32)
     return tl.dot(q, tl.trans(k)) * (k_scale * qk_scale)[None, :]
 
 
 @triton.jit
-def int8_update(acc, m_i, l_i, s, q, v_base, vs_base, cols, c_live, offs_d, kv_mask, stride_vn, stride_vd, stride_vsn):
+def int8_update(acc, m_i, l_i, s, q, v_base, cols, offs_d, kv_mask, stride_vn, stride_vd, v_scale):
     """Online-softmax step: fold the (masked) score tile s and its V tile into (acc, running max, running sum)."""
     m_new = tl.maximum(m_i, tl.max(s, 1))
     p = tl.exp2(s - m_new[:, None])
     alpha = tl.exp2(m_i - m_new)
     l_i = l_i * alpha + tl.sum(p, 1)
     v = dequant_tile(v_base, cols, offs_d, stride_vn, stride_vd, kv_mask, q)
-    v_scale = tl.load(vs_base + cols * stride_vsn, mask=c_live, other=0.0).to(tl.float32)
     acc = acc * alpha[:, None] + tl.dot((p * v_scale[None, :]).to(q.dtype), v)
     return acc, m_new, l_i

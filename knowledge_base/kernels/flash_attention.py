@@ -44,6 +44,7 @@ CONFIG = {
     "num_warps": 4,  # warps a program
     "num_stages": 2,  # K/V tiles in flight (clamped to fit _launch_heuristics.ATTENTION_SMEM_BYTES)
     "USE_TMA": True,  # tensor descriptors for Q/K/V where the GPU has them
+    "LAZY_RESCALE": False,  # rescale acc and l only when a row max grows by more than 2^8 (one branch for the whole tile)
 }
 
 TUNABLES = {
@@ -52,7 +53,56 @@ TUNABLES = {
     "num_warps": [4, 8],
     "num_stages": [1, 2, 3, 4, 5],
     "USE_TMA": [False, True],
+    "LAZY_RESCALE": [False, True],
 }
+
+
+@triton.jit
+def _load_kv(ptrs, start_n, stride_n, cols, seq_len, d_mask, kv_row0, SEQ_MASK: tl.constexpr, EVEN_D: tl.constexpr, USE_TMA: tl.constexpr):
+    """The K or V tile of rows start_n ... (a descriptor's rows kv_row0 + start_n ... with USE_TMA)."""
+    if USE_TMA:
+        return ptrs.load([kv_row0 + start_n, 0])
+    elif SEQ_MASK:
+        kv_mask = cols[:, None] < seq_len
+        if not EVEN_D:
+            kv_mask = kv_mask & d_mask[None, :]
+        return tl.load(ptrs + start_n * stride_n, mask=kv_mask, other=0.0)
+    elif EVEN_D:
+        return tl.load(ptrs + start_n * stride_n)
+    else:
+        return tl.load(ptrs + start_n * stride_n, mask=d_mask[None, :], other=0.0)
+
+
+@triton.jit
+def _softmax_step(
+    acc, m_i, l_i, s, cols, offs_m, seq_len, qk_scale,
+    CAUSAL_MASK: tl.constexpr,
+    SEQ_MASK: tl.constexpr,
+    LAZY_RESCALE: tl.constexpr,
+):
+    """Mask the raw score tile s, fold it into (running max, running sum) and rescale acc; returns P too."""
+    if CAUSAL_MASK:
+        s = tl.where(offs_m[:, None] >= cols[None, :], s, float("-inf"))
+    if SEQ_MASK:
+        s = tl.where(cols[None, :] < seq_len, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+    if LAZY_RESCALE:
+        # Keep the running max (and skip rescaling acc and l) unless some row's max grew by more
+        # than 2^8: p stays <= 256, and acc and l share the stale max, so out = acc / l is exact.
+        if tl.max(m_new - m_i, 0) > 8.0:
+            alpha = tl.exp2(m_i - m_new)
+            l_i = l_i * alpha
+            acc = acc * alpha[:, None]
+            m_i = m_new
+        p = tl.exp2(s * qk_scale - m_i[:, None])
+        l_i = l_i + tl.sum(p, 1)
+    else:
+        p = tl.exp2(s * qk_scale - m_new[:, None])  # one FMA per score
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        m_i = m_new
+    return acc, m_i, l_i, p
 
 
 @triton.jit
@@ -66,6 +116,7 @@ def _attend_key_range(
     SEQ_MASK: tl.constexpr,
     EVEN_D: tl.constexpr,
     USE_TMA: tl.constexpr,
+    LAZY_RESCALE: tl.constexpr,
 ):
     """Online-softmax update of (acc, m_i, l_i) with the key tiles starting at lo, lo+BLOCK_N, ... < hi.
 
@@ -75,37 +126,11 @@ def _attend_key_range(
     """
     for start_n in tl.range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
-        if USE_TMA:
-            k = k_ptrs.load([kv_row0 + start_n, 0])
-        elif SEQ_MASK:
-            kv_mask = cols[:, None] < seq_len
-            if not EVEN_D:
-                kv_mask = kv_mask & d_mask[None, :]
-            k = tl.load(k_ptrs + start_n * stride_kn, mask=kv_mask, other=0.0)
-        elif EVEN_D:
-            k = tl.load(k_ptrs + start_n * stride_kn)
-        else:
-            k = tl.load(k_ptrs + start_n * stride_kn, mask=d_mask[None, :], other=0.0)
+        k = _load_kv(k_ptrs, start_n, stride_kn, cols, seq_len, d_mask, kv_row0, SEQ_MASK, EVEN_D, USE_TMA)
         s = tl.dot(q, tl.trans(k))  # raw scores; the scale is folded into the exp2 argument
-        if CAUSAL_MASK:
-            s = tl.where(offs_m[:, None] >= cols[None, :], s, float("-inf"))
-        if SEQ_MASK:
-            s = tl.where(cols[None, :] < seq_len, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-        p = tl.exp2(s * qk_scale - m_new[:, None])  # one FMA per score
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
-        if USE_TMA:
-            v = v_ptrs.load([kv_row0 + start_n, 0])
-        elif SEQ_MASK:
-            v = tl.load(v_ptrs + start_n * stride_vn, mask=kv_mask, other=0.0)
-        elif EVEN_D:
-            v = tl.load(v_ptrs + start_n * stride_vn)
-        else:
-            v = tl.load(v_ptrs + start_n * stride_vn, mask=d_mask[None, :], other=0.0)
+        acc, m_i, l_i, p = _softmax_step(acc, m_i, l_i, s, cols, offs_m, seq_len, qk_scale, CAUSAL_MASK, SEQ_MASK, LAZY_RESCALE)
+        v = _load_kv(v_ptrs, start_n, stride_vn, cols, seq_len, d_mask, kv_row0, SEQ_MASK, EVEN_D, USE_TMA)
         acc = tl.dot(p.to(v.dtype), v, acc)
-        m_i = m_new
     return acc, m_i, l_i
 
 
@@ -125,6 +150,7 @@ def _flash_attention_fwd(
     EVEN_N: tl.constexpr,
     EVEN_D: tl.constexpr,
     USE_TMA: tl.constexpr,
+    LAZY_RESCALE: tl.constexpr,
 ):
     if CAUSAL:
         # Heaviest query blocks (most keys to visit) first.
@@ -164,24 +190,24 @@ def _flash_attention_fwd(
         full_hi = (m0 // BLOCK_N) * BLOCK_N
         acc, m_i, l_i = _attend_key_range(
             acc, m_i, l_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, d_mask,
-            0, full_hi, seq_len, qk_scale, kv_row0, BLOCK_N, False, False, EVEN_D, USE_TMA,
+            0, full_hi, seq_len, qk_scale, kv_row0, BLOCK_N, False, False, EVEN_D, USE_TMA, LAZY_RESCALE,
         )
         # Tiles that cross the diagonal; everything right of m0 + BLOCK_M is skipped.
         diag_hi = tl.minimum(m0 + BLOCK_M, seq_len)
         acc, m_i, l_i = _attend_key_range(
             acc, m_i, l_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, d_mask,
-            full_hi, diag_hi, seq_len, qk_scale, kv_row0, BLOCK_N, True, not EVEN_N, EVEN_D, USE_TMA,
+            full_hi, diag_hi, seq_len, qk_scale, kv_row0, BLOCK_N, True, not EVEN_N, EVEN_D, USE_TMA, LAZY_RESCALE,
         )
     else:
         full_hi = (seq_len // BLOCK_N) * BLOCK_N
         acc, m_i, l_i = _attend_key_range(
             acc, m_i, l_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, d_mask,
-            0, full_hi, seq_len, qk_scale, kv_row0, BLOCK_N, False, False, EVEN_D, USE_TMA,
+            0, full_hi, seq_len, qk_scale, kv_row0, BLOCK_N, False, False, EVEN_D, USE_TMA, LAZY_RESCALE,
         )
         if not EVEN_N:
             acc, m_i, l_i = _attend_key_range(
                 acc, m_i, l_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, d_mask,
-                full_hi, seq_len, seq_len, qk_scale, kv_row0, BLOCK_N, False, True, EVEN_D, USE_TMA,
+                full_hi, seq_len, seq_len, qk_scale, kv_row0, BLOCK_N, False, True, EVEN_D, USE_TMA, LAZY_RESCALE,
             )
 
     out = acc / l_i[:, None]
@@ -215,6 +241,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
         BLOCK_N=block_n,
         EVEN_M=seq_len % block_m == 0,
         EVEN_N=seq_len % block_n == 0,
+        LAZY_RESCALE=bool(CONFIG["LAZY_RESCALE"]),
         **plan.meta,
     )
     return out

@@ -34,27 +34,45 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from _int8_kv import int8_scores, int8_update
+from _int8_kv import int8_scores, int8_update, load_scales
 from _launch_heuristics import sm_count
 
 CONFIG = {
     "BLOCK_N": 128,  # KV tokens per inner step
-    "PROGRAMS_PER_SM": 1,  # splits of the KV length chosen for about this many programs per SM
+    # How many splits of the KV length: "sm_fill" = about PROGRAMS_PER_SM programs per SM over the
+    # grid; "balanced" = the split count whose busiest SM streams the fewest key tiles
+    # (ceil(BATCH * splits / SMs) programs of ceil(tiles / splits) tiles each, a split's partial
+    # counted as half a tile), the smaller count on a tie.
+    "SPLIT_RULE": "sm_fill",
+    "PROGRAMS_PER_SM": 1,  # sm_fill's target
     "num_warps": 4,
     "num_stages": 3,  # KV tiles in flight
     # Merge the splits in a second kernel, or in the last split program of each batch element. H200
     # (bench/results/attention_issue17_h200_round1): with PROGRAMS_PER_SM 1 and last_program 41.9 / 46.9 /
     # 54.3 / 60.1 us at B256 KV1024 / B128 KV2048 / B64 KV4096 / the same with Q_LEN 4, the most even.
     "COMBINE": "last_program",
+    "PREFETCH_SCALES": True,  # load the next KV step's scales one step ahead (else in the step that uses them)
 }
 
 TUNABLES = {
     "BLOCK_N": [64, 128, 256],
+    "SPLIT_RULE": ["sm_fill", "balanced"],
     "PROGRAMS_PER_SM": [1, 2, 4, 8],
     "num_warps": [4, 8],
-    "num_stages": [2, 3, 4],
+    "num_stages": [2, 3, 4, 5],
     "COMBINE": ["kernel", "last_program"],
+    "PREFETCH_SCALES": [False, True],
 }
+
+
+def split_count(batch: int, n_tiles: int, sms: int, config: dict) -> int:
+    """Programs per batch element along the KV length (see CONFIG["SPLIT_RULE"])."""
+    if config.get("SPLIT_RULE", "sm_fill") == "balanced":
+        def cost(s: int) -> float:
+            return triton.cdiv(batch * s, sms) * (triton.cdiv(n_tiles, s) + (0.5 if s > 1 else 0.0))
+
+        return min(range(1, n_tiles + 1), key=lambda s: (cost(s), s))
+    return max(1, min(n_tiles, triton.cdiv(config["PROGRAMS_PER_SM"] * sms, batch)))
 
 
 @triton.jit
@@ -70,6 +88,7 @@ def _int8_mqa_decode_split(
     BLOCK_D: tl.constexpr,
     SPLIT: tl.constexpr,
     FUSED_COMBINE: tl.constexpr,
+    PREFETCH_SCALES: tl.constexpr,
 ):
     b = tl.program_id(0)
     split = tl.program_id(1)
@@ -90,15 +109,31 @@ def _int8_mqa_decode_split(
     acc = tl.zeros([ROWS, BLOCK_D], dtype=tl.float32)
     k_base = KC + b * stride_kb
     v_base = VC + b * stride_vb
+    ks_base = KS + b * stride_ksb
+    vs_base = VS + b * stride_vsb
+    # The scale vectors are too narrow for the software pipeliner (which stages the int8 tiles
+    # through shared memory): with PREFETCH_SCALES the next step's scales are loaded one step ahead
+    # into registers, so no step waits for a global load of its own scales.
+    k_sc = load_scales(ks_base, lo + offs_n, stride_ksn, lo + offs_n < hi)
+    v_sc = load_scales(vs_base, lo + offs_n, stride_vsn, lo + offs_n < hi)
     for start in tl.range(lo, hi, BLOCK_N):
         cols = start + offs_n
         c_live = cols < hi
         kv_mask = c_live[:, None] & d_live[None, :]
-        s = int8_scores(q, k_base, KS + b * stride_ksb, cols, c_live, offs_d, kv_mask, stride_kn, stride_kd, stride_ksn, qk_scale)
+        if PREFETCH_SCALES:
+            nxt = cols + BLOCK_N
+            k_next = load_scales(ks_base, nxt, stride_ksn, nxt < hi)
+            v_next = load_scales(vs_base, nxt, stride_vsn, nxt < hi)
+        else:
+            k_sc = load_scales(ks_base, cols, stride_ksn, c_live)
+        s = int8_scores(q, k_base, cols, offs_d, kv_mask, stride_kn, stride_kd, k_sc, qk_scale)
         s = tl.where(c_live[None, :], s, float("-inf"))
-        acc, m_i, l_i = int8_update(
-            acc, m_i, l_i, s, q, v_base, VS + b * stride_vsb, cols, c_live, offs_d, kv_mask, stride_vn, stride_vd, stride_vsn,
-        )
+        if not PREFETCH_SCALES:
+            v_sc = load_scales(vs_base, cols, stride_vsn, c_live)
+        acc, m_i, l_i = int8_update(acc, m_i, l_i, s, q, v_base, cols, offs_d, kv_mask, stride_vn, stride_vd, v_sc)
+        if PREFETCH_SCALES:
+            k_sc = k_next
+            v_sc = v_next
 
     if SPLIT:
         part = (b * n_splits + split) * ROWS
@@ -201,7 +236,7 @@ def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
     block_d = max(16, triton.next_power_of_2(head_dim))
     block_n = min(CONFIG["BLOCK_N"], max(16, triton.next_power_of_2(kv_len)))
     n_tiles = triton.cdiv(kv_len, block_n)
-    splits = max(1, min(n_tiles, triton.cdiv(CONFIG["PROGRAMS_PER_SM"] * sm_count(q.device), batch)))
+    splits = split_count(batch, n_tiles, sm_count(q.device), CONFIG)
     split_len = triton.cdiv(n_tiles, splits) * block_n
     splits = triton.cdiv(kv_len, split_len)  # no split left without keys
     fused = splits > 1 and CONFIG["COMBINE"] == "last_program"
@@ -217,6 +252,7 @@ def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
         *q.stride(), *k_codes.stride(), *k_scale.stride(), *v_codes.stride(), *v_scale.stride(), *out.stride(),
         q_len, n_rows, kv_len, head_dim, split_len, qk_scale,
         ROWS=rows, BLOCK_N=block_n, BLOCK_D=block_d, SPLIT=splits > 1, FUSED_COMBINE=fused,
+        PREFETCH_SCALES=bool(CONFIG["PREFETCH_SCALES"]),
         num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"],
     )
     if splits > 1 and not fused:

@@ -31,22 +31,33 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from _int8_kv import int8_scores, int8_update
+from _launch_heuristics import attention_plan
+from _int8_kv import int8_scores, int8_update, load_scales
 
-CONFIG = {  # H200 (bench/results/attention_issue17_h200_round1): 0.650 ms causal, 1.003 ms full at B32 S1024
-    "BLOCK_M": 128,  # query rows a program owns (HEADS_PER_TILE heads x BLOCK_M / HEADS_PER_TILE positions)
+CONFIG = {  # H200 (bench/results/attention_issue17_h200_round1): 0.650 ms causal, 1.003 ms full at B32 S1024 (in_loop)
+    # Where K/V become bf16: "in_loop" = each K/V tile converted in registers inside the attention
+    # loop (the tensor cores wait for it: on Hopper the converted tile goes back through shared memory
+    # for wgmma); "prepass" = one small kernel writes K = codes * scale and V likewise in bf16 (the
+    # values the reference computes), then a bf16 multi-query flash kernel reads them (K/V tiles by TMA).
+    "DEQUANT": "in_loop",
+    "BLOCK_M": 128,  # query rows a program owns (in_loop: HEADS_PER_TILE heads x BLOCK_M / HEADS_PER_TILE positions)
     "BLOCK_N": 128,  # keys per inner step
     "num_warps": 8,
     "num_stages": 2,  # K/V tiles in flight
-    "HEADS_PER_TILE": 2,  # query heads sharing one tile's rows (and each K/V tile); halved until it divides HQ
+    "HEADS_PER_TILE": 2,  # in_loop: query heads sharing one tile's rows (and each K/V tile); halved until it divides HQ
+    "USE_TMA": True,  # prepass: K/V tiles through tensor descriptors where the GPU has them
+    "LAZY_RESCALE": False,  # prepass: rescale acc and l only when a row max grows by more than 2^8 (flash_attention.py)
 }
 
 TUNABLES = {
+    "DEQUANT": ["in_loop", "prepass"],
     "BLOCK_M": [64, 128],
     "BLOCK_N": [32, 64, 128],
     "num_warps": [4, 8],
     "num_stages": [2, 3, 4],
     "HEADS_PER_TILE": [1, 2, 4],
+    "USE_TMA": [False, True],
+    "LAZY_RESCALE": [False, True],
 }
 
 
@@ -64,12 +75,14 @@ def _attend_keys(
         cols = start + offs_n
         c_live = cols < seq_len
         kv_mask = c_live[:, None] & d_live[None, :]
-        s = int8_scores(q, k_base, ks_base, cols, c_live, offs_d, kv_mask, stride_kn, stride_kd, stride_ksn, qk_scale)
+        k_sc = load_scales(ks_base, cols, stride_ksn, c_live)  # wide enough here for the pipeliner
+        s = int8_scores(q, k_base, cols, offs_d, kv_mask, stride_kn, stride_kd, k_sc, qk_scale)
         if CAUSAL_MASK:
             s = tl.where(offs_m[:, None] >= cols[None, :], s, float("-inf"))
         if SEQ_MASK:
             s = tl.where(c_live[None, :], s, float("-inf"))
-        acc, m_i, l_i = int8_update(acc, m_i, l_i, s, q, v_base, vs_base, cols, c_live, offs_d, kv_mask, stride_vn, stride_vd, stride_vsn)
+        v_sc = load_scales(vs_base, cols, stride_vsn, c_live)
+        acc, m_i, l_i = int8_update(acc, m_i, l_i, s, q, v_base, cols, offs_d, kv_mask, stride_vn, stride_vd, v_sc)
     return acc, m_i, l_i
 
 
@@ -135,6 +148,146 @@ def _int8_mqa_prefill(
     tl.store(O + b * stride_ob + o_rows[:, None] + offs_d[None, :] * stride_od, out.to(O.dtype.element_ty), mask=row_mask)
 
 
+@triton.jit
+def _dequant_kv(
+    KC, stride_kb, stride_kn, stride_kd, KS, stride_ksb, stride_ksn,
+    VC, stride_vb, stride_vn, stride_vd, VS, stride_vsb, stride_vsn,
+    KO, VO,
+    seq_len, head_dim, n_rows,
+    BLOCK_R: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    """KO, VO [B * S, D] (contiguous, q's dtype) = codes * scale, rounded once as the reference does."""
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    offs_d = tl.arange(0, BLOCK_D)
+    live = rows < n_rows
+    mask = live[:, None] & (offs_d < head_dim)[None, :]
+    b = rows // seq_len
+    n = rows % seq_len
+    out = rows[:, None] * head_dim + offs_d[None, :]
+    kc = tl.load(KC + (b * stride_kb + n * stride_kn)[:, None] + offs_d[None, :] * stride_kd, mask=mask, other=0)
+    ks = tl.load(KS + b * stride_ksb + n * stride_ksn, mask=live, other=0.0).to(tl.float32)
+    tl.store(KO + out, (kc.to(tl.float32) * ks[:, None]).to(KO.dtype.element_ty), mask=mask)
+    vc = tl.load(VC + (b * stride_vb + n * stride_vn)[:, None] + offs_d[None, :] * stride_vd, mask=mask, other=0)
+    vs = tl.load(VS + b * stride_vsb + n * stride_vsn, mask=live, other=0.0).to(tl.float32)
+    tl.store(VO + out, (vc.to(tl.float32) * vs[:, None]).to(VO.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _attend_bf16(
+    acc, m_i, l_i, q, K, V, kv_row0, head_dim,
+    offs_m, offs_n, offs_d, lo, hi, seq_len, qk_scale,
+    BLOCK_N: tl.constexpr,
+    CAUSAL_MASK: tl.constexpr,
+    SEQ_MASK: tl.constexpr,
+    USE_TMA: tl.constexpr,
+    LAZY_RESCALE: tl.constexpr,
+):
+    """Online-softmax update over the bf16 key tiles lo, lo + BLOCK_N, ... < hi of rows kv_row0 + n
+    of K, V [B * S, D] (descriptors with USE_TMA; a ragged tile's extra rows are masked by the scores)."""
+    for start in tl.range(lo, hi, BLOCK_N):
+        cols = start + offs_n
+        if USE_TMA:
+            k = K.load([kv_row0 + start, 0])
+        else:
+            kv_mask = (cols < seq_len)[:, None] & (offs_d < head_dim)[None, :]
+            k = tl.load(K + (kv_row0 + cols)[:, None] * head_dim + offs_d[None, :], mask=kv_mask, other=0.0)
+        s = tl.dot(q, tl.trans(k))
+        if CAUSAL_MASK:
+            s = tl.where(offs_m[:, None] >= cols[None, :], s, float("-inf"))
+        if SEQ_MASK:
+            s = tl.where(cols[None, :] < seq_len, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+        if LAZY_RESCALE:  # as flash_attention.py: rescale only when a row max grew by more than 2^8
+            if tl.max(m_new - m_i, 0) > 8.0:
+                alpha = tl.exp2(m_i - m_new)
+                l_i = l_i * alpha
+                acc = acc * alpha[:, None]
+                m_i = m_new
+            p = tl.exp2(s * qk_scale - m_i[:, None])
+            l_i = l_i + tl.sum(p, 1)
+        else:
+            p = tl.exp2(s * qk_scale - m_new[:, None])
+            alpha = tl.exp2(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None]
+        if USE_TMA:
+            v = V.load([kv_row0 + start, 0])
+        else:
+            v = tl.load(V + (kv_row0 + cols)[:, None] * head_dim + offs_d[None, :], mask=kv_mask, other=0.0)
+        acc = tl.dot(p.to(v.dtype), v, acc)
+        if not LAZY_RESCALE:
+            m_i = m_new
+    return acc, m_i, l_i
+
+
+@triton.jit
+def _mqa_bf16_attention(
+    Q, stride_qb, stride_qh, stride_qm, stride_qd,
+    K, V,
+    O, stride_ob, stride_oh, stride_om, stride_od,
+    heads, seq_len, head_dim, qk_scale,
+    CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    EVEN_M: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    USE_TMA: tl.constexpr,
+    LAZY_RESCALE: tl.constexpr,
+):
+    """Flash-attention forward of one (batch, query head) x BLOCK_M rows over the batch element's one
+    bf16 KV head (rows b * S ... of K, V): the heads of a batch element run side by side and share it in L2."""
+    if CAUSAL:
+        pid_m = tl.num_programs(0) - 1 - tl.program_id(0)  # longest rows first
+    else:
+        pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // heads
+    h = pid_bh % heads
+    m0 = pid_m * BLOCK_M
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    row_mask = (offs_m < seq_len)[:, None] & (offs_d < head_dim)[None, :]
+    q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd
+    if EVEN_M:
+        q = tl.load(q_ptrs)
+    else:
+        q = tl.load(q_ptrs, mask=row_mask, other=0.0)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    kv_row0 = b * seq_len
+    if CAUSAL:
+        full_hi = (m0 // BLOCK_N) * BLOCK_N  # tiles wholly left of the block: no mask
+        acc, m_i, l_i = _attend_bf16(
+            acc, m_i, l_i, q, K, V, kv_row0, head_dim, offs_m, offs_n, offs_d, 0, full_hi, seq_len, qk_scale,
+            BLOCK_N, False, False, USE_TMA, LAZY_RESCALE,
+        )
+        acc, m_i, l_i = _attend_bf16(
+            acc, m_i, l_i, q, K, V, kv_row0, head_dim, offs_m, offs_n, offs_d,
+            full_hi, tl.minimum(m0 + BLOCK_M, seq_len), seq_len, qk_scale, BLOCK_N, True, not EVEN_N, USE_TMA, LAZY_RESCALE,
+        )
+    else:
+        full_hi = (seq_len // BLOCK_N) * BLOCK_N
+        acc, m_i, l_i = _attend_bf16(
+            acc, m_i, l_i, q, K, V, kv_row0, head_dim, offs_m, offs_n, offs_d, 0, full_hi, seq_len, qk_scale,
+            BLOCK_N, False, False, USE_TMA, LAZY_RESCALE,
+        )
+        if not EVEN_N:
+            acc, m_i, l_i = _attend_bf16(
+                acc, m_i, l_i, q, K, V, kv_row0, head_dim, offs_m, offs_n, offs_d, full_hi, seq_len, seq_len, qk_scale,
+                BLOCK_N, False, True, USE_TMA, LAZY_RESCALE,
+            )
+    out = acc / l_i[:, None]
+    o_ptrs = O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od
+    if EVEN_M:
+        tl.store(o_ptrs, out.to(O.dtype.element_ty))
+    else:
+        tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=row_mask)
+
+
 def check_inputs(name, q, k_codes, k_scale, v_codes, v_scale):
     if q.dim() != 4:
         raise ValueError(f"{name}: q must be [BATCH, Q_HEADS, SEQ_LEN, HEAD_DIM], got {tuple(q.shape)}")
@@ -153,6 +306,8 @@ def int8_mqa_prefill(q, k_codes, k_scale, v_codes, v_scale, causal: bool):
     out = torch.empty_like(q)
     if out.numel() == 0:
         return out
+    if CONFIG["DEQUANT"] == "prepass":
+        return _prefill_prepass(q, k_codes, k_scale, v_codes, v_scale, causal, out)
     per_tile = CONFIG["HEADS_PER_TILE"]
     while heads % per_tile:
         per_tile //= 2
@@ -167,6 +322,34 @@ def int8_mqa_prefill(q, k_codes, k_scale, v_codes, v_scale, causal: bool):
         CAUSAL=bool(causal), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
         HEADS_PER_TILE=per_tile,
         num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"],
+    )
+    return out
+
+
+def _prefill_prepass(q, k_codes, k_scale, v_codes, v_scale, causal, out):
+    """DEQUANT = "prepass": K, V dequantised to q's dtype by one kernel, then bf16 multi-query attention."""
+    batch, heads, seq_len, head_dim = q.shape
+    n_rows = batch * seq_len
+    k = torch.empty(n_rows, head_dim, dtype=q.dtype, device=q.device)
+    v = torch.empty_like(k)
+    block_d = max(16, triton.next_power_of_2(head_dim))
+    block_r = max(1, 4096 // block_d)
+    _dequant_kv[(triton.cdiv(n_rows, block_r),)](
+        k_codes, *k_codes.stride(), k_scale, *k_scale.stride(),
+        v_codes, *v_codes.stride(), v_scale, *v_scale.stride(),
+        k, v, seq_len, head_dim, n_rows, BLOCK_R=block_r, BLOCK_D=block_d, num_warps=4,
+    )
+    seq_pow2 = max(16, triton.next_power_of_2(seq_len))
+    block_m = min(CONFIG["BLOCK_M"], seq_pow2)
+    block_n = min(CONFIG["BLOCK_N"], seq_pow2)
+    plan = attention_plan(q, k, v, block_m, block_n, CONFIG)  # stages capped to shared memory; TMA where asked
+    _mqa_bf16_attention[(triton.cdiv(seq_len, block_m), batch * heads)](
+        q, *q.stride(), plan.k, plan.v, out, *out.stride(),
+        heads, seq_len, head_dim, plan.qk_scale,
+        CAUSAL=bool(causal), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=plan.meta["BLOCK_D"],
+        EVEN_M=seq_len % block_m == 0 and plan.meta["EVEN_D"], EVEN_N=seq_len % block_n == 0 and plan.meta["EVEN_D"],
+        USE_TMA=plan.meta["USE_TMA"], LAZY_RESCALE=bool(CONFIG["LAZY_RESCALE"]),
+        num_warps=plan.meta["num_warps"], num_stages=plan.meta["num_stages"],
     )
     return out
 

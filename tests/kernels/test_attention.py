@@ -140,6 +140,16 @@ def test_flash_attention(case, path, causal, tmp_path):
     check("flash_attention", kernel, [causal], [rand(b, h, s, d, dtype=dtype) for _ in range(3)], dtype)
 
 
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_flash_attention_lazy_rescale(causal, tmp_path):
+    """LAZY_RESCALE keeps a stale running max (rescaling only past 2^8): scores spread over a wide range
+    (the max grows along the keys, both within and beyond the threshold) still give the exact output."""
+    kernel = load_kernel("flash_attention", tmp_path, BLOCK_M=32, BLOCK_N=16, LAZY_RESCALE=True)
+    q, k, v = (rand(1, 2, 70, 32, dtype=torch.float32) for _ in range(3))
+    k = k * torch.linspace(0.1, 6.0, 70)[:, None]  # later keys give larger scores
+    check("flash_attention", kernel, [causal], [q, k, v], torch.float32)
+
+
 def test_flash_attention_causal_rows_see_only_the_past(tmp_path):
     """Changing the last key/value must leave every earlier causal row untouched."""
     kernel = load_kernel("flash_attention", tmp_path, BLOCK_M=32, BLOCK_N=32)

@@ -70,17 +70,25 @@ def test_reference_dequantises_per_token():
         torch.testing.assert_close(expected_of(ref, [q, kc, ks, vc, vs])[:, h], torch.softmax(scores, -1) @ v)
 
 
-DECODE = [  # (constants, PROGRAMS_PER_SM, BLOCK_N, COMBINE): splits = min(tiles, ceil(4 * PPS / BATCH))
-    (dict(BATCH=4, KV_LEN=37, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 1, 64, "kernel"),  # one split: the direct store
-    (dict(BATCH=2, KV_LEN=150, Q_LEN=3, Q_HEADS=2, HEAD_DIM=64), 4, 64, "kernel"),  # 3 splits, ragged last one
-    (dict(BATCH=2, KV_LEN=150, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 4, 64, "last_program"),  # merged in-kernel
+DECODE = [  # (constants, PROGRAMS_PER_SM, BLOCK_N, COMBINE, more): sm_fill splits = min(tiles, ceil(4 * PPS / BATCH))
+    (dict(BATCH=4, KV_LEN=37, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 1, 64, "kernel", {}),  # one split: the direct store
+    (dict(BATCH=2, KV_LEN=150, Q_LEN=3, Q_HEADS=2, HEAD_DIM=64), 4, 64, "kernel", {}),  # 3 splits, ragged last one
+    (dict(BATCH=2, KV_LEN=150, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 4, 64, "last_program", {}),  # merged in-kernel
+    # each step loading its own scales (no prefetch), 3 splits
+    (dict(BATCH=2, KV_LEN=150, Q_LEN=2, Q_HEADS=2, HEAD_DIM=32), 4, 64, "kernel", {"PREFETCH_SCALES": False}),
+    # balanced: 1 batch element on 4 SMs, 5 tiles of 16 -> 3 splits of 2, 2, 1 tiles
+    (dict(BATCH=1, KV_LEN=70, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 1, 16, "last_program", {"SPLIT_RULE": "balanced"}),
 ]
 
 
-@pytest.mark.parametrize("case", DECODE, ids=["one-split", "three-splits-qlen3", "three-splits-merged-in-kernel"])
+@pytest.mark.parametrize(
+    "case",
+    DECODE,
+    ids=["one-split", "three-splits-qlen3", "three-splits-merged-in-kernel", "scales-not-prefetched", "balanced"],
+)
 def test_decode_kernel(case, tmp_path):
-    constants, per_sm, block_n, combine = case
-    config = dict(PROGRAMS_PER_SM=per_sm, BLOCK_N=block_n, COMBINE=combine)
+    constants, per_sm, block_n, combine, more = case
+    config = dict(PROGRAMS_PER_SM=per_sm, BLOCK_N=block_n, COMBINE=combine, **more)
     kernel = load_kernel("int8_mqa_decode", tmp_path, **config)
     model = kernel.ModelNew()
     for _ in range(2):  # the arrival counters must be back at zero for the next call
@@ -88,6 +96,19 @@ def test_decode_kernel(case, tmp_path):
         with torch.no_grad(), poisoned_allocations():
             out = model(*xs)
         assert_matches("int8_mqa_decode", out, expected_of(ref, xs))
+
+
+def test_decode_balanced_split_counts():
+    """At the spec's shapes on 132 SMs the balanced rule splits only where the batch leaves SMs idle."""
+    kernel = load_kernel("int8_mqa_decode")
+    rule = dict(kernel.CONFIG, SPLIT_RULE="balanced")
+    # (BATCH, tiles of 128 keys) -> splits: busiest SM streams 16 tiles in each case
+    assert kernel.split_count(256, 8, 132, rule) == 1  # 2 programs on most SMs
+    assert kernel.split_count(128, 16, 132, rule) == 1  # one program per SM, 4 SMs idle
+    assert kernel.split_count(64, 32, 132, rule) == 2  # 128 programs of 16 tiles, not 192 of 11
+    assert kernel.split_count(1, 5, 4, rule) == 3
+    fill = dict(kernel.CONFIG, SPLIT_RULE="sm_fill", PROGRAMS_PER_SM=1)
+    assert kernel.split_count(64, 32, 132, fill) == 3
 
 
 def test_decode_kernel_reads_strided_views(tmp_path):
@@ -108,10 +129,33 @@ PREFILL = [  # (constants, causal, config)
     (dict(BATCH=1, SEQ_LEN=50, Q_HEADS=3, HEAD_DIM=64), False, {"BLOCK_M": 64, "BLOCK_N": 32, "HEADS_PER_TILE": 1}),
     # two heads x 16 positions a tile, causal: the mask follows each row's own position
     (dict(BATCH=1, SEQ_LEN=40, Q_HEADS=4, HEAD_DIM=32), True, {"BLOCK_M": 32, "BLOCK_N": 16, "HEADS_PER_TILE": 2}),
+    # K/V dequantised by a prepass, then bf16 attention: ragged tiles, TMA descriptors and pointers
+    (dict(BATCH=2, SEQ_LEN=45, Q_HEADS=2, HEAD_DIM=32), True, {"DEQUANT": "prepass", "BLOCK_M": 32, "BLOCK_N": 16}),
+    (
+        dict(BATCH=2, SEQ_LEN=50, Q_HEADS=3, HEAD_DIM=64),
+        False,
+        {"DEQUANT": "prepass", "BLOCK_M": 32, "BLOCK_N": 32, "USE_TMA": False, "LAZY_RESCALE": True},
+    ),
+    (
+        dict(BATCH=1, SEQ_LEN=64, Q_HEADS=2, HEAD_DIM=32),
+        True,
+        {"DEQUANT": "prepass", "BLOCK_M": 32, "BLOCK_N": 16, "LAZY_RESCALE": True},
+    ),
 ]
 
 
-@pytest.mark.parametrize("case", PREFILL, ids=["causal", "full", "causal-two-heads-a-tile"])
+@pytest.mark.parametrize(
+    "case",
+    PREFILL,
+    ids=[
+        "causal",
+        "full",
+        "causal-two-heads-a-tile",
+        "prepass-causal",
+        "prepass-full-pointers-lazy",
+        "prepass-even-lazy",
+    ],
+)
 def test_prefill_kernel(case, tmp_path):
     constants, causal, config = case
     kernel = load_kernel("int8_mqa_prefill", tmp_path, **config)
