@@ -1,7 +1,8 @@
-"""Time the block-diagonal and int8 MQA attention kernels against the baselines a user would run.
+"""Time the block-diagonal, int8 MQA and flash attention kernels against the baselines a user would run.
 
-    python bench/attention_bench.py --out FILE.json [--only block_diag:1,block_diag_bwd,decode,prefill]
+    python bench/attention_bench.py --out FILE.json [--only block_diag:1,block_diag_bwd,decode,prefill,flash]
                                     [--configs default|sweep] [--deadline-s 200] [--no-reference]
+                                    [--warm-workers 12] [--smoke]
 
 At the specs' production shapes, in bf16 on one GPU (triton.testing.do_bench, median, L2 flushed):
 - block_diag_attention (forward), D = 128 and 64: the kernel against flex_attention compiled with
@@ -11,6 +12,9 @@ At the specs' production shapes, in bf16 on one GPU (triton.testing.do_bench, me
   forward graph: the backward alone), and the reference's whole forward + backward.
 - int8_mqa_decode / int8_mqa_prefill: the kernel against the spec's reference (dequantise to bf16,
   then SDPA with enable_gqa; eager and torch.compile) and SDPA on an already dequantised bf16 cache.
+- flash_attention: the kernel against SDPA (default dispatch, and the cuDNN, flash and efficient backends).
+--warm-workers N compiles the int8/flash sweeps in N processes first (Triton's disk cache keeps them);
+--smoke runs the sweeps under the Triton interpreter on the CPU at the specs' interpret_shapes, checks only.
 Every kernel configuration is checked first against the float32 exact computation (outputs
 poisoned with NaN beforehand); a wrong one is reported and not timed. Each entry gives ms, GB/s
 (the spec's byte count; for decode also the int8 KV cache alone) and TFLOP/s (useful FLOPs: only
@@ -242,8 +246,21 @@ SWEEPS = {  # --configs sweep: around the defaults (second H200 round: around th
             "LAZY_RESCALE": False,
         },
     ],
+    # flash attention (bench/attention_kernels.py keeps the older sweeps): the default, lazy rescaling,
+    # three stages, 8 warps.
+    "flash_attention": [
+        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2, "USE_TMA": True, "LAZY_RESCALE": False},
+        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2, "USE_TMA": True, "LAZY_RESCALE": True},
+        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "USE_TMA": True, "LAZY_RESCALE": False},
+        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "USE_TMA": True, "LAZY_RESCALE": True},
+        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2, "USE_TMA": True, "LAZY_RESCALE": False},
+        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2, "USE_TMA": True, "LAZY_RESCALE": True},
+        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "USE_TMA": True, "LAZY_RESCALE": False},
+        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "USE_TMA": True, "LAZY_RESCALE": True},
+    ],
 }
 ALIASES = {
+    "flash": "flash_attention",
     "block_diag_rope": "block_diag_attention_rope",
     "block_diag_rope_bwd": "block_diag_attention_rope_bwd",
     "block_diag": "block_diag_attention",
@@ -529,7 +546,7 @@ def warm_configs(name: str, kernel, xs, init) -> None:
 
 
 def compile_in_parallel(only: str, workers: int, budget_s: float) -> float:
-    """Compile every swept configuration in `workers` processes first (the int8 kernels only)."""
+    """Compile every swept configuration in `workers` processes first (the int8 and flash kernels)."""
     import subprocess
 
     start = time.time()
@@ -621,6 +638,56 @@ def run_int8(name: str, which: str, deadline: float, max_shapes: int | None, wit
     return results
 
 
+# -- flash attention ------------------------------------------------------------------------------
+def run_flash(name: str, which: str, deadline: float, max_shapes: int | None) -> list:
+    """The flash-attention kernel's configurations against SDPA (default dispatch and each backend)."""
+    spec = load_spec(REPO / "specs" / f"{name}.yaml")
+    tol = spec.tolerance("bfloat16")
+    results = []
+    for params in (spec.interpret_shapes if SMOKE else spec.shapes)[:max_shapes]:
+        if time.time() > deadline:
+            results.append({"params": params, "skipped": "deadline"})
+            continue
+        ref = load_module(spec.reference, f"ref_{name}", params)
+        kernel = load_module(REPO / "knowledge_base" / "kernels" / f"{name}.py", f"kernel_{name}")
+        xs = cuda_inputs(ref)
+        init = ref.get_init_inputs()
+        if WARM is not None:
+            warm_configs(name, kernel, xs, init)
+            continue
+        nbytes, flops = spec.roofline(Case(params=params, dtype="bfloat16"))
+        with torch.no_grad():
+            wide = torch.float64 if SMOKE else torch.float32
+            expected = ref.Model(*init)(*[x.to(wide) for x in xs])
+        entry = {"params": params}
+        entry["kernel"], best = kernel_runs(name, kernel, xs, init, expected, tol, which, nbytes, flops)
+        if SMOKE:
+            results.append(entry)
+            continue
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        causal = bool(init[0]) if init else False
+        base = {}
+        with torch.no_grad():
+            timed(base, "sdpa_default", lambda: F.scaled_dot_product_attention(*xs, is_causal=causal), nbytes, flops)
+            for label, backend in (
+                ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION),
+                ("sdpa_flash", SDPBackend.FLASH_ATTENTION),
+                ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION),
+            ):
+                with sdpa_kernel([backend]):
+                    timed(base, label, lambda: F.scaled_dot_product_attention(*xs, is_causal=causal), nbytes, flops)
+        entry["baselines"] = base
+        if best:
+            entry["speedup"] = {
+                key: round(b["ms"] / best["ms"], 3) for key, b in base.items() if isinstance(b, dict) and "ms" in b
+            }
+        results.append(entry)
+        del xs, expected
+        torch.cuda.empty_cache()
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="JSON file to write")
@@ -636,7 +703,7 @@ def main() -> None:
         "--smoke", action="store_true", help="CPU interpreter at the specs' interpret_shapes: checks only, no timing"
     )
     parser.add_argument(
-        "--warm-workers", type=int, default=0, help="compile the int8 sweep in this many processes first"
+        "--warm-workers", type=int, default=0, help="compile the int8/flash sweeps in this many processes first"
     )
     parser.add_argument("--warm-shard", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -647,12 +714,16 @@ def main() -> None:
         patch_triton_interpreter()
     elif not torch.cuda.is_available():
         sys.exit("attention_bench: needs a CUDA GPU")
-    int8_only = ",".join(i for i in args.only.split(",") if ALIASES.get(i.partition(":")[0], i).startswith("int8_mqa"))
+    int8_only = ",".join(
+        i for i in args.only.split(",") if ALIASES.get(i.partition(":")[0], i).startswith(("int8_mqa", "flash"))
+    )
     if args.warm_shard is not None:
         WARM = tuple(int(x) for x in args.warm_shard.split("/"))
         for item in int8_only.split(","):
             short, _, count = item.partition(":")
-            run_int8(ALIASES.get(short, short), "sweep", float("inf"), int(count) if count else None, False)
+            name = ALIASES.get(short, short)
+            run = run_flash if name == "flash_attention" else lambda *a: run_int8(*a, False)
+            run(name, "sweep", float("inf"), int(count) if count else None)
         return
     warm_s = None
     if args.warm_workers > 0 and args.configs == "sweep" and int8_only and not args.smoke:
@@ -679,6 +750,8 @@ def main() -> None:
                 )
             elif name.startswith("int8_mqa"):
                 report["results"][name] = run_int8(name, args.configs, deadline, max_shapes, not args.no_reference)
+            elif name == "flash_attention":
+                report["results"][name] = run_flash(name, args.configs, deadline, max_shapes)
             else:
                 sys.exit(
                     f"attention_bench: unknown benchmark {short!r} (block_diag, block_diag_bwd, block_diag_rope, block_diag_rope_bwd, decode, prefill)"
