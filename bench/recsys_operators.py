@@ -36,88 +36,37 @@ REPO = Path(__file__).resolve().parent.parent
 # kernel -> its spec, then specs whose reference is a further baseline for the same inputs.
 OPERATORS = {
     "conv1d": ["conv1d", "conv1d_conv2d"],
-    "optimized_fm": [
-        {"split_n": True},
-        {"split_n": True, "BLOCK_D": 32},
-        {"split_n": True, "num_stages": 2},
-        {"split_n": True, "num_stages": 4},
-        {"split_n": True, "BLOCK_K": 128},
-        {"BLOCK_D": 32},
-        {"split_n": True, "BLOCK_K": 32},
-        {"num_stages": 4},
-        {"split_n": True, "BLOCK_K": 128, "num_warps": 8},
-        {"num_stages": 2},
-        {"BLOCK_K": 128},
-        {"BLOCK_K": 32},
-    ],
-    "pffn": [
-        {"min_programs": 1024},
-        {"BLOCK_KC": 64},
-        {"num_stages": 3},
-        {"BLOCK_M": 128, "num_warps": 8, "BLOCK_KC": 64},
-        {"min_programs": 2048},
-        {"min_programs": 512},
-        {"BLOCK_KC": 64, "num_stages": 3},
-        {"BLOCK_M": 32},
-        {"num_stages": 1},
-        {"BLOCK_KC": 16},
-        {"BLOCK_M": 16},
-        {"BLOCK_M": 128, "num_warps": 8},
-        {"min_programs": 1024, "num_stages": 3},
-    ],
-    "mbdt": ["mbdt"],
-}
-# Shapes measured besides the spec's own (GPU only): the published MTIA shapes of MBDT.
-EXTRA_SHAPES = {"mbdt": [{"BATCH": 64, "FEATURES": 2, "BORDERS": 2}]}
-# CONFIG changes timed against the default, each alone (values from the kernel's TUNABLES).
-# conv1d: "gather" shifts the taps on chip only where one L tile covers the row (L = 200 needs
-# L tiles of 256: fp32_BLOCK_L 256 for FP32).
-_G = {"shift": "gather", "align_hints": True, "fp32_BLOCK_L": 256}
-VARIANTS = {
-    "conv1d": [
-        _G,
-        {"shift": "prefetch"},
-        {"align_hints": True},
-        {"shift": "prefetch", "align_hints": True},
-        {**_G, "BLOCK_CI": 64},
-        {**_G, "num_stages": 2},
-        {**_G, "num_stages": 4},
-        {**_G, "BLOCK_CI": 16},
-        {**_G, "num_warps": 4},
-        {**_G, "BLOCK_CO": 64},
-        {**_G, "fp32_precision": "tf32x3"},
-        {"shift": "prefetch", "align_hints": True, "BLOCK_CI": 16},
-        {"shift": "prefetch", "align_hints": True, "fp32_BLOCK_L": 256},
-        {"shift": "gather", "fp32_BLOCK_L": 256},
-        {"fp32_BLOCK_L": 256},
-        {"align_hints": True, "BLOCK_CI": 64},
-    ],
     "optimized_fm": ["optimized_fm"],
     "pffn": ["pffn"],
     "mbdt": ["mbdt"],
 }
 # Shapes measured besides the spec's own (GPU only): the published MTIA shapes of MBDT.
 EXTRA_SHAPES = {"mbdt": [{"BATCH": 64, "FEATURES": 2, "BORDERS": 2}]}
-# CONFIG changes timed against the default, each alone (values from the kernel's TUNABLES).
-# conv1d: "gather" shifts the taps on chip only where one L tile covers the row (L = 200 needs
-# L tiles of 256: fp32_BLOCK_L 256 for FP32).
+# CONFIG changes timed against the default, each alone (values from the kernel's TUNABLES), the most
+# promising first (a sweep cut short by its budget keeps those).
+# conv1d: "pairs" computes even and odd output columns apart (every x tile 4-byte aligned, so the
+# pipelined loop stages it with asynchronous copies; compiled for sm_90a it uses no spill slots where
+# the current default spills); "gather" shifts the taps on chip (tl.gather, lowered to warp shuffles;
+# L = 200 in one tile needs fp32_BLOCK_L 256 for FP32).
+_P = {"shift": "pairs", "align_hints": True}
 _G = {"shift": "gather", "align_hints": True, "fp32_BLOCK_L": 256}
 VARIANTS = {
     "conv1d": [
-        {"align_hints": True},
-        {"align_hints": True, "num_stages": 4},
-        {"align_hints": True, "BLOCK_CI": 64},
-        {"shift": "gather", "fp32_BLOCK_L": 256},
+        _P,
+        {**_P, "BLOCK_CI": 16},
+        {**_P, "BLOCK_L": 128},
+        {**_P, "BLOCK_CI": 16, "fp32_BLOCK_L": 256},
+        {**_P, "BLOCK_L": 128, "num_warps": 4},
+        {**_P, "BLOCK_CI": 16, "num_stages": 4},
+        {**_P, "BLOCK_CI": 64},
+        {**_P, "BLOCK_CI": 16, "fp32_precision": "tf32x3"},
         _G,
-        {**_G, "num_stages": 2},
-        {**_G, "num_stages": 4},
-        {**_G, "BLOCK_CI": 64},
+        {"shift": "prefetch", "align_hints": True},
+        {"align_hints": True},
+        {"shift": "pairs"},
+        {**_P, "BLOCK_L": 128, "BLOCK_CI": 64},
         {**_G, "BLOCK_CI": 16},
-        {**_G, "num_warps": 4},
-        {**_G, "BLOCK_CO": 64},
-        {**_G, "fp32_precision": "tf32x3"},
-        {**_G, "BLOCK_CI": 64, "num_stages": 2},
-        {"fp32_BLOCK_L": 256},
+        {**_P, "BLOCK_CO": 64},
     ],
     "optimized_fm": [
         {"split_n": True},
@@ -125,44 +74,46 @@ VARIANTS = {
         {"split_n": True, "num_stages": 2},
         {"split_n": True, "num_stages": 4},
         {"split_n": True, "BLOCK_K": 128},
-        {"split_n": True, "BLOCK_K": 128, "num_warps": 8},
-        {"split_n": True, "BLOCK_K": 32},
         {"BLOCK_D": 32},
-        {"num_stages": 2},
+        {"split_n": True, "BLOCK_K": 32},
         {"num_stages": 4},
+        {"split_n": True, "BLOCK_K": 128, "num_warps": 8},
+        {"num_stages": 2},
         {"BLOCK_K": 128},
         {"BLOCK_K": 32},
     ],
     "pffn": [
-        {"BLOCK_KC": 64},
-        {"BLOCK_KC": 16},
-        {"num_stages": 3},
-        {"num_stages": 1},
-        {"BLOCK_KC": 64, "num_stages": 3},
-        {"BLOCK_M": 128, "num_warps": 8},
-        {"BLOCK_M": 128, "num_warps": 8, "BLOCK_KC": 64},
-        {"BLOCK_M": 32},
-        {"BLOCK_M": 16},
-        {"min_programs": 512},
         {"min_programs": 1024},
+        {"BLOCK_KC": 64},
+        {"num_stages": 3},
+        {"BLOCK_M": 128, "num_warps": 8, "BLOCK_KC": 64},
         {"min_programs": 2048},
+        {"min_programs": 512},
+        {"BLOCK_KC": 64, "num_stages": 3},
+        {"BLOCK_M": 32},
+        {"num_stages": 1},
+        {"BLOCK_KC": 16},
+        {"BLOCK_M": 16},
+        {"BLOCK_M": 128, "num_warps": 8},
         {"min_programs": 1024, "num_stages": 3},
     ],
     "mbdt": [
         {"row_blocks": 2},
         {"row_blocks": 4},
-        {"row_blocks": 8},
-        {"row_blocks": 16},
+        {"row_blocks": 2, "num_warps": 16},
         {"row_blocks": 4, "BLOCK_B": 32},
-        {"row_blocks": 4, "BLOCK_B": 128},
-        {"row_blocks": 4, "num_warps": 4},
-        {"row_blocks": 4, "num_warps": 16},
-        {"row_blocks": 4, "BLOCK_F": 128},
-        {"row_blocks": 4, "BLOCK_F": 32},
+        {"row_blocks": 8, "BLOCK_B": 32},
         {"linear_max_borders": 16},
         {"linear_max_borders": 16, "row_blocks": 4},
         {"linear_max_borders": 4},
+        {"row_blocks": 8},
+        {"row_blocks": 16},
+        {"row_blocks": 4, "BLOCK_B": 128},
+        {"row_blocks": 4, "num_warps": 4},
+        {"row_blocks": 4, "BLOCK_F": 128},
+        {"row_blocks": 4, "BLOCK_F": 32},
         {"BLOCK_B": 128},
+        {"num_warps": 16},
         {"num_warps": 4},
     ],
 }

@@ -74,10 +74,27 @@ TUNABLES = {
     "align_hints": [False, True],
     # How tap t's shifted x tile is made: "load" (one masked, unaligned load per tap, L1 hits) or
     # "gather" (one aligned load per CIN slice, the other taps shifted on chip with tl.gather;
-    # only when one L tile covers the whole row, else "load") or "prefetch" (KSIZE 3 only: the
+    # KSIZE 3, or one L tile covering the row, else "load") or "prefetch" (KSIZE 3 only: the
     # next CIN slice's three shifted tiles loaded into registers before this slice's dots).
-    "shift": ["load", "gather", "prefetch"],
+    # "pairs" (KSIZE 3 only: even and odd output columns computed apart, every x tile then starts
+    # on a 2-element boundary; six dots of half width per CIN slice).
+    "shift": ["load", "gather", "prefetch", "pairs"],
 }
+
+
+@triton.jit
+def _split_bf16(v):
+    """An fp32 tile as bf16 (hi, lo) with hi + lo = v to about 16 mantissa bits."""
+    hi = v.to(tl.bfloat16)
+    return hi, (v - hi.to(tl.float32)).to(tl.bfloat16)
+
+
+@triton.jit
+def _dot3(a_hi, a_lo, b_hi, b_lo, acc):
+    """acc + a @ b as bf16x3: the small products first, then hi * hi."""
+    acc = tl.dot(a_lo, b_hi, acc)
+    acc = tl.dot(a_hi, b_lo, acc)
+    return tl.dot(a_hi, b_hi, acc)
 
 
 @triton.jit
@@ -90,15 +107,17 @@ def _conv1d_kernel(
     KSIZE: tl.constexpr, PAD: tl.constexpr, HAS_BIAS: tl.constexpr,
     BLOCK_CO: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_CI: tl.constexpr,
     PRECISION: tl.constexpr, NUM_STAGES: tl.constexpr, ALIGN: tl.constexpr, GATHER: tl.constexpr,
-    PREFETCH: tl.constexpr,
+    PREFETCH: tl.constexpr, PAIRS: tl.constexpr, SPLIT3: tl.constexpr,
 ):
     # Programs of one sample are adjacent (its x columns stay in L2 for the other COUT tiles).
-    if ALIGN > 1:  # the host checked these (align_hints)
-        stride_xb = tl.multiple_of(stride_xb, ALIGN)
-        stride_xc = tl.multiple_of(stride_xc, ALIGN)
-        stride_yb = tl.multiple_of(stride_yb, ALIGN)
-        stride_yc = tl.multiple_of(stride_yc, ALIGN)
-        L = tl.multiple_of(L, ALIGN)
+    if ALIGN > 1:
+        # The host checked that these are multiples of ALIGN (align_hints). Written as (v // A) * A,
+        # the same value, whose divisibility the compiler can see (tl.multiple_of on an argument is lost).
+        stride_xb = (stride_xb // ALIGN) * ALIGN
+        stride_xc = (stride_xc // ALIGN) * ALIGN
+        stride_yb = (stride_yb // ALIGN) * ALIGN
+        stride_yc = (stride_yc // ALIGN) * ALIGN
+        L = (L // ALIGN) * ALIGN
     pid = tl.program_id(0)
     b = pid // (tiles_l * tiles_co)
     rest = pid % (tiles_l * tiles_co)
@@ -109,7 +128,60 @@ def _conv1d_kernel(
     co_ok = co < C_OUT
     acc = tl.zeros([BLOCK_CO, BLOCK_L], dtype=tl.float32)
     x_base = x_ptr + b.to(tl.int64) * stride_xb
-    if PREFETCH:
+    if PAIRS:
+        # KSIZE 3 on even and odd output columns apart. With pairs P_s[m] = (x[2(m+s)], x[2(m+s)+1]):
+        #   y[2m]     = w0 . x[2m - 1] + w1 . x[2m]     + w2 . x[2m + 1] = w0 P_-1.odd + w1 P_0.even + w2 P_0.odd
+        #   y[2m + 1] = w0 . x[2m]     + w1 . x[2m + 1] + w2 . x[2m + 2] = w0 P_0.even + w1 P_0.odd + w2 P_+1.even
+        # Every x tile then starts on a pair boundary (4-byte aligned in FP16, 8 in FP32), which the
+        # asynchronous copies of the pipelined loop can stage; the odd shifts need no unaligned load.
+        HALF: tl.constexpr = BLOCK_L // 2
+        acc_e = tl.zeros([BLOCK_CO, HALF], dtype=tl.float32)
+        acc_o = tl.zeros([BLOCK_CO, HALF], dtype=tl.float32)
+        p_m = l_out - 2
+        p_p = l_out + 2
+        ok_m = ((p_m >= 0) & (p_m < L))[None, :]
+        ok_c = (l_out < L)[None, :]
+        ok_p = (p_p < L)[None, :]
+        for ci0 in tl.range(0, C_IN, BLOCK_CI, num_stages=NUM_STAGES):
+            ci = ci0 + tl.arange(0, BLOCK_CI)
+            ci_ok = (ci < C_IN)[:, None]
+            x_rows = x_base + ci[:, None] * stride_xc
+            x_m = tl.load(x_rows + p_m[None, :] * stride_xl, mask=ci_ok & ok_m, other=0.0)
+            x_c = tl.load(x_rows + l_out[None, :] * stride_xl, mask=ci_ok & ok_c, other=0.0)
+            x_p = tl.load(x_rows + p_p[None, :] * stride_xl, mask=ci_ok & ok_p, other=0.0)
+            _, odd_m = tl.split(tl.reshape(x_m, [BLOCK_CI, HALF, 2]))
+            even_c, odd_c = tl.split(tl.reshape(x_c, [BLOCK_CI, HALF, 2]))
+            even_p, _ = tl.split(tl.reshape(x_p, [BLOCK_CI, HALF, 2]))
+            w_rows = w_ptr + co[:, None] * stride_wo + ci[None, :] * stride_wi
+            w_ok = co_ok[:, None] & (ci < C_IN)[None, :]
+            w0 = tl.load(w_rows, mask=w_ok, other=0.0)
+            w1 = tl.load(w_rows + stride_wk, mask=w_ok, other=0.0)
+            w2 = tl.load(w_rows + 2 * stride_wk, mask=w_ok, other=0.0)
+            if SPLIT3:
+                # FP32 as bf16x3, each operand split into bf16 (hi, lo) once per CIN slice rather than
+                # once per dot (4 x tiles and 3 weight slices feed 6 dots): hi*hi + hi*lo + lo*hi.
+                w0h, w0l = _split_bf16(w0)
+                w1h, w1l = _split_bf16(w1)
+                w2h, w2l = _split_bf16(w2)
+                omh, oml = _split_bf16(odd_m)
+                ech, ecl = _split_bf16(even_c)
+                och, ocl = _split_bf16(odd_c)
+                eph, epl = _split_bf16(even_p)
+                acc_e = _dot3(w0h, w0l, omh, oml, acc_e)
+                acc_e = _dot3(w1h, w1l, ech, ecl, acc_e)
+                acc_e = _dot3(w2h, w2l, och, ocl, acc_e)
+                acc_o = _dot3(w0h, w0l, ech, ecl, acc_o)
+                acc_o = _dot3(w1h, w1l, och, ocl, acc_o)
+                acc_o = _dot3(w2h, w2l, eph, epl, acc_o)
+            else:
+                acc_e = tl.dot(w0, odd_m, acc_e, input_precision=PRECISION)
+                acc_e = tl.dot(w1, even_c, acc_e, input_precision=PRECISION)
+                acc_e = tl.dot(w2, odd_c, acc_e, input_precision=PRECISION)
+                acc_o = tl.dot(w0, even_c, acc_o, input_precision=PRECISION)
+                acc_o = tl.dot(w1, odd_c, acc_o, input_precision=PRECISION)
+                acc_o = tl.dot(w2, even_p, acc_o, input_precision=PRECISION)
+        acc = tl.reshape(tl.join(acc_e, acc_o), [BLOCK_CO, BLOCK_L])
+    elif PREFETCH:
         # KSIZE == 3: the three shifted x tiles of the next CIN slice are loaded (into registers)
         # before this slice's dots, so their latency overlaps the tensor-core work; the unaligned
         # taps cannot be staged by the asynchronous copies that num_stages pipelines.
@@ -144,8 +216,10 @@ def _conv1d_kernel(
             ci = ci0 + tl.arange(0, BLOCK_CI)
             ci_ok = ci < C_IN
             if GATHER:
-                # The tile covers the whole row (L <= BLOCK_L, one L tile, l_out starts at 0): load it
-                # once, aligned, and shift it on chip; the padding is the zeros outside [0, L).
+                # The x tile is loaded once, aligned, and shifted on chip. Zeros past L come with the
+                # load; the column that a shift of one brings in from outside the tile (KSIZE 3) is
+                # loaded on its own (masked off at the row's ends: the padding); for other KSIZE
+                # the tile covers the whole row (one L tile), so what lies outside it is padding.
                 x0 = tl.load(x_base + ci[:, None] * stride_xc + l_out[None, :] * stride_xl,
                              mask=ci_ok[:, None] & (l_out < L)[None, :], other=0.0)
             for t in tl.static_range(KSIZE):
@@ -156,10 +230,18 @@ def _conv1d_kernel(
                     if t == PAD:
                         x = x0
                     else:
-                        src = tl.minimum(tl.maximum(pos, 0), BLOCK_L - 1)
-                        src2 = tl.zeros([BLOCK_CI, BLOCK_L], dtype=tl.int32) + src[None, :]
-                        x = tl.gather(x0, src2, axis=1)
-                        x = tl.where(((pos >= 0) & (pos < BLOCK_L))[None, :], x, tl.zeros_like(x))
+                        local = tl.arange(0, BLOCK_L) + (t - PAD)  # source column within the tile
+                        inside = (local >= 0) & (local < BLOCK_L)
+                        src = tl.zeros([BLOCK_CI, BLOCK_L], dtype=tl.int32) + tl.minimum(tl.maximum(local, 0),
+                                                                                         BLOCK_L - 1)[None, :]
+                        x = tl.gather(x0, src, axis=1)
+                        if KSIZE == 3:
+                            h_pos = pid_l * BLOCK_L + (-1 if t < PAD else BLOCK_L)
+                            halo = tl.load(x_base + ci * stride_xc + h_pos * stride_xl,
+                                           mask=ci_ok & (h_pos >= 0) & (h_pos < L), other=0.0)
+                            x = tl.where(inside[None, :], x, halo[:, None])
+                        else:
+                            x = tl.where(inside[None, :], x, tl.zeros_like(x))
                 else:
                     x = tl.load(x_base + ci[:, None] * stride_xc + pos[None, :] * stride_xl,
                                 mask=ci_ok[:, None] & ((pos >= 0) & (pos < L))[None, :], other=0.0)
@@ -217,15 +299,21 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
         vec = 16 // x.element_size()
         if all(v % vec == 0 for v in (x.stride(0), x.stride(1), length)) and x.data_ptr() % 16 == 0:
             align = vec
-    gather = cfg["shift"] == "gather" and tiles_l == 1
+    gather = cfg["shift"] == "gather" and (tiles_l == 1 or ksize == 3)
     prefetch = cfg["shift"] == "prefetch" and ksize == 3
+    pairs = cfg["shift"] == "pairs" and ksize == 3
+    # FP32 pairs with bf16x3: operands split once per CIN slice in the kernel (also under the
+    # interpreter, which then checks that arithmetic).
+    split3 = pairs and x.dtype == torch.float32 and cfg["fp32_precision"] == "bf16x3"
+    if pairs and align == 1 and x.stride(2) == 1 and all(v % 2 == 0 for v in (x.stride(0), x.stride(1), length)):
+        align = 2  # pair boundaries are 2-element aligned (what the pairs mode needs to stage its loads)
     _conv1d_kernel[(batch * tiles_co * tiles_l,)](
         x, w, bias if bias is not None else w, y,
         c_in, c_out, length, tiles_l, tiles_co,
         *x.stride(), *w_strides, *y.stride(), bias.stride(0) if bias is not None else 0,
         KSIZE=ksize, PAD=ksize // 2, HAS_BIAS=bias is not None,
         BLOCK_CO=block_co, BLOCK_L=block_l, BLOCK_CI=block_ci,
-        PRECISION=precision, NUM_STAGES=stages, ALIGN=align, GATHER=gather, PREFETCH=prefetch, num_warps=cfg["num_warps"],
+        PRECISION=precision, NUM_STAGES=stages, ALIGN=align, GATHER=gather, PREFETCH=prefetch, PAIRS=pairs, SPLIT3=split3, num_warps=cfg["num_warps"],
     )
     return y
 

@@ -104,14 +104,20 @@ CASES = {
         ({"packed_weight": False}, {"B": 2, "CIN": 16, "COUT": 24, "L": 7, "KSIZE": 5}, ["float16", "float32"]),
         ({}, {"B": 3, "CIN": 8, "COUT": 8, "L": 20, "KSIZE": 1}, ["float32"]),
         # Taps shifted on chip (one L tile covers the row), CIN in 2 slices (the last partial);
-        # KSIZE 5; and a row longer than the tile, where "gather" falls back to shifted loads.
+        # KSIZE 5; a row in 3 tiles (the columns shifted in from the neighbour tiles loaded alone);
+        # KSIZE 5 with a row longer than the tile, where "gather" falls back to shifted loads.
         (
             {"shift": "gather", "align_hints": True, "BLOCK_CI": 16},
             {"B": 2, "CIN": 20, "COUT": 24, "L": 37},
             ["float16", "float32"],
         ),
         ({"shift": "gather"}, {"B": 2, "CIN": 16, "COUT": 24, "L": 7, "KSIZE": 5}, ["float32"]),
-        ({"shift": "gather", "BLOCK_L": 32}, {"B": 2, "CIN": 16, "COUT": 24, "L": 75}, ["float16"]),
+        (
+            {"shift": "gather", "BLOCK_L": 32, "fp32_BLOCK_L": 32},
+            {"B": 2, "CIN": 16, "COUT": 24, "L": 75},
+            ["float16", "float32"],
+        ),
+        ({"shift": "gather", "BLOCK_L": 32}, {"B": 2, "CIN": 16, "COUT": 24, "L": 75, "KSIZE": 5}, ["float16"]),
         # Next CIN slice prefetched (3 slices of 16, the last partial; 3 ragged L tiles); KSIZE 5
         # falls back to the plain loads.
         (
@@ -120,6 +126,15 @@ CASES = {
             ["float16", "float32"],
         ),
         ({"shift": "prefetch"}, {"B": 2, "CIN": 16, "COUT": 24, "L": 7, "KSIZE": 5}, ["float32"]),
+        # Even and odd columns apart: 3 ragged L tiles with an odd L (the last pair half outside),
+        # CIN in 3 slices (the last partial); a single tile; KSIZE 5 falls back to the plain loads.
+        (
+            {"shift": "pairs", "BLOCK_CI": 16, "BLOCK_L": 32, "fp32_BLOCK_L": 32},
+            {"B": 2, "CIN": 40, "COUT": 24, "L": 75},
+            ["float16", "float32"],
+        ),
+        ({"shift": "pairs", "align_hints": True}, {"B": 3, "CIN": 20, "COUT": 24, "L": 38}, ["float16", "float32"]),
+        ({"shift": "pairs"}, {"B": 2, "CIN": 16, "COUT": 24, "L": 7, "KSIZE": 5}, ["float32"]),
     ],
     "optimized_fm": [
         # N = 24 (padded to 32), D = 56 in slices of 16 (the last partial), K = 150 in tiles of 32.
