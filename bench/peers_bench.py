@@ -117,6 +117,7 @@ def _why(exc: BaseException) -> str:
 # deduplicated by the launch plan each gives, so rows that a knob does not touch are timed once).
 SWEEP = [
     {},
+    {"min_blocks_per_sm": 3},
     {"threads": 128},
     {"threads": 512},
     {"vecs_per_thread": 16},
@@ -124,6 +125,8 @@ SWEEP = [
     {"vecs_per_thread": 4},
     {"vecs_per_thread": 4, "threads": 512},
     {"max_cluster": 8},
+    {"min_blocks_per_sm": 4},
+    {"min_blocks_per_sm": 2, "threads": 512},
     {"short_threads": 256},
     {"short_threads": 64},
     {"min_row_threads": 16},
@@ -142,6 +145,7 @@ SWEEP_CROSS_ENTROPY = [
 
 SWEEP_LATE = [
     {"mbarrier": True},
+    {"mbarrier": True, "min_blocks_per_sm": 3},
     {"mbarrier": True, "threads": 128},
     {"mbarrier": True, "vecs_per_thread": 16},
     {"mbarrier": True, "max_cluster": 8},
@@ -149,11 +153,20 @@ SWEEP_LATE = [
 
 
 def _plan_key(plan: dict) -> tuple:
-    """What makes two sweep entries the same launch: the RowPlan fields, prefetch and mbarrier."""
-    return tuple(
-        plan[k]
-        for k in ("cluster_n", "threads", "row_threads", "vecs", "chunks", "vec", "bits", "prefetch", "mbarrier")
+    """What makes two sweep entries the same launch: the RowPlan fields, prefetch, mbarrier, min_blocks."""
+    keys = (
+        "cluster_n",
+        "threads",
+        "row_threads",
+        "vecs",
+        "chunks",
+        "vec",
+        "bits",
+        "prefetch",
+        "mbarrier",
+        "min_blocks",
     )
+    return tuple(plan.get(k) for k in keys)
 
 
 def cute_call(module, op: str, config: dict, inputs: list, reference):
@@ -206,8 +219,9 @@ def sweep_cute(
             bool(config.get("mbarrier")) and plan.cluster_n > 1,
         )
         entry["plan"] = plan._asdict() | {"prefetch": key[1], "mbarrier": key[2]}
-        if _plan_key(entry["plan"]) in seen:
-            continue
+        entry["plan"]["min_blocks"] = int(config.get("min_blocks_per_sm", 0))
+        if _plan_key(entry["plan"]) in seen or (entry["plan"]["min_blocks"] and plan.rows_per_block > 1):
+            continue  # the same launch again; or a register cap where rows share a block (their threads need few)
         seen.add(_plan_key(entry["plan"]))
         if time.monotonic() > deadline:
             entry["error"] = "not run: time budget spent"
@@ -507,6 +521,7 @@ def _plan_text(plan: dict) -> str:
     if plan["chunks"] > 1:
         text += f" x{plan['chunks']} chunks" + (" prefetch" if plan.get("prefetch") else "")
     text += ", mbarrier" if plan.get("mbarrier") else ""
+    text += f", min {plan['min_blocks']} blocks/SM" if plan.get("min_blocks") else ""
     return text + ("" if plan["bits"] == 128 else f", {plan['bits']}-bit")
 
 

@@ -152,14 +152,24 @@ def plan_consts(plan: RowPlan, rows: int) -> tuple:
     return (*plan, rows % plan.rows_per_block != 0)
 
 
-def launch_row_blocks(kernel, rows, threads: int, rows_per_block: int, cluster_n: int, stream) -> None:
+def launch_consts(plan: RowPlan, rows: int, config: dict) -> tuple:
+    """plan_consts, then the launch options every row kernel takes after them: (mbarrier: the cluster
+    exchange through mbarriers, min_blocks: config["min_blocks_per_sm"]); absent keys read as off."""
+    return (*plan_consts(plan, rows), bool(config.get("mbarrier", False)), int(config.get("min_blocks_per_sm", 0)))
+
+
+def launch_row_blocks(kernel, rows, threads: int, rows_per_block: int, cluster_n: int, stream, min_blocks: int = 0) -> None:
     """`kernel` on a grid of ceil(rows / rows_per_block) x cluster_n blocks of `threads` threads, the
-    cluster_n blocks of a row as one cluster. Called inside a @cute.jit launcher."""
+    cluster_n blocks of a row as one cluster. `min_blocks` > 0: ask the compiler for that many
+    resident blocks per SM (it caps the registers per thread to fit; may spill). Called inside a
+    @cute.jit launcher."""
+    extra = {"min_blocks_per_mp": min_blocks} if min_blocks > 0 else {}
     kernel.launch(
         grid=[(rows + rows_per_block - 1) // rows_per_block, cluster_n, 1],
         block=[threads, 1, 1],
         cluster=[1, cluster_n, 1] if cluster_n > 1 else None,
         stream=stream,
+        **extra,
     )
 
 

@@ -55,7 +55,7 @@ import torch.nn as nn
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
-from _cute_rows import BIG, LOG2E, launch_row_blocks, load_strided, plan_consts, row_coords, row_layout, row_matrix, row_exit, row_reductions, row_setup, row_total, run_compiled
+from _cute_rows import BIG, LOG2E, launch_row_blocks, load_strided, launch_consts, row_coords, row_layout, row_matrix, row_exit, row_reductions, row_setup, row_total, run_compiled
 
 CONFIG = {
     "copy_bits": 128,
@@ -67,6 +67,7 @@ CONFIG = {
     "prefetch": True,
     "max_cluster": 16,
     "mbarrier": False,
+    "min_blocks_per_sm": 0,
 }
 
 TUNABLES = {
@@ -79,6 +80,7 @@ TUNABLES = {
     "prefetch": [False, True],
     "max_cluster": [8, 16],
     "mbarrier": [False, True],
+    "min_blocks_per_sm": [0, 2, 3, 4],
 }
 
 _COMPILED = {}
@@ -107,7 +109,7 @@ def _online_step(x: cute.Tensor, m: cutlass.Float32, s: cutlass.Float32):
 def _cross_entropy_kernel(
     mX: cute.Tensor, mT: cute.Tensor, mLoss: cute.Tensor, cluster_n: cutlass.Constexpr, threads: cutlass.Constexpr,
     row_threads: cutlass.Constexpr, vecs: cutlass.Constexpr, chunks: cutlass.Constexpr, vec: cutlass.Constexpr,
-    bits: cutlass.Constexpr, ragged: cutlass.Constexpr, prefetch: cutlass.Constexpr, mbarrier: cutlass.Constexpr,
+    bits: cutlass.Constexpr, ragged: cutlass.Constexpr, mbarrier: cutlass.Constexpr, prefetch: cutlass.Constexpr,
     ignore_index: cutlass.Constexpr,
 ):
     m = cute.size(mX, mode=[0])
@@ -162,13 +164,13 @@ def _cross_entropy_kernel(
 def _cross_entropy_launch(
     mX: cute.Tensor, mT: cute.Tensor, mLoss: cute.Tensor, stream: cuda.CUstream, cluster_n: cutlass.Constexpr,
     threads: cutlass.Constexpr, row_threads: cutlass.Constexpr, vecs: cutlass.Constexpr, chunks: cutlass.Constexpr,
-    vec: cutlass.Constexpr, bits: cutlass.Constexpr, ragged: cutlass.Constexpr, prefetch: cutlass.Constexpr,
-    mbarrier: cutlass.Constexpr, ignore_index: cutlass.Constexpr,
+    vec: cutlass.Constexpr, bits: cutlass.Constexpr, ragged: cutlass.Constexpr, mbarrier: cutlass.Constexpr,
+    min_blocks: cutlass.Constexpr, prefetch: cutlass.Constexpr, ignore_index: cutlass.Constexpr,
 ):
     kernel = _cross_entropy_kernel(
-        mX, mT, mLoss, cluster_n, threads, row_threads, vecs, chunks, vec, bits, ragged, prefetch, mbarrier, ignore_index
+        mX, mT, mLoss, cluster_n, threads, row_threads, vecs, chunks, vec, bits, ragged, mbarrier, prefetch, ignore_index
     )
-    launch_row_blocks(kernel, cute.size(mX, mode=[0]), threads, threads // row_threads, cluster_n, stream)
+    launch_row_blocks(kernel, cute.size(mX, mode=[0]), threads, threads // row_threads, cluster_n, stream, min_blocks)
 
 
 def cross_entropy_forward(
@@ -179,7 +181,7 @@ def cross_entropy_forward(
     t = target.reshape(-1).contiguous()
     loss = torch.empty(x2.shape[0], dtype=torch.float32, device=logits.device)
     plan = row_plan(x2.shape[1], x2.element_size() * 8, config)
-    consts = (*plan_consts(plan, x2.shape[0]), bool(config["prefetch"]), bool(config.get("mbarrier", False)), ignore_index)
+    consts = (*launch_consts(plan, x2.shape[0], config), bool(config["prefetch"]), ignore_index)
     run_compiled(_COMPILED, _cross_entropy_launch, [x2], [t, loss], consts)
     return loss.view(target.shape)
 

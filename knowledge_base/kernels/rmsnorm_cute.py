@@ -48,7 +48,7 @@ import torch
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
-from _cute_rows import launch_row_blocks, load_strided, plan_consts, row_coords, row_layout, row_matrix, row_exit, row_reductions, row_setup, row_total, run_compiled, store_strided
+from _cute_rows import launch_row_blocks, load_strided, launch_consts, row_coords, row_layout, row_matrix, row_exit, row_reductions, row_setup, row_total, run_compiled, store_strided
 from _row_models import RMSNormModule
 
 CONFIG = {
@@ -59,6 +59,7 @@ CONFIG = {
     "vecs_per_thread": 8,
     "max_cluster": 16,
     "mbarrier": False,
+    "min_blocks_per_sm": 0,
 }
 
 TUNABLES = {
@@ -69,6 +70,7 @@ TUNABLES = {
     "vecs_per_thread": [4, 8, 16],
     "max_cluster": [8, 16],
     "mbarrier": [False, True],
+    "min_blocks_per_sm": [0, 2, 3, 4],
 }
 
 _COMPILED = {}
@@ -119,10 +121,10 @@ def _rmsnorm_launch(
     mX: cute.Tensor, mW: cute.Tensor, mY: cute.Tensor, eps: cutlass.Float32, stream: cuda.CUstream,
     cluster_n: cutlass.Constexpr, threads: cutlass.Constexpr, row_threads: cutlass.Constexpr, iters: cutlass.Constexpr,
     chunks: cutlass.Constexpr, vec: cutlass.Constexpr, bits: cutlass.Constexpr, ragged: cutlass.Constexpr,
-    mbarrier: cutlass.Constexpr,
+    mbarrier: cutlass.Constexpr, min_blocks: cutlass.Constexpr,
 ):
     kernel = _rmsnorm_kernel(mX, mW, mY, eps, cluster_n, threads, row_threads, iters, chunks, vec, bits, ragged, mbarrier)
-    launch_row_blocks(kernel, cute.size(mX, mode=[0]), threads, threads // row_threads, cluster_n, stream)
+    launch_row_blocks(kernel, cute.size(mX, mode=[0]), threads, threads // row_threads, cluster_n, stream, min_blocks)
 
 
 def rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float, config: dict | None = None) -> torch.Tensor:
@@ -133,7 +135,7 @@ def rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float, config: d
     y = torch.empty_like(x2)
     config = config or CONFIG
     plan = row_plan(x2.shape[1], x2.element_size() * 8, config)
-    run_compiled(_COMPILED, _rmsnorm_launch, [x2, w, y], [eps], (*plan_consts(plan, x2.shape[0]), bool(config.get("mbarrier", False))))
+    run_compiled(_COMPILED, _rmsnorm_launch, [x2, w, y], [eps], launch_consts(plan, x2.shape[0], config))
     return y.view(x.shape)
 
 

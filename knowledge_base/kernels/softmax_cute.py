@@ -49,7 +49,7 @@ import torch
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
-from _cute_rows import BIG, LOG2E, launch_row_blocks, load_strided, plan_consts, row_coords, row_layout, row_matrix, row_exit, row_reductions, row_setup, row_total, run_compiled, store_strided
+from _cute_rows import BIG, LOG2E, launch_row_blocks, load_strided, launch_consts, row_coords, row_layout, row_matrix, row_exit, row_reductions, row_setup, row_total, run_compiled, store_strided
 from _row_models import SoftmaxModule
 
 CONFIG = {
@@ -60,6 +60,7 @@ CONFIG = {
     "vecs_per_thread": 8,
     "max_cluster": 16,
     "mbarrier": False,
+    "min_blocks_per_sm": 0,
 }
 
 TUNABLES = {
@@ -70,6 +71,7 @@ TUNABLES = {
     "vecs_per_thread": [4, 8, 16],
     "max_cluster": [8, 16],
     "mbarrier": [False, True],
+    "min_blocks_per_sm": [0, 2, 3, 4],
 }
 
 _COMPILED = {}
@@ -114,10 +116,10 @@ def _softmax_kernel(
 def _softmax_launch(
     mX: cute.Tensor, mY: cute.Tensor, stream: cuda.CUstream, cluster_n: cutlass.Constexpr, threads: cutlass.Constexpr,
     row_threads: cutlass.Constexpr, iters: cutlass.Constexpr, chunks: cutlass.Constexpr, vec: cutlass.Constexpr,
-    bits: cutlass.Constexpr, ragged: cutlass.Constexpr, mbarrier: cutlass.Constexpr,
+    bits: cutlass.Constexpr, ragged: cutlass.Constexpr, mbarrier: cutlass.Constexpr, min_blocks: cutlass.Constexpr,
 ):
     kernel = _softmax_kernel(mX, mY, cluster_n, threads, row_threads, iters, chunks, vec, bits, ragged, mbarrier)
-    launch_row_blocks(kernel, cute.size(mX, mode=[0]), threads, threads // row_threads, cluster_n, stream)
+    launch_row_blocks(kernel, cute.size(mX, mode=[0]), threads, threads // row_threads, cluster_n, stream, min_blocks)
 
 
 def softmax_forward(x: torch.Tensor, config: dict | None = None) -> torch.Tensor:
@@ -125,7 +127,7 @@ def softmax_forward(x: torch.Tensor, config: dict | None = None) -> torch.Tensor
     y = torch.empty_like(x2)
     config = config or CONFIG
     plan = row_plan(x2.shape[1], x2.element_size() * 8, config)
-    run_compiled(_COMPILED, _softmax_launch, [x2, y], [], (*plan_consts(plan, x2.shape[0]), bool(config.get("mbarrier", False))))
+    run_compiled(_COMPILED, _softmax_launch, [x2, y], [], launch_consts(plan, x2.shape[0], config))
     return y.view(x.shape)
 
 

@@ -95,14 +95,39 @@ def test_cute_kernel_traces_for_hopper(op, monkeypatch):
             args = [
                 from_dlpack(t, assumed_align=16) for t in (x, torch.empty(n, dtype=torch.bfloat16), torch.empty_like(x))
             ]
-            compiled = cute.compile(module._rmsnorm_launch, *args, 1e-6, make_fake_stream(), *consts, mbarrier)
+            compiled = cute.compile(module._rmsnorm_launch, *args, 1e-6, make_fake_stream(), *consts, mbarrier, 0)
         elif op == "softmax":
             args = [from_dlpack(t, assumed_align=16) for t in (x, torch.empty_like(x))]
-            compiled = cute.compile(module._softmax_launch, *args, make_fake_stream(), *consts, mbarrier)
+            compiled = cute.compile(module._softmax_launch, *args, make_fake_stream(), *consts, mbarrier, 0)
         else:
             target, loss = torch.zeros(m, dtype=torch.int64), torch.empty(m)
             args = [from_dlpack(x, assumed_align=16), from_dlpack(target), from_dlpack(loss)]
             compiled = cute.compile(
-                module._cross_entropy_launch, *args, make_fake_stream(), *consts, True, mbarrier, -100
+                module._cross_entropy_launch, *args, make_fake_stream(), *consts, mbarrier, 0, True, -100
             )
         assert callable(compiled)
+
+
+def test_min_blocks_per_sm_caps_registers(monkeypatch):
+    """CONFIG["min_blocks_per_sm"] reaches the compiler (minctasm): RMSNorm at N = 65536 compiles for
+    sm_90a with three resident 256-thread blocks asked for (the SM's shared memory, which the compiler
+    asks the driver for, given here: there is no GPU)."""
+    pytest.importorskip("cutlass.cute", reason="nvidia-cutlass-dsl (the [cute] extra) is not installed")
+    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
+    import torch
+
+    import cutlass.base_dsl.runtime.cuda as cuda_runtime
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import from_dlpack, make_fake_stream
+
+    monkeypatch.setattr(cuda_runtime, "get_device_attribute", lambda *args, **kwargs: 228 * 1024)
+    module = _module("rmsnorm")
+    x = torch.empty(2, 65536, dtype=torch.bfloat16)
+    config = {**module.CONFIG, "min_blocks_per_sm": 3}
+    plan = module.row_plan(65536, 16, config)
+    consts = module.launch_consts(plan, 2, config)
+    assert consts[-2:] == (False, 3)
+    args = [
+        from_dlpack(t, assumed_align=16) for t in (x, torch.empty(65536, dtype=torch.bfloat16), torch.empty_like(x))
+    ]
+    assert callable(cute.compile(module._rmsnorm_launch, *args, 1e-6, make_fake_stream(), *consts))
