@@ -143,6 +143,38 @@ SWEEP_CROSS_ENTROPY = [
 ]
 
 
+# --sweep --focus: only the long rows (N or V >= 65536), these overrides, everything else as --sweep
+# (run 3: the shapes still short of QuACK after run 2, with the mbarrier exchange now the default).
+_FOCUS_ROWS = [
+    {},
+    {"min_blocks_per_sm": 3},
+    {"min_blocks_per_sm": 4},
+    {"stage_smem": True},
+    {"stage_smem": True, "min_blocks_per_sm": 4},
+    {"threads": 128},
+    {"threads": 128, "min_blocks_per_sm": 6},
+    {"threads": 128, "stage_smem": True},
+    {"threads": 512, "min_blocks_per_sm": 2},
+    {"stage_smem": True, "threads": 512},
+    {"vecs_per_thread": 4},
+    {"vecs_per_thread": 4, "threads": 128},
+    {"mbarrier": False},
+]
+SWEEP_FOCUS = {
+    "rmsnorm": _FOCUS_ROWS,
+    "softmax": _FOCUS_ROWS,
+    "cross_entropy": [
+        {},
+        {"threads": 256},
+        {"min_blocks_per_sm": 4},
+        {"threads": 256, "min_blocks_per_sm": 3},
+        {"vecs_per_thread": 32},
+        {"vecs_per_thread": 8},
+        {"prefetch": False},
+        {"mbarrier": False},
+    ],
+}
+
 SWEEP_LATE = [
     {"mbarrier": True},
     {"mbarrier": True, "min_blocks_per_sm": 3},
@@ -153,7 +185,7 @@ SWEEP_LATE = [
 
 
 def _plan_key(plan: dict) -> tuple:
-    """What makes two sweep entries the same launch: the RowPlan fields, prefetch, mbarrier, min_blocks."""
+    """What makes two sweep entries the same launch: the RowPlan fields and the launch options."""
     keys = (
         "cluster_n",
         "threads",
@@ -165,6 +197,7 @@ def _plan_key(plan: dict) -> tuple:
         "prefetch",
         "mbarrier",
         "min_blocks",
+        "stage",
     )
     return tuple(plan.get(k) for k in keys)
 
@@ -220,6 +253,7 @@ def sweep_cute(
         )
         entry["plan"] = plan._asdict() | {"prefetch": key[1], "mbarrier": key[2]}
         entry["plan"]["min_blocks"] = int(config.get("min_blocks_per_sm", 0))
+        entry["plan"]["stage"] = bool(config.get("stage_smem", False))
         if _plan_key(entry["plan"]) in seen or (entry["plan"]["min_blocks"] and plan.rows_per_block > 1):
             continue  # the same launch again; or a register cap where rows share a block (their threads need few)
         seen.add(_plan_key(entry["plan"]))
@@ -408,7 +442,9 @@ def late_sweep(report: dict, deadline: float) -> None:
         torch.cuda.empty_cache()
 
 
-def run_op(op: str, impls: list[str], report: dict, deadline: float, sweep_deadline: float | None = None) -> None:
+def run_op(
+    op: str, impls: list[str], report: dict, deadline: float, sweep_deadline: float | None = None, focus: bool = False
+) -> None:
     from triton.testing import do_bench
 
     spec = load_spec(ROOT / "specs" / f"{op}.yaml")
@@ -470,7 +506,10 @@ def run_op(op: str, impls: list[str], report: dict, deadline: float, sweep_deadl
                 report["tracebacks"].append(f"{op} {params} {impl}:\n{traceback.format_exc()[-3000:]}")
             finally:
                 torch.cuda.empty_cache()
-        if sweep_deadline is not None:
+        long_row = params.get("N", params.get("V", 0)) >= 65536
+        if sweep_deadline is not None and focus and long_row:
+            sweep_cute(op, row, inputs, expected, reference, tol, nbytes, sweep_deadline, report, SWEEP_FOCUS[op])
+        elif sweep_deadline is not None and not focus:
             sweep_cute(op, row, inputs, expected, reference, tol, nbytes, sweep_deadline, report)
             if op == "cross_entropy":
                 sweep_triton(op, row, inputs, expected, reference, tol, nbytes, sweep_deadline, report)
@@ -522,6 +561,7 @@ def _plan_text(plan: dict) -> str:
         text += f" x{plan['chunks']} chunks" + (" prefetch" if plan.get("prefetch") else "")
     text += ", mbarrier" if plan.get("mbarrier") else ""
     text += f", min {plan['min_blocks']} blocks/SM" if plan.get("min_blocks") else ""
+    text += ", staged in smem" if plan.get("stage") else ""
     return text + ("" if plan["bits"] == 128 else f", {plan['bits']}-bit")
 
 
@@ -607,6 +647,11 @@ def main(argv: list[str] | None = None) -> int:
         help="with --sweep: stop starting new sweep variants after this long",
     )
     ap.add_argument(
+        "--focus",
+        action="store_true",
+        help="with --sweep: only rows of 65536 or more, under SWEEP_FOCUS (no Triton sweep, no late phase)",
+    )
+    ap.add_argument(
         "--late-budget-s", type=float, default=30.0, help="with --sweep: time for SWEEP_LATE (mbarrier) at the end"
     )
     args = ap.parse_args(argv)
@@ -644,13 +689,13 @@ def main(argv: list[str] | None = None) -> int:
     deadline = time.monotonic() + args.budget_s
     out = Path(args.out)
     if args.sweep:
-        report["sweep"] = {"common": SWEEP, "cross_entropy": SWEEP_CROSS_ENTROPY}
+        report["sweep"] = SWEEP_FOCUS if args.focus else {"common": SWEEP, "cross_entropy": SWEEP_CROSS_ENTROPY}
         report["ragged"] = []
     out.parent.mkdir(parents=True, exist_ok=True)
     for op in args.only or OPS:
         sweep_deadline = time.monotonic() + args.sweep_budget_s if args.sweep else None
         try:
-            run_op(op, args.impls, report, deadline, sweep_deadline)
+            run_op(op, args.impls, report, deadline, sweep_deadline, args.focus)
         except Exception as exc:  # one operator's failure (its spec, its reference) ends only that operator
             report["notes"].append(f"{op}: stopped by {_why(exc)}")
             report["tracebacks"].append(f"{op}:\n{traceback.format_exc()[-3000:]}")
@@ -663,9 +708,10 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(json.dumps(report, indent=2))
         if args.md:
             Path(args.md).write_text(markdown(report))
-        print("late sweep (mbarrier cluster exchange)", flush=True)
-        late_sweep(report, time.monotonic() + args.late_budget_s)
-        out.write_text(json.dumps(report, indent=2))
+        if not args.focus:
+            print("late sweep (mbarrier cluster exchange)", flush=True)
+            late_sweep(report, time.monotonic() + args.late_budget_s)
+            out.write_text(json.dumps(report, indent=2))
     if args.md:
         Path(args.md).write_text(markdown(report))
     print(markdown(report))

@@ -86,9 +86,14 @@ class RowPlan(NamedTuple):
 
 
 def _most_threads(per_block: int, limit: int) -> int | None:
-    """The most threads (a multiple of 32, at most `limit`) that split per_block vectors evenly."""
+    """The most threads (a multiple of 32, at most `limit`) that split per_block vectors evenly; when
+    those are fewer than limit / 2, the fewest above `limit` (up to twice it) that do, if any
+    (4000 vectors at limit 128: 160 threads, not 32)."""
     fits = [t for t in range(32, limit + 1, 32) if per_block % t == 0]
-    return max(fits) if fits else None
+    if fits and 2 * max(fits) >= limit:
+        return max(fits)
+    above = [t for t in range(limit + 32, 2 * limit + 1, 32) if per_block % t == 0]
+    return min(above) if above else (max(fits) if fits else None)
 
 
 def row_layout(n: int, width: int, config: dict, kernel: str, chunk_vecs: int | None = None) -> RowPlan:
@@ -99,8 +104,8 @@ def row_layout(n: int, width: int, config: dict, kernel: str, chunk_vecs: int | 
       config["short_threads"] threads): several rows per block of short_threads threads, each row
       on the fewest threads (a power of two, at least config["min_row_threads"]) that hold it with
       at most vecs_per_thread vectors each (rows of 32 or fewer threads reduce in the warp alone);
-    - longer rows: one row per block of at most config["threads"] threads (the most that split it
-      evenly, a multiple of 32), over the smallest cluster (at most config["max_cluster"] blocks)
+    - longer rows: one row per block of about config["threads"] threads (_most_threads: a multiple
+      of 32 that splits it evenly), over the smallest cluster (a power of two, at most config["max_cluster"] blocks)
       that leaves each thread at most vecs_per_thread vectors; where none does, the plan with the
       fewest vectors per thread (refused beyond MAX_VECS_IN_REGISTERS unless chunked).
 
@@ -118,7 +123,7 @@ def row_layout(n: int, width: int, config: dict, kernel: str, chunk_vecs: int | 
     if tpr < small and n_vecs % tpr == 0 and n_vecs // tpr <= per:
         return _with_chunks(RowPlan(1, small, tpr, n_vecs // tpr, 1, vec, bits), chunk_vecs)
     best = None
-    for cluster in range(1, config["max_cluster"] + 1):
+    for cluster in (c for c in (1, 2, 4, 8, 16) if c <= config["max_cluster"]):
         threads = _most_threads(n_vecs // cluster, config["threads"]) if n_vecs % cluster == 0 else None
         if threads is None:
             continue
@@ -477,3 +482,50 @@ def row_exit(cluster_n: int, mbarrier: bool) -> None:
     """A kernel's last step: with the barrier exchange, wait until the peers are done reading."""
     if not (mbarrier and cluster_n > 1):
         wait_for_peers(cluster_n)
+
+
+# -- device, a block's slice staged in shared memory (config["stage_smem"]) --------------------------
+# cp.async copies the slice from global into shared memory without holding registers; the kernel
+# reads it back into registers for each pass (reduction, output), so nothing but the running
+# partials stays live across a reduction: fewer registers, more resident blocks per SM.
+def row_shared(threads: int, cluster_n: int, reductions: int, mbarrier: bool, dtype=None, vecs: int = 0, vec: int = 0):
+    """(row_reductions' tuple, the staging tensor or None): with `dtype`, a [vec, threads * vecs]
+    shared tensor (each 16-byte vector contiguous; thread t's i-th at column i * threads + t)
+    allocated first, from the same allocator as the reduction buffers."""
+    if dtype is None:
+        return row_reductions(threads, cluster_n, reductions, mbarrier), None
+    smem = cutlass.utils.SmemAllocator()
+    staged = smem.allocate_tensor(dtype, cute.make_layout((vec, threads * vecs)), byte_alignment=16)
+    if mbarrier and cluster_n > 1:
+        layout = cute.make_layout((threads // 32) * cluster_n)
+        bufs = [smem.allocate_tensor(cutlass.Float32, layout, byte_alignment=16) for _ in range(reductions)]
+        return (*bufs, smem.allocate_array(cutlass.Int64, num_elems=reductions, byte_alignment=8)), staged
+    per_warp = [smem.allocate_tensor(cutlass.Float32, cute.make_layout(threads // 32), byte_alignment=16) for _ in range(reductions)]
+    return (*per_warp, smem.allocate_tensor(cutlass.Float32, cute.make_layout(4), byte_alignment=16)), staged
+
+
+@cute.jit
+def stage_slice(g: cute.Tensor, s: cute.Tensor, first, stride: cutlass.Constexpr, count: cutlass.Constexpr, threads: cutlass.Constexpr, bits: cutlass.Constexpr):
+    """cp.async g[:, first + i * stride] -> s[:, i * threads + tidx] for i < count, then commit the group."""
+    tidx, _, _ = cute.arch.thread_idx()
+    atom = cute.make_copy_atom(cute.nvgpu.cpasync.CopyG2SOp(), g.element_type, num_bits_per_copy=bits)
+    for i in cutlass.range_constexpr(count):
+        cute.copy(atom, g[(None, first + i * stride)], s[(None, i * threads + tidx)])
+    cute.arch.cp_async_commit_group()
+
+
+@cute.jit
+def read_staged(s: cute.Tensor, regs: cute.Tensor, count: cutlass.Constexpr, threads: cutlass.Constexpr, bits: cutlass.Constexpr):
+    """regs[:, i] = s[:, i * threads + tidx]: this thread's own staged vectors (its cp.async copies,
+    waited for with cp_async_wait_group: no barrier needed)."""
+    tidx, _, _ = cute.arch.thread_idx()
+    atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), s.element_type, num_bits_per_copy=bits)
+    for i in cutlass.range_constexpr(count):
+        cute.copy(atom, s[(None, i * threads + tidx)], regs[(None, i)])
+
+
+def global_view(t: cute.Tensor) -> cute.Tensor:
+    """`t` (a kernel argument from from_dlpack: a generic-address tensor) with a global-memory pointer
+    (same address, same layout, 16-byte aligned): cp.async takes only global sources."""
+    ptr = cute.make_ptr(t.element_type, t.iterator.toint(), cute.AddressSpace.gmem, assumed_align=16)
+    return cute.make_tensor(ptr, t.layout)

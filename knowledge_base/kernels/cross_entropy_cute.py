@@ -59,14 +59,14 @@ from _cute_rows import BIG, LOG2E, launch_row_blocks, load_strided, launch_const
 
 CONFIG = {
     "copy_bits": 128,
-    "threads": 256,
+    "threads": 128,
     "short_threads": 128,
-    "min_row_threads": 32,
-    "vecs_per_thread": 8,
+    "min_row_threads": 8,
+    "vecs_per_thread": 16,
     "chunk_vecs": 8,
     "prefetch": True,
     "max_cluster": 16,
-    "mbarrier": False,
+    "mbarrier": True,
     "min_blocks_per_sm": 0,
 }
 

@@ -48,7 +48,7 @@ import torch
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
-from _cute_rows import launch_row_blocks, load_strided, launch_consts, row_coords, row_layout, row_matrix, row_exit, row_reductions, row_setup, row_total, run_compiled, store_strided
+from _cute_rows import global_view, launch_row_blocks, load_strided, launch_consts, row_coords, row_layout, row_matrix, row_exit, row_shared, row_setup, row_total, read_staged, run_compiled, stage_slice, store_strided
 from _row_models import RMSNormModule
 
 CONFIG = {
@@ -58,8 +58,9 @@ CONFIG = {
     "min_row_threads": 32,
     "vecs_per_thread": 8,
     "max_cluster": 16,
-    "mbarrier": False,
+    "mbarrier": True,
     "min_blocks_per_sm": 0,
+    "stage_smem": False,
 }
 
 TUNABLES = {
@@ -71,6 +72,7 @@ TUNABLES = {
     "max_cluster": [8, 16],
     "mbarrier": [False, True],
     "min_blocks_per_sm": [0, 2, 3, 4],
+    "stage_smem": [False, True],
 }
 
 _COMPILED = {}
@@ -86,29 +88,39 @@ def row_plan(n: int, width: int, config: dict):
 def _rmsnorm_kernel(
     mX: cute.Tensor, mW: cute.Tensor, mY: cute.Tensor, eps: cutlass.Float32, cluster_n: cutlass.Constexpr,
     threads: cutlass.Constexpr, row_threads: cutlass.Constexpr, iters: cutlass.Constexpr, chunks: cutlass.Constexpr,
-    vec: cutlass.Constexpr, bits: cutlass.Constexpr, ragged: cutlass.Constexpr, mbarrier: cutlass.Constexpr,
+    vec: cutlass.Constexpr, bits: cutlass.Constexpr, ragged: cutlass.Constexpr, mbarrier: cutlass.Constexpr, stage: cutlass.Constexpr,
 ):
     m = cute.size(mX, mode=[0])
     n = cute.size(mX, mode=[1])
     row, load_row, t, rank = row_coords(m, threads, row_threads, ragged)
-    smem = row_reductions(threads, cluster_n, 1, mbarrier)
+    smem, staged = row_shared(threads, cluster_n, 1, mbarrier, mX.element_type if stage else None, iters, vec)
     row_setup(smem, 1, cluster_n, mbarrier)
 
     # The row as vectors: mode 0 the vec values of one access, mode 1 the vector index.
-    gX = cute.zipped_divide(mX[load_row, None], (vec,))
+    gX = cute.zipped_divide((global_view(mX) if stage else mX)[load_row, None], (vec,))
     gY = cute.zipped_divide(mY[load_row, None], (vec,))
     gW = cute.zipped_divide(mW, (vec,))
     x = cute.make_rmem_tensor(cute.make_layout((vec, iters)), mX.element_type)
     w = cute.make_rmem_tensor(cute.make_layout((vec, iters)), mW.element_type)
     first = rank * (row_threads * iters) + t  # consecutive threads take consecutive vectors
-    load_strided(gX, x, first, row_threads, iters, 0, bits)
+    if cutlass.const_expr(stage):
+        # x through shared memory (cp.async, no registers held); the weight meanwhile, into registers.
+        stage_slice(gX, staged, first, row_threads, iters, threads, bits)
+        load_strided(gW, w, first, row_threads, iters, 0, bits)
+        cute.arch.cp_async_wait_group(0)
+        read_staged(staged, x, iters, threads, bits)
+    else:
+        load_strided(gX, x, first, row_threads, iters, 0, bits)
 
     xf = x.load().to(cutlass.Float32)
     squares = (xf * xf).reduce(cute.ReductionOp.ADD, 0.0, 0)
     total = row_total(squares, smem, 0, threads, row_threads, cluster_n, False, True, mbarrier)
 
-    # The weight (read by every row, from L2) only now: fewer registers live during the reduction.
-    load_strided(gW, w, first, row_threads, iters, 0, bits)
+    if cutlass.const_expr(stage):
+        read_staged(staged, x, iters, threads, bits)  # again: x was not kept live across the reduction
+    else:
+        # The weight (read by every row, from L2) only now: fewer registers live during the reduction.
+        load_strided(gW, w, first, row_threads, iters, 0, bits)
     rstd = cute.math.rsqrt(total / cutlass.Float32(n) + eps)
     y = x.load().to(cutlass.Float32) * rstd * w.load().to(cutlass.Float32)
     if row < m:
@@ -121,9 +133,9 @@ def _rmsnorm_launch(
     mX: cute.Tensor, mW: cute.Tensor, mY: cute.Tensor, eps: cutlass.Float32, stream: cuda.CUstream,
     cluster_n: cutlass.Constexpr, threads: cutlass.Constexpr, row_threads: cutlass.Constexpr, iters: cutlass.Constexpr,
     chunks: cutlass.Constexpr, vec: cutlass.Constexpr, bits: cutlass.Constexpr, ragged: cutlass.Constexpr,
-    mbarrier: cutlass.Constexpr, min_blocks: cutlass.Constexpr,
+    mbarrier: cutlass.Constexpr, min_blocks: cutlass.Constexpr, stage: cutlass.Constexpr,
 ):
-    kernel = _rmsnorm_kernel(mX, mW, mY, eps, cluster_n, threads, row_threads, iters, chunks, vec, bits, ragged, mbarrier)
+    kernel = _rmsnorm_kernel(mX, mW, mY, eps, cluster_n, threads, row_threads, iters, chunks, vec, bits, ragged, mbarrier, stage)
     launch_row_blocks(kernel, cute.size(mX, mode=[0]), threads, threads // row_threads, cluster_n, stream, min_blocks)
 
 
@@ -135,7 +147,7 @@ def rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float, config: d
     y = torch.empty_like(x2)
     config = config or CONFIG
     plan = row_plan(x2.shape[1], x2.element_size() * 8, config)
-    run_compiled(_COMPILED, _rmsnorm_launch, [x2, w, y], [eps], launch_consts(plan, x2.shape[0], config))
+    run_compiled(_COMPILED, _rmsnorm_launch, [x2, w, y], [eps], (*launch_consts(plan, x2.shape[0], config), bool(config.get("stage_smem", False))))
     return y.view(x.shape)
 
 

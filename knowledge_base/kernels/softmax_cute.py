@@ -49,7 +49,7 @@ import torch
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
-from _cute_rows import BIG, LOG2E, launch_row_blocks, load_strided, launch_consts, row_coords, row_layout, row_matrix, row_exit, row_reductions, row_setup, row_total, run_compiled, store_strided
+from _cute_rows import global_view, BIG, LOG2E, launch_row_blocks, load_strided, launch_consts, row_coords, row_layout, row_matrix, row_exit, row_shared, row_setup, row_total, read_staged, run_compiled, stage_slice, store_strided
 from _row_models import SoftmaxModule
 
 CONFIG = {
@@ -59,8 +59,9 @@ CONFIG = {
     "min_row_threads": 32,
     "vecs_per_thread": 8,
     "max_cluster": 16,
-    "mbarrier": False,
+    "mbarrier": True,
     "min_blocks_per_sm": 0,
+    "stage_smem": False,
 }
 
 TUNABLES = {
@@ -72,6 +73,7 @@ TUNABLES = {
     "max_cluster": [8, 16],
     "mbarrier": [False, True],
     "min_blocks_per_sm": [0, 2, 3, 4],
+    "stage_smem": [False, True],
 }
 
 _COMPILED = {}
@@ -87,25 +89,38 @@ def row_plan(n: int, width: int, config: dict):
 def _softmax_kernel(
     mX: cute.Tensor, mY: cute.Tensor, cluster_n: cutlass.Constexpr, threads: cutlass.Constexpr,
     row_threads: cutlass.Constexpr, iters: cutlass.Constexpr, chunks: cutlass.Constexpr, vec: cutlass.Constexpr,
-    bits: cutlass.Constexpr, ragged: cutlass.Constexpr, mbarrier: cutlass.Constexpr,
+    bits: cutlass.Constexpr, ragged: cutlass.Constexpr, mbarrier: cutlass.Constexpr, stage: cutlass.Constexpr,
 ):
     m = cute.size(mX, mode=[0])
     row, load_row, t, rank = row_coords(m, threads, row_threads, ragged)
-    smem = row_reductions(threads, cluster_n, 2, mbarrier)
+    smem, staged = row_shared(threads, cluster_n, 2, mbarrier, mX.element_type if stage else None, iters, vec)
     row_setup(smem, 2, cluster_n, mbarrier)
 
     # The row as vectors: mode 0 the vec values of one access, mode 1 the vector index.
-    gX = cute.zipped_divide(mX[load_row, None], (vec,))
+    gX = cute.zipped_divide((global_view(mX) if stage else mX)[load_row, None], (vec,))
     gY = cute.zipped_divide(mY[load_row, None], (vec,))
     x = cute.make_rmem_tensor(cute.make_layout((vec, iters)), mX.element_type)
     first = rank * (row_threads * iters) + t  # consecutive threads take consecutive vectors
-    load_strided(gX, x, first, row_threads, iters, 0, bits)
+    if cutlass.const_expr(stage):
+        # Through shared memory (cp.async), read back for each pass: only the partials stay live
+        # across a reduction (the exponentials are computed twice).
+        stage_slice(gX, staged, first, row_threads, iters, threads, bits)
+        cute.arch.cp_async_wait_group(0)
+        read_staged(staged, x, iters, threads, bits)
+    else:
+        load_strided(gX, x, first, row_threads, iters, 0, bits)
     xf = x.load().to(cutlass.Float32) * LOG2E
 
     # Row maximum (of x * log2(e)), then the sum of exp(x - max).
     top = row_total(xf.reduce(cute.ReductionOp.MAX, -BIG, 0), smem, 0, threads, row_threads, cluster_n, True, False, mbarrier)
+    if cutlass.const_expr(stage):
+        read_staged(staged, x, iters, threads, bits)
+        xf = x.load().to(cutlass.Float32) * LOG2E
     e = cute.math.exp2(xf - top, fastmath=True)
     total = row_total(e.reduce(cute.ReductionOp.ADD, 0.0, 0), smem, 1, threads, row_threads, cluster_n, False, True, mbarrier)
+    if cutlass.const_expr(stage):
+        read_staged(staged, x, iters, threads, bits)
+        e = cute.math.exp2(x.load().to(cutlass.Float32) * LOG2E - top, fastmath=True)
 
     if row < m:
         store_strided(e * (cutlass.Float32(1.0) / total), gY, first, row_threads, vec, iters, bits)
@@ -116,9 +131,9 @@ def _softmax_kernel(
 def _softmax_launch(
     mX: cute.Tensor, mY: cute.Tensor, stream: cuda.CUstream, cluster_n: cutlass.Constexpr, threads: cutlass.Constexpr,
     row_threads: cutlass.Constexpr, iters: cutlass.Constexpr, chunks: cutlass.Constexpr, vec: cutlass.Constexpr,
-    bits: cutlass.Constexpr, ragged: cutlass.Constexpr, mbarrier: cutlass.Constexpr, min_blocks: cutlass.Constexpr,
+    bits: cutlass.Constexpr, ragged: cutlass.Constexpr, mbarrier: cutlass.Constexpr, min_blocks: cutlass.Constexpr, stage: cutlass.Constexpr,
 ):
-    kernel = _softmax_kernel(mX, mY, cluster_n, threads, row_threads, iters, chunks, vec, bits, ragged, mbarrier)
+    kernel = _softmax_kernel(mX, mY, cluster_n, threads, row_threads, iters, chunks, vec, bits, ragged, mbarrier, stage)
     launch_row_blocks(kernel, cute.size(mX, mode=[0]), threads, threads // row_threads, cluster_n, stream, min_blocks)
 
 
@@ -127,7 +142,7 @@ def softmax_forward(x: torch.Tensor, config: dict | None = None) -> torch.Tensor
     y = torch.empty_like(x2)
     config = config or CONFIG
     plan = row_plan(x2.shape[1], x2.element_size() * 8, config)
-    run_compiled(_COMPILED, _softmax_launch, [x2, y], [], launch_consts(plan, x2.shape[0], config))
+    run_compiled(_COMPILED, _softmax_launch, [x2, y], [], (*launch_consts(plan, x2.shape[0], config), bool(config.get("stage_smem", False))))
     return y.view(x.shape)
 
 

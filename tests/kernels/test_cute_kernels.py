@@ -77,7 +77,8 @@ def test_launch_plan_covers_every_spec_shape(op):
 @pytest.mark.parametrize("op", OPS)
 def test_cute_kernel_traces_for_hopper(op, monkeypatch):
     """CuTe DSL builds and verifies the kernel's IR: several rows per block with a ragged last block
-    (N = 256, 6 rows), one row over a cluster (N = 65536) with the barrier and the mbarrier exchange."""
+    (N = 256, 6 rows), one row over a cluster (N = 65536) with the barrier and the mbarrier exchange;
+    RMSNorm and softmax also with the slice staged in shared memory (cp.async)."""
     pytest.importorskip("cutlass.cute", reason="nvidia-cutlass-dsl (the [cute] extra) is not installed")
     monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
     import torch
@@ -86,7 +87,7 @@ def test_cute_kernel_traces_for_hopper(op, monkeypatch):
     from cutlass.cute.runtime import from_dlpack, make_fake_stream
 
     module = _module(op)
-    for m, n, mbarrier in ((6, 256, False), (2, 65536, False), (2, 65536, True)):
+    for m, n, mbarrier, stage in ((6, 256, False, True), (2, 65536, False, False), (2, 65536, True, True)):
         x = torch.empty(m, n, dtype=torch.bfloat16)
         plan = module.row_plan(n, 16, module.CONFIG)
         consts = (*plan, m % plan.rows_per_block != 0)
@@ -95,10 +96,10 @@ def test_cute_kernel_traces_for_hopper(op, monkeypatch):
             args = [
                 from_dlpack(t, assumed_align=16) for t in (x, torch.empty(n, dtype=torch.bfloat16), torch.empty_like(x))
             ]
-            compiled = cute.compile(module._rmsnorm_launch, *args, 1e-6, make_fake_stream(), *consts, mbarrier, 0)
+            compiled = cute.compile(module._rmsnorm_launch, *args, 1e-6, make_fake_stream(), *consts, mbarrier, 0, stage)
         elif op == "softmax":
             args = [from_dlpack(t, assumed_align=16) for t in (x, torch.empty_like(x))]
-            compiled = cute.compile(module._softmax_launch, *args, make_fake_stream(), *consts, mbarrier, 0)
+            compiled = cute.compile(module._softmax_launch, *args, make_fake_stream(), *consts, mbarrier, 0, stage)
         else:
             target, loss = torch.zeros(m, dtype=torch.int64), torch.empty(m)
             args = [from_dlpack(x, assumed_align=16), from_dlpack(target), from_dlpack(loss)]
@@ -126,8 +127,8 @@ def test_min_blocks_per_sm_caps_registers(monkeypatch):
     config = {**module.CONFIG, "min_blocks_per_sm": 3}
     plan = module.row_plan(65536, 16, config)
     consts = module.launch_consts(plan, 2, config)
-    assert consts[-2:] == (False, 3)
+    assert consts[-2:] == (True, 3)  # the mbarrier exchange (the default), 3 blocks per SM
     args = [
         from_dlpack(t, assumed_align=16) for t in (x, torch.empty(65536, dtype=torch.bfloat16), torch.empty_like(x))
     ]
-    assert callable(cute.compile(module._rmsnorm_launch, *args, 1e-6, make_fake_stream(), *consts))
+    assert callable(cute.compile(module._rmsnorm_launch, *args, 1e-6, make_fake_stream(), *consts, False))
