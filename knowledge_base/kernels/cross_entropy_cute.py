@@ -20,16 +20,17 @@ into vectors of CONFIG["copy_bits"] bits (128: 8 bf16/fp16, 4 fp32). `row_plan`
 share a block of CONFIG["short_threads"] threads, each row on the fewest threads (a power of two, at
 least CONFIG["min_row_threads"]) that hold it with at most CONFIG["vecs_per_thread"] vectors each (a
 row of at most 32 threads reduces in its warp alone, no shared memory, no barrier); longer rows get
-one block of at most CONFIG["threads"] threads each, split over the smallest thread-block cluster
-(grid y, cluster shape (1, cluster_n, 1), at most CONFIG["max_cluster"] blocks; 16 is a non-portable
-size that Hopper allows) that leaves each thread at most vecs_per_thread vectors. With the defaults:
-N = 256 four rows per 128-thread block, N = 4096 two, N = 16384 one 256-thread block, N = 65536 a
-cluster of 4 and N = 262144 of 16 blocks of 256 threads, 64 bf16 values per thread. Here a thread's
-vectors are loaded in chunks of at most CONFIG["chunk_vecs"] (all of a chunk's loads issued
-together), and the thread keeps a running max and sum of exp2 in fp32 (online logsumexp: the sum is
-rescaled when the max grows); with CONFIG["prefetch"] the chunk loop is unrolled (up to 16 chunks)
-and chunk c + 1's loads are issued before chunk c's math. A row of V = 32000 (4000 vectors) tiles
-over 5 blocks of 160 threads.
+one block of about CONFIG["threads"] threads each (a multiple of 32 that splits the row evenly),
+split over the smallest power-of-two thread-block cluster (grid y, cluster shape (1, cluster_n, 1),
+at most CONFIG["max_cluster"] blocks; 16 is a non-portable size that Hopper allows) that leaves each
+thread at most vecs_per_thread vectors. With the defaults (128 threads, 16 vectors a thread in 2
+chunks of 8): V = 256 sixteen rows per block on 8 threads of 4 vectors each, V = 4096 four rows on
+32 threads, V = 16384 one row per block, V = 32000 one block of 160 threads (5 chunks of 5 vectors),
+V = 65536 a cluster of 4 and V = 262144 of 16 blocks. Here a thread's vectors are loaded in chunks
+of at most CONFIG["chunk_vecs"] (all of a chunk's loads issued together), and the thread keeps a
+running max and sum of exp2 in fp32 (online logsumexp: the sum is rescaled when the max grows); with
+CONFIG["prefetch"] the chunk loop is unrolled (up to 16 chunks) and chunk c + 1's loads are issued
+before chunk c's math.
 
 The row max, then the rescaled sums, are reduced over the warp, the row's warps and the cluster. The
 cluster's reductions go one of two ways (CONFIG["mbarrier"]). False: each block writes its partial

@@ -19,23 +19,27 @@ A row of N values is cut into vectors of CONFIG["copy_bits"] bits (128: 8 bf16/f
 short rows share a block of CONFIG["short_threads"] threads, each row on the fewest threads (a power
 of two, at least CONFIG["min_row_threads"]) that hold it with at most CONFIG["vecs_per_thread"]
 vectors each (a row of at most 32 threads reduces in its warp alone, no shared memory, no barrier);
-longer rows get one block of at most CONFIG["threads"] threads each, split over the smallest
-thread-block cluster (grid y, cluster shape (1, cluster_n, 1), at most CONFIG["max_cluster"] blocks;
-16 is a non-portable size that Hopper allows) that leaves each thread at most vecs_per_thread
-vectors. With the defaults: N = 256 four rows per 128-thread block, N = 4096 two, N = 16384 one
-256-thread block, N = 65536 a cluster of 4 and N = 262144 of 16 blocks of 256 threads, 64 bf16
-values per thread.
+longer rows get one block of about CONFIG["threads"] threads each (a multiple of 32 that splits the
+row evenly), split over the smallest power-of-two thread-block cluster (grid y, cluster shape (1,
+cluster_n, 1), at most CONFIG["max_cluster"] blocks; 16 is a non-portable size that Hopper allows)
+that leaves each thread at most vecs_per_thread vectors. With the defaults: N = 256 four rows per
+128-thread block, N = 4096 two, N = 16384 one 256-thread block, N = 65536 a cluster of 4 and N =
+262144 of 16 blocks of 256 threads, 64 bf16 values per thread. CONFIG["stage_smem"] copies the slice
+into shared memory with cp.async instead and reads it back into registers for each pass, so that
+only partials stay live across a reduction (fewer registers per thread, more resident blocks);
+CONFIG["min_blocks_per_sm"] asks the compiler for that many resident blocks per SM.
 
 Two reductions, each over the warp (shuffles), the row's warps (one fp32 each in shared memory) and,
 for a cluster, its blocks: the row maximum, then the sum of exp(x - max); exp is exp2 of x *
-log2(e). The cluster's reductions go one of two ways (CONFIG["mbarrier"]). False: each block writes
-its partial into its own shared slot, a cluster barrier publishes it, every block reads all peers'
-slots through distributed shared memory (mapa + ld.shared::cluster) in rank order, and a last
-cluster arrive / wait keeps each block's shared memory alive until its peers are done reading. True:
-every warp pushes its partial into each peer's shared memory with st.async, the bytes completing on
-the receiver's mbarrier; a block waits only for its own mbarrier and reads only its own shared
-memory, so no cluster barrier is needed after the set-up. Either way all blocks combine the same
-partials in the same order and agree bit for bit.
+log2(e). The cluster's reductions go one of two ways (CONFIG["mbarrier"], True by default: on the
+H200 it was 1.2-1.7x faster at N = 65536 and 262144, bench/results/peers_h200/README.md). False:
+each block writes its partial into its own shared slot, a cluster barrier publishes it, every block
+reads all peers' slots through distributed shared memory (mapa + ld.shared::cluster) in rank order,
+and a last cluster arrive / wait keeps each block's shared memory alive until its peers are done
+reading. True: every warp pushes its partial into each peer's shared memory with st.async, the bytes
+completing on the receiver's mbarrier; a block waits only for its own mbarrier and reads only its
+own shared memory, so no cluster barrier is needed after the set-up. Either way all blocks combine
+the same partials in the same order and agree bit for bit.
 
 Compiled once per (shape, dtype, plan, exchange) with `cute.compile` and kept in `_COMPILED`
 (_cute_rows.run_compiled): sizes and strides are static, so the 16-byte alignment of every vector
