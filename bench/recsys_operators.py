@@ -43,44 +43,30 @@ OPERATORS = {
 # Shapes measured besides the spec's own (GPU only): the published MTIA shapes of MBDT.
 EXTRA_SHAPES = {"mbdt": [{"BATCH": 64, "FEATURES": 2, "BORDERS": 2}]}
 # CONFIG changes timed against the default, each alone (values from the kernel's TUNABLES), the most
-# promising first (a sweep cut short by its budget keeps those).
-# conv1d: "pairs" computes even and odd output columns apart (every x tile 4-byte aligned, so the
-# pipelined loop stages it with asynchronous copies; compiled for sm_90a it uses no spill slots where
-# the current default spills); "gather" shifts the taps on chip (tl.gather, lowered to warp shuffles;
-# L = 200 in one tile needs fp32_BLOCK_L 256 for FP32).
-_P = {"shift": "pairs", "align_hints": True}
-_G = {"shift": "gather", "align_hints": True, "fp32_BLOCK_L": 256}
+# promising first (a sweep cut short by its budget keeps those). Round 4 (bench/results/
+# recsys_operators_h200_round4/) chose conv1d's gather (FP16) / pairs (FP32) and optimized_fm's
+# split_n; these sweep around them, each kernel's previous default included for comparison.
 VARIANTS = {
     "conv1d": [
-        _P,
-        {**_P, "BLOCK_CI": 16},
-        {**_P, "BLOCK_L": 128},
-        {**_P, "BLOCK_CI": 16, "fp32_BLOCK_L": 256},
-        {**_P, "BLOCK_L": 128, "num_warps": 4},
-        {**_P, "BLOCK_CI": 16, "num_stages": 4},
-        {**_P, "BLOCK_CI": 64},
-        {**_P, "BLOCK_CI": 16, "fp32_precision": "tf32x3"},
-        _G,
-        {"shift": "prefetch", "align_hints": True},
-        {"align_hints": True},
+        {"BLOCK_L": 128},
+        {"BLOCK_L": 128, "fp32_BLOCK_L": 128},
+        {"num_stages": 4},
+        {"num_stages": 2},
+        {"BLOCK_CI": 32},
+        {"BLOCK_L": 128, "BLOCK_CI": 32},
+        {"BLOCK_L": 128, "num_stages": 4},
+        {"fp32_BLOCK_L": 128},
+        {"shift": "prefetch"},
         {"shift": "pairs"},
-        {**_P, "BLOCK_L": 128, "BLOCK_CI": 64},
-        {**_G, "BLOCK_CI": 16},
-        {**_P, "BLOCK_CO": 64},
+        {"shift": "load", "fp32_shift": "load", "align_hints": False, "BLOCK_CI": 32, "fp32_BLOCK_L": 128},
     ],
     "optimized_fm": [
-        {"split_n": True},
-        {"split_n": True, "BLOCK_D": 32},
-        {"split_n": True, "num_stages": 2},
-        {"split_n": True, "num_stages": 4},
-        {"split_n": True, "BLOCK_K": 128},
-        {"BLOCK_D": 32},
-        {"split_n": True, "BLOCK_K": 32},
+        {"BLOCK_D": 16},
         {"num_stages": 4},
-        {"split_n": True, "BLOCK_K": 128, "num_warps": 8},
         {"num_stages": 2},
-        {"BLOCK_K": 128},
-        {"BLOCK_K": 32},
+        {"BLOCK_K": 128, "num_warps": 8},
+        {"num_warps": 8},
+        {"split_n": False, "BLOCK_D": 64},
     ],
     "pffn": [
         {"min_programs": 1024},
@@ -118,7 +104,7 @@ VARIANTS = {
     ],
 }
 # Sweep only the first SWEEP_SHAPES shapes of each spec (each dtype): the production ones come first.
-SWEEP_SHAPES = {"conv1d": 2, "optimized_fm": 3, "pffn": 6, "mbdt": 3}
+SWEEP_SHAPES = {"conv1d": 4, "optimized_fm": 3, "pffn": 6, "mbdt": 3}
 
 
 def shape_text(shape: dict) -> str:

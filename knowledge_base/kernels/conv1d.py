@@ -50,14 +50,15 @@ from _launch_heuristics import pipeline_stages
 CONFIG = {
     "BLOCK_CO": 128,
     "BLOCK_L": 256,
-    "fp32_BLOCK_L": 128,
-    "BLOCK_CI": 32,
+    "fp32_BLOCK_L": 256,
+    "BLOCK_CI": 16,
     "num_warps": 8,
     "num_stages": 3,
-    "fp32_precision": 'bf16x3',
+    "fp32_precision": "bf16x3",
     "packed_weight": True,
-    "align_hints": False,
-    "shift": "load",
+    "align_hints": True,
+    "shift": "gather",
+    "fp32_shift": "pairs",
 }
 
 TUNABLES = {
@@ -79,6 +80,7 @@ TUNABLES = {
     # "pairs" (KSIZE 3 only: even and odd output columns computed apart, every x tile then starts
     # on a 2-element boundary; six dots of half width per CIN slice).
     "shift": ["load", "gather", "prefetch", "pairs"],
+    "fp32_shift": ["load", "gather", "prefetch", "pairs"],  # "shift" for fp32 inputs
 }
 
 
@@ -299,9 +301,10 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
         vec = 16 // x.element_size()
         if all(v % vec == 0 for v in (x.stride(0), x.stride(1), length)) and x.data_ptr() % 16 == 0:
             align = vec
-    gather = cfg["shift"] == "gather" and (tiles_l == 1 or ksize == 3)
-    prefetch = cfg["shift"] == "prefetch" and ksize == 3
-    pairs = cfg["shift"] == "pairs" and ksize == 3
+    shift = cfg["fp32_shift" if x.dtype == torch.float32 else "shift"]
+    gather = shift == "gather" and (tiles_l == 1 or ksize == 3)
+    prefetch = shift == "prefetch" and ksize == 3
+    pairs = shift == "pairs" and ksize == 3
     # FP32 pairs with bf16x3: operands split once per CIN slice in the kernel (also under the
     # interpreter, which then checks that arithmetic).
     split3 = pairs and x.dtype == torch.float32 and cfg["fp32_precision"] == "bf16x3"

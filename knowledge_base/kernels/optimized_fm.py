@@ -39,11 +39,11 @@ import triton.language as tl
 
 CONFIG = {
     "BLOCK_K": 64,
-    "BLOCK_D": 64,
+    "BLOCK_D": 32,
     "num_warps": 4,
     "num_stages": 3,
     "k_major": True,
-    "split_n": False,
+    "split_n": True,
 }
 
 TUNABLES = {

@@ -94,9 +94,17 @@ def test_every_benchmark_variant_is_a_declared_tunable_value():
 # kernel -> [(CONFIG overrides, reference constants, dtypes)]
 CASES = {
     "conv1d": [
-        # 3 COUT tiles (the last partial), 3 L tiles (ragged), CIN in 2 slices (the last partial).
+        # Shifted loads: 3 COUT tiles (the last partial), 3 L tiles (ragged), CIN in 2 slices (the
+        # last partial).
         (
-            {"BLOCK_CO": 32, "BLOCK_L": 32, "BLOCK_CI": 16},
+            {"BLOCK_CO": 32, "BLOCK_L": 32, "fp32_BLOCK_L": 32, "shift": "load", "fp32_shift": "load"},
+            {"B": 2, "CIN": 20, "COUT": 70, "L": 75},
+            ["float16", "float32"],
+        ),
+        # The defaults (FP16 gather, FP32 pairs) on the same shape, then with several L tiles.
+        ({}, {"B": 2, "CIN": 20, "COUT": 70, "L": 75}, ["float16", "float32"]),
+        (
+            {"BLOCK_CO": 32, "BLOCK_L": 32, "fp32_BLOCK_L": 32, "align_hints": False},
             {"B": 2, "CIN": 20, "COUT": 70, "L": 75},
             ["float16", "float32"],
         ),
@@ -107,13 +115,13 @@ CASES = {
         # KSIZE 5; a row in 3 tiles (the columns shifted in from the neighbour tiles loaded alone);
         # KSIZE 5 with a row longer than the tile, where "gather" falls back to shifted loads.
         (
-            {"shift": "gather", "align_hints": True, "BLOCK_CI": 16},
+            {"shift": "gather", "fp32_shift": "gather", "BLOCK_CI": 16},
             {"B": 2, "CIN": 20, "COUT": 24, "L": 37},
             ["float16", "float32"],
         ),
-        ({"shift": "gather"}, {"B": 2, "CIN": 16, "COUT": 24, "L": 7, "KSIZE": 5}, ["float32"]),
+        ({"fp32_shift": "gather"}, {"B": 2, "CIN": 16, "COUT": 24, "L": 7, "KSIZE": 5}, ["float32"]),
         (
-            {"shift": "gather", "BLOCK_L": 32, "fp32_BLOCK_L": 32},
+            {"shift": "gather", "fp32_shift": "gather", "BLOCK_L": 32, "fp32_BLOCK_L": 32},
             {"B": 2, "CIN": 16, "COUT": 24, "L": 75},
             ["float16", "float32"],
         ),
@@ -121,20 +129,22 @@ CASES = {
         # Next CIN slice prefetched (3 slices of 16, the last partial; 3 ragged L tiles); KSIZE 5
         # falls back to the plain loads.
         (
-            {"shift": "prefetch", "BLOCK_CI": 16, "BLOCK_L": 32, "fp32_BLOCK_L": 32},
+            {"shift": "prefetch", "fp32_shift": "prefetch", "BLOCK_CI": 16, "BLOCK_L": 32, "fp32_BLOCK_L": 32},
             {"B": 2, "CIN": 40, "COUT": 24, "L": 75},
             ["float16", "float32"],
         ),
-        ({"shift": "prefetch"}, {"B": 2, "CIN": 16, "COUT": 24, "L": 7, "KSIZE": 5}, ["float32"]),
+        ({"fp32_shift": "prefetch"}, {"B": 2, "CIN": 16, "COUT": 24, "L": 7, "KSIZE": 5}, ["float32"]),
         # Even and odd columns apart: 3 ragged L tiles with an odd L (the last pair half outside),
-        # CIN in 3 slices (the last partial); a single tile; KSIZE 5 falls back to the plain loads.
+        # CIN in 3 slices (the last partial); a single tile, FP32 as bf16x3 and tf32x3; KSIZE 5
+        # falls back to the plain loads.
         (
-            {"shift": "pairs", "BLOCK_CI": 16, "BLOCK_L": 32, "fp32_BLOCK_L": 32},
+            {"shift": "pairs", "fp32_shift": "pairs", "BLOCK_CI": 16, "BLOCK_L": 32, "fp32_BLOCK_L": 32},
             {"B": 2, "CIN": 40, "COUT": 24, "L": 75},
             ["float16", "float32"],
         ),
-        ({"shift": "pairs", "align_hints": True}, {"B": 3, "CIN": 20, "COUT": 24, "L": 38}, ["float16", "float32"]),
-        ({"shift": "pairs"}, {"B": 2, "CIN": 16, "COUT": 24, "L": 7, "KSIZE": 5}, ["float32"]),
+        ({"shift": "pairs"}, {"B": 3, "CIN": 20, "COUT": 24, "L": 38}, ["float16", "float32"]),
+        ({"fp32_precision": "tf32x3"}, {"B": 3, "CIN": 20, "COUT": 24, "L": 38}, ["float32"]),
+        ({"shift": "pairs"}, {"B": 2, "CIN": 16, "COUT": 24, "L": 7, "KSIZE": 5}, ["float16", "float32"]),
     ],
     "optimized_fm": [
         # N = 24 (padded to 32), D = 56 in slices of 16 (the last partial), K = 150 in tiles of 32.
