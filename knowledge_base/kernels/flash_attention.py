@@ -44,7 +44,10 @@ CONFIG = {
     "num_warps": 4,  # warps a program
     "num_stages": 2,  # K/V tiles in flight (clamped to fit _launch_heuristics.ATTENTION_SMEM_BYTES)
     "USE_TMA": True,  # tensor descriptors for Q/K/V where the GPU has them
-    "LAZY_RESCALE": False,  # rescale acc and l only when a row max grows by more than 2^8 (one branch for the whole tile)
+    # Rescale acc and l only when a row max grows by more than 2^8 (one branch for the whole tile). H200
+    # (bench/results/attention_issue17_h200_round3): 3-29% slower at every config tried (the tile-wide max
+    # is a cross-warp reduction each step), so off.
+    "LAZY_RESCALE": False,
 }
 
 TUNABLES = {

@@ -29,6 +29,7 @@ k_scale[n]) and the V scale multiplies P before the second MMA (P * v_scale[n]),
 """
 
 import math
+import os
 
 import torch
 import torch.nn as nn
@@ -42,16 +43,24 @@ CONFIG = {
     # How many splits of the KV length: "sm_fill" = about PROGRAMS_PER_SM programs per SM over the
     # grid; "balanced" = the split count whose busiest SM streams the fewest key tiles
     # (ceil(BATCH * splits / SMs) programs of ceil(tiles / splits) tiles each, a split's partial
-    # counted as half a tile), the smaller count on a tie.
+    # counted as half a tile), the smaller count on a tie. Measured (round 3): balanced was 1.1-3.9x
+    # slower: it leaves one 4-warp program per SM, and a program alone on its SM streams its tiles
+    # far slower than two sharing one (the step is bound by latency, not bandwidth).
     "SPLIT_RULE": "sm_fill",
     "PROGRAMS_PER_SM": 1,  # sm_fill's target
     "num_warps": 4,
     "num_stages": 3,  # KV tiles in flight
-    # Merge the splits in a second kernel, or in the last split program of each batch element. H200
-    # (bench/results/attention_issue17_h200_round1): with PROGRAMS_PER_SM 1 and last_program 41.9 / 46.9 /
-    # 54.3 / 60.1 us at B256 KV1024 / B128 KV2048 / B64 KV4096 / the same with Q_LEN 4, the most even.
+    # Merge the splits in a second kernel, or in the last split program of each batch element.
     "COMBINE": "last_program",
-    "PREFETCH_SCALES": True,  # load the next KV step's scales one step ahead (else in the step that uses them)
+    # Load the next KV step's scales one step ahead (else in the step that uses them). H200
+    # (bench/results/attention_issue17_h200_round3), this CONFIG: 39.2 / 50.4 / 51.3 / 68.7 us at B256 KV1024 /
+    # B128 KV2048 / B64 KV4096 / the same with Q_LEN 4 (without the prefetch 70.1 / 52.7 / 58.0 / 58.8).
+    "PREFETCH_SCALES": True,
+    # How the int8 V tile becomes bf16: "cast" (.to(), which Triton moves after the shared-memory read
+    # into the P V operand layout: 4 keys D bytes apart per thread, read a byte at a time) or "asm"
+    # (inline PTX the compiler cannot move: the tile is read 16 bytes at a time, converted, written
+    # back in bf16 and read with ldmatrix.trans; NVIDIA GPUs only, "cast" under the interpreter).
+    "V_CONVERT": "cast",
 }
 
 TUNABLES = {
@@ -62,6 +71,7 @@ TUNABLES = {
     "num_stages": [2, 3, 4, 5],
     "COMBINE": ["kernel", "last_program"],
     "PREFETCH_SCALES": [False, True],
+    "V_CONVERT": ["cast", "asm"],
 }
 
 
@@ -89,6 +99,7 @@ def _int8_mqa_decode_split(
     SPLIT: tl.constexpr,
     FUSED_COMBINE: tl.constexpr,
     PREFETCH_SCALES: tl.constexpr,
+    V_ASM: tl.constexpr,
 ):
     b = tl.program_id(0)
     split = tl.program_id(1)
@@ -130,7 +141,7 @@ def _int8_mqa_decode_split(
         s = tl.where(c_live[None, :], s, float("-inf"))
         if not PREFETCH_SCALES:
             v_sc = load_scales(vs_base, cols, stride_vsn, c_live)
-        acc, m_i, l_i = int8_update(acc, m_i, l_i, s, q, v_base, cols, offs_d, kv_mask, stride_vn, stride_vd, v_sc)
+        acc, m_i, l_i = int8_update(acc, m_i, l_i, s, q, v_base, cols, offs_d, kv_mask, stride_vn, stride_vd, v_sc, V_ASM)
         if PREFETCH_SCALES:
             k_sc = k_next
             v_sc = v_next
@@ -209,6 +220,11 @@ def check_inputs(name, q, k_codes, k_scale, v_codes, v_scale):
         raise ValueError(f"{name}: k_codes {tuple(k_codes.shape)} and v_codes {tuple(v_codes.shape)} differ")
 
 
+def inline_ptx_ok(t: torch.Tensor) -> bool:
+    """Whether a kernel on `t` may run inline PTX: an NVIDIA GPU, not the CPU interpreter."""
+    return t.is_cuda and torch.version.cuda is not None and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
+
+
 _COUNTERS: dict = {}
 
 
@@ -253,6 +269,7 @@ def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
         q_len, n_rows, kv_len, head_dim, split_len, qk_scale,
         ROWS=rows, BLOCK_N=block_n, BLOCK_D=block_d, SPLIT=splits > 1, FUSED_COMBINE=fused,
         PREFETCH_SCALES=bool(CONFIG["PREFETCH_SCALES"]),
+        V_ASM=CONFIG["V_CONVERT"] == "asm" and inline_ptx_ok(q),
         num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"],
     )
     if splits > 1 and not fused:

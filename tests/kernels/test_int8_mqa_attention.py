@@ -78,13 +78,22 @@ DECODE = [  # (constants, PROGRAMS_PER_SM, BLOCK_N, COMBINE, more): sm_fill spli
     (dict(BATCH=2, KV_LEN=150, Q_LEN=2, Q_HEADS=2, HEAD_DIM=32), 4, 64, "kernel", {"PREFETCH_SCALES": False}),
     # balanced: 1 batch element on 4 SMs, 5 tiles of 16 -> 3 splits of 2, 2, 1 tiles
     (dict(BATCH=1, KV_LEN=70, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 1, 16, "last_program", {"SPLIT_RULE": "balanced"}),
+    # inline PTX cannot run under the interpreter: the launcher uses the cast there
+    (dict(BATCH=2, KV_LEN=40, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 1, 16, "kernel", {"V_CONVERT": "asm"}),
 ]
 
 
 @pytest.mark.parametrize(
     "case",
     DECODE,
-    ids=["one-split", "three-splits-qlen3", "three-splits-merged-in-kernel", "scales-not-prefetched", "balanced"],
+    ids=[
+        "one-split",
+        "three-splits-qlen3",
+        "three-splits-merged-in-kernel",
+        "scales-not-prefetched",
+        "balanced",
+        "v-convert-asm-falls-back-to-cast",
+    ],
 )
 def test_decode_kernel(case, tmp_path):
     constants, per_sm, block_n, combine, more = case
@@ -124,11 +133,23 @@ def test_decode_kernel_reads_strided_views(tmp_path):
 
 PREFILL = [  # (constants, causal, config)
     # the diagonal spans two key tiles
-    (dict(BATCH=2, SEQ_LEN=45, Q_HEADS=2, HEAD_DIM=32), True, {"BLOCK_M": 32, "BLOCK_N": 16, "HEADS_PER_TILE": 1}),
+    (
+        dict(BATCH=2, SEQ_LEN=45, Q_HEADS=2, HEAD_DIM=32),
+        True,
+        {"DEQUANT": "in_loop", "BLOCK_M": 32, "BLOCK_N": 16, "HEADS_PER_TILE": 1},
+    ),
     # ragged last key tile
-    (dict(BATCH=1, SEQ_LEN=50, Q_HEADS=3, HEAD_DIM=64), False, {"BLOCK_M": 64, "BLOCK_N": 32, "HEADS_PER_TILE": 1}),
+    (
+        dict(BATCH=1, SEQ_LEN=50, Q_HEADS=3, HEAD_DIM=64),
+        False,
+        {"DEQUANT": "in_loop", "BLOCK_M": 64, "BLOCK_N": 32, "HEADS_PER_TILE": 1},
+    ),
     # two heads x 16 positions a tile, causal: the mask follows each row's own position
-    (dict(BATCH=1, SEQ_LEN=40, Q_HEADS=4, HEAD_DIM=32), True, {"BLOCK_M": 32, "BLOCK_N": 16, "HEADS_PER_TILE": 2}),
+    (
+        dict(BATCH=1, SEQ_LEN=40, Q_HEADS=4, HEAD_DIM=32),
+        True,
+        {"DEQUANT": "in_loop", "BLOCK_M": 32, "BLOCK_N": 16, "HEADS_PER_TILE": 2},
+    ),
     # K/V dequantised by a prepass, then bf16 attention: ragged tiles, TMA descriptors and pointers
     (dict(BATCH=2, SEQ_LEN=45, Q_HEADS=2, HEAD_DIM=32), True, {"DEQUANT": "prepass", "BLOCK_M": 32, "BLOCK_N": 16}),
     (
