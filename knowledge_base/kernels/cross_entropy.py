@@ -35,7 +35,10 @@ On an H200 the tile kernel is several times faster than torch.compile at mid-siz
 bandwidth at V = 256 (many short rows, per-row overheads). For long rows narrow tiles win: the
 split kernel with 2048-wide tiles and 8 warps, faster than torch.compile; the chunked kernel was
 slower there. Still below the copy rate: a read-only stream that needs more loads in flight per
-SM is the next thing to try. The numbers, with their dates and versions:
+SM is the next thing to try. Rows of at least CONFIG["long_n"] use the split kernel with
+CONFIG["long_split_block_n"]-wide tiles and CONFIG["long_split_num_warps"] warps (H200, V = 262144:
+3219 GB/s against 2799 with the 2048 / 8 of shorter rows, which lose with them: 2804 against 2921
+at V = 65536, bench/results/peers_h200/peers_run2.md). The numbers, with their dates and versions:
 bench/results/reference_kernels*.md.
 """
 
@@ -56,6 +59,9 @@ CONFIG = {
     "split_num_warps": 8,
     "split_programs_per_sm": 0,
     "num_stages": 1,
+    "long_n": 131072,
+    "long_split_block_n": 4096,
+    "long_split_num_warps": 16,
 }
 
 TUNABLES = {
@@ -68,6 +74,9 @@ TUNABLES = {
     "split_num_warps": [4, 8, 16, 32],
     "split_programs_per_sm": [0, 1, 2, 4, 8],
     "num_stages": [1, 2, 3],
+    "long_n": [65536, 131072, 262144, 1073741824],
+    "long_split_block_n": [2048, 4096, 8192],
+    "long_split_num_warps": [8, 16, 32],
 }
 
 IGNORE_INDEX = -100
@@ -166,6 +175,8 @@ def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_ind
     if n == 0:
         raise ValueError("cross_entropy: logits have no classes (V = 0)")
     cfg, strides = CONFIG, (x.stride(0), target.stride(0))
+    if n >= cfg["long_n"]:  # very long rows: wider tiles, more warps in the split kernel
+        cfg = {**cfg, "split_block_n": cfg["long_split_block_n"], "split_num_warps": cfg["long_split_num_warps"]}
     if tile := row_plan(m, n, cfg):
         block_m, block_n, warps = tile
         _ce_tile_kernel[(triton.cdiv(m, block_m),)](

@@ -282,3 +282,24 @@ def test_cross_entropy_ignored_and_out_of_range_targets(config, tmp_path):
     torch.testing.assert_close(loss[[0, 3]].double(), ref[[0, 3]], atol=1e-4, rtol=1e-5)
     with pytest.raises(ValueError, match="expected logits"):
         kernel.ModelNew()(logits, target[:3])
+
+
+def test_cross_entropy_long_rows_take_the_wide_split_tiles(tmp_path, monkeypatch):
+    """Rows of at least CONFIG["long_n"] go through the split kernel with long_split_block_n-wide tiles
+    and long_split_num_warps warps (shorter rows keep split_block_n / split_num_warps), and stay correct."""
+    kernel = load_kernel("cross_entropy", tmp_path, **LONG, chunk_n=0, long_n=65536)
+    seen = []
+
+    class Spy:
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                seen.append((kwargs["BLOCK_N"], kwargs["num_warps"]))
+                return split[grid](*args, **kwargs)
+
+            return launch
+
+    split = kernel._ce_split_kernel
+    monkeypatch.setattr(kernel, "_ce_split_kernel", Spy())
+    check(kernel, "cross_entropy", 2, 65536, "bfloat16", random.randrange(2**31))
+    check(kernel, "cross_entropy", 2, 2500, "bfloat16", random.randrange(2**31))
+    assert seen == [(kernel.CONFIG["long_split_block_n"], kernel.CONFIG["long_split_num_warps"]), (1024, 8)]
