@@ -14,22 +14,39 @@ are read in place through their strides (a view costs no copy).
 One program computes a [BLOCK_CO, BLOCK_L] tile of y for one sample: the GEMM
 W [COUT, CIN * KSIZE] @ im2col(x) [CIN * KSIZE, L] without building im2col. The contraction
 walks CIN in BLOCK_CI slices and, inside each, the KSIZE taps: tap t multiplies the weight slice
-w[:, ci, t] with x[ci, l + t - pad], a copy of the same x tile shifted by one column, which the
-second and third loads find in L1. The accumulator is fp32; the bias is added in the epilogue
-and y is written once in x's dtype, so x is read from HBM about once and y written once: the
-fewest bytes possible.
+w[:, ci, t] with x[ci, l + t - pad], the same x tile shifted by t - pad columns. The accumulator
+is fp32; the bias is added in the epilogue and y is written once in x's dtype, so x is read from
+HBM about once and y written once: the fewest bytes possible.
+
+How the shifted tiles are made (CONFIG["shift"], and ["fp32_shift"] for fp32 inputs):
+* "load": one masked load per tap. The odd taps start one element off a 16-byte boundary: scalar
+  loads that the pipelined loop cannot stage with cp.async, so the loop waits on them.
+* "gather" (the FP16 default): the x tile is loaded once per CIN slice, aligned (cp.async), and
+  the other taps are made on chip with tl.gather along L; the one column a shift brings in from
+  the neighbouring L tile is loaded on its own (KSIZE 3; other KSIZE need one L tile per row).
+* "pairs" (KSIZE 3, the FP32 default): even and odd output columns are computed apart. With pairs
+  P_s[m] = (x[2(m+s)], x[2(m+s)+1]): y[2m] = w0 P_-1.odd + w1 P_0.even + w2 P_0.odd and
+  y[2m+1] = w0 P_0.even + w1 P_0.odd + w2 P_+1.even. Every x tile starts on a pair boundary
+  (cp.async-able); six dots of half width per CIN slice, the two accumulators interleaved with
+  tl.join for one vectorised store.
+* "prefetch" (KSIZE 3): "load", with the next slice's three tiles loaded before this slice's dots.
+CONFIG["align_hints"] tells the compiler (as (v // A) * A: tl.multiple_of on an argument is lost)
+that x's row stride and L are multiples of the 16-byte vector, checked on the host: y is then
+stored with vector stores and the aligned loads are staged asynchronously.
 
 Precision: fp16/bf16 inputs go to the tensor cores as they are (fp32 accumulation). fp32 inputs
-use CONFIG["fp32_precision"]: "tf32x3" (three tf32 products recover ~fp32 accuracy, still on
-tensor cores), "bf16x3" / "bf16x6" (operands split into bf16 pieces, three or six bf16 products:
-bf16 MMAs run at twice the tf32 rate; bf16x3 keeps ~16 mantissa bits, enough for the spec's
-atol 1e-4, rtol 5e-4 at CIN * KSIZE = 288) or "ieee" (plain fp32 FMA, slow); plain "tf32"
-misses that tolerance and is not offered.
+use CONFIG["fp32_precision"]: "bf16x3" (operands split into bf16 hi and lo parts, three bf16
+products; ~16 mantissa bits, enough for the spec's atol 1e-4, rtol 5e-4 at CIN * KSIZE = 288;
+"pairs" splits each operand once per CIN slice itself, tl.dot would split it again per dot),
+"tf32x3" (three tf32 products), "bf16x6" or "ieee" (plain fp32 FMA, slow); plain "tf32" misses
+that tolerance and is not offered.
 
-Measured on an H200 (bench/results/recsys_operators_h200_round2/): 83-100 TFLOP/s of useful
-work, limited by the masked, shifted x loads (the odd taps are not 16-byte aligned, so they are
-not vectorised) rather than by the tensor cores. A TMA version (shifted boxes, zero fill as the
-padding) hit an illegal instruction on the H200 with Triton 3.6 and was dropped.
+Measured on an H200 (bench/results/recsys_operators_h200_round4/): B = 2048, (CIN, COUT, L) =
+(96, 96, 200): FP16 "gather" 0.151 ms (the "load" kernel 0.217, F.conv1d 0.340, the channels_last
+conv2d trick 0.292); FP32 "pairs" 0.398 ms (was 0.606; F.conv1d, which runs TF32, 0.477). Compiled
+for sm_90a the "load" kernel spilled (255 registers) and issued only scalar x loads; "gather" and
+"pairs" do neither. A TMA version (shifted boxes, zero fill as the padding) hit an illegal
+instruction on the H200 with Triton 3.6 and was dropped.
 
 The weight is read through a [KSIZE, COUT, CIN] copy (CONFIG["packed_weight"]), made once and
 kept by the module until the weight changes: every program re-reads the whole weight from L2,

@@ -28,8 +28,12 @@ accumulator is then the second's left operand, which Hopper's wgmma reads from r
 round trip through shared memory for a layout change), and both dots have M = BLOCK_K rather
 than the padded N. Measured on an H200 (bench/results/recsys_operators_h200_round3/): with K tiles
 of 64 it took N = 24 from 0.36 ms to 0.22 ms (torch.compile: 1.08 ms) and N = 40/48 from
-0.087 ms to 0.078-0.081 ms (torch.compile: 0.15 ms), so it is the default. D = 224 in slices of 64 wastes 32 columns (a masked
-quarter slice) but was faster on an H200 than slices of 32 (exact): fewer, larger dots.
+0.087 ms to 0.078-0.081 ms (torch.compile: 0.15 ms), so it is the default.
+
+CONFIG["split_n"] (with k_major) covers the rows with two power-of-two blocks where N padded to
+16 is not a power of two (40 and 48: 32 + 16 rows instead of 64), a quarter less MMA
+work; with D slices of 32 (224 = 7 x 32) it took N = 40/48 to 0.067/0.071 ms (2.19x/2.12x
+torch.compile) and N = 24 to 0.216 ms (5.08x) on an H200 (bench/results/recsys_operators_h200_round4/).
 """
 
 import torch
