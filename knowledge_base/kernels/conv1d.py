@@ -62,13 +62,15 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from _launch_heuristics import pipeline_stages
+from _launch_heuristics import pipeline_stages, sm_count
 
 CONFIG = {
     "BLOCK_CO": 128,
     "BLOCK_L": 256,
     "fp32_BLOCK_L": 256,
     "BLOCK_CI": 16,
+    "fp32_BLOCK_CI": 32,
+    "small_grid_BLOCK_CI": 32,
     "num_warps": 8,
     "num_stages": 3,
     "fp32_precision": "bf16x3",
@@ -83,6 +85,10 @@ TUNABLES = {
     "BLOCK_L": [32, 64, 128, 256],
     "fp32_BLOCK_L": [32, 64, 128, 256],  # BLOCK_L for fp32 inputs (twice the bytes per element)
     "BLOCK_CI": [16, 32, 64],
+    "fp32_BLOCK_CI": [16, 32, 64],  # BLOCK_CI for fp32 inputs
+    # BLOCK_CI when the grid has fewer programs than the GPU has SMs (B = 64 here: each program's
+    # chain of CIN slices is then the whole time, and fewer, larger slices shorten it); 0: no override.
+    "small_grid_BLOCK_CI": [0, 16, 32, 64],
     "num_warps": [4, 8],
     "num_stages": [1, 2, 3, 4],
     "fp32_precision": ["bf16x3", "tf32x3", "bf16x6", "ieee"],
@@ -297,8 +303,11 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     cfg = CONFIG
     block_co = _pow2_at_most(cfg["BLOCK_CO"], c_out)
     block_l = _pow2_at_most(cfg["fp32_BLOCK_L" if x.dtype == torch.float32 else "BLOCK_L"], length)
-    block_ci = _pow2_at_most(cfg["BLOCK_CI"], c_in)
     tiles_l, tiles_co = triton.cdiv(length, block_l), triton.cdiv(c_out, block_co)
+    ci_cfg = cfg["fp32_BLOCK_CI" if x.dtype == torch.float32 else "BLOCK_CI"]
+    if cfg["small_grid_BLOCK_CI"] and batch * tiles_co * tiles_l < sm_count(x.device):
+        ci_cfg = cfg["small_grid_BLOCK_CI"]
+    block_ci = _pow2_at_most(ci_cfg, c_in)
     # A stage of the CIN loop holds KSIZE weight slices and KSIZE x tiles in shared memory.
     stages = pipeline_stages(cfg["num_stages"], ksize * x.element_size() * block_ci * (block_co + block_l))
     if cfg["packed_weight"]:

@@ -45,7 +45,7 @@ CONFIG = {
     "BLOCK_K": 64,
     "BLOCK_D": 32,
     "num_warps": 4,
-    "num_stages": 3,
+    "num_stages": 4,
     "k_major": True,
     "split_n": True,
 }

@@ -115,7 +115,7 @@ CASES = {
         # KSIZE 5; a row in 3 tiles (the columns shifted in from the neighbour tiles loaded alone);
         # KSIZE 5 with a row longer than the tile, where "gather" falls back to shifted loads.
         (
-            {"shift": "gather", "fp32_shift": "gather", "BLOCK_CI": 16},
+            {"shift": "gather", "fp32_shift": "gather", "BLOCK_CI": 16, "fp32_BLOCK_CI": 16, "small_grid_BLOCK_CI": 0},
             {"B": 2, "CIN": 20, "COUT": 24, "L": 37},
             ["float16", "float32"],
         ),
@@ -129,7 +129,15 @@ CASES = {
         # Next CIN slice prefetched (3 slices of 16, the last partial; 3 ragged L tiles); KSIZE 5
         # falls back to the plain loads.
         (
-            {"shift": "prefetch", "fp32_shift": "prefetch", "BLOCK_CI": 16, "BLOCK_L": 32, "fp32_BLOCK_L": 32},
+            {
+                "shift": "prefetch",
+                "fp32_shift": "prefetch",
+                "BLOCK_CI": 16,
+                "fp32_BLOCK_CI": 16,
+                "small_grid_BLOCK_CI": 0,
+                "BLOCK_L": 32,
+                "fp32_BLOCK_L": 32,
+            },
             {"B": 2, "CIN": 40, "COUT": 24, "L": 75},
             ["float16", "float32"],
         ),
@@ -138,12 +146,24 @@ CASES = {
         # CIN in 3 slices (the last partial); a single tile, FP32 as bf16x3 and tf32x3; KSIZE 5
         # falls back to the plain loads.
         (
-            {"shift": "pairs", "fp32_shift": "pairs", "BLOCK_CI": 16, "BLOCK_L": 32, "fp32_BLOCK_L": 32},
+            {
+                "shift": "pairs",
+                "fp32_shift": "pairs",
+                "BLOCK_CI": 16,
+                "fp32_BLOCK_CI": 16,
+                "small_grid_BLOCK_CI": 0,
+                "BLOCK_L": 32,
+                "fp32_BLOCK_L": 32,
+            },
             {"B": 2, "CIN": 40, "COUT": 24, "L": 75},
             ["float16", "float32"],
         ),
         ({"shift": "pairs"}, {"B": 3, "CIN": 20, "COUT": 24, "L": 38}, ["float16", "float32"]),
         ({"fp32_precision": "tf32x3"}, {"B": 3, "CIN": 20, "COUT": 24, "L": 38}, ["float32"]),
+        # A grid smaller than the SM count (the interpreter counts 4) takes small_grid_BLOCK_CI
+        # (CIN 40 in slices of 32, the last partial); without the override, slices of 16.
+        ({}, {"B": 1, "CIN": 40, "COUT": 24, "L": 38}, ["float16", "float32"]),
+        ({"small_grid_BLOCK_CI": 0}, {"B": 1, "CIN": 40, "COUT": 24, "L": 38}, ["float16", "float32"]),
         ({"shift": "pairs"}, {"B": 2, "CIN": 16, "COUT": 24, "L": 7, "KSIZE": 5}, ["float16", "float32"]),
     ],
     "optimized_fm": [
