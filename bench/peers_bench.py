@@ -149,16 +149,17 @@ _FOCUS_ROWS = [
     {},
     {"min_blocks_per_sm": 3},
     {"min_blocks_per_sm": 4},
-    {"stage_smem": True},
-    {"stage_smem": True, "min_blocks_per_sm": 4},
+    {"stage_min_n": 0},
+    {"stage_min_n": 0, "min_blocks_per_sm": 4},
     {"threads": 128},
     {"threads": 128, "min_blocks_per_sm": 6},
-    {"threads": 128, "stage_smem": True},
+    {"threads": 128, "stage_min_n": 0},
     {"threads": 512, "min_blocks_per_sm": 2},
-    {"stage_smem": True, "threads": 512},
+    {"stage_min_n": 0, "threads": 512},
     {"vecs_per_thread": 4},
     {"vecs_per_thread": 4, "threads": 128},
     {"mbarrier": False},
+    {"stage_min_n": 1073741824},
 ]
 SWEEP_FOCUS = {
     "rmsnorm": _FOCUS_ROWS,
@@ -253,7 +254,7 @@ def sweep_cute(
         )
         entry["plan"] = plan._asdict() | {"prefetch": key[1], "mbarrier": key[2]}
         entry["plan"]["min_blocks"] = int(config.get("min_blocks_per_sm", 0))
-        entry["plan"]["stage"] = bool(config.get("stage_smem", False))
+        entry["plan"]["stage"] = x.shape[-1] >= config.get("stage_min_n", 1 << 62)
         if _plan_key(entry["plan"]) in seen or (entry["plan"]["min_blocks"] and plan.rows_per_block > 1):
             continue  # the same launch again; or a register cap where rows share a block (their threads need few)
         seen.add(_plan_key(entry["plan"]))

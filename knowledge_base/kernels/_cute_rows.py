@@ -106,7 +106,8 @@ def row_layout(n: int, width: int, config: dict, kernel: str, chunk_vecs: int | 
       at most vecs_per_thread vectors each (rows of 32 or fewer threads reduce in the warp alone);
     - longer rows: one row per block of about config["threads"] threads (_most_threads: a multiple
       of 32 that splits it evenly), over the smallest cluster (a power of two, at most config["max_cluster"] blocks)
-      that leaves each thread at most vecs_per_thread vectors; where none does, the plan with the
+      that leaves each thread at most vecs_per_thread vectors (config["cluster_vecs_per_thread"]
+      once a cluster is needed, vecs_per_thread where absent); where none does, the plan with the
       fewest vectors per thread (refused beyond MAX_VECS_IN_REGISTERS unless chunked).
 
     `chunk_vecs` (a streaming kernel, cross-entropy): a thread's vectors are loaded in chunks of at
@@ -128,7 +129,7 @@ def row_layout(n: int, width: int, config: dict, kernel: str, chunk_vecs: int | 
         if threads is None:
             continue
         plan = RowPlan(cluster, threads, threads, n_vecs // cluster // threads, 1, vec, bits)
-        if plan.vecs <= per:
+        if plan.vecs <= (per if cluster == 1 else config.get("cluster_vecs_per_thread", per)):
             return _with_chunks(plan, chunk_vecs)
         if best is None or plan.vecs < best.vecs:
             best = plan
@@ -484,7 +485,7 @@ def row_exit(cluster_n: int, mbarrier: bool) -> None:
         wait_for_peers(cluster_n)
 
 
-# -- device, a block's slice staged in shared memory (config["stage_smem"]) --------------------------
+# -- device, a block's slice staged in shared memory (rows of at least config["stage_min_n"]) ------
 # cp.async copies the slice from global into shared memory without holding registers; the kernel
 # reads it back into registers for each pass (reduction, output), so nothing but the running
 # partials stays live across a reduction: fewer registers, more resident blocks per SM.

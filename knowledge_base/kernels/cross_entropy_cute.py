@@ -23,12 +23,13 @@ row of at most 32 threads reduces in its warp alone, no shared memory, no barrie
 one block of about CONFIG["threads"] threads each (a multiple of 32 that splits the row evenly),
 split over the smallest power-of-two thread-block cluster (grid y, cluster shape (1, cluster_n, 1),
 at most CONFIG["max_cluster"] blocks; 16 is a non-portable size that Hopper allows) that leaves each
-thread at most vecs_per_thread vectors. With the defaults (128 threads, 16 vectors a thread in 2
-chunks of 8): V = 256 sixteen rows per block on 8 threads of 4 vectors each, V = 4096 four rows on
-32 threads, V = 16384 one row per block, V = 32000 one block of 160 threads (5 chunks of 5 vectors),
-V = 65536 a cluster of 4 and V = 262144 of 16 blocks. Here a thread's vectors are loaded in chunks
-of at most CONFIG["chunk_vecs"] (all of a chunk's loads issued together), and the thread keeps a
-running max and sum of exp2 in fp32 (online logsumexp: the sum is rescaled when the max grows); with
+thread at most vecs_per_thread vectors. With the defaults (128 threads, 16 vectors a thread in
+chunks of 8, 32 once a cluster is needed: CONFIG["cluster_vecs_per_thread"]): V = 256 sixteen rows
+per block on 8 threads of 4 vectors each, V = 4096 four rows on 32 threads, V = 16384 one row per
+block, V = 32000 one block of 160 threads (5 chunks of 5 vectors), V = 65536 a cluster of 2 and V =
+262144 of 8 blocks, 4 chunks a thread. Here a thread's vectors are loaded in chunks of at most
+CONFIG["chunk_vecs"] (all of a chunk's loads issued together), and the thread keeps a running max
+and sum of exp2 in fp32 (online logsumexp: the sum is rescaled when the max grows); with
 CONFIG["prefetch"] the chunk loop is unrolled (up to 16 chunks) and chunk c + 1's loads are issued
 before chunk c's math.
 
@@ -69,6 +70,7 @@ CONFIG = {
     "max_cluster": 16,
     "mbarrier": True,
     "min_blocks_per_sm": 0,
+    "cluster_vecs_per_thread": 32,
 }
 
 TUNABLES = {
@@ -82,6 +84,7 @@ TUNABLES = {
     "max_cluster": [8, 16],
     "mbarrier": [False, True],
     "min_blocks_per_sm": [0, 2, 3, 4],
+    "cluster_vecs_per_thread": [8, 16, 32],
 }
 
 _COMPILED = {}

@@ -12,7 +12,7 @@ y = x * rsqrt(mean(x^2) + eps) * weight over the last dimension, written in CuTe
 (nvidia-cutlass-dsl; needs an sm_90 or newer GPU: there is no CPU interpreter for it).
 
 One pass from DRAM at every row length: a row is read once and written once, the thread's slice of
-it kept in registers between the reduction and the store.
+it kept on chip (registers, or shared memory for long rows) between the reduction and the store.
 
 A row of N values is cut into vectors of CONFIG["copy_bits"] bits (128: 8 bf16/fp16, 4 fp32).
 `row_plan` (_cute_rows.row_layout, a small heuristic over CONFIG) picks the launch per row length:
@@ -24,10 +24,12 @@ row evenly), split over the smallest power-of-two thread-block cluster (grid y, 
 cluster_n, 1), at most CONFIG["max_cluster"] blocks; 16 is a non-portable size that Hopper allows)
 that leaves each thread at most vecs_per_thread vectors. With the defaults: N = 256 four rows per
 128-thread block, N = 4096 two, N = 16384 one 256-thread block, N = 65536 a cluster of 4 and N =
-262144 of 16 blocks of 256 threads, 64 bf16 values per thread. CONFIG["stage_smem"] copies the slice
-into shared memory with cp.async instead and reads it back into registers for each pass, so that
-only partials stay live across a reduction (fewer registers per thread, more resident blocks);
-CONFIG["min_blocks_per_sm"] asks the compiler for that many resident blocks per SM.
+262144 of 16 blocks of 256 threads, 64 bf16 values per thread. Rows of at least
+CONFIG["stage_min_n"] values (65536) go through shared memory instead: cp.async copies the slice
+there (the weight meanwhile into registers) and each pass reads it back, so that only partials stay
+live across a reduction (58 registers a thread instead of 111 compiled for sm_90a, twice the
+resident blocks; on the H200 3973 / 4036 GB/s at N = 65536 / 262144 against 3565 / 3284 kept in
+registers); CONFIG["min_blocks_per_sm"] asks the compiler for that many resident blocks per SM.
 
 The sum of squares is reduced over the warp (shuffles), the row's warps (one fp32 each in shared
 memory) and, for a cluster, its blocks. The cluster's reductions go one of two ways
@@ -65,7 +67,8 @@ CONFIG = {
     "max_cluster": 16,
     "mbarrier": True,
     "min_blocks_per_sm": 0,
-    "stage_smem": False,
+    "cluster_vecs_per_thread": 8,
+    "stage_min_n": 65536,
 }
 
 TUNABLES = {
@@ -77,7 +80,8 @@ TUNABLES = {
     "max_cluster": [8, 16],
     "mbarrier": [False, True],
     "min_blocks_per_sm": [0, 2, 3, 4],
-    "stage_smem": [False, True],
+    "cluster_vecs_per_thread": [4, 8, 16],
+    "stage_min_n": [0, 16384, 65536, 1073741824],
 }
 
 _COMPILED = {}
@@ -152,7 +156,7 @@ def rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float, config: d
     y = torch.empty_like(x2)
     config = config or CONFIG
     plan = row_plan(x2.shape[1], x2.element_size() * 8, config)
-    run_compiled(_COMPILED, _rmsnorm_launch, [x2, w, y], [eps], (*launch_consts(plan, x2.shape[0], config), bool(config.get("stage_smem", False))))
+    run_compiled(_COMPILED, _rmsnorm_launch, [x2, w, y], [eps], (*launch_consts(plan, x2.shape[0], config), x2.shape[1] >= config.get("stage_min_n", 1 << 62)))
     return y.view(x.shape)
 
 

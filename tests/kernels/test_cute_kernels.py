@@ -61,7 +61,8 @@ def test_launch_plan_covers_every_spec_shape(op):
             assert plan.row_threads % 32 == 0 or plan.row_threads in (8, 16), plan
             assert plan.cluster_n <= config["max_cluster"] and (plan.cluster_n == 1 or plan.rows_per_block == 1)
             if op != "cross_entropy":
-                most = config["vecs_per_thread"] if plan.cluster_n < config["max_cluster"] else 32
+                most = max(config["vecs_per_thread"], config["cluster_vecs_per_thread"])
+                most = most if plan.cluster_n < config["max_cluster"] else 32
                 assert plan.chunks == 1 and plan.vecs <= most, (shape, config, plan)
             else:
                 assert plan.vecs <= config["chunk_vecs"], (shape, config, plan)
@@ -96,7 +97,9 @@ def test_cute_kernel_traces_for_hopper(op, monkeypatch):
             args = [
                 from_dlpack(t, assumed_align=16) for t in (x, torch.empty(n, dtype=torch.bfloat16), torch.empty_like(x))
             ]
-            compiled = cute.compile(module._rmsnorm_launch, *args, 1e-6, make_fake_stream(), *consts, mbarrier, 0, stage)
+            compiled = cute.compile(
+                module._rmsnorm_launch, *args, 1e-6, make_fake_stream(), *consts, mbarrier, 0, stage
+            )
         elif op == "softmax":
             args = [from_dlpack(t, assumed_align=16) for t in (x, torch.empty_like(x))]
             compiled = cute.compile(module._softmax_launch, *args, make_fake_stream(), *consts, mbarrier, 0, stage)
