@@ -42,8 +42,10 @@ products; ~16 mantissa bits, enough for the spec's atol 1e-4, rtol 5e-4 at CIN *
 that tolerance and is not offered.
 
 Measured on an H200 (bench/results/recsys_operators_h200_round4/): B = 2048, (CIN, COUT, L) =
-(96, 96, 200): FP16 "gather" 0.151 ms (the "load" kernel 0.217, F.conv1d 0.340, the channels_last
-conv2d trick 0.292); FP32 "pairs" 0.398 ms (was 0.606; F.conv1d, which runs TF32, 0.477). Compiled
+(96, 96, 200): FP16 "gather" with CIN slices of 16 0.151 ms (the "load" kernel 0.217, F.conv1d
+0.340, the channels_last conv2d trick 0.292); FP32 "pairs" with CIN slices of 32 0.363 ms (was
+0.606; F.conv1d, which runs TF32, 0.482). At B = 64 (64 programs on 132 SMs) slices of 32 were
+faster for FP16 too (0.014 ms against 0.033), hence CONFIG["small_grid_BLOCK_CI"]. Compiled
 for sm_90a the "load" kernel spilled (255 registers) and issued only scalar x loads; "gather" and
 "pairs" do neither. A TMA version (shifted boxes, zero fill as the padding) hit an illegal
 instruction on the H200 with Triton 3.6 and was dropped.
