@@ -25,7 +25,8 @@ Decode is bound by reading the KV cache. Two choices make that read efficient:
 Dequantisation costs no pass over K or V: the int8 codes are converted to bf16 in registers
 (exact: |code| <= 127), the K scale multiplies the [rows, BLOCK_N] score tile (s = (q . codes) *
 k_scale[n]) and the V scale multiplies P before the second MMA (P * v_scale[n]), never the
-[BLOCK_N, D] tiles.
+[BLOCK_N, D] tiles. The int8 tiles are pipelined through shared memory by num_stages; the scale
+vectors are too narrow for that, so they are loaded one KV step ahead (PREFETCH_SCALES).
 """
 
 import math
