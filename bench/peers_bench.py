@@ -163,7 +163,14 @@ _FOCUS_ROWS = [
 ]
 SWEEP_FOCUS = {
     "rmsnorm": _FOCUS_ROWS,
-    "softmax": _FOCUS_ROWS,
+    # online: one exchange for max and sum (added after run 3, not yet run on a GPU)
+    "softmax": [
+        {},
+        {"online": True},
+        {"online": True, "cluster_vecs_per_thread": 8},
+        {"online": True, "threads": 128},
+        *_FOCUS_ROWS[1:],
+    ],
     "cross_entropy": [
         {},
         {"threads": 256},
@@ -199,6 +206,7 @@ def _plan_key(plan: dict) -> tuple:
         "mbarrier",
         "min_blocks",
         "stage",
+        "online",
     )
     return tuple(plan.get(k) for k in keys)
 
@@ -255,6 +263,7 @@ def sweep_cute(
         entry["plan"] = plan._asdict() | {"prefetch": key[1], "mbarrier": key[2]}
         entry["plan"]["min_blocks"] = int(config.get("min_blocks_per_sm", 0))
         entry["plan"]["stage"] = x.shape[-1] >= config.get("stage_min_n", 1 << 62)
+        entry["plan"]["online"] = bool(config.get("online", False))
         if _plan_key(entry["plan"]) in seen or (entry["plan"]["min_blocks"] and plan.rows_per_block > 1):
             continue  # the same launch again; or a register cap where rows share a block (their threads need few)
         seen.add(_plan_key(entry["plan"]))
@@ -563,6 +572,7 @@ def _plan_text(plan: dict) -> str:
     text += ", mbarrier" if plan.get("mbarrier") else ""
     text += f", min {plan['min_blocks']} blocks/SM" if plan.get("min_blocks") else ""
     text += ", staged in smem" if plan.get("stage") else ""
+    text += ", online" if plan.get("online") else ""
     return text + ("" if plan["bits"] == 128 else f", {plan['bits']}-bit")
 
 

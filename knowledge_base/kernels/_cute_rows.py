@@ -530,3 +530,104 @@ def global_view(t: cute.Tensor) -> cute.Tensor:
     (same address, same layout, 16-byte aligned): cp.async takes only global sources."""
     ptr = cute.make_ptr(t.element_type, t.iterator.toint(), cute.AddressSpace.gmem, assumed_align=16)
     return cute.make_tensor(ptr, t.layout)
+
+
+
+# -- device, online softmax: (max, sum) reduced together in one exchange (config["online"]) ----------
+@cute.jit
+def merge_max_sum(m: cutlass.Float32, s: cutlass.Float32, m2: cutlass.Float32, s2: cutlass.Float32):
+    """Two (max, sum of exp2(x - max)) partials as one. Symmetric to the bit (a max, and a sum of
+    two products added in either order), so butterfly partners agree."""
+    top = cute.arch.fmax(m, m2)
+    return top, s * cute.math.exp2(m - top, fastmath=True) + s2 * cute.math.exp2(m2 - top, fastmath=True)
+
+
+@cute.jit
+def warp_max_sum(m: cutlass.Float32, s: cutlass.Float32, group: cutlass.Constexpr):
+    """merge_max_sum over `group` lanes (a power of two, at most 32) by butterfly shuffles."""
+    for i in cutlass.range_constexpr(group.bit_length() - 1):
+        offset = group >> (i + 1)
+        m2 = cute.arch.shuffle_sync_bfly(m, offset=offset)
+        s2 = cute.arch.shuffle_sync_bfly(s, offset=offset)
+        m, s = merge_max_sum(m, s, m2, s2)
+    return m, s
+
+
+@cute.jit
+def block_max_sum(m: cutlass.Float32, s: cutlass.Float32, warp_m: cute.Tensor, warp_s: cute.Tensor, row_threads: cutlass.Constexpr):
+    """Warp partials merged over the row's warps (one (max, sum) per warp in shared memory)."""
+    tidx, _, _ = cute.arch.thread_idx()
+    warp = tidx // 32
+    lane = tidx % 32
+    if lane == 0:
+        warp_m[warp] = m
+        warp_s[warp] = s
+    cute.arch.barrier()
+    mm = cutlass.Float32(-BIG)
+    ss = cutlass.Float32(0.0)
+    if lane < row_threads // 32:
+        mm = warp_m[warp - warp % (row_threads // 32) + lane]
+        ss = warp_s[warp - warp % (row_threads // 32) + lane]
+    return warp_max_sum(mm, ss, 32)
+
+
+@cute.jit
+def slots_max_sum(m: cutlass.Float32, s: cutlass.Float32, slots: cute.Tensor, cluster_n: cutlass.Constexpr):
+    """The block's (max, sum) merged over the cluster through slots 0 and 1 and cluster barriers
+    (rank order; the last arrive lets the peers leave once all have read: wait_for_peers)."""
+    tidx, _, _ = cute.arch.thread_idx()
+    if tidx == 0:
+        slots[0] = m
+        slots[1] = s
+    cute.arch.cluster_arrive()
+    cute.arch.cluster_wait()
+    m = load_peer(slots, 0, 0)
+    s = load_peer(slots, 1, 0)
+    for r in cutlass.range_constexpr(1, cluster_n):
+        m, s = merge_max_sum(m, s, load_peer(slots, 0, r), load_peer(slots, 1, r))
+    cute.arch.cluster_arrive()
+    return m, s
+
+
+@cute.jit
+def exchange_max_sum(
+    m: cutlass.Float32, s: cutlass.Float32, buf_m: cute.Tensor, buf_s: cute.Tensor, mbar: cute.Pointer, rank,
+    threads: cutlass.Constexpr, cluster_n: cutlass.Constexpr,
+):
+    """Warp pairs merged over the cluster through one mbarrier: lane r of every warp pushes the
+    warp's (max, sum) into slot (warp, own rank) of block r's two buffers (8 bytes a slot), as
+    exchange_reduce does with one value; the first exchange of the kernel (waits for the set-up)."""
+    tidx, _, _ = cute.arch.thread_idx()
+    warp = tidx // 32
+    lane = tidx % 32
+    count: cutlass.Constexpr = (threads // 32) * cluster_n
+    if tidx == 0:
+        cute.arch.mbarrier_arrive_and_expect_tx(mbar, count * 8)
+    cute.arch.cluster_wait()  # every peer's mbarriers are initialised
+    if lane < cluster_n:
+        slot = warp * cluster_n + rank
+        cute.arch.store_async_dsmem(buf_m.iterator + slot, cutlass.Int32(llvm.bitcast(cutlass.Int32.mlir_type, m.ir_value())), mbar, lane)
+        cute.arch.store_async_dsmem(buf_s.iterator + slot, cutlass.Int32(llvm.bitcast(cutlass.Int32.mlir_type, s.ir_value())), mbar, lane)
+    cute.arch.mbarrier_wait(mbar, 0)
+    mm = cutlass.Float32(-BIG)
+    ss = cutlass.Float32(0.0)
+    for i in cutlass.range_constexpr((count + 31) // 32):
+        if lane + i * 32 < count:
+            mm, ss = merge_max_sum(mm, ss, buf_m[lane + i * 32], buf_s[lane + i * 32])
+    return warp_max_sum(mm, ss, 32)
+
+
+def row_max_sum(m, s, smem: tuple, threads: int, row_threads: int, cluster_n: int, mbarrier: bool):
+    """Each thread's (max, sum of exp2(x - max)) merged over its row in one pass (online softmax):
+    one cluster exchange instead of two. `smem`: row_reductions(threads, cluster_n, 2, mbarrier)'s
+    (the two reductions' buffers hold the maxima and the sums). Traced inline (plain Python: it only
+    picks the path)."""
+    if mbarrier and cluster_n > 1:
+        m, s = warp_max_sum(m, s, 32)
+        return exchange_max_sum(m, s, smem[0], smem[1], smem[-1], cute.arch.block_idx()[1], threads, cluster_n)
+    m, s = warp_max_sum(m, s, min(row_threads, 32))
+    if row_threads > 32:
+        m, s = block_max_sum(m, s, smem[0], smem[1], row_threads)
+    if cluster_n > 1:
+        m, s = slots_max_sum(m, s, smem[-1], cluster_n)
+    return m, s

@@ -79,7 +79,7 @@ def test_launch_plan_covers_every_spec_shape(op):
 def test_cute_kernel_traces_for_hopper(op, monkeypatch):
     """CuTe DSL builds and verifies the kernel's IR: several rows per block with a ragged last block
     (N = 256, 6 rows), one row over a cluster (N = 65536) with the barrier and the mbarrier exchange;
-    RMSNorm and softmax also with the slice staged in shared memory (cp.async)."""
+    RMSNorm and softmax also with the slice staged in shared memory (cp.async), softmax also online."""
     pytest.importorskip("cutlass.cute", reason="nvidia-cutlass-dsl (the [cute] extra) is not installed")
     monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
     import torch
@@ -102,7 +102,14 @@ def test_cute_kernel_traces_for_hopper(op, monkeypatch):
             )
         elif op == "softmax":
             args = [from_dlpack(t, assumed_align=16) for t in (x, torch.empty_like(x))]
-            compiled = cute.compile(module._softmax_launch, *args, make_fake_stream(), *consts, mbarrier, 0, stage)
+            compiled = cute.compile(
+                module._softmax_launch, *args, make_fake_stream(), *consts, mbarrier, 0, stage, False
+            )
+            assert callable(compiled)
+            # The online softmax: max and sum merged in one exchange (no slice staging with it).
+            compiled = cute.compile(
+                module._softmax_launch, *args, make_fake_stream(), *consts, mbarrier, 0, False, True
+            )
         else:
             target, loss = torch.zeros(m, dtype=torch.int64), torch.empty(m)
             args = [from_dlpack(x, assumed_align=16), from_dlpack(target), from_dlpack(loss)]
