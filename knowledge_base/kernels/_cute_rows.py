@@ -9,11 +9,13 @@ cluster barrier publishes it, every block reads all peers' slots through distrib
 (mapa + ld.shared::cluster) and combines them in rank order, so all blocks agree bit for bit.
 
 The kernels launch through RowPlan (row_layout: the CONFIG heuristic that picks cluster size,
-threads per block, threads per row, so several short rows share a block, and the copy width), with
-reduce_row / row_total (rows of up to 32 threads reduce in the warp alone) and, optionally, a
-cluster exchange through mbarriers and st.async (exchange_reduce) instead of cluster barriers.
-cluster_plan, load_vectors, store_vectors and row_reduce are the earlier one-row-per-block plan's
-helpers, kept for candidates stored with them.
+threads per block, threads per row, so several short rows share a block, and the copy width;
+launch_consts: the launch options), with reduce_row / row_total (rows of up to 32 threads reduce in
+the warp alone) and the cluster exchange through mbarriers and st.async (exchange_reduce; the
+kernels' default) or through cluster barriers as above. row_shared / stage_slice / read_staged keep
+a block's slice in shared memory (cp.async) instead of registers; row_max_sum merges (max, sum)
+pairs in one exchange (online softmax). cluster_plan, load_vectors, store_vectors and row_reduce
+are the earlier one-row-per-block plan's helpers, kept for candidates stored with them.
 
 Imported as `from _cute_rows import ...` (knowledge_base/kernels is on the candidates' import
 path). A @cute.jit helper called from a kernel is traced inline into it: no call at run time.
