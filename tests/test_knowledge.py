@@ -243,8 +243,12 @@ def test_for_spec_falls_back_to_a_kernel_of_the_same_family(tmp_path):
 
 
 @pytest.fixture
-def shipped_default(monkeypatch):
-    monkeypatch.setattr(paths, "KNOWLEDGE_BASE", SHIPPED)
+def shipped_default():
+    # Through --kb's own setter: patching paths.KNOWLEDGE_BASE (read lazily by a module __getattr__) would
+    # leave a fixed attribute behind on undo, and later tests' --kb would no longer be seen.
+    paths.use_knowledge_base(SHIPPED)
+    yield
+    paths.use_knowledge_base(None)
 
 
 def test_cli_search_json_with_filters(shipped_default):

@@ -37,6 +37,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from _launch_heuristics import attention_plan
+from _online_softmax import softmax_step
 
 CONFIG = {
     "BLOCK_M": 128,  # query rows a program owns
@@ -77,38 +78,6 @@ def _load_kv(ptrs, start_n, stride_n, cols, seq_len, d_mask, kv_row0, SEQ_MASK: 
 
 
 @triton.jit
-def _softmax_step(
-    acc, m_i, l_i, s, cols, offs_m, seq_len, qk_scale,
-    CAUSAL_MASK: tl.constexpr,
-    SEQ_MASK: tl.constexpr,
-    LAZY_RESCALE: tl.constexpr,
-):
-    """Mask the raw score tile s, fold it into (running max, running sum) and rescale acc; returns P too."""
-    if CAUSAL_MASK:
-        s = tl.where(offs_m[:, None] >= cols[None, :], s, float("-inf"))
-    if SEQ_MASK:
-        s = tl.where(cols[None, :] < seq_len, s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-    if LAZY_RESCALE:
-        # Keep the running max (and skip rescaling acc and l) unless some row's max grew by more
-        # than 2^8: p stays <= 256, and acc and l share the stale max, so out = acc / l is exact.
-        if tl.max(m_new - m_i, 0) > 8.0:
-            alpha = tl.exp2(m_i - m_new)
-            l_i = l_i * alpha
-            acc = acc * alpha[:, None]
-            m_i = m_new
-        p = tl.exp2(s * qk_scale - m_i[:, None])
-        l_i = l_i + tl.sum(p, 1)
-    else:
-        p = tl.exp2(s * qk_scale - m_new[:, None])  # one FMA per score
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
-        m_i = m_new
-    return acc, m_i, l_i, p
-
-
-@triton.jit
 def _attend_key_range(
     acc, m_i, l_i, q,
     k_ptrs, v_ptrs, stride_kn, stride_vn,
@@ -131,7 +100,7 @@ def _attend_key_range(
         cols = start_n + offs_n
         k = _load_kv(k_ptrs, start_n, stride_kn, cols, seq_len, d_mask, kv_row0, SEQ_MASK, EVEN_D, USE_TMA)
         s = tl.dot(q, tl.trans(k))  # raw scores; the scale is folded into the exp2 argument
-        acc, m_i, l_i, p = _softmax_step(acc, m_i, l_i, s, cols, offs_m, seq_len, qk_scale, CAUSAL_MASK, SEQ_MASK, LAZY_RESCALE)
+        acc, m_i, l_i, p = softmax_step(acc, m_i, l_i, s, cols, offs_m, seq_len, qk_scale, CAUSAL_MASK, SEQ_MASK, LAZY_RESCALE)
         v = _load_kv(v_ptrs, start_n, stride_vn, cols, seq_len, d_mask, kv_row0, SEQ_MASK, EVEN_D, USE_TMA)
         acc = tl.dot(p.to(v.dtype), v, acc)
     return acc, m_i, l_i

@@ -40,6 +40,7 @@ import triton
 import triton.language as tl
 from _launch_heuristics import attention_plan
 from _int8_kv import int8_scores, int8_update, load_scales
+from _online_softmax import softmax_step
 
 CONFIG = {  # H200 (bench/results/attention_issue17_h200_round3): prepass 0.385 ms causal, 0.588 ms full at B32 S1024 (in_loop 0.656 / 1.037)
     # Where K/V become bf16: "in_loop" = each K/V tile converted in registers inside the attention
@@ -200,31 +201,12 @@ def _attend_bf16(
             kv_mask = (cols < seq_len)[:, None] & (offs_d < head_dim)[None, :]
             k = tl.load(K + (kv_row0 + cols)[:, None] * head_dim + offs_d[None, :], mask=kv_mask, other=0.0)
         s = tl.dot(q, tl.trans(k))
-        if CAUSAL_MASK:
-            s = tl.where(offs_m[:, None] >= cols[None, :], s, float("-inf"))
-        if SEQ_MASK:
-            s = tl.where(cols[None, :] < seq_len, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-        if LAZY_RESCALE:  # as flash_attention.py: rescale only when a row max grew by more than 2^8
-            if tl.max(m_new - m_i, 0) > 8.0:
-                alpha = tl.exp2(m_i - m_new)
-                l_i = l_i * alpha
-                acc = acc * alpha[:, None]
-                m_i = m_new
-            p = tl.exp2(s * qk_scale - m_i[:, None])
-            l_i = l_i + tl.sum(p, 1)
-        else:
-            p = tl.exp2(s * qk_scale - m_new[:, None])
-            alpha = tl.exp2(m_i - m_new)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None]
+        acc, m_i, l_i, p = softmax_step(acc, m_i, l_i, s, cols, offs_m, seq_len, qk_scale, CAUSAL_MASK, SEQ_MASK, LAZY_RESCALE)
         if USE_TMA:
             v = V.load([kv_row0 + start, 0])
         else:
             v = tl.load(V + (kv_row0 + cols)[:, None] * head_dim + offs_d[None, :], mask=kv_mask, other=0.0)
         acc = tl.dot(p.to(v.dtype), v, acc)
-        if not LAZY_RESCALE:
-            m_i = m_new
     return acc, m_i, l_i
 
 
