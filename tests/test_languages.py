@@ -271,3 +271,31 @@ def test_show_gives_each_node_its_language(tmp_path):
     assert "language" in text and "#2 draft: not run: needs a GPU" in text
     best = text[text.index("best nodes:") :]
     assert " cute " in best and " triton " in best and "2.500x" in best
+
+
+def test_offline_search_tunes_the_cute_kernel_given_by_kernel_and_resume_keeps_it(tmp_path):
+    """`run --kernel softmax_cute`: the offline operator drafts the CuTe DSL kernel, then moves its CONFIG;
+    under the CPU interpreter every node is `not run (needs a GPU)`, never a failure; resume keeps --kernel."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    env = {**os.environ, "KERNELEVOLVE_CACHE_DIR": str(tmp_path / "cache")}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "kernelevolve", *args, "--db", db]
+        return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+
+    spec = str(ROOT / "specs" / "softmax.yaml")
+    run = cli("run", spec, "--kernel", "softmax_cute", "--device", "interpret", "--budget", "2", "--no-preflight")
+    assert run.returncode == 1 and "no correct kernel found" in run.stdout + run.stderr, run.stderr
+    run_id = json.loads(cli("runs", "--json").stdout)[0]["id"]
+    resumed = cli("resume", run_id, "--budget", "3")
+    assert resumed.returncode == 1, resumed.stderr
+    nodes = json.loads(cli("show", run_id, "--json").stdout)["nodes"]
+    assert [n["language"] for n in nodes] == ["cute"] * 3
+    assert [n["failure"] for n in nodes] == ["needs_gpu"] * 3
+    assert nodes[0]["note"] == "reference kernel softmax_cute with its own CONFIG"
+    assert all("another configuration" in n["note"] for n in nodes[1:])
+    assert len({n["note"] for n in nodes}) == 3  # three different configurations
+
+    refused = cli("run", str(ROOT / "specs" / "conv1d.yaml"), "--kernel", "softmax_cute", "--device", "interpret")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "written in CuTe DSL, which spec 'conv1d' does not allow" in refused.stderr

@@ -93,6 +93,13 @@ def run_command(
     model: Optional[str] = typer.Option(
         None, "--model", help="Operator: PROVIDER:MODEL, or plugin:PATH.py:CLASS. Default: the offline operator."
     ),
+    kernel: Optional[str] = typer.Option(
+        None,
+        "--kernel",
+        metavar="NAME",
+        help="With the offline operator: the knowledge base's kernel to start from and tune "
+        "(knowledge_base/kernels/NAME.py, e.g. softmax_cute for the CuTe DSL one). Default: the spec's `kernel:`.",
+    ),
     temperature: Optional[float] = typer.Option(
         None, "--temperature", help="LLM sampling temperature (default: the provider's, or $KERNELEVOLVE_TEMPERATURE)."
     ),
@@ -162,6 +169,7 @@ def run_command(
     Exit status: 0 a correct kernel was found, 1 none was, 2 unusable input.
 
     Example: kernelevolve run specs/softmax.yaml --policy mcts --budget 30
+    (on a GPU, `--kernel softmax_cute` tunes the CuTe DSL kernel's CONFIG instead)
     """
     from kernelevolve.search.policies import POLICIES, make_policy
     from kernelevolve.search.session import RunSettings, SessionError, start_run
@@ -202,6 +210,10 @@ def run_command(
         model_options = {**env.operator_options(), **model_options}
         if reply_cache:
             model_options["use_cache"] = True
+    if kernel is not None:
+        if model != "offline":
+            fail(f"--kernel {kernel}: only with the offline operator (--model {model} drafts its own kernels)")
+        model_options["kernel"] = kernel
     # model_options are saved with the run: a resume builds the same operator whatever its environment
     device = resolve_device(device)
     _positive("--profile-timeout", profile_timeout)

@@ -35,7 +35,7 @@ def resolve_operator(model: str | None, **options) -> Operator:
     if model == "offline":
         from kernelevolve.operators.offline import OfflineOperator
 
-        return OfflineOperator()
+        return OfflineOperator(kernel=options.get("kernel"))  # --kernel: saved with the run, so resume keeps it
     provider_name, sep, rest = model.partition(":")
     if not sep or not rest:
         raise OperatorError(f"--model {model!r}: expected one of {PROVIDERS}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from kernelevolve.languages import detect
 from kernelevolve.operators import config_search as search
 from kernelevolve.operators.base import BaseOperator, OperatorContext, ParentView, Proposal
 from kernelevolve.operators.errors import OperatorError
@@ -37,18 +38,21 @@ PROVIDER_HINT = (
 )
 
 
-def reference_kernel_source(spec: Spec, knowledge=None) -> str:
-    """The reference kernel for `spec` from the knowledge base (default: paths.KNOWLEDGE_BASE),
-    or OperatorError in one line."""
+def reference_kernel_source(spec: Spec, knowledge=None, name: str | None = None) -> str:
+    """The reference kernel for `spec` (or the knowledge base's kernel `name`) from the knowledge base
+    (default: paths.KNOWLEDGE_BASE), or OperatorError in one line."""
     from kernelevolve import paths
     from kernelevolve.knowledge import KnowledgeBase, KnowledgeError
 
+    name = name or spec.kernel_name
     try:
-        doc = (knowledge or KnowledgeBase.load()).reference_kernel(spec.kernel_name)
+        doc = (knowledge or KnowledgeBase.load()).reference_kernel(name)
     except KnowledgeError as e:
         raise OperatorError(f"offline operator: knowledge base unusable ({e}); {PROVIDER_HINT}") from None
     if doc is None or not doc.source:
-        where = paths.knowledge_base() / "kernels" / f"{spec.kernel_name}.py"
+        where = paths.knowledge_base() / "kernels" / f"{name}.py"
+        if name != spec.kernel_name:
+            raise OperatorError(f"--kernel {name}: the knowledge base has no such kernel ({where} does not exist)")
         raise OperatorError(
             f"offline operator: spec {spec.name!r} has no reference kernel ({where} does not exist); {PROVIDER_HINT}"
         )
@@ -58,8 +62,9 @@ def reference_kernel_source(spec: Spec, knowledge=None) -> str:
 class OfflineOperator(BaseOperator):
     name = "offline"
 
-    def __init__(self, knowledge=None, **_options: Any):
+    def __init__(self, knowledge=None, kernel: str | None = None, **_options: Any):
         self._knowledge = knowledge  # a KnowledgeBase; None: the default one
+        self._kernel = kernel  # the knowledge base's kernel to start from; None: the spec's `kernel:`
         self._proposed: set[tuple] = set()
         self._declared: dict[str, tuple[str, Declared]] = {}
         # The engine runs proposals on worker threads: one at a time here, so two concurrent
@@ -77,17 +82,25 @@ class OfflineOperator(BaseOperator):
         """Raise OperatorError now, before a run starts, if this spec cannot be served."""
         self._reference(spec)
 
+    def _kernel_name(self, spec: Spec) -> str:
+        return self._kernel or spec.kernel_name
+
     def _reference(self, spec: Spec) -> tuple[str, Declared]:
-        if spec.kernel_name not in self._declared:
-            source = reference_kernel_source(spec, self._knowledge)
+        name = self._kernel_name(spec)
+        if name not in self._declared:
+            source = reference_kernel_source(spec, self._knowledge, name)
+            language = detect(source)
+            if language.language is not None and language.language not in spec.languages:
+                raise OperatorError(
+                    f"offline operator: kernel {name!r} is {language.describe()}, which spec {spec.name!r} does not "
+                    f"allow (languages: {', '.join(spec.languages)})"
+                )
             try:
                 declared = read_declared(source)
             except TunablesError as e:
-                raise OperatorError(
-                    f"offline operator: reference kernel {spec.kernel_name!r}: {e}; {PROVIDER_HINT}"
-                ) from None
-            self._declared[spec.kernel_name] = (source, declared)
-        return self._declared[spec.kernel_name]
+                raise OperatorError(f"offline operator: reference kernel {name!r}: {e}; {PROVIDER_HINT}") from None
+            self._declared[name] = (source, declared)
+        return self._declared[name]
 
     # -- what has been tried ----------------------------------------------------------------
     def _tried(self, context: OperatorContext, parents: list[ParentView] = ()) -> set[tuple]:
@@ -127,7 +140,7 @@ class OfflineOperator(BaseOperator):
         tried = self._tried(context)
         if config_key(declared.config) not in tried:
             self._proposed.add(config_key(declared.config))
-            return Proposal(source=source, note=f"reference kernel {spec.kernel_name} with its own CONFIG")
+            return Proposal(source=source, note=f"reference kernel {self._kernel_name(spec)} with its own CONFIG")
         new = search.local_move(declared.config, declared.tunables, tried, context.rng)
         return self._propose(source, declared.config, new, "reference kernel, another configuration")
 
