@@ -415,19 +415,28 @@ def test_reply_cache_lives_in_the_database_and_only_when_asked_for(tmp_path):
         "--no-preflight",
         "--no-model-check",
     ]
-    asked = []
+    import sqlite3
+
+    def cached_replies() -> int:
+        with sqlite3.connect(tmp_path / "r.db") as conn:
+            return conn.execute("SELECT COUNT(*) FROM reply_cache").fetchone()[0]
+
+    asked, cached = [], []
     with FakeLLMServer(answer) as server:
         env.update(
             OPENAI_BASE_URL=server.url + "/v1",
             KERNELEVOLVE_LLM_INSIGHTS="0",
             KERNELEVOLVE_CACHE_DIR=str(tmp_path / "cache"),
         )
-        for extra in ([], [], ["--reply-cache"], ["--reply-cache"]):
+        # Without the flag nothing is stored; with it the reply is stored, then read back instead of asked.
+        for extra in ([], ["--reply-cache"], ["--reply-cache"]):
             before = len(server.requests)
             proc = _cli(args + extra, env, tmp_path, timeout=240)
             assert proc.returncode == 0, proc.stderr
             asked.append(len(server.requests) - before)
-    assert asked == [1, 1, 1, 0]
+            cached.append(cached_replies())
+    assert asked == [1, 1, 0]
+    assert cached[0] == 0 and cached[1] == cached[2] > 0
     assert not (tmp_path / "cache" / "llm_replies").exists()
 
 
