@@ -30,6 +30,7 @@ import argparse
 import copy
 import importlib
 import json
+import statistics
 import sys
 import time
 import traceback
@@ -453,7 +454,13 @@ def late_sweep(report: dict, deadline: float) -> None:
 
 
 def run_op(
-    op: str, impls: list[str], report: dict, deadline: float, sweep_deadline: float | None = None, focus: bool = False
+    op: str,
+    impls: list[str],
+    report: dict,
+    deadline: float,
+    sweep_deadline: float | None = None,
+    focus: bool = False,
+    rounds: int = 1,
 ) -> None:
     from triton.testing import do_bench
 
@@ -473,6 +480,7 @@ def run_op(
         del src, dst
         eps = getattr(reference, "eps", 1e-6)
         ignore_index = getattr(reference, "ignore_index", -100)
+        timed = []  # (impl, fn, inputs): checked, timed below in interleaved rounds
         for impl in impls:
             fn, why = None, None
             if impl in ("triton", "cute"):
@@ -500,22 +508,36 @@ def run_op(
                 torch.cuda.synchronize()
                 out = out[0] if isinstance(out, (tuple, list)) else out
                 # Timed even when outside the spec's tolerance (a peer may round differently), but marked.
-                problem = _compare(out, expected, tol)
-                with torch.no_grad():
-                    ms = do_bench(lambda: fn(*call_inputs))
-                row["results"][impl] = {
-                    "ms": ms,
-                    "gbps": nbytes / ms / 1e6,
-                    "of_copy": nbytes / ms / 1e6 / row["copy_gbps"],
-                    "check": problem or "correct",
-                }
+                row["results"][impl] = {"check": _compare(out, expected, tol) or "correct", "ms_rounds": []}
+                del out
+                timed.append((impl, fn, call_inputs))
             except Exception as exc:
                 row["results"][impl] = {
                     "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
                 }
                 report["tracebacks"].append(f"{op} {params} {impl}:\n{traceback.format_exc()[-3000:]}")
-            finally:
-                torch.cuda.empty_cache()
+        # Rounds interleave the implementations (a, b, c, a, b, c, ...) so that a slow spell of the
+        # machine falls on all of them alike; each one's figure is the median of its round medians.
+        for _ in range(rounds):
+            for impl, fn, call_inputs in timed:
+                entry = row["results"][impl]
+                if "error" in entry:
+                    continue
+                try:
+                    with torch.no_grad():
+                        entry["ms_rounds"].append(do_bench(lambda: fn(*call_inputs)))
+                except Exception as exc:
+                    entry["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+                    report["tracebacks"].append(f"{op} {params} {impl}:\n{traceback.format_exc()[-3000:]}")
+        for impl, _, _ in timed:
+            entry = row["results"][impl]
+            if "error" in entry:
+                continue
+            ms = statistics.median(entry["ms_rounds"])
+            entry.update(ms=ms, gbps=nbytes / ms / 1e6, of_copy=nbytes / ms / 1e6 / row["copy_gbps"])
+            entry["gbps_rounds"] = [nbytes / t / 1e6 for t in entry["ms_rounds"]]
+        del timed
+        torch.cuda.empty_cache()
         long_row = params.get("N", params.get("V", 0)) >= 65536
         if sweep_deadline is not None and focus and long_row:
             sweep_cute(op, row, inputs, expected, reference, tol, nbytes, sweep_deadline, report, SWEEP_FOCUS[op])
@@ -541,21 +563,29 @@ def markdown(report: dict) -> str:
     lines = [
         f"# Peers on {report['gpu']} (torch {report['torch']}, triton {report['triton']})",
         "",
-        "GB/s from the spec's fewest-bytes expression; the copy column is a device-to-device copy of as many bytes.",
+        "GB/s from the spec's fewest-bytes expression; the copy column is a device-to-device copy of as many bytes."
+        f" Each figure is the median of {report.get('rounds', 1)} interleaved do_bench medians (lowest-highest in"
+        " brackets); `ours / quack`: the best correct of this project's kernels against QuACK.",
         "",
-        "| op | shape | copy | " + " | ".join(impls) + " |",
-        "| --- | --- | --- | " + " | ".join("---" for _ in impls) + " |",
+        "| op | shape | copy | " + " | ".join(impls) + " | ours / quack |",
+        "| --- | --- | --- | " + " | ".join("---" for _ in impls) + " | --- |",
     ]
     for row in report["rows"]:
         cells = []
         for impl in impls:
             r = row["results"].get(impl, {})
             if "gbps" in r:
-                cells.append(f"{r['gbps']:.0f}" + ("" if r["check"] == "correct" else " (wrong)"))
+                spread = r.get("gbps_rounds", [])
+                cells.append(
+                    f"{r['gbps']:.0f}"
+                    + (f" ({min(spread):.0f}-{max(spread):.0f})" if len(spread) > 1 else "")
+                    + ("" if r["check"] == "correct" else " (wrong)")
+                )
             else:
                 cells.append(r.get("error", "-")[:40])
         shape = ",".join(f"{k}={v}" for k, v in row["shape"].items())
-        lines.append(f"| {row['op']} | {shape} | {row['copy_gbps']:.0f} | " + " | ".join(cells) + " |")
+        ratio = f"{row['ours_vs_quack']:.3f}" if row.get("ours_vs_quack") else "-"
+        lines.append(f"| {row['op']} | {shape} | {row['copy_gbps']:.0f} | " + " | ".join(cells) + f" | {ratio} |")
     if any("sweep" in row for row in report["rows"]):
         lines += sweep_markdown(report)
     if report["unavailable"]:
@@ -649,6 +679,12 @@ def main(argv: list[str] | None = None) -> int:
         default=["triton", "cute", "quack", "liger"],
         help="implementations to time: triton cute quack liger torch.compile (default: all but torch.compile)",
     )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="time every implementation this many times per shape, interleaved; report the median (default 3)",
+    )
     ap.add_argument("--budget-s", type=float, default=600.0, help="stop starting new shapes after this long")
     ap.add_argument("--sweep", action="store_true", help="also time the CuTe kernels under the SWEEP configs per shape")
     ap.add_argument(
@@ -676,6 +712,7 @@ def main(argv: list[str] | None = None) -> int:
         "torch": torch.__version__,
         "triton": triton.__version__,
         "implementations": args.impls,
+        "rounds": max(1, args.rounds),
         "unavailable": {},
         "versions": {},
         "rows": [],
@@ -706,7 +743,7 @@ def main(argv: list[str] | None = None) -> int:
     for op in args.only or OPS:
         sweep_deadline = time.monotonic() + args.sweep_budget_s if args.sweep else None
         try:
-            run_op(op, args.impls, report, deadline, sweep_deadline, args.focus)
+            run_op(op, args.impls, report, deadline, sweep_deadline, args.focus, max(1, args.rounds))
         except Exception as exc:  # one operator's failure (its spec, its reference) ends only that operator
             report["notes"].append(f"{op}: stopped by {_why(exc)}")
             report["tracebacks"].append(f"{op}:\n{traceback.format_exc()[-3000:]}")
