@@ -40,14 +40,35 @@ import triton.language as tl
 from _launch_heuristics import pipeline_stages
 
 CONFIG = {
+    # "fused": the one kernel below (H never leaves the chip). "split": two GEMM kernels with
+    # fused epilogues, H [B, N, K] written once and read once in the input dtype (see the docstring).
+    "mode": "fused",
+    # Split only from this many samples on (smaller batches run fused: 0 = always split).
+    "split_min_batch": 0,
+    # "erf": exact GELU. "tanh": the tanh form as x * sigmoid(2u) (one exp2, one fast division);
+    # it differs from erf by < 5e-4 absolute, below the bf16 rounding of H.
+    "gelu": "erf",
+    # The fused kernel.
     "BLOCK_M": 64,
     "BLOCK_KC": 32,
     "num_warps": 4,
     "num_stages": 2,
     "min_programs": 0,
+    # The split kernels: "up" = X @ W1 + b1, GELU, RMSNorm_K -> H; "down" = H @ W2 + b2, RMSNorm_D.
+    "up_BLOCK_M": 64,
+    "up_BLOCK_D": 64,
+    "up_num_warps": 4,
+    "up_num_stages": 3,
+    "down_BLOCK_M": 64,
+    "down_BLOCK_K": 32,
+    "down_num_warps": 4,
+    "down_num_stages": 3,
 }
 
 TUNABLES = {
+    "mode": ["fused", "split"],
+    "split_min_batch": [0, 128, 512],
+    "gelu": ["erf", "tanh"],
     "BLOCK_M": [16, 32, 64, 128],
     "BLOCK_KC": [16, 32, 64, 128],
     "num_warps": [4, 8],
@@ -56,7 +77,26 @@ TUNABLES = {
     # (0: never), so that B = 64 ... 256 still fills the GPU; W1[b] and W2[b] are then re-read
     # from L2 by more row tiles.
     "min_programs": [0, 512, 1024, 2048],
+    "up_BLOCK_M": [64, 128],
+    "up_BLOCK_D": [32, 64, 128],
+    "up_num_warps": [4, 8],
+    "up_num_stages": [2, 3, 4],
+    "down_BLOCK_M": [64, 128],
+    "down_BLOCK_K": [16, 32, 64],
+    "down_num_warps": [4, 8],
+    "down_num_stages": [2, 3, 4],
 }
+
+
+@triton.jit
+def _gelu(h, TANH: tl.constexpr):
+    if TANH:
+        # 0.5 * h * (1 + tanh(u)) = h * sigmoid(2u), u = sqrt(2/pi) * (h + 0.044715 h^3); exp2 of
+        # -2u * log2(e). Large negative h: exp2 -> inf, h / inf = -0 (no NaN).
+        e = tl.exp2(h * (-2.302208198 - 0.10294324 * h * h))
+        return tl.fdiv(h, 1.0 + e, ieee_rounding=False)
+    else:
+        return 0.5 * h * (1.0 + tl.erf(h * 0.7071067811865476))
 
 
 @triton.jit
@@ -68,6 +108,7 @@ def _pffn_kernel(
     stride_w2b, stride_w2k, stride_w2d,
     stride_ob, stride_on, stride_od,
     BLOCK_M: tl.constexpr, BLOCK_KC: tl.constexpr, FULL_D: tl.constexpr, NUM_STAGES: tl.constexpr,
+    GELU_TANH: tl.constexpr,
 ):
     pid = tl.program_id(0)
     b = pid // tiles_m
@@ -93,9 +134,9 @@ def _pffn_kernel(
         w1 = tl.load(w1_base + ds[:, None] * stride_w1d + kc[None, :] * stride_w1k,
                      mask=d_ok[:, None] & kc_ok[None, :], other=0.0)
         h = tl.dot(x, w1)
-        # Epilogue 1 on this chunk: bias, exact GELU; padded columns exactly zero.
+        # Epilogue 1 on this chunk: bias, GELU; padded columns exactly zero.
         h = h + tl.load(b1_ptr + kc, mask=kc_ok, other=0.0).to(tl.float32)[None, :]
-        h = 0.5 * h * (1.0 + tl.erf(h * 0.7071067811865476))
+        h = _gelu(h, GELU_TANH)
         h = tl.where(kc_ok[None, :], h, 0.0)
         sumsq += tl.sum(h * h, axis=1)
         h = h * tl.load(g1_ptr + kc, mask=kc_ok, other=0.0).to(tl.float32)[None, :]
@@ -113,6 +154,145 @@ def _pffn_kernel(
     tl.store(out, z.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
 
 
+@triton.jit
+def _pffn_up_kernel(
+    x_ptr, w1_ptr, b1_ptr, g1_ptr, h_ptr,
+    N, D, K, tiles_m, eps,
+    stride_xb, stride_xn, stride_xd,
+    stride_w1b, stride_w1d, stride_w1k,
+    stride_hb, stride_hn, stride_hk,
+    BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, KA: tl.constexpr, KB: tl.constexpr, HAS_KB: tl.constexpr,
+    NUM_STAGES: tl.constexpr, GELU_TANH: tl.constexpr,
+):
+    # H[b, rows] = RMSNorm_K(GELU(X[b, rows] @ W1[b] + b1)) * g1. The K columns are two
+    # power-of-two pieces KA + KB (160 = 128 + 32, 96 = 64 + 32, 192 = 128 + 64; no second piece,
+    # HAS_KB false, when K is a power of two), so the MMA does no padded columns; D is contracted in pipelined slices.
+    pid = tl.program_id(0)
+    b = pid // tiles_m
+    rows = (pid % tiles_m) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < N
+    ka = tl.arange(0, KA)
+    kb = KA + tl.arange(0, KB)
+    x_base = x_ptr + b.to(tl.int64) * stride_xb + rows[:, None] * stride_xn
+    w1_base = w1_ptr + b.to(tl.int64) * stride_w1b
+    acc_a = tl.zeros([BLOCK_M, KA], dtype=tl.float32)
+    acc_b = tl.zeros([BLOCK_M, KB], dtype=tl.float32)
+    for d0 in tl.range(0, D, BLOCK_D, num_stages=NUM_STAGES):
+        ds = d0 + tl.arange(0, BLOCK_D)
+        d_ok = ds < D
+        x = tl.load(x_base + ds[None, :] * stride_xd, mask=row_ok[:, None] & d_ok[None, :], other=0.0)
+        wa = tl.load(w1_base + ds[:, None] * stride_w1d + ka[None, :] * stride_w1k,
+                     mask=d_ok[:, None] & (ka < K)[None, :], other=0.0)
+        acc_a = tl.dot(x, wa, acc_a)
+        if HAS_KB:
+            wb = tl.load(w1_base + ds[:, None] * stride_w1d + kb[None, :] * stride_w1k,
+                         mask=d_ok[:, None] & (kb < K)[None, :], other=0.0)
+            acc_b = tl.dot(x, wb, acc_b)
+    # Epilogue: bias, GELU (padded columns exactly zero), RMSNorm over the whole row of K.
+    ha = _gelu(acc_a + tl.load(b1_ptr + ka, mask=ka < K, other=0.0).to(tl.float32)[None, :], GELU_TANH)
+    ha = tl.where((ka < K)[None, :], ha, 0.0)
+    sumsq = tl.sum(ha * ha, axis=1)
+    if HAS_KB:
+        hb = _gelu(acc_b + tl.load(b1_ptr + kb, mask=kb < K, other=0.0).to(tl.float32)[None, :], GELU_TANH)
+        hb = tl.where((kb < K)[None, :], hb, 0.0)
+        sumsq += tl.sum(hb * hb, axis=1)
+    inv = tl.rsqrt(sumsq / K + eps)[:, None]
+    h_base = h_ptr + b.to(tl.int64) * stride_hb + rows[:, None] * stride_hn
+    ha = ha * inv * tl.load(g1_ptr + ka, mask=ka < K, other=0.0).to(tl.float32)[None, :]
+    tl.store(h_base + ka[None, :] * stride_hk, ha.to(h_ptr.dtype.element_ty), mask=row_ok[:, None] & (ka < K)[None, :])
+    if HAS_KB:
+        hb = hb * inv * tl.load(g1_ptr + kb, mask=kb < K, other=0.0).to(tl.float32)[None, :]
+        tl.store(h_base + kb[None, :] * stride_hk, hb.to(h_ptr.dtype.element_ty),
+                 mask=row_ok[:, None] & (kb < K)[None, :])
+
+
+@triton.jit
+def _pffn_down_kernel(
+    h_ptr, w2_ptr, b2_ptr, g2_ptr, out_ptr,
+    N, D, K, tiles_m, eps,
+    stride_hb, stride_hn, stride_hk,
+    stride_w2b, stride_w2k, stride_w2d,
+    stride_ob, stride_on, stride_od,
+    BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, DA: tl.constexpr, DB: tl.constexpr, HAS_DB: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):
+    # out[b, rows] = RMSNorm_D(H[b, rows] @ W2[b] + b2) * g2; D in two power-of-two pieces as K
+    # above, K contracted in pipelined slices.
+    pid = tl.program_id(0)
+    b = pid // tiles_m
+    rows = (pid % tiles_m) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < N
+    da = tl.arange(0, DA)
+    db = DA + tl.arange(0, DB)
+    h_base = h_ptr + b.to(tl.int64) * stride_hb + rows[:, None] * stride_hn
+    w2_base = w2_ptr + b.to(tl.int64) * stride_w2b
+    acc_a = tl.zeros([BLOCK_M, DA], dtype=tl.float32)
+    acc_b = tl.zeros([BLOCK_M, DB], dtype=tl.float32)
+    for k0 in tl.range(0, K, BLOCK_K, num_stages=NUM_STAGES):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        k_ok = ks < K
+        h = tl.load(h_base + ks[None, :] * stride_hk, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+        wa = tl.load(w2_base + ks[:, None] * stride_w2k + da[None, :] * stride_w2d,
+                     mask=k_ok[:, None] & (da < D)[None, :], other=0.0)
+        acc_a = tl.dot(h, wa, acc_a)
+        if HAS_DB:
+            wb = tl.load(w2_base + ks[:, None] * stride_w2k + db[None, :] * stride_w2d,
+                         mask=k_ok[:, None] & (db < D)[None, :], other=0.0)
+            acc_b = tl.dot(h, wb, acc_b)
+    za = acc_a + tl.load(b2_ptr + da, mask=da < D, other=0.0).to(tl.float32)[None, :]
+    za = tl.where((da < D)[None, :], za, 0.0)
+    sumsq = tl.sum(za * za, axis=1)
+    if HAS_DB:
+        zb = acc_b + tl.load(b2_ptr + db, mask=db < D, other=0.0).to(tl.float32)[None, :]
+        zb = tl.where((db < D)[None, :], zb, 0.0)
+        sumsq += tl.sum(zb * zb, axis=1)
+    inv = tl.rsqrt(sumsq / D + eps)[:, None]
+    o_base = out_ptr + b.to(tl.int64) * stride_ob + rows[:, None] * stride_on
+    za = za * inv * tl.load(g2_ptr + da, mask=da < D, other=0.0).to(tl.float32)[None, :]
+    tl.store(o_base + da[None, :] * stride_od, za.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & (da < D)[None, :])
+    if HAS_DB:
+        zb = zb * inv * tl.load(g2_ptr + db, mask=db < D, other=0.0).to(tl.float32)[None, :]
+        tl.store(o_base + db[None, :] * stride_od, zb.to(out_ptr.dtype.element_ty),
+                 mask=row_ok[:, None] & (db < D)[None, :])
+
+
+def _two_pieces(n: int) -> tuple[int, int]:
+    """n columns as a power-of-two piece (>= 16, the dot's minimum) plus a second one (0 if none):
+    160 -> (128, 32), 96 -> (64, 32), 192 -> (128, 64), 256 -> (256, 0), 40 -> (32, 16)."""
+    a = max(16, 1 << (n.bit_length() - 1))
+    rest = n - a
+    return a, (0 if rest <= 0 else max(16, triton.next_power_of_2(rest)))
+
+
+def _pffn_split(x, w1, w2, b1, g1, b2, g2, eps, out, cfg, tanh):
+    batch, n, d = x.shape
+    k = w1.shape[2]
+    ka, kb = _two_pieces(k)
+    da, db = _two_pieces(d)
+    h = torch.empty(batch, n, k, dtype=x.dtype, device=x.device)
+    bm = max(16, min(cfg["up_BLOCK_M"], triton.next_power_of_2(n)))
+    bd = max(16, min(cfg["up_BLOCK_D"], triton.next_power_of_2(d)))
+    tiles = triton.cdiv(n, bm)
+    stages = pipeline_stages(cfg["up_num_stages"], x.element_size() * bd * (bm + ka + kb))
+    _pffn_up_kernel[(batch * tiles,)](
+        x, w1, b1, g1, h, n, d, k, tiles, eps,
+        *x.stride(), *w1.stride(), *h.stride(),
+        BLOCK_M=bm, BLOCK_D=bd, KA=ka, KB=max(kb, 16), HAS_KB=kb > 0, NUM_STAGES=stages, GELU_TANH=tanh,
+        num_warps=cfg["up_num_warps"],
+    )
+    bm = max(16, min(cfg["down_BLOCK_M"], triton.next_power_of_2(n)))
+    bk = max(16, min(cfg["down_BLOCK_K"], triton.next_power_of_2(k)))
+    tiles = triton.cdiv(n, bm)
+    stages = pipeline_stages(cfg["down_num_stages"], x.element_size() * bk * (bm + da + db))
+    _pffn_down_kernel[(batch * tiles,)](
+        h, w2, b2, g2, out, n, d, k, tiles, eps,
+        *h.stride(), *w2.stride(), *out.stride(),
+        BLOCK_M=bm, BLOCK_K=bk, DA=da, DB=max(db, 16), HAS_DB=db > 0, NUM_STAGES=stages,
+        num_warps=cfg["down_num_warps"],
+    )
+    return out
+
+
 def pffn_forward(x, w1, w2, b1, g1, b2, g2, eps: float) -> torch.Tensor:
     """RMSNorm(RMSNorm(GELU(x @ w1 + b1)) * g1 @ w2 + b2) * g2 per sample, with the CONFIG in force."""
     batch, n, d = x.shape
@@ -127,6 +307,10 @@ def pffn_forward(x, w1, w2, b1, g1, b2, g2, eps: float) -> torch.Tensor:
     if out.numel() == 0:
         return out
     cfg = CONFIG
+    tanh = cfg["gelu"] == "tanh"
+    # The split kernels hold whole rows of K (the first RMSNorm) as two pieces of at most 256.
+    if cfg["mode"] == "split" and batch >= cfg["split_min_batch"] and sum(_two_pieces(k)) <= 256:
+        return _pffn_split(x, w1, w2, b1, g1, b2, g2, eps, out, cfg, tanh)
     block_m = max(16, min(cfg["BLOCK_M"], triton.next_power_of_2(n)))
     block_kc = max(16, min(cfg["BLOCK_KC"], triton.next_power_of_2(k)))
     while cfg["min_programs"] and block_m > 16 and batch * triton.cdiv(n, block_m) < cfg["min_programs"]:
@@ -138,7 +322,7 @@ def pffn_forward(x, w1, w2, b1, g1, b2, g2, eps: float) -> torch.Tensor:
         x, w1, w2, b1, g1, b2, g2, out,
         n, d, k, tiles_m, eps,
         *x.stride(), *w1.stride(), *w2.stride(), *out.stride(),
-        BLOCK_M=block_m, BLOCK_KC=block_kc, FULL_D=full_d, NUM_STAGES=stages,
+        BLOCK_M=block_m, BLOCK_KC=block_kc, FULL_D=full_d, NUM_STAGES=stages, GELU_TANH=tanh,
         num_warps=cfg["num_warps"],
     )
     return out

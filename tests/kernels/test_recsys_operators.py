@@ -192,6 +192,22 @@ CASES = {
         ({"BLOCK_KC": 128}, {"B": 1, "N": 5, "D": 24, "K": 300}, ["float32"]),  # K > 256: three chunks
         # A small grid (2 x 1 tiles of 64 rows) shrinks its row tiles to 16: 3 tiles per sample.
         ({"min_programs": 512}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16"]),
+        # The tanh form of GELU in the fused kernel.
+        ({"gelu": "tanh"}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16"]),
+        # The split kernels: K = D = 40 as 32 + 16 columns (the second piece partial); N = 70 in two
+        # 64-row tiles (the last partial), D = 96 contracted in slices of 32, K = 160 as 128 + 32;
+        # K = 12 in one piece and D = 24 as 16 + 16.
+        ({"mode": "split"}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16", "float32"]),
+        (
+            {"mode": "split", "gelu": "tanh", "up_BLOCK_D": 32, "down_BLOCK_K": 16},
+            {"B": 2, "N": 70, "D": 96, "K": 160},
+            ["bfloat16"],
+        ),
+        ({"mode": "split"}, {"B": 2, "N": 9, "D": 24, "K": 12}, ["bfloat16"]),
+        # Split asked for, but K = 300 does not fit the split tile (fused), and a batch below
+        # split_min_batch (fused).
+        ({"mode": "split", "BLOCK_KC": 128}, {"B": 1, "N": 5, "D": 24, "K": 300}, ["float32"]),
+        ({"mode": "split", "split_min_batch": 128}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16"]),
     ],
     "mbdt": [
         # Features in 2 tiles of 32 (the last partial), rows in 3 tiles of 8; BORDERS 7 and 1.
