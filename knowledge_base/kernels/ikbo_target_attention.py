@@ -35,7 +35,7 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from _launch_heuristics import attention_plan
+from _launch_heuristics import attention_plan, sm_count
 
 CONFIG = {
     "BLOCK_M": 64,  # candidate rows a program owns
@@ -43,6 +43,9 @@ CONFIG = {
     "num_warps": 4,  # warps a program
     "num_stages": 3,  # K/V tiles in flight (clamped to fit _launch_heuristics.ATTENTION_SMEM_BYTES)
     "USE_TMA": True,  # tensor descriptors where the GPU has them
+    "PERSISTENT": 0,  # 0: one program a tile; k: k programs an SM, each looping over tiles
+    "WARP_SPECIALIZE": False,  # Triton's automatic warp specialisation of the key loop
+    "MAXNREG": 0,  # register cap a thread (0: the compiler's choice); 128 fits two 8-warp programs an SM
 }
 
 TUNABLES = {
@@ -51,6 +54,9 @@ TUNABLES = {
     "num_warps": [4, 8],
     "num_stages": [1, 2, 3, 4, 5],
     "USE_TMA": [False, True],
+    "PERSISTENT": [0, 1, 2, 3],
+    "WARP_SPECIALIZE": [False, True],
+    "MAXNREG": [0, 128, 168],
 }
 
 
@@ -65,14 +71,34 @@ def _kv_source(base, user, h, stride_u, stride_h, tile_off, USE_TMA: tl.constexp
 
 @triton.jit
 def _attend_user(
-    acc, m_i, l_i, q, rows_active, user, h, num_heads,
-    K, V, stride_ku, stride_kh, stride_vu, stride_vh, kv_off, vv_off,
-    stride_kn, stride_vn, offs_n, d_mask, kv_len, qk_scale,
+    acc,
+    m_i,
+    l_i,
+    q,
+    rows_active,
+    user,
+    h,
+    num_heads,
+    K,
+    V,
+    stride_ku,
+    stride_kh,
+    stride_vu,
+    stride_vh,
+    kv_off,
+    vv_off,
+    stride_kn,
+    stride_vn,
+    offs_n,
+    d_mask,
+    kv_len,
+    qk_scale,
     BLOCK_N: tl.constexpr,
     ROW_MASK: tl.constexpr,
     EVEN_N: tl.constexpr,
     EVEN_D: tl.constexpr,
     USE_TMA: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
 ):
     """Online-softmax pass over one user's keys; rows outside rows_active are left unchanged when ROW_MASK.
 
@@ -82,7 +108,7 @@ def _attend_user(
     k_ptrs = _kv_source(K, user, h, stride_ku, stride_kh, kv_off, USE_TMA)
     v_ptrs = _kv_source(V, user, h, stride_vu, stride_vh, vv_off, USE_TMA)
     kv_row0 = ((user * num_heads + h) * kv_len).to(tl.int32)
-    for start_n in tl.range(0, kv_len, BLOCK_N):
+    for start_n in tl.range(0, kv_len, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
         cols = start_n + offs_n
         if USE_TMA:
             k = k_ptrs.load([kv_row0 + start_n, 0])
@@ -109,13 +135,36 @@ def _attend_user(
 
 
 @triton.jit
-def _ikbo_target_attention_fwd(
-    Q, K, V, O, UID,
-    stride_qc, stride_qh, stride_qm, stride_qd,
-    stride_ku, stride_kh, stride_kn, stride_kd,
-    stride_vu, stride_vh, stride_vn, stride_vd,
-    stride_oc, stride_oh, stride_om, stride_od, stride_uid,
-    num_cands, num_heads, q_len, kv_len, head_dim, qk_scale,
+def _attend_tile(
+    tile,
+    Q,
+    K,
+    V,
+    O,
+    UID,
+    stride_qc,
+    stride_qh,
+    stride_qm,
+    stride_qd,
+    stride_ku,
+    stride_kh,
+    stride_kn,
+    stride_kd,
+    stride_vu,
+    stride_vh,
+    stride_vn,
+    stride_vd,
+    stride_oc,
+    stride_oh,
+    stride_om,
+    stride_od,
+    stride_uid,
+    num_cands,
+    num_heads,
+    q_len,
+    kv_len,
+    head_dim,
+    qk_scale,
     CANDS: tl.constexpr,
     ROWS_PER_CAND: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -123,11 +172,12 @@ def _ikbo_target_attention_fwd(
     EVEN_N: tl.constexpr,
     EVEN_D: tl.constexpr,
     USE_TMA: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
 ):
+    """One [BLOCK_M, D] output tile: CANDS candidates' queries (or one candidate's query slice) at one head."""
     BLOCK_M: tl.constexpr = CANDS * ROWS_PER_CAND
-    pid = tl.program_id(0)
-    h = pid % num_heads
-    tile = pid // num_heads
+    h = tile % num_heads
+    tile = tile // num_heads
     q_tiles = tl.cdiv(q_len, ROWS_PER_CAND)  # > 1 only when one candidate's queries exceed BLOCK_M
     c0 = (tile // q_tiles) * CANDS
     q0 = (tile % q_tiles) * ROWS_PER_CAND
@@ -141,7 +191,13 @@ def _ikbo_target_attention_fwd(
     offs_d = tl.arange(0, BLOCK_D)
     d_mask = offs_d < head_dim
 
-    q_ptrs = Q + cand.to(tl.int64)[:, None] * stride_qc + h * stride_qh + qi[:, None] * stride_qm + offs_d[None, :] * stride_qd
+    q_ptrs = (
+        Q
+        + cand.to(tl.int64)[:, None] * stride_qc
+        + h * stride_qh
+        + qi[:, None] * stride_qm
+        + offs_d[None, :] * stride_qd
+    )
     q = tl.load(q_ptrs, mask=row_ok[:, None] & d_mask[None, :], other=0.0)
 
     m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)
@@ -153,8 +209,34 @@ def _ikbo_target_attention_fwd(
     if CANDS == 1:
         user = tl.load(UID + c0 * stride_uid)
         acc, m_i, l_i = _attend_user(
-            acc, m_i, l_i, q, row_ok, user, h, num_heads, K, V, stride_ku, stride_kh, stride_vu, stride_vh, kv_off, vv_off,
-            stride_kn, stride_vn, offs_n, d_mask, kv_len, qk_scale, BLOCK_N, False, EVEN_N, EVEN_D, USE_TMA,
+            acc,
+            m_i,
+            l_i,
+            q,
+            row_ok,
+            user,
+            h,
+            num_heads,
+            K,
+            V,
+            stride_ku,
+            stride_kh,
+            stride_vu,
+            stride_vh,
+            kv_off,
+            vv_off,
+            stride_kn,
+            stride_vn,
+            offs_n,
+            d_mask,
+            kv_len,
+            qk_scale,
+            BLOCK_N,
+            False,
+            EVEN_N,
+            EVEN_D,
+            USE_TMA,
+            WARP_SPECIALIZE,
         )
     else:
         slots = tl.arange(0, CANDS)
@@ -167,8 +249,34 @@ def _ikbo_target_attention_fwd(
         if tl.sum(run_start.to(tl.int32), 0) == 1:
             # Whole tile (every valid slot) shares one user: one unmasked pass.
             acc, m_i, l_i = _attend_user(
-                acc, m_i, l_i, q, row_ok, first_user, h, num_heads, K, V, stride_ku, stride_kh, stride_vu, stride_vh,
-                kv_off, vv_off, stride_kn, stride_vn, offs_n, d_mask, kv_len, qk_scale, BLOCK_N, False, EVEN_N, EVEN_D, USE_TMA,
+                acc,
+                m_i,
+                l_i,
+                q,
+                row_ok,
+                first_user,
+                h,
+                num_heads,
+                K,
+                V,
+                stride_ku,
+                stride_kh,
+                stride_vu,
+                stride_vh,
+                kv_off,
+                vv_off,
+                stride_kn,
+                stride_vn,
+                offs_n,
+                d_mask,
+                kv_len,
+                qk_scale,
+                BLOCK_N,
+                False,
+                EVEN_N,
+                EVEN_D,
+                USE_TMA,
+                WARP_SPECIALIZE,
             )
         else:
             for j in tl.static_range(CANDS):
@@ -177,17 +285,178 @@ def _ikbo_target_attention_fwd(
                     user = tl.sum(tl.where(slots == j, slot_user, 0), 0)
                     run_end = tl.min(tl.where(run_start & (slots > j), slots, CANDS), 0)
                     active = (slot >= j) & (slot < run_end)
+                    # Straddling tiles are rare with sorted users: no warp specialisation here.
                     acc, m_i, l_i = _attend_user(
-                        acc, m_i, l_i, q, active, user, h, num_heads, K, V, stride_ku, stride_kh, stride_vu, stride_vh,
-                        kv_off, vv_off, stride_kn, stride_vn, offs_n, d_mask, kv_len, qk_scale, BLOCK_N, True, EVEN_N, EVEN_D, USE_TMA,
+                        acc,
+                        m_i,
+                        l_i,
+                        q,
+                        active,
+                        user,
+                        h,
+                        num_heads,
+                        K,
+                        V,
+                        stride_ku,
+                        stride_kh,
+                        stride_vu,
+                        stride_vh,
+                        kv_off,
+                        vv_off,
+                        stride_kn,
+                        stride_vn,
+                        offs_n,
+                        d_mask,
+                        kv_len,
+                        qk_scale,
+                        BLOCK_N,
+                        True,
+                        EVEN_N,
+                        EVEN_D,
+                        USE_TMA,
+                        False,
                     )
 
-    out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
-    o_ptrs = O + cand.to(tl.int64)[:, None] * stride_oc + h * stride_oh + qi[:, None] * stride_om + offs_d[None, :] * stride_od
+    out = acc * (1.0 / tl.where(l_i > 0, l_i, 1.0))[:, None]
+    o_ptrs = (
+        O
+        + cand.to(tl.int64)[:, None] * stride_oc
+        + h * stride_oh
+        + qi[:, None] * stride_om
+        + offs_d[None, :] * stride_od
+    )
     tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=row_ok[:, None] & d_mask[None, :])
 
 
-def ikbo_target_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cand_to_user: torch.Tensor) -> torch.Tensor:
+@triton.jit
+def _ikbo_target_attention_fwd(
+    Q,
+    K,
+    V,
+    O,
+    UID,
+    stride_qc,
+    stride_qh,
+    stride_qm,
+    stride_qd,
+    stride_ku,
+    stride_kh,
+    stride_kn,
+    stride_kd,
+    stride_vu,
+    stride_vh,
+    stride_vn,
+    stride_vd,
+    stride_oc,
+    stride_oh,
+    stride_om,
+    stride_od,
+    stride_uid,
+    num_cands,
+    num_heads,
+    q_len,
+    kv_len,
+    head_dim,
+    qk_scale,
+    num_tiles,
+    CANDS: tl.constexpr,
+    ROWS_PER_CAND: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    EVEN_D: tl.constexpr,
+    USE_TMA: tl.constexpr,
+    PERSISTENT: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
+):
+    # Tiles are numbered candidate-tile major, heads inner; a persistent program takes every
+    # num_programs-th tile, so the tiles in flight stay consecutive (shared users, K/V in L2).
+    if PERSISTENT:
+        for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0)):
+            _attend_tile(
+                tile,
+                Q,
+                K,
+                V,
+                O,
+                UID,
+                stride_qc,
+                stride_qh,
+                stride_qm,
+                stride_qd,
+                stride_ku,
+                stride_kh,
+                stride_kn,
+                stride_kd,
+                stride_vu,
+                stride_vh,
+                stride_vn,
+                stride_vd,
+                stride_oc,
+                stride_oh,
+                stride_om,
+                stride_od,
+                stride_uid,
+                num_cands,
+                num_heads,
+                q_len,
+                kv_len,
+                head_dim,
+                qk_scale,
+                CANDS,
+                ROWS_PER_CAND,
+                BLOCK_N,
+                BLOCK_D,
+                EVEN_N,
+                EVEN_D,
+                USE_TMA,
+                WARP_SPECIALIZE,
+            )
+    else:
+        _attend_tile(
+            tl.program_id(0),
+            Q,
+            K,
+            V,
+            O,
+            UID,
+            stride_qc,
+            stride_qh,
+            stride_qm,
+            stride_qd,
+            stride_ku,
+            stride_kh,
+            stride_kn,
+            stride_kd,
+            stride_vu,
+            stride_vh,
+            stride_vn,
+            stride_vd,
+            stride_oc,
+            stride_oh,
+            stride_om,
+            stride_od,
+            stride_uid,
+            num_cands,
+            num_heads,
+            q_len,
+            kv_len,
+            head_dim,
+            qk_scale,
+            CANDS,
+            ROWS_PER_CAND,
+            BLOCK_N,
+            BLOCK_D,
+            EVEN_N,
+            EVEN_D,
+            USE_TMA,
+            WARP_SPECIALIZE,
+        )
+
+
+def ikbo_target_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cand_to_user: torch.Tensor
+) -> torch.Tensor:
     """softmax(q_c k_u^T / sqrt(D)) v_u for every candidate c and its user u = cand_to_user[c].
 
     q [C, H, Lq, D], k and v [U, H, Lkv, D], cand_to_user [C] int64 in [0, U) -> [C, H, Lq, D].
@@ -210,16 +479,39 @@ def ikbo_target_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, can
     block_n = min(CONFIG["BLOCK_N"], max(16, triton.next_power_of_2(kv_len)))
     # Stages capped to fit shared memory; K/V ([U*H*Lkv, D] views) through TMA where asked and possible.
     plan = attention_plan(q, k, v, block_m, block_n, CONFIG)
-    grid = (triton.cdiv(num_cands, cands) * triton.cdiv(q_len, rows_per_cand) * heads,)
+    num_tiles = triton.cdiv(num_cands, cands) * triton.cdiv(q_len, rows_per_cand) * heads
+    grid = (num_tiles,)
+    if CONFIG["PERSISTENT"]:
+        grid = (min(num_tiles, CONFIG["PERSISTENT"] * sm_count(q.device)),)
+    # Warp specialisation needs the descriptor loads (the partitioner moves them to a producer warp).
+    warp_specialize = bool(CONFIG["WARP_SPECIALIZE"]) and plan.meta["USE_TMA"] and q.device.type == "cuda"
+    launch = {"maxnreg": CONFIG["MAXNREG"]} if CONFIG["MAXNREG"] and q.device.type == "cuda" else {}
     _ikbo_target_attention_fwd[grid](
-        q, plan.k, plan.v, out, cand_to_user,
-        *q.stride(), *k.stride(), *v.stride(), *out.stride(), cand_to_user.stride(0),
-        num_cands, heads, q_len, kv_len, head_dim, plan.qk_scale,
+        q,
+        plan.k,
+        plan.v,
+        out,
+        cand_to_user,
+        *q.stride(),
+        *k.stride(),
+        *v.stride(),
+        *out.stride(),
+        cand_to_user.stride(0),
+        num_cands,
+        heads,
+        q_len,
+        kv_len,
+        head_dim,
+        plan.qk_scale,
+        num_tiles,
         CANDS=cands,
         ROWS_PER_CAND=rows_per_cand,
         BLOCK_N=block_n,
         EVEN_N=kv_len % block_n == 0,
+        PERSISTENT=bool(CONFIG["PERSISTENT"]),
+        WARP_SPECIALIZE=warp_specialize,
         **plan.meta,
+        **launch,
     )
     return out
 

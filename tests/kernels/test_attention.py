@@ -276,6 +276,18 @@ def test_ikbo_target_attention(case, path, tmp_path):
     check("ikbo_target_attention", kernel, [], ta_inputs(cand_to_user, heads, q_len, kv_len, head_dim, dtype), dtype)
 
 
+@pytest.mark.parametrize("block_m", [32, 128])
+def test_ikbo_target_attention_persistent(block_m, tmp_path):
+    """PERSISTENT: a grid of k programs per SM (4 SMs under the interpreter), each looping over
+    tiles, over more tiles than programs; with 128-row tiles (two 64-query slots of one candidate
+    each) some tiles straddle users and the index is unsorted. MAXNREG is a GPU launch option."""
+    kernel = load_kernel(
+        "ikbo_target_attention", tmp_path, BLOCK_M=block_m, BLOCK_N=16, PERSISTENT=1, MAXNREG=128, USE_TMA=True
+    )
+    inputs = ta_inputs([0, 0, 1, 1, 1, 2, 0, 2, 2, 1, 0], 2, 33, 24, 16, torch.float16)
+    check("ikbo_target_attention", kernel, [], inputs, torch.float16)
+
+
 @pytest.mark.parametrize("config", sample_tunables("ikbo_target_attention", 5, seed=3), ids=str)
 def test_ikbo_target_attention_tunables(config, tmp_path):
     kernel = load_kernel("ikbo_target_attention", tmp_path, **config)

@@ -1,0 +1,247 @@
+"""IKBO target attention on one GPU: every variant checked, then timed beside the baselines.
+
+    python bench/ikbo_bench.py --out DIR [--variants sweep|default|NAME,NAME] [--warm-workers 12]
+                               [--deadline-s 140] [--no-compile]
+
+At the production shape of specs/ikbo_target_attention.yaml, in bf16: each variant (a CONFIG of
+knowledge_base/kernels/ikbo_target_attention.py, VARIANTS below) is first checked against the fp32
+reference on two fresh random draws (output memory poisoned with NaN), then timed with
+triton.testing.do_bench (median, L2 flushed) and by torch.profiler (device time of the kernel, 20
+calls back to back). Baselines in the same process: the spec's reference (broadcast + SDPA), SDPA on
+pre-broadcast K/V, torch.compile of the reference, and a bf16 8192^3 matmul as the tensor-core
+ceiling. TFLOP/s by the spec's `flops`. Kernels are compiled first by worker processes (Triton's
+disk cache carries them over). Writes DIR/ikbo_bench.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import triton
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "knowledge_base" / "kernels"))
+from attention_kernels import (  # noqa: E402
+    bench,
+    check,
+    fp32_reference,
+    kernel_breakdown,
+    load_module,
+    make_inputs,
+    poison_allocator,
+    set_constants,
+)
+from kernelevolve.spec import Case, load_spec  # noqa: E402
+
+NAME = "ikbo_target_attention"
+BASE = {
+    "BLOCK_M": 64,
+    "BLOCK_N": 64,
+    "num_warps": 4,
+    "num_stages": 3,
+    "USE_TMA": True,
+    "PERSISTENT": 0,
+    "WARP_SPECIALIZE": False,
+    "MAXNREG": 0,
+}
+# name -> CONFIG changes from BASE (the round-2 default). Why each: 128-row tiles halve the K/V bytes
+# read from L2 per FLOP (64-row tiles need ~7 TB/s of L2 reads at 474 TFLOP/s); 4 warps x 254
+# registers or 8 warps capped at 128 registers keep two programs an SM; persistent programs skip the
+# per-tile launch and keep consecutive tiles (one user) in flight.
+VARIANTS = {
+    "m64_n64_w4_s3": {},
+    "m64_n64_w4_s3_p2": {"PERSISTENT": 2},
+    "m64_n64_w4_s2": {"num_stages": 2},
+    "m128_n64_w4_s2": {"BLOCK_M": 128, "num_stages": 2},
+    "m128_n64_w4_s2_p2": {"BLOCK_M": 128, "num_stages": 2, "PERSISTENT": 2},
+    "m128_n64_w4_s2_ptr": {"BLOCK_M": 128, "num_stages": 2, "USE_TMA": False},
+    "m128_n32_w4_s3": {"BLOCK_M": 128, "BLOCK_N": 32, "num_stages": 3},
+    "m128_n32_w4_s4": {"BLOCK_M": 128, "BLOCK_N": 32, "num_stages": 4},
+    "m128_n64_w8_s2_r128": {"BLOCK_M": 128, "num_warps": 8, "num_stages": 2, "MAXNREG": 128},
+    "m128_n64_w8_s2_r128_p2": {"BLOCK_M": 128, "num_warps": 8, "num_stages": 2, "MAXNREG": 128, "PERSISTENT": 2},
+    "m128_n32_w8_s3_r128": {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3, "MAXNREG": 128},
+    "m128_n64_w8_s2": {"BLOCK_M": 128, "num_warps": 8, "num_stages": 2},
+    "m256_n64_w8_s2_r128": {"BLOCK_M": 256, "num_warps": 8, "num_stages": 2, "MAXNREG": 128},
+}
+
+
+def variant_list(which: str, kernel) -> list[tuple[str, dict]]:
+    if which == "default":
+        return [("default", dict(kernel.CONFIG))]
+    names = list(VARIANTS) if which == "sweep" else which.split(",")
+    out = [(n, dict(BASE, **VARIANTS[n])) for n in names]
+    if which == "sweep" and all(cfg != dict(kernel.CONFIG) for _, cfg in out):
+        out.insert(0, ("default", dict(kernel.CONFIG)))
+    return out
+
+
+def setup():
+    spec = load_spec(REPO / "specs" / f"{NAME}.yaml")
+    kernel = load_module(REPO / "knowledge_base" / "kernels" / f"{NAME}.py", f"kb_{NAME}")
+    ref = load_module(spec.reference, f"ref_{NAME}")
+    (case,) = spec.cases("cuda")[:1]
+    set_constants(ref, case.params)
+    return spec, kernel, ref, case
+
+
+def warm(which: str, shard: int, shards: int) -> None:
+    """Compile this shard's share of the variants by running each once."""
+    _, kernel, ref, _ = setup()
+    inputs = make_inputs(ref, 0)
+    for i, (name, cfg) in enumerate(variant_list(which, kernel)):
+        if i % shards != shard:
+            continue
+        kernel.CONFIG.clear()
+        kernel.CONFIG.update(cfg)
+        try:
+            kernel.ModelNew()(*inputs)
+            torch.cuda.synchronize()
+        except Exception as exc:
+            print(f"warm: {name}: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
+
+
+def kernel_us(model, inputs) -> float | None:
+    times = kernel_breakdown(model, inputs)
+    return next((v for k, v in times.items() if k.startswith("_ikbo_target_attention_fwd")), None)
+
+
+def baselines(ref, inputs, allow_compile: bool, deadline: float, flops: float) -> dict:
+    model = ref.Model().cuda()
+    q, k, v, uid = inputs
+    out = {}
+    with torch.no_grad():
+        out["eager_broadcast_sdpa"] = bench(lambda: model(*inputs))
+        kb, vb = k[uid], v[uid]
+        out["sdpa_on_broadcast_kv"] = bench(lambda: F.scaled_dot_product_attention(q, kb, vb))
+        del kb, vb
+        a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+        ms = bench(lambda: a @ a)
+        out["matmul_8192_tflops"] = 2 * 8192**3 / ms / 1e9
+        del a
+        if allow_compile and time.time() < deadline - 40:
+            compiled = torch.compile(model)
+            t0 = time.time()
+            compiled(*inputs)
+            torch.cuda.synchronize()
+            out["torch.compile"] = bench(lambda: compiled(*inputs))
+            out["torch.compile_build_s"] = round(time.time() - t0, 1)
+    return out
+
+
+def run(which: str, allow_compile: bool, deadline: float) -> dict:
+    spec, kernel, ref, case = setup()
+    default = dict(kernel.CONFIG)
+    tol = spec.tolerance(case.dtype)
+    nbytes, flops = spec.roofline(Case(params=case.params, dtype=case.dtype))
+    inputs = make_inputs(ref, 1)
+    expected = fp32_reference(ref, inputs)
+    fresh = make_inputs(ref, 2)
+    expected_fresh = fp32_reference(ref, fresh)
+    result = {"params": case.params, "flops": flops, "bytes": nbytes, "default_config": default, "variants": []}
+    for name, cfg in variant_list(which, kernel):
+        row = {"name": name, "config": cfg}
+        if time.time() > deadline:
+            row["skipped"] = "deadline"
+            result["variants"].append(row)
+            continue
+        kernel.CONFIG.clear()
+        kernel.CONFIG.update(cfg)
+        try:
+            model = kernel.ModelNew().cuda()
+            with torch.no_grad():
+                poison_allocator(expected.numel() * 2)
+                row.update(check(model(*inputs), expected, tol))
+                poison_allocator(expected.numel() * 2)
+                second = check(model(*fresh), expected_fresh, tol)
+                row["ok"] = row["ok"] and second["ok"]
+                row["max_abs_err"] = max(row["max_abs_err"], second["max_abs_err"])
+                if row["ok"]:
+                    row["ms"] = bench(lambda: model(*inputs))
+                    row["tflops"] = flops / row["ms"] / 1e9
+                    row["kernel_us"] = kernel_us(model, inputs)
+                    if row["kernel_us"]:
+                        row["kernel_tflops"] = flops / row["kernel_us"] / 1e6
+        except Exception as exc:
+            row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        result["variants"].append(row)
+        print(
+            f"{name}: ms={row.get('ms')} kernel_us={row.get('kernel_us')} ok={row.get('ok')} {row.get('error', '')}",
+            flush=True,
+        )
+    kernel.CONFIG.clear()
+    kernel.CONFIG.update(default)
+    result["baselines_ms"] = baselines(ref, inputs, allow_compile, deadline, flops)
+    return result
+
+
+def table(result: dict) -> str:
+    lines = [
+        "| variant | ok | do_bench ms | TFLOP/s | kernel us (profiler) | TFLOP/s | config |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in result["variants"]:
+        cells = [
+            r["name"],
+            str(r.get("ok", "-")),
+            f"{r['ms']:.4f}" if "ms" in r else r.get("error", r.get("skipped", "-"))[:60],
+            f"{r['tflops']:.0f}" if "tflops" in r else "-",
+            f"{r['kernel_us']:.1f}" if r.get("kernel_us") else "-",
+            f"{r['kernel_tflops']:.0f}" if "kernel_tflops" in r else "-",
+            ", ".join(f"{k}={v}" for k, v in r["config"].items() if BASE.get(k) != v),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    base = ", ".join(f"{k} {v:.3f}" for k, v in result["baselines_ms"].items() if isinstance(v, float))
+    return "\n".join(lines) + "\n\nbaselines: " + base
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=".")
+    parser.add_argument("--variants", default="sweep", help="sweep, default, or names from VARIANTS")
+    parser.add_argument("--deadline-s", type=float, default=140.0, help="start no new variant after this")
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
+    parser.add_argument("--warm-workers", type=int, default=12)
+    parser.add_argument("--warm-shard", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.warm_shard is not None:
+        shard, shards = (int(x) for x in args.warm_shard.split("/"))
+        warm(args.variants, shard, shards)
+        return
+    start = time.time()
+    deadline = start + args.deadline_s
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    cmd = [sys.executable, __file__, "--variants", args.variants]
+    workers = [subprocess.Popen(cmd + ["--warm-shard", f"{i}/{args.warm_workers}"]) for i in range(args.warm_workers)]
+    for proc in workers:
+        try:
+            proc.wait(timeout=max(1.0, min(90.0, deadline - 40 - time.time())))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    env = {
+        "gpu": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "warm_compile_s": round(time.time() - start, 1),
+        "command": " ".join(sys.argv),
+    }
+    result = run(args.variants, not args.no_compile, deadline)
+    env["total_s"] = round(time.time() - start, 1)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ikbo_bench.json").write_text(json.dumps({"environment": env, "result": result}, indent=1))
+    print(json.dumps(env))
+    print(table(result))
+
+
+if __name__ == "__main__":
+    main()
