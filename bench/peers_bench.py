@@ -529,10 +529,11 @@ def run_op(
                 except Exception as exc:
                     entry["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
                     report["tracebacks"].append(f"{op} {params} {impl}:\n{traceback.format_exc()[-3000:]}")
-        for impl, _, _ in timed:
+        for impl, fn, call_inputs in timed:
             entry = row["results"][impl]
             if "error" in entry:
                 continue
+            entry["host_us"] = _host_us(fn, call_inputs)
             ms = statistics.median(entry["ms_rounds"])
             entry.update(ms=ms, gbps=nbytes / ms / 1e6, of_copy=nbytes / ms / 1e6 / row["copy_gbps"])
             entry["gbps_rounds"] = [nbytes / t / 1e6 for t in entry["ms_rounds"]]
@@ -556,6 +557,20 @@ def run_op(
         )
         del inputs, expected, reference
         torch.cuda.empty_cache()
+
+
+def _host_us(fn, call_inputs: list, calls: int = 50) -> float:
+    """Host time per call in microseconds: `calls` calls queued without a sync (fewer than the
+    launch queue holds, so the host never waits for the GPU), then one sync outside the clock. A
+    kernel shorter than this is timed by its launcher, not by the GPU."""
+    torch.cuda.synchronize()
+    with torch.no_grad():
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn(*call_inputs)
+        host = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return host / calls * 1e6
 
 
 def markdown(report: dict) -> str:
@@ -586,6 +601,18 @@ def markdown(report: dict) -> str:
         shape = ",".join(f"{k}={v}" for k, v in row["shape"].items())
         ratio = f"{row['ours_vs_quack']:.3f}" if row.get("ours_vs_quack") else "-"
         lines.append(f"| {row['op']} | {shape} | {row['copy_gbps']:.0f} | " + " | ".join(cells) + f" | {ratio} |")
+    if any("host_us" in r for row in report["rows"] for r in row["results"].values()):
+        lines += [
+            "",
+            "Host time per call (us; a kernel shorter than this is timed by its launcher):",
+            "",
+            "| op | shape | " + " | ".join(impls) + " |",
+            "| --- | --- | " + " | ".join("---" for _ in impls) + " |",
+        ]
+        for row in report["rows"]:
+            shape = ",".join(f"{k}={v}" for k, v in row["shape"].items())
+            cells = [f"{row['results'].get(i, {}).get('host_us', float('nan')):.1f}" for i in impls]
+            lines.append(f"| {row['op']} | {shape} | " + " | ".join(cells) + " |")
     if any("sweep" in row for row in report["rows"]):
         lines += sweep_markdown(report)
     if report["unavailable"]:

@@ -189,19 +189,52 @@ def row_matrix(x: torch.Tensor) -> tuple[torch.Tensor, int]:
     return x2, 128 // DTYPES[x.dtype].width
 
 
+def _tvm_ffi() -> bool:
+    """Whether compiled launchers can take torch tensors through Apache TVM FFI (apache-tvm-ffi)."""
+    try:
+        import tvm_ffi  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+TVM_FFI = _tvm_ffi()
+
+
 def run_compiled(cache: dict, launch, aligned: list, others: list, consts: tuple) -> None:
     """launch(*aligned, *others, stream, *consts) on the caller's current CUDA stream, compiled by
     cute.compile once per shapes, dtypes and consts (sizes and strides are static, so the compiler
     proves the alignment of every vector access). `aligned`: tensors handed over as 16-byte aligned;
-    `others`: tensors without that promise, and scalars (passed at run time, not in the key)."""
+    `others`: tensors without that promise, and scalars (passed at run time, not in the key).
+
+    With apache-tvm-ffi installed the launcher is compiled for TVM FFI and called with the torch
+    tensors themselves: no DLPack conversion per call, and the argument checks are compiled in. The
+    per-call conversions otherwise cost host time that a kernel of tens of microseconds waits on."""
     tensors = [*aligned, *(t for t in others if isinstance(t, torch.Tensor))]
     key = (*((tuple(t.shape), t.dtype) for t in tensors), *consts)
-    args = [from_dlpack(t, assumed_align=16) for t in aligned]
-    args += [from_dlpack(t) if isinstance(t, torch.Tensor) else t for t in others]
+    compiled = cache.get(key)
+    if compiled is None:
+        compiled = cache[key] = _compile(launch, aligned, others, consts)
+    compiled(aligned, others)
+
+
+def _compile(launch, aligned: list, others: list, consts: tuple):
+    """The compiled launcher for these tensors, as a call taking (aligned, others)."""
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    if key not in cache:
-        cache[key] = cute.compile(launch, *args, stream, *consts)
-    cache[key](*args, stream)
+    ffi = {"enable_tvm_ffi": True} if TVM_FFI else {}
+    args = [from_dlpack(t, assumed_align=16, **ffi) for t in aligned]
+    args += [from_dlpack(t, **ffi) if isinstance(t, torch.Tensor) else t for t in others]
+    if TVM_FFI:
+        fn = cute.compile(launch, *args, stream, *consts, options="--enable-tvm-ffi")
+        return lambda aligned, others: fn(*aligned, *others, cuda.CUstream(torch.cuda.current_stream().cuda_stream))
+    fn = cute.compile(launch, *args, stream, *consts)
+
+    def call(aligned: list, others: list) -> None:
+        args = [from_dlpack(t, assumed_align=16) for t in aligned]
+        args += [from_dlpack(t) if isinstance(t, torch.Tensor) else t for t in others]
+        fn(*args, cuda.CUstream(torch.cuda.current_stream().cuda_stream))
+
+    return call
 
 
 def launch_rows(kernel, rows, threads: int, cluster_n: int, stream) -> None:
