@@ -52,11 +52,13 @@ BASE = {
     "PERSISTENT": 0,
     "WARP_SPECIALIZE": False,
     "MAXNREG": 0,
+    "Q_IN_REGS": False,
 }
 # name -> CONFIG changes from BASE (the round-2 default). Why each: 128-row tiles halve the K/V bytes
 # read from L2 per FLOP (64-row tiles need ~7 TB/s of L2 reads at 474 TFLOP/s); 4 warps x 254
 # registers or 8 warps capped at 128 registers keep two programs an SM; persistent programs skip the
-# per-tile launch and keep consecutive tiles (one user) in flight.
+# per-tile launch and keep consecutive tiles (one user) in flight; Q in registers takes Q's re-reads
+# off shared memory, whose bandwidth the 64-wide Q K^T wgmma (Q and K from shared memory) saturates.
 VARIANTS = {
     "m64_n64_w4_s3": {},
     "m64_n64_w4_s3_p2": {"PERSISTENT": 2},
@@ -69,7 +71,10 @@ VARIANTS = {
     "m128_n64_w8_s2_r128": {"BLOCK_M": 128, "num_warps": 8, "num_stages": 2, "MAXNREG": 128},
     "m128_n64_w8_s2_r128_p2": {"BLOCK_M": 128, "num_warps": 8, "num_stages": 2, "MAXNREG": 128, "PERSISTENT": 2},
     "m128_n32_w8_s3_r128": {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3, "MAXNREG": 128},
-    "m128_n64_w8_s2": {"BLOCK_M": 128, "num_warps": 8, "num_stages": 2},
+    "m64_n64_w4_s2_qreg": {"num_stages": 2, "Q_IN_REGS": True},
+    "m64_n64_w4_s3_qreg": {"Q_IN_REGS": True},
+    "m128_n64_w4_s2_qreg": {"BLOCK_M": 128, "num_stages": 2, "Q_IN_REGS": True},
+    "m128_n64_w8_s2_r128_qreg": {"BLOCK_M": 128, "num_warps": 8, "num_stages": 2, "MAXNREG": 128, "Q_IN_REGS": True},
     "m256_n64_w8_s2_r128": {"BLOCK_M": 256, "num_warps": 8, "num_stages": 2, "MAXNREG": 128},
 }
 

@@ -46,6 +46,7 @@ CONFIG = {
     "PERSISTENT": 0,  # 0: one program a tile; k: k programs an SM, each looping over tiles
     "WARP_SPECIALIZE": False,  # Triton's automatic warp specialisation of the key loop
     "MAXNREG": 0,  # register cap a thread (0: the compiler's choice); 128 fits two 8-warp programs an SM
+    "Q_IN_REGS": False,  # Q K^T reads Q from registers, not shared memory (NVIDIA, 16-bit inputs)
 }
 
 TUNABLES = {
@@ -57,6 +58,7 @@ TUNABLES = {
     "PERSISTENT": [0, 1, 2, 3],
     "WARP_SPECIALIZE": [False, True],
     "MAXNREG": [0, 128, 168],
+    "Q_IN_REGS": [False, True],
 }
 
 
@@ -173,6 +175,7 @@ def _attend_tile(
     EVEN_D: tl.constexpr,
     USE_TMA: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
+    Q_IN_REGS: tl.constexpr,
 ):
     """One [BLOCK_M, D] output tile: CANDS candidates' queries (or one candidate's query slice) at one head."""
     BLOCK_M: tl.constexpr = CANDS * ROWS_PER_CAND
@@ -199,6 +202,10 @@ def _attend_tile(
         + offs_d[None, :] * stride_qd
     )
     q = tl.load(q_ptrs, mask=row_ok[:, None] & d_mask[None, :], other=0.0)
+    if Q_IN_REGS:
+        # An identity the compiler cannot see through: Q K^T then takes Q from registers (wgmma's
+        # register A operand) instead of re-reading it from shared memory every key step.
+        q = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [q], dtype=q.dtype, is_pure=True, pack=2)
 
     m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -368,6 +375,7 @@ def _ikbo_target_attention_fwd(
     USE_TMA: tl.constexpr,
     PERSISTENT: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
+    Q_IN_REGS: tl.constexpr,
 ):
     # Tiles are numbered candidate-tile major, heads inner; a persistent program takes every
     # num_programs-th tile, so the tiles in flight stay consecutive (shared users, K/V in L2).
@@ -411,6 +419,7 @@ def _ikbo_target_attention_fwd(
                 EVEN_D,
                 USE_TMA,
                 WARP_SPECIALIZE,
+                Q_IN_REGS,
             )
     else:
         _attend_tile(
@@ -451,6 +460,7 @@ def _ikbo_target_attention_fwd(
             EVEN_D,
             USE_TMA,
             WARP_SPECIALIZE,
+            Q_IN_REGS,
         )
 
 
@@ -510,6 +520,7 @@ def ikbo_target_attention(
         EVEN_N=kv_len % block_n == 0,
         PERSISTENT=bool(CONFIG["PERSISTENT"]),
         WARP_SPECIALIZE=warp_specialize,
+        Q_IN_REGS=bool(CONFIG["Q_IN_REGS"]) and q.device.type == "cuda" and q.element_size() == 2,
         **plan.meta,
         **launch,
     )
