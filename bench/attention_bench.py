@@ -134,96 +134,24 @@ SWEEPS = {  # --configs sweep: around the defaults (second H200 round: around th
         },
         {"BLOCK_N": 128, "SPLIT_RULE": "balanced", "num_warps": 8, "num_stages": 3, "V_CONVERT": "asm"},
     ],
-    # in_loop (round 1's default first) against the prepass: K/V dequantised to bf16 by one small
-    # kernel, then a bf16 multi-query flash kernel (TMA K/V tiles), with and without lazy rescaling.
+    # Fourth H200 round (issue 17), prefill and flash: Triton 3.6's tl kernels (round 3's defaults, first)
+    # against _flash_hopper.py's Gluon kernel (async wgmma, softmax overlapping P V) at several tiles
+    # (HOPPER_BLOCK_M x HOPPER_BLOCK_N, warps, stages); for flash also tl.range(warp_specialize=True),
+    # recorded with its compile error. Earlier sweeps: bench/results/attention_issue17_h200_round3/*.json.
     "int8_mqa_prefill": [
-        {"DEQUANT": "in_loop", "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2, "HEADS_PER_TILE": 2},
-        {"DEQUANT": "in_loop", "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "HEADS_PER_TILE": 1},
-        {"DEQUANT": "in_loop", "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "HEADS_PER_TILE": 2},
-        {
-            "DEQUANT": "prepass",
-            "BLOCK_M": 128,
-            "BLOCK_N": 64,
-            "num_warps": 4,
-            "num_stages": 2,
-            "USE_TMA": True,
-            "LAZY_RESCALE": False,
-        },
-        {
-            "DEQUANT": "prepass",
-            "BLOCK_M": 128,
-            "BLOCK_N": 64,
-            "num_warps": 4,
-            "num_stages": 2,
-            "USE_TMA": True,
-            "LAZY_RESCALE": True,
-        },
-        {
-            "DEQUANT": "prepass",
-            "BLOCK_M": 128,
-            "BLOCK_N": 64,
-            "num_warps": 4,
-            "num_stages": 3,
-            "USE_TMA": True,
-            "LAZY_RESCALE": False,
-        },
-        {
-            "DEQUANT": "prepass",
-            "BLOCK_M": 128,
-            "BLOCK_N": 128,
-            "num_warps": 8,
-            "num_stages": 2,
-            "USE_TMA": True,
-            "LAZY_RESCALE": False,
-        },
-        {
-            "DEQUANT": "prepass",
-            "BLOCK_M": 128,
-            "BLOCK_N": 128,
-            "num_warps": 8,
-            "num_stages": 2,
-            "USE_TMA": True,
-            "LAZY_RESCALE": True,
-        },
-        {
-            "DEQUANT": "prepass",
-            "BLOCK_M": 128,
-            "BLOCK_N": 64,
-            "num_warps": 8,
-            "num_stages": 3,
-            "USE_TMA": True,
-            "LAZY_RESCALE": False,
-        },
-        {
-            "DEQUANT": "prepass",
-            "BLOCK_M": 64,
-            "BLOCK_N": 64,
-            "num_warps": 4,
-            "num_stages": 3,
-            "USE_TMA": True,
-            "LAZY_RESCALE": False,
-        },
-        {
-            "DEQUANT": "prepass",
-            "BLOCK_M": 128,
-            "BLOCK_N": 64,
-            "num_warps": 4,
-            "num_stages": 2,
-            "USE_TMA": False,
-            "LAZY_RESCALE": False,
-        },
+        {"DEQUANT": "prepass", "IMPL": "triton"},
+        *(
+            {"DEQUANT": "prepass", "IMPL": "gluon", "HOPPER_BLOCK_M": m, "HOPPER_BLOCK_N": n, "HOPPER_WARPS": w, "HOPPER_STAGES": s}
+            for m, n, w, s in ((128, 128, 8, 2), (128, 128, 8, 3), (128, 64, 8, 2), (64, 64, 4, 2), (128, 64, 4, 2))
+        ),
     ],
-    # flash attention (bench/attention_kernels.py keeps the older sweeps): the default, lazy rescaling,
-    # three stages, 8 warps.
     "flash_attention": [
-        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2, "USE_TMA": True, "LAZY_RESCALE": False},
-        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2, "USE_TMA": True, "LAZY_RESCALE": True},
-        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "USE_TMA": True, "LAZY_RESCALE": False},
-        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "USE_TMA": True, "LAZY_RESCALE": True},
-        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2, "USE_TMA": True, "LAZY_RESCALE": False},
-        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2, "USE_TMA": True, "LAZY_RESCALE": True},
-        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "USE_TMA": True, "LAZY_RESCALE": False},
-        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "USE_TMA": True, "LAZY_RESCALE": True},
+        {"IMPL": "triton"},
+        *(
+            {"IMPL": "gluon", "HOPPER_BLOCK_M": m, "HOPPER_BLOCK_N": n, "HOPPER_WARPS": w, "HOPPER_STAGES": s}
+            for m, n, w, s in ((128, 128, 8, 2), (128, 128, 8, 3), (128, 64, 8, 2), (128, 64, 8, 3), (64, 64, 4, 2), (128, 64, 4, 2))
+        ),
+        {"IMPL": "triton", "WARP_SPECIALIZE": True},  # last: its compile failure is an MLIR assertion
     ],
 }
 ALIASES = {

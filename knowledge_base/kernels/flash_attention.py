@@ -24,7 +24,12 @@ Choices that matter for speed:
 - P is cast to V's dtype before the second dot so both products run on the tensor cores.
 - K and V tiles come in through TMA tensor descriptors over the [B*H*S, D] view (USE_TMA): no
   per-element address registers, and the loads pipeline asynchronously (num_stages buffers).
-- Occupancy decides on Hopper. At head dim 128, BLOCK_M=128 with num_warps=4 (about 255 registers
+- On Hopper (IMPL "gluon", the default there) the kernel is _flash_hopper.py's Gluon version instead:
+  the same algorithm with the wgmma issued asynchronously by hand, so that a tile's softmax runs
+  while the previous tile's P V product is on the tensor cores (Triton 3.6's tl.dot waits for
+  every wgmma at once, and tl.range(warp_specialize=True) does not compile for sm_90); HOPPER_*
+  keys are its tiles. Everywhere else (and under the interpreter) the tl kernel below runs.
+- Occupancy decides on Hopper for the tl kernel. At head dim 128, BLOCK_M=128 with num_warps=4 (about 255 registers
   per thread, no spills) and num_stages=2 (96 KB of shared memory) lets two programs share an SM;
   num_warps=8 holds the same tile but only one program fits by registers, and measured slower.
   On an H200 this reaches most of SDPA's cuDNN path, causal and not (the numbers, with their
@@ -39,6 +44,8 @@ import triton.language as tl
 from _launch_heuristics import attention_plan
 from _online_softmax import softmax_step
 
+import _flash_hopper
+
 CONFIG = {
     "BLOCK_M": 128,  # query rows a program owns
     "BLOCK_N": 64,  # keys per inner step
@@ -49,6 +56,15 @@ CONFIG = {
     # (bench/results/attention_issue17_h200_round3): 3-29% slower at every config tried (the tile-wide max
     # is a cross-warp reduction each step), so off.
     "LAZY_RESCALE": False,
+    # tl.range(..., warp_specialize=...) over the key loop (Triton's automatic warp specialisation).
+    "WARP_SPECIALIZE": False,
+    # "gluon": on a Hopper GPU, _flash_hopper.py's kernel (async wgmma, softmax overlapping P V) with the
+    # HOPPER_* tiles below; elsewhere the tl kernel. "triton": always the tl kernel.
+    "IMPL": "gluon",
+    "HOPPER_BLOCK_M": 128,  # query rows a program (split over the warpgroups: 64 rows each)
+    "HOPPER_BLOCK_N": 128,  # keys a step
+    "HOPPER_WARPS": 8,  # 4 = one warpgroup, 8 = two sharing each K/V tile
+    "HOPPER_STAGES": 2,  # K/V tiles in flight (TMA ring buffers)
 }
 
 TUNABLES = {
@@ -58,11 +74,28 @@ TUNABLES = {
     "num_stages": [1, 2, 3, 4, 5],
     "USE_TMA": [False, True],
     "LAZY_RESCALE": [False, True],
+    "WARP_SPECIALIZE": [False, True],
+    "IMPL": ["gluon", "triton"],
+    "HOPPER_BLOCK_M": [64, 128],
+    "HOPPER_BLOCK_N": [64, 128],
+    "HOPPER_WARPS": [4, 8],
+    "HOPPER_STAGES": [2, 3],
 }
 
 
 @triton.jit
-def _load_kv(ptrs, start_n, stride_n, cols, seq_len, d_mask, kv_row0, SEQ_MASK: tl.constexpr, EVEN_D: tl.constexpr, USE_TMA: tl.constexpr):
+def _load_kv(
+    ptrs,
+    start_n,
+    stride_n,
+    cols,
+    seq_len,
+    d_mask,
+    kv_row0,
+    SEQ_MASK: tl.constexpr,
+    EVEN_D: tl.constexpr,
+    USE_TMA: tl.constexpr,
+):
     """The K or V tile of rows start_n ... (a descriptor's rows kv_row0 + start_n ... with USE_TMA)."""
     if USE_TMA:
         return ptrs.load([kv_row0 + start_n, 0])
@@ -79,16 +112,29 @@ def _load_kv(ptrs, start_n, stride_n, cols, seq_len, d_mask, kv_row0, SEQ_MASK: 
 
 @triton.jit
 def _attend_key_range(
-    acc, m_i, l_i, q,
-    k_ptrs, v_ptrs, stride_kn, stride_vn,
-    offs_m, offs_n, d_mask,
-    lo, hi, seq_len, qk_scale, kv_row0,
+    acc,
+    m_i,
+    l_i,
+    q,
+    k_ptrs,
+    v_ptrs,
+    stride_kn,
+    stride_vn,
+    offs_m,
+    offs_n,
+    d_mask,
+    lo,
+    hi,
+    seq_len,
+    qk_scale,
+    kv_row0,
     BLOCK_N: tl.constexpr,
     CAUSAL_MASK: tl.constexpr,
     SEQ_MASK: tl.constexpr,
     EVEN_D: tl.constexpr,
     USE_TMA: tl.constexpr,
     LAZY_RESCALE: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
 ):
     """Online-softmax update of (acc, m_i, l_i) with the key tiles starting at lo, lo+BLOCK_N, ... < hi.
 
@@ -96,11 +142,13 @@ def _attend_key_range(
     first row: a ragged last tile reads the next head's rows (or TMA zero fill), which the -inf
     mask on the scores turns into p = 0.
     """
-    for start_n in tl.range(lo, hi, BLOCK_N):
+    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
         cols = start_n + offs_n
         k = _load_kv(k_ptrs, start_n, stride_kn, cols, seq_len, d_mask, kv_row0, SEQ_MASK, EVEN_D, USE_TMA)
         s = tl.dot(q, tl.trans(k))  # raw scores; the scale is folded into the exp2 argument
-        acc, m_i, l_i, p = softmax_step(acc, m_i, l_i, s, cols, offs_m, seq_len, qk_scale, CAUSAL_MASK, SEQ_MASK, LAZY_RESCALE)
+        acc, m_i, l_i, p = softmax_step(
+            acc, m_i, l_i, s, cols, offs_m, seq_len, qk_scale, CAUSAL_MASK, SEQ_MASK, LAZY_RESCALE
+        )
         v = _load_kv(v_ptrs, start_n, stride_vn, cols, seq_len, d_mask, kv_row0, SEQ_MASK, EVEN_D, USE_TMA)
         acc = tl.dot(p.to(v.dtype), v, acc)
     return acc, m_i, l_i
@@ -108,12 +156,30 @@ def _attend_key_range(
 
 @triton.jit
 def _flash_attention_fwd(
-    Q, K, V, O,
-    stride_qb, stride_qh, stride_qm, stride_qd,
-    stride_kb, stride_kh, stride_kn, stride_kd,
-    stride_vb, stride_vh, stride_vn, stride_vd,
-    stride_ob, stride_oh, stride_om, stride_od,
-    num_heads, seq_len, head_dim, qk_scale,
+    Q,
+    K,
+    V,
+    O,
+    stride_qb,
+    stride_qh,
+    stride_qm,
+    stride_qd,
+    stride_kb,
+    stride_kh,
+    stride_kn,
+    stride_kd,
+    stride_vb,
+    stride_vh,
+    stride_vn,
+    stride_vd,
+    stride_ob,
+    stride_oh,
+    stride_om,
+    stride_od,
+    num_heads,
+    seq_len,
+    head_dim,
+    qk_scale,
     CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -123,6 +189,7 @@ def _flash_attention_fwd(
     EVEN_D: tl.constexpr,
     USE_TMA: tl.constexpr,
     LAZY_RESCALE: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
 ):
     if CAUSAL:
         # Heaviest query blocks (most keys to visit) first.
@@ -161,25 +228,109 @@ def _flash_attention_fwd(
         # Key tiles wholly left of this query block: every key visible, no mask.
         full_hi = (m0 // BLOCK_N) * BLOCK_N
         acc, m_i, l_i = _attend_key_range(
-            acc, m_i, l_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, d_mask,
-            0, full_hi, seq_len, qk_scale, kv_row0, BLOCK_N, False, False, EVEN_D, USE_TMA, LAZY_RESCALE,
+            acc,
+            m_i,
+            l_i,
+            q,
+            k_ptrs,
+            v_ptrs,
+            stride_kn,
+            stride_vn,
+            offs_m,
+            offs_n,
+            d_mask,
+            0,
+            full_hi,
+            seq_len,
+            qk_scale,
+            kv_row0,
+            BLOCK_N,
+            False,
+            False,
+            EVEN_D,
+            USE_TMA,
+            LAZY_RESCALE,
+            WARP_SPECIALIZE,
         )
         # Tiles that cross the diagonal; everything right of m0 + BLOCK_M is skipped.
         diag_hi = tl.minimum(m0 + BLOCK_M, seq_len)
         acc, m_i, l_i = _attend_key_range(
-            acc, m_i, l_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, d_mask,
-            full_hi, diag_hi, seq_len, qk_scale, kv_row0, BLOCK_N, True, not EVEN_N, EVEN_D, USE_TMA, LAZY_RESCALE,
+            acc,
+            m_i,
+            l_i,
+            q,
+            k_ptrs,
+            v_ptrs,
+            stride_kn,
+            stride_vn,
+            offs_m,
+            offs_n,
+            d_mask,
+            full_hi,
+            diag_hi,
+            seq_len,
+            qk_scale,
+            kv_row0,
+            BLOCK_N,
+            True,
+            not EVEN_N,
+            EVEN_D,
+            USE_TMA,
+            LAZY_RESCALE,
+            WARP_SPECIALIZE,
         )
     else:
         full_hi = (seq_len // BLOCK_N) * BLOCK_N
         acc, m_i, l_i = _attend_key_range(
-            acc, m_i, l_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, d_mask,
-            0, full_hi, seq_len, qk_scale, kv_row0, BLOCK_N, False, False, EVEN_D, USE_TMA, LAZY_RESCALE,
+            acc,
+            m_i,
+            l_i,
+            q,
+            k_ptrs,
+            v_ptrs,
+            stride_kn,
+            stride_vn,
+            offs_m,
+            offs_n,
+            d_mask,
+            0,
+            full_hi,
+            seq_len,
+            qk_scale,
+            kv_row0,
+            BLOCK_N,
+            False,
+            False,
+            EVEN_D,
+            USE_TMA,
+            LAZY_RESCALE,
+            WARP_SPECIALIZE,
         )
         if not EVEN_N:
             acc, m_i, l_i = _attend_key_range(
-                acc, m_i, l_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n, d_mask,
-                full_hi, seq_len, seq_len, qk_scale, kv_row0, BLOCK_N, False, True, EVEN_D, USE_TMA, LAZY_RESCALE,
+                acc,
+                m_i,
+                l_i,
+                q,
+                k_ptrs,
+                v_ptrs,
+                stride_kn,
+                stride_vn,
+                offs_m,
+                offs_n,
+                d_mask,
+                full_hi,
+                seq_len,
+                seq_len,
+                qk_scale,
+                kv_row0,
+                BLOCK_N,
+                False,
+                True,
+                EVEN_D,
+                USE_TMA,
+                LAZY_RESCALE,
+                WARP_SPECIALIZE,
             )
 
     out = acc / l_i[:, None]
@@ -193,11 +344,15 @@ def _flash_attention_fwd(
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
     """softmax(q k^T / sqrt(D)) v for q, k, v of shape [B, H, S, D] (same S for queries and keys)."""
     if q.dim() != 4 or q.shape != k.shape or q.shape != v.shape:
-        raise ValueError(f"flash_attention: q, k, v must share one [B, H, S, D] shape, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        raise ValueError(
+            f"flash_attention: q, k, v must share one [B, H, S, D] shape, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
     batch, heads, seq_len, head_dim = q.shape
     out = torch.empty_like(q)
     if seq_len == 0 or batch * heads == 0:
         return out
+    if CONFIG["IMPL"] == "gluon" and _flash_hopper.usable(q, k, v):
+        return _flash_hopper.attention(q, k, v, out, causal, _flash_hopper.hopper_config(CONFIG))
     seq_pow2 = max(16, triton.next_power_of_2(seq_len))
     block_m = min(CONFIG["BLOCK_M"], seq_pow2)
     block_n = min(CONFIG["BLOCK_N"], seq_pow2)
@@ -205,15 +360,25 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     plan = attention_plan(q, k, v, block_m, block_n, CONFIG)
     grid = (triton.cdiv(seq_len, block_m), batch * heads)
     _flash_attention_fwd[grid](
-        q, plan.k, plan.v, out,
-        *q.stride(), *k.stride(), *v.stride(), *out.stride(),
-        heads, seq_len, head_dim, plan.qk_scale,
+        q,
+        plan.k,
+        plan.v,
+        out,
+        *q.stride(),
+        *k.stride(),
+        *v.stride(),
+        *out.stride(),
+        heads,
+        seq_len,
+        head_dim,
+        plan.qk_scale,
         CAUSAL=bool(causal),
         BLOCK_M=block_m,
         BLOCK_N=block_n,
         EVEN_M=seq_len % block_m == 0,
         EVEN_N=seq_len % block_n == 0,
         LAZY_RESCALE=bool(CONFIG["LAZY_RESCALE"]),
+        WARP_SPECIALIZE=bool(CONFIG["WARP_SPECIALIZE"]),
         **plan.meta,
     )
     return out

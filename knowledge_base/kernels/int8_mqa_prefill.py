@@ -30,6 +30,12 @@ kernel (TMA K/V tiles over the [B * S, D] buffers, the heads of a batch element 
 they share its K/V in L2) computes the attention. On Hopper the in-loop conversion puts each
 converted tile back through shared memory for wgmma and the tensor cores wait for it; the prepass
 costs 2% of the time and was 1.7x faster overall (bench/results/attention_issue17_h200_round3).
+On a Hopper GPU with IMPL "gluon" the attention after the prepass is _flash_hopper.py's Gluon kernel
+(asynchronous wgmma, each tile's softmax overlapping the previous tile's P V product; the KV head
+of query head h is h // 16), with the HOPPER_* tiles; elsewhere the tl kernel below.
+Packing the 16 query heads of a KV head into one tile's rows (HEADS_PER_TILE) does not reduce the
+K/V traffic of the prepass kernels: a program of BLOCK_M rows reads every K/V tile once whichever
+heads its rows belong to, and the heads of a batch element run side by side, so K/V come from L2.
 """
 
 import math
@@ -41,6 +47,8 @@ import triton.language as tl
 from _launch_heuristics import attention_plan
 from _int8_kv import int8_scores, int8_update, load_scales
 from _online_softmax import softmax_step
+
+import _flash_hopper
 
 CONFIG = {  # H200 (bench/results/attention_issue17_h200_round3): prepass 0.385 ms causal, 0.588 ms full at B32 S1024 (in_loop 0.656 / 1.037)
     # Where K/V become bf16: "in_loop" = each K/V tile converted in registers inside the attention
@@ -55,6 +63,13 @@ CONFIG = {  # H200 (bench/results/attention_issue17_h200_round3): prepass 0.385 
     "HEADS_PER_TILE": 2,  # in_loop: query heads sharing one tile's rows (and each K/V tile); halved until it divides HQ
     "USE_TMA": True,  # prepass: K/V tiles through tensor descriptors where the GPU has them
     "LAZY_RESCALE": False,  # prepass: rescale acc and l only when a row max grows by more than 2^8 (flash_attention.py)
+    # prepass on a Hopper GPU: "gluon" = _flash_hopper.py's kernel (async wgmma, softmax overlapping P V)
+    # with the HOPPER_* tiles; "triton" = the tl kernel _mqa_bf16_attention (also used everywhere else).
+    "IMPL": "gluon",
+    "HOPPER_BLOCK_M": 128,
+    "HOPPER_BLOCK_N": 128,
+    "HOPPER_WARPS": 8,
+    "HOPPER_STAGES": 2,
 }
 
 TUNABLES = {
@@ -66,14 +81,38 @@ TUNABLES = {
     "HEADS_PER_TILE": [1, 2, 4],
     "USE_TMA": [False, True],
     "LAZY_RESCALE": [False, True],
+    "IMPL": ["gluon", "triton"],
+    "HOPPER_BLOCK_M": [64, 128],
+    "HOPPER_BLOCK_N": [64, 128],
+    "HOPPER_WARPS": [4, 8],
+    "HOPPER_STAGES": [2, 3],
 }
 
 
 @triton.jit
 def _attend_keys(
-    acc, m_i, l_i, q, k_base, v_base, ks_base, vs_base,
-    stride_kn, stride_kd, stride_ksn, stride_vn, stride_vd, stride_vsn,
-    offs_m, offs_n, offs_d, d_live, lo, hi, seq_len, qk_scale,
+    acc,
+    m_i,
+    l_i,
+    q,
+    k_base,
+    v_base,
+    ks_base,
+    vs_base,
+    stride_kn,
+    stride_kd,
+    stride_ksn,
+    stride_vn,
+    stride_vd,
+    stride_vsn,
+    offs_m,
+    offs_n,
+    offs_d,
+    d_live,
+    lo,
+    hi,
+    seq_len,
+    qk_scale,
     BLOCK_N: tl.constexpr,
     CAUSAL_MASK: tl.constexpr,
     SEQ_MASK: tl.constexpr,
@@ -96,11 +135,34 @@ def _attend_keys(
 
 @triton.jit
 def _int8_mqa_prefill(
-    Q, stride_qb, stride_qh, stride_qm, stride_qd,
-    KC, stride_kb, stride_kn, stride_kd, KS, stride_ksb, stride_ksn,
-    VC, stride_vb, stride_vn, stride_vd, VS, stride_vsb, stride_vsn,
-    O, stride_ob, stride_oh, stride_om, stride_od,
-    heads, seq_len, head_dim, qk_scale,
+    Q,
+    stride_qb,
+    stride_qh,
+    stride_qm,
+    stride_qd,
+    KC,
+    stride_kb,
+    stride_kn,
+    stride_kd,
+    KS,
+    stride_ksb,
+    stride_ksn,
+    VC,
+    stride_vb,
+    stride_vn,
+    stride_vd,
+    VS,
+    stride_vsb,
+    stride_vsn,
+    O,
+    stride_ob,
+    stride_oh,
+    stride_om,
+    stride_od,
+    heads,
+    seq_len,
+    head_dim,
+    qk_scale,
     CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -142,26 +204,87 @@ def _int8_mqa_prefill(
         full_hi = (seq_len // BLOCK_N) * BLOCK_N
         diag_hi = seq_len
     acc, m_i, l_i = _attend_keys(
-        acc, m_i, l_i, q, k_base, v_base, ks_base, vs_base,
-        stride_kn, stride_kd, stride_ksn, stride_vn, stride_vd, stride_vsn,
-        offs_m, offs_n, offs_d, d_live, 0, full_hi, seq_len, qk_scale, BLOCK_N, False, False,
+        acc,
+        m_i,
+        l_i,
+        q,
+        k_base,
+        v_base,
+        ks_base,
+        vs_base,
+        stride_kn,
+        stride_kd,
+        stride_ksn,
+        stride_vn,
+        stride_vd,
+        stride_vsn,
+        offs_m,
+        offs_n,
+        offs_d,
+        d_live,
+        0,
+        full_hi,
+        seq_len,
+        qk_scale,
+        BLOCK_N,
+        False,
+        False,
     )
     acc, m_i, l_i = _attend_keys(
-        acc, m_i, l_i, q, k_base, v_base, ks_base, vs_base,
-        stride_kn, stride_kd, stride_ksn, stride_vn, stride_vd, stride_vsn,
-        offs_m, offs_n, offs_d, d_live, full_hi, diag_hi, seq_len, qk_scale, BLOCK_N, CAUSAL, True,
+        acc,
+        m_i,
+        l_i,
+        q,
+        k_base,
+        v_base,
+        ks_base,
+        vs_base,
+        stride_kn,
+        stride_kd,
+        stride_ksn,
+        stride_vn,
+        stride_vd,
+        stride_vsn,
+        offs_m,
+        offs_n,
+        offs_d,
+        d_live,
+        full_hi,
+        diag_hi,
+        seq_len,
+        qk_scale,
+        BLOCK_N,
+        CAUSAL,
+        True,
     )
     out = acc / l_i[:, None]
     o_rows = h * stride_oh + offs_m * stride_om
-    tl.store(O + b * stride_ob + o_rows[:, None] + offs_d[None, :] * stride_od, out.to(O.dtype.element_ty), mask=row_mask)
+    tl.store(
+        O + b * stride_ob + o_rows[:, None] + offs_d[None, :] * stride_od, out.to(O.dtype.element_ty), mask=row_mask
+    )
 
 
 @triton.jit
 def _dequant_kv(
-    KC, stride_kb, stride_kn, stride_kd, KS, stride_ksb, stride_ksn,
-    VC, stride_vb, stride_vn, stride_vd, VS, stride_vsb, stride_vsn,
-    KO, VO,
-    seq_len, head_dim, n_rows,
+    KC,
+    stride_kb,
+    stride_kn,
+    stride_kd,
+    KS,
+    stride_ksb,
+    stride_ksn,
+    VC,
+    stride_vb,
+    stride_vn,
+    stride_vd,
+    VS,
+    stride_vsb,
+    stride_vsn,
+    KO,
+    VO,
+    seq_len,
+    head_dim,
+    n_rows,
     BLOCK_R: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
@@ -183,8 +306,21 @@ def _dequant_kv(
 
 @triton.jit
 def _attend_bf16(
-    acc, m_i, l_i, q, K, V, kv_row0, head_dim,
-    offs_m, offs_n, offs_d, lo, hi, seq_len, qk_scale,
+    acc,
+    m_i,
+    l_i,
+    q,
+    K,
+    V,
+    kv_row0,
+    head_dim,
+    offs_m,
+    offs_n,
+    offs_d,
+    lo,
+    hi,
+    seq_len,
+    qk_scale,
     BLOCK_N: tl.constexpr,
     CAUSAL_MASK: tl.constexpr,
     SEQ_MASK: tl.constexpr,
@@ -201,7 +337,9 @@ def _attend_bf16(
             kv_mask = (cols < seq_len)[:, None] & (offs_d < head_dim)[None, :]
             k = tl.load(K + (kv_row0 + cols)[:, None] * head_dim + offs_d[None, :], mask=kv_mask, other=0.0)
         s = tl.dot(q, tl.trans(k))
-        acc, m_i, l_i, p = softmax_step(acc, m_i, l_i, s, cols, offs_m, seq_len, qk_scale, CAUSAL_MASK, SEQ_MASK, LAZY_RESCALE)
+        acc, m_i, l_i, p = softmax_step(
+            acc, m_i, l_i, s, cols, offs_m, seq_len, qk_scale, CAUSAL_MASK, SEQ_MASK, LAZY_RESCALE
+        )
         if USE_TMA:
             v = V.load([kv_row0 + start, 0])
         else:
@@ -212,10 +350,22 @@ def _attend_bf16(
 
 @triton.jit
 def _mqa_bf16_attention(
-    Q, stride_qb, stride_qh, stride_qm, stride_qd,
-    K, V,
-    O, stride_ob, stride_oh, stride_om, stride_od,
-    heads, seq_len, head_dim, qk_scale,
+    Q,
+    stride_qb,
+    stride_qh,
+    stride_qm,
+    stride_qd,
+    K,
+    V,
+    O,
+    stride_ob,
+    stride_oh,
+    stride_om,
+    stride_od,
+    heads,
+    seq_len,
+    head_dim,
+    qk_scale,
     CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -251,23 +401,95 @@ def _mqa_bf16_attention(
     if CAUSAL:
         full_hi = (m0 // BLOCK_N) * BLOCK_N  # tiles wholly left of the block: no mask
         acc, m_i, l_i = _attend_bf16(
-            acc, m_i, l_i, q, K, V, kv_row0, head_dim, offs_m, offs_n, offs_d, 0, full_hi, seq_len, qk_scale,
-            BLOCK_N, False, False, USE_TMA, LAZY_RESCALE,
+            acc,
+            m_i,
+            l_i,
+            q,
+            K,
+            V,
+            kv_row0,
+            head_dim,
+            offs_m,
+            offs_n,
+            offs_d,
+            0,
+            full_hi,
+            seq_len,
+            qk_scale,
+            BLOCK_N,
+            False,
+            False,
+            USE_TMA,
+            LAZY_RESCALE,
         )
         acc, m_i, l_i = _attend_bf16(
-            acc, m_i, l_i, q, K, V, kv_row0, head_dim, offs_m, offs_n, offs_d,
-            full_hi, tl.minimum(m0 + BLOCK_M, seq_len), seq_len, qk_scale, BLOCK_N, True, not EVEN_N, USE_TMA, LAZY_RESCALE,
+            acc,
+            m_i,
+            l_i,
+            q,
+            K,
+            V,
+            kv_row0,
+            head_dim,
+            offs_m,
+            offs_n,
+            offs_d,
+            full_hi,
+            tl.minimum(m0 + BLOCK_M, seq_len),
+            seq_len,
+            qk_scale,
+            BLOCK_N,
+            True,
+            not EVEN_N,
+            USE_TMA,
+            LAZY_RESCALE,
         )
     else:
         full_hi = (seq_len // BLOCK_N) * BLOCK_N
         acc, m_i, l_i = _attend_bf16(
-            acc, m_i, l_i, q, K, V, kv_row0, head_dim, offs_m, offs_n, offs_d, 0, full_hi, seq_len, qk_scale,
-            BLOCK_N, False, False, USE_TMA, LAZY_RESCALE,
+            acc,
+            m_i,
+            l_i,
+            q,
+            K,
+            V,
+            kv_row0,
+            head_dim,
+            offs_m,
+            offs_n,
+            offs_d,
+            0,
+            full_hi,
+            seq_len,
+            qk_scale,
+            BLOCK_N,
+            False,
+            False,
+            USE_TMA,
+            LAZY_RESCALE,
         )
         if not EVEN_N:
             acc, m_i, l_i = _attend_bf16(
-                acc, m_i, l_i, q, K, V, kv_row0, head_dim, offs_m, offs_n, offs_d, full_hi, seq_len, seq_len, qk_scale,
-                BLOCK_N, False, True, USE_TMA, LAZY_RESCALE,
+                acc,
+                m_i,
+                l_i,
+                q,
+                K,
+                V,
+                kv_row0,
+                head_dim,
+                offs_m,
+                offs_n,
+                offs_d,
+                full_hi,
+                seq_len,
+                seq_len,
+                qk_scale,
+                BLOCK_N,
+                False,
+                True,
+                USE_TMA,
+                LAZY_RESCALE,
             )
     out = acc / l_i[:, None]
     o_ptrs = O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od
@@ -283,9 +505,13 @@ def check_inputs(name, q, k_codes, k_scale, v_codes, v_scale):
     batch, _, seq_len, head_dim = q.shape
     for what, codes, scale in (("k", k_codes, k_scale), ("v", v_codes, v_scale)):
         if codes.dtype != torch.int8 or tuple(codes.shape) != (batch, seq_len, head_dim):
-            raise ValueError(f"{name}: {what}_codes must be int8 [BATCH, SEQ_LEN, HEAD_DIM] = {(batch, seq_len, head_dim)}, got {tuple(codes.shape)} {codes.dtype}")
+            raise ValueError(
+                f"{name}: {what}_codes must be int8 [BATCH, SEQ_LEN, HEAD_DIM] = {(batch, seq_len, head_dim)}, got {tuple(codes.shape)} {codes.dtype}"
+            )
         if tuple(scale.shape) != (batch, seq_len):
-            raise ValueError(f"{name}: {what}_scale must be [BATCH, SEQ_LEN] = {(batch, seq_len)}, got {tuple(scale.shape)}")
+            raise ValueError(
+                f"{name}: {what}_scale must be [BATCH, SEQ_LEN] = {(batch, seq_len)}, got {tuple(scale.shape)}"
+            )
 
 
 def int8_mqa_prefill(q, k_codes, k_scale, v_codes, v_scale, causal: bool):
@@ -305,12 +531,29 @@ def int8_mqa_prefill(q, k_codes, k_scale, v_codes, v_scale, causal: bool):
     block_n = min(CONFIG["BLOCK_N"], seq_pow2)
     grid = (batch * heads // per_tile, triton.cdiv(seq_len, block_m // per_tile))
     _int8_mqa_prefill[grid](
-        q, *q.stride(), k_codes, *k_codes.stride(), k_scale, *k_scale.stride(),
-        v_codes, *v_codes.stride(), v_scale, *v_scale.stride(), out, *out.stride(),
-        heads, seq_len, head_dim, 1.0 / math.sqrt(head_dim) * 1.4426950408889634,
-        CAUSAL=bool(causal), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
+        q,
+        *q.stride(),
+        k_codes,
+        *k_codes.stride(),
+        k_scale,
+        *k_scale.stride(),
+        v_codes,
+        *v_codes.stride(),
+        v_scale,
+        *v_scale.stride(),
+        out,
+        *out.stride(),
+        heads,
+        seq_len,
+        head_dim,
+        1.0 / math.sqrt(head_dim) * 1.4426950408889634,
+        CAUSAL=bool(causal),
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
         HEADS_PER_TILE=per_tile,
-        num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"],
+        num_warps=CONFIG["num_warps"],
+        num_stages=CONFIG["num_stages"],
     )
     return out
 
@@ -324,21 +567,50 @@ def _prefill_prepass(q, k_codes, k_scale, v_codes, v_scale, causal, out):
     block_d = max(16, triton.next_power_of_2(head_dim))
     block_r = max(1, 4096 // block_d)
     _dequant_kv[(triton.cdiv(n_rows, block_r),)](
-        k_codes, *k_codes.stride(), k_scale, *k_scale.stride(),
-        v_codes, *v_codes.stride(), v_scale, *v_scale.stride(),
-        k, v, seq_len, head_dim, n_rows, BLOCK_R=block_r, BLOCK_D=block_d, num_warps=4,
+        k_codes,
+        *k_codes.stride(),
+        k_scale,
+        *k_scale.stride(),
+        v_codes,
+        *v_codes.stride(),
+        v_scale,
+        *v_scale.stride(),
+        k,
+        v,
+        seq_len,
+        head_dim,
+        n_rows,
+        BLOCK_R=block_r,
+        BLOCK_D=block_d,
+        num_warps=4,
     )
+    if CONFIG["IMPL"] == "gluon" and _flash_hopper.usable(q, k, v):
+        return _flash_hopper.attention(q, k, v, out, causal, _flash_hopper.hopper_config(CONFIG))
     seq_pow2 = max(16, triton.next_power_of_2(seq_len))
     block_m = min(CONFIG["BLOCK_M"], seq_pow2)
     block_n = min(CONFIG["BLOCK_N"], seq_pow2)
     plan = attention_plan(q, k, v, block_m, block_n, CONFIG)  # stages capped to shared memory; TMA where asked
     _mqa_bf16_attention[(triton.cdiv(seq_len, block_m), batch * heads)](
-        q, *q.stride(), plan.k, plan.v, out, *out.stride(),
-        heads, seq_len, head_dim, plan.qk_scale,
-        CAUSAL=bool(causal), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=plan.meta["BLOCK_D"],
-        EVEN_M=seq_len % block_m == 0 and plan.meta["EVEN_D"], EVEN_N=seq_len % block_n == 0 and plan.meta["EVEN_D"],
-        USE_TMA=plan.meta["USE_TMA"], LAZY_RESCALE=bool(CONFIG["LAZY_RESCALE"]),
-        num_warps=plan.meta["num_warps"], num_stages=plan.meta["num_stages"],
+        q,
+        *q.stride(),
+        plan.k,
+        plan.v,
+        out,
+        *out.stride(),
+        heads,
+        seq_len,
+        head_dim,
+        plan.qk_scale,
+        CAUSAL=bool(causal),
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        BLOCK_D=plan.meta["BLOCK_D"],
+        EVEN_M=seq_len % block_m == 0 and plan.meta["EVEN_D"],
+        EVEN_N=seq_len % block_n == 0 and plan.meta["EVEN_D"],
+        USE_TMA=plan.meta["USE_TMA"],
+        LAZY_RESCALE=bool(CONFIG["LAZY_RESCALE"]),
+        num_warps=plan.meta["num_warps"],
+        num_stages=plan.meta["num_stages"],
     )
     return out
 

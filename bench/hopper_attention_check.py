@@ -1,0 +1,60 @@
+"""Quick GPU check of knowledge_base/kernels/_flash_hopper.py (the Gluon flash-attention kernel) before
+a benchmark: every tile configuration of bench/attention_bench.py's sweeps on small, ragged shapes
+(flash attention causal and not, head dim 128 and 64, and the multi-query layout of int8_mqa_prefill),
+against float32 SDPA. One line per case, flushed, so that a hang or a crash still shows how far it got.
+
+    timeout 60 python bench/hopper_attention_check.py
+"""
+
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "knowledge_base" / "kernels"))
+import _flash_hopper  # noqa: E402
+
+TILES = [(128, 128, 8, 2), (128, 128, 8, 3), (128, 64, 8, 2), (128, 64, 8, 3), (64, 64, 4, 2), (128, 64, 4, 2)]
+CASES = [  # (batch, query heads, kv heads, seq, head dim)
+    (2, 3, 3, 1000, 128),
+    (1, 2, 2, 4096, 128),
+    (2, 2, 2, 200, 64),
+    (2, 16, 1, 333, 128),
+]
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    worst = 0.0
+    for bm, bn, warps, stages in TILES:
+        config = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps, "num_stages": stages}
+        for batch, hq, hkv, seq, dim in CASES:
+            for causal in (False, True):
+                q = torch.randn(batch, hq, seq, dim, device="cuda", dtype=torch.bfloat16)
+                k = torch.randn(batch, hkv, seq, dim, device="cuda", dtype=torch.bfloat16)
+                v = torch.randn_like(k)
+                out = torch.full_like(q, float("nan"))
+                start = time.time()
+                try:
+                    _flash_hopper.attention(q, k, v, out, causal, config)
+                    torch.cuda.synchronize()
+                    ref = F.scaled_dot_product_attention(
+                        q.float(), k.float(), v.float(), is_causal=causal, enable_gqa=hkv != hq
+                    )
+                    err = (out.float() - ref).abs().max().item()
+                    worst = max(worst, err)
+                    status = "ok" if err < 0.02 else "WRONG"
+                except Exception as exc:
+                    status, err = f"ERROR {type(exc).__name__}: {str(exc).splitlines()[0][:200]}", float("nan")
+                print(
+                    f"tiles {bm}x{bn} w{warps} s{stages} shape {batch}x{hq}/{hkv}x{seq}x{dim} causal={causal}: "
+                    f"{status} max_err={err:.4g} {time.time() - start:.2f}s",
+                    flush=True,
+                )
+    print(f"worst max_err {worst:.4g}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
