@@ -58,7 +58,8 @@ BASE = {
 # read from L2 per FLOP (64-row tiles need ~7 TB/s of L2 reads at 474 TFLOP/s); 4 warps x 254
 # registers or 8 warps capped at 128 registers keep two programs an SM; persistent programs skip the
 # per-tile launch and keep consecutive tiles (one user) in flight; Q in registers takes Q's re-reads
-# off shared memory, whose bandwidth the 64-wide Q K^T wgmma (Q and K from shared memory) saturates.
+# off shared memory, whose bandwidth the 64-wide Q K^T wgmma (Q and K from shared memory) saturates;
+# 64x32 tiles, 3 stages, Q in registers and 168 registers fit three programs an SM.
 VARIANTS = {
     "m64_n64_w4_s3": {},
     "m64_n64_w4_s3_p2": {"PERSISTENT": 2},
@@ -73,6 +74,7 @@ VARIANTS = {
     "m128_n32_w8_s3_r128": {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3, "MAXNREG": 128},
     "m64_n64_w4_s2_qreg": {"num_stages": 2, "Q_IN_REGS": True},
     "m64_n64_w4_s3_qreg": {"Q_IN_REGS": True},
+    "m64_n32_w4_s3_qreg_r168": {"BLOCK_N": 32, "Q_IN_REGS": True, "MAXNREG": 168},
     "m128_n64_w4_s2_qreg": {"BLOCK_M": 128, "num_stages": 2, "Q_IN_REGS": True},
     "m128_n64_w8_s2_r128_qreg": {"BLOCK_M": 128, "num_warps": 8, "num_stages": 2, "MAXNREG": 128, "Q_IN_REGS": True},
     "m256_n64_w8_s2_r128": {"BLOCK_M": 256, "num_warps": 8, "num_stages": 2, "MAXNREG": 128},
