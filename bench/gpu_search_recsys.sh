@@ -32,6 +32,8 @@ run=$(last_run)
 [ -n "$run" ] || { echo "no run was recorded (see $out/search.log)"; exit 1; }
 python3 -m kernelevolve show "$run" --json > "$out/show.json" || { echo "kernelevolve show $run failed"; exit 1; }
 python3 -m kernelevolve show "$run" > "$out/show.txt" 2>&1
+# A search killed at the call's end leaves its last writes in the SQLite write-ahead log: fold them in first.
+python3 -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('PRAGMA wal_checkpoint(TRUNCATE)')" "$work/runs.db"
 cp "$work/runs.db" "$out/runs.db"
 python3 - "$out" <<'PY'
 import json, sys
