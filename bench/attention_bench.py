@@ -62,77 +62,32 @@ SWEEPS = {  # --configs sweep: around the defaults (second H200 round: around th
         {"num_warps": 2, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 1},
         {"num_warps": 4, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 2},
     ],
-    # Third H200 round (issue 17), second call: the V tile converted by inline PTX (V_CONVERT asm, so
-    # that it is read 16 bytes at a time and goes to the MMA through ldmatrix.trans) around the
-    # round-3 default (first entry). The first call's sweep (scale prefetch, split rules, stages,
-    # warps) is in bench/results/attention_issue17_h200_round3/attention_round3.json.
+    # Fourth H200 round (issue 17): int8 -> fp16 by integer ops and fp16 MMAs (CONVERT f16), the
+    # cached direct launch, smaller tiles with more programs per SM. The first two entries are round
+    # 3's default (through the JIT, then cached), then the same f16 kernel at several tile sizes,
+    # warps, stages and programs per SM, and the cast / v_asm conversions at the f16 default's shape.
+    # Earlier sweeps: bench/results/attention_issue17_h200_round3/*.json.
     "int8_mqa_decode": [
-        {
-            "BLOCK_N": 128,
-            "SPLIT_RULE": "sm_fill",
-            "PROGRAMS_PER_SM": 1,
-            "num_warps": 4,
-            "num_stages": 3,
-            "V_CONVERT": "cast",
-        },
-        {
-            "BLOCK_N": 128,
-            "SPLIT_RULE": "sm_fill",
-            "PROGRAMS_PER_SM": 1,
-            "num_warps": 4,
-            "num_stages": 3,
-            "V_CONVERT": "asm",
-        },
-        {
-            "BLOCK_N": 128,
-            "SPLIT_RULE": "sm_fill",
-            "PROGRAMS_PER_SM": 2,
-            "num_warps": 4,
-            "num_stages": 3,
-            "V_CONVERT": "asm",
-        },
-        {
-            "BLOCK_N": 128,
-            "SPLIT_RULE": "sm_fill",
-            "PROGRAMS_PER_SM": 1,
-            "num_warps": 8,
-            "num_stages": 3,
-            "V_CONVERT": "asm",
-        },
-        {
-            "BLOCK_N": 128,
-            "SPLIT_RULE": "sm_fill",
-            "PROGRAMS_PER_SM": 1,
-            "num_warps": 4,
-            "num_stages": 4,
-            "V_CONVERT": "asm",
-        },
-        {
-            "BLOCK_N": 64,
-            "SPLIT_RULE": "sm_fill",
-            "PROGRAMS_PER_SM": 4,
-            "num_warps": 4,
-            "num_stages": 3,
-            "V_CONVERT": "asm",
-        },
-        {
-            "BLOCK_N": 256,
-            "SPLIT_RULE": "sm_fill",
-            "PROGRAMS_PER_SM": 1,
-            "num_warps": 8,
-            "num_stages": 3,
-            "V_CONVERT": "asm",
-        },
-        {
-            "BLOCK_N": 128,
-            "SPLIT_RULE": "sm_fill",
-            "PROGRAMS_PER_SM": 1,
-            "num_warps": 4,
-            "num_stages": 3,
-            "V_CONVERT": "asm",
-            "PREFETCH_SCALES": False,
-        },
-        {"BLOCK_N": 128, "SPLIT_RULE": "balanced", "num_warps": 8, "num_stages": 3, "V_CONVERT": "asm"},
+        dict(CONVERT="cast", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=3, LAUNCH="jit"),
+        dict(CONVERT="cast", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=3, LAUNCH="cached"),
+        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3),
+        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3, LAUNCH="jit"),
+        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=3, num_warps=4, num_stages=3),
+        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=4, num_warps=4, num_stages=3),
+        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=6, num_warps=4, num_stages=3),
+        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=8, num_warps=4, num_stages=3),
+        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=4),
+        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=4, num_warps=4, num_stages=2),
+        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=4, num_warps=4, num_stages=4),
+        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=2, num_stages=3),
+        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=4, num_warps=2, num_stages=3),
+        dict(CONVERT="f16", BLOCK_N=32, PROGRAMS_PER_SM=4, num_warps=2, num_stages=4),
+        dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=3),
+        dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=2, num_warps=4, num_stages=2),
+        dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=2, num_warps=8, num_stages=3),
+        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3, COMBINE="kernel"),
+        dict(CONVERT="v_asm", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3),
+        dict(CONVERT="cast", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3),
     ],
     # Fourth H200 round (issue 17), prefill and flash: Triton 3.6's tl kernels (round 3's defaults, first)
     # against _flash_hopper.py's Gluon kernel (async wgmma, softmax overlapping P V) at several tiles
@@ -471,6 +426,84 @@ def compile_in_parallel(only: str, workers: int, budget_s: float) -> float:
 
 
 # -- int8 MQA ------------------------------------------------------------------------------------
+FLUSH_BYTES = 256 << 20  # above the H200's 50 MB L2, as do_bench's flush
+
+
+def graph_us(fn, n: int = 20, reps: int = 5) -> tuple[float, object]:
+    """Device time of one call as a CUDA graph runs it (how decode is served: no host time), L2
+    flushed before each call: a graph of n (flush, call) pairs minus a graph of n flushes, per call,
+    median over reps replays. Also returns the last captured call's output (to be checked)."""
+    flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    both, flushes = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    with torch.cuda.graph(both):
+        for _ in range(n):
+            flush.zero_()
+            out = fn()
+    with torch.cuda.graph(flushes):
+        for _ in range(n):
+            flush.zero_()
+
+    def replay_ms(graph) -> float:
+        times = []
+        for _ in range(reps + 1):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        return sorted(times[1:])[reps // 2]
+
+    us = (replay_ms(both) - replay_ms(flushes)) / n * 1e3
+    del both, flushes, flush
+    return us, out
+
+
+def host_us(fn, n: int = 50) -> float:
+    """Host time per call (Python launcher + launch), calls queued back to back without waiting."""
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(n):
+        fn()
+    us = (time.perf_counter() - start) / n * 1e6
+    torch.cuda.synchronize()
+    return us
+
+
+def decode_timings(kernel, init, xs, entries, expected, tol, kv_bytes) -> None:
+    """Per decode configuration: graph_us (device time in a CUDA graph, L2 flushed), host_us, and a
+    second check of the output of the timed path (the cached launch) and of the graph's replay."""
+    defaults = dict(kernel.CONFIG)
+    for entry in entries:
+        if entry.get("ms") is None:
+            continue
+        kernel.CONFIG.clear()
+        kernel.CONFIG.update(entry["config"])
+        model = kernel.ModelNew(*init)
+        try:
+            with torch.no_grad():
+                entry["recheck"] = error_of(poisoned(lambda: model(*xs)), expected, tol)
+                us, out = graph_us(lambda: model(*xs))
+                entry["graph_check"] = error_of(out, expected, tol)
+                entry["graph_us"] = round(us, 2)
+                entry["graph_KV_GB/s"] = round(kv_bytes / us / 1e3, 1)
+                entry["host_us"] = round(host_us(lambda: model(*xs)), 2)
+                if getattr(kernel, "DIRECT_LAUNCH_ERROR", None):
+                    entry["direct_launch_error"] = kernel.DIRECT_LAUNCH_ERROR[:300]
+        except Exception as exc:
+            entry["graph_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        print(f"  decode graph {json.dumps({k: entry.get(k) for k in ('graph_us', 'host_us', 'ms')})}", flush=True)
+        torch.cuda.empty_cache()
+    kernel.CONFIG.clear()
+    kernel.CONFIG.update(defaults)
+
+
 def run_int8(name: str, which: str, deadline: float, max_shapes: int | None, with_reference: bool) -> list:
     spec = load_spec(REPO / "specs" / f"{name}.yaml")
     tol = spec.tolerance("bfloat16")
@@ -498,6 +531,11 @@ def run_int8(name: str, which: str, deadline: float, max_shapes: int | None, wit
         if SMOKE:
             results.append(entry)
             continue
+        if name == "int8_mqa_decode":
+            decode_timings(kernel, init, xs, entry["kernel"], expected, tol, kv_bytes)
+            timed_graph = [e for e in entry["kernel"] if e.get("graph_us") and e.get("graph_check", {}).get("correct")]
+            if timed_graph:
+                entry["best_graph"] = min(timed_graph, key=lambda e: e["graph_us"])
         if best is not None:  # device time per launched kernel of the fastest configuration (torch.profiler)
             from attention_kernels import kernel_breakdown
 
@@ -519,6 +557,12 @@ def run_int8(name: str, which: str, deadline: float, max_shapes: int | None, wit
             bf16_bytes = nbytes + 2 * k.numel()  # bf16 K/V read instead of int8
             gqa = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)  # noqa: E731
             timed(base, "sdpa_bf16_predequantised_gqa", gqa, bf16_bytes, flops)
+            if name == "int8_mqa_decode":  # the same graph timing as the kernel's configurations
+                try:
+                    base["sdpa_bf16_predequantised_gqa_graph_us"] = round(graph_us(gqa)[0], 2)
+                    base["reference_eager_dequant_sdpa_graph_us"] = round(graph_us(lambda: model(*xs))[0], 2)
+                except Exception as exc:
+                    base["graph_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
             ke, ve = (t.expand(-1, q.shape[1], -1, -1) for t in (k, v))
             expanded = lambda: F.scaled_dot_product_attention(q, ke, ve, is_causal=causal)  # noqa: E731
             timed(base, "sdpa_bf16_predequantised_expanded", expanded, bf16_bytes, flops)

@@ -1,6 +1,6 @@
 """
 ---
-title: int8 multi-query attention decode (all query heads in one tile, split-KV with a combine step)
+title: int8 multi-query attention decode (all query heads in one tile, split-KV merged in-kernel, int8 -> fp16 by integer ops)
 kind: kernels
 family: [int8_mqa_decode, attention]
 tags: [attention, decode, mqa, int8, kv-cache, quantization, split-kv, flash-decoding, head-packing, memory-bound]
@@ -11,22 +11,28 @@ Decode attention for multi-query attention over an int8 KV cache: Q [B, HQ, QL, 
 tokens), one KV head shared by all HQ query heads as int8 codes [B, KV, D] with per-token scales
 [B, KV].
 
-Decode is bound by reading the KV cache. Two choices make that read efficient:
+Decode is bound by reading the KV cache. What makes that read efficient:
 - Head packing: the HQ * QL query rows of one batch element share the same K and V, so one program
   loads them as one [HQ * QL, D] tile (16 rows for 16 heads) and reads each K/V tile once for all
   of them: one MMA per KV tile instead of 16 matrix-vector products each re-reading the cache.
-- Split-KV (flash-decoding): with one program per batch element a batch of 64 fills half of an
-  H100/H200's SMs; the KV length is split over SPLITS programs per batch element (chosen so the
-  grid is about PROGRAMS_PER_SM programs per SM), each writes its unnormalised partial output and
-  its row max / row sum, and the splits are merged (rescale by exp2(m_s - m), sum, divide) by a
-  second small kernel, or (COMBINE = "last_program") by the last split program of each batch
-  element to finish, found with an atomic arrival counter: one launch instead of two. With one
-  split the first kernel writes the output itself.
-Dequantisation costs no pass over K or V: the int8 codes are converted to bf16 in registers
-(exact: |code| <= 127), the K scale multiplies the [rows, BLOCK_N] score tile (s = (q . codes) *
-k_scale[n]) and the V scale multiplies P before the second MMA (P * v_scale[n]), never the
-[BLOCK_N, D] tiles. The int8 tiles are pipelined through shared memory by num_stages; the scale
-vectors are too narrow for that, so they are loaded one KV step ahead (PREFETCH_SCALES).
+- Split-KV (flash-decoding): the KV length is split over SPLITS programs per batch element (about
+  PROGRAMS_PER_SM programs per SM over the grid); each keeps its unnormalised partial output and
+  row max / row sum, and the last split program of a batch element to finish (an atomic arrival
+  counter) merges them (COMBINE = "last_program": one launch), or a second small kernel does.
+- The int8 -> 16-bit conversion is the loop's costliest work: on sm_90 every conversion
+  instruction (I2F, F2F) issues at 16 per clock per SM, and a plain cast needs one int8 -> fp32 and
+  half an fp32 -> bf16 per code: at 3.5 TB/s an SM must convert ~15 codes per clock, all of its
+  conversion rate. CONVERT = "f16" converts with integer/half ops only (4 codes a register: xor
+  0x80, two byte permutes that put x + 128 in the mantissa of fp16 1024, one packed fp16 subtract
+  of 1152: exact) and runs both MMAs in fp16 with fp32 accumulation. fp16 has the range of neither
+  bf16 q nor arbitrary scales, so q is divided by its row's max |q| (the factor goes back into the
+  scores' scale) and P * v_scale by the tile's max v_scale (back into the accumulator update).
+- Dequantisation costs no pass over K or V: the K scale multiplies the [rows, BLOCK_N] score tile
+  and the V scale multiplies P before the second MMA, never the [BLOCK_N, D] tiles. The int8 tiles
+  are pipelined through shared memory by num_stages; the scale vectors are too narrow for that, so
+  they are loaded one KV step ahead (PREFETCH_SCALES).
+- The host side is part of a 20-40 us call: LAUNCH = "cached" keeps, per input shape, the grid,
+  the split buffers and Triton's compiled kernel, and launches it directly (no argument binding).
 """
 
 import math
@@ -40,7 +46,7 @@ from _int8_kv import int8_scores, int8_update, load_scales
 from _launch_heuristics import sm_count
 
 CONFIG = {
-    "BLOCK_N": 128,  # KV tokens per inner step
+    "BLOCK_N": 64,  # KV tokens per inner step
     # How many splits of the KV length: "sm_fill" = about PROGRAMS_PER_SM programs per SM over the
     # grid; "balanced" = the split count whose busiest SM streams the fewest key tiles
     # (ceil(BATCH * splits / SMs) programs of ceil(tiles / splits) tiles each, a split's partial
@@ -48,37 +54,42 @@ CONFIG = {
     # slower: it leaves one 4-warp program per SM, and a program alone on its SM streams its tiles
     # far slower than two sharing one (the step is bound by latency, not bandwidth).
     "SPLIT_RULE": "sm_fill",
-    "PROGRAMS_PER_SM": 1,  # sm_fill's target
+    "PROGRAMS_PER_SM": 2,  # sm_fill's target
     "num_warps": 4,
     "num_stages": 3,  # KV tiles in flight
     # Merge the splits in a second kernel, or in the last split program of each batch element.
     "COMBINE": "last_program",
-    # Load the next KV step's scales one step ahead (else in the step that uses them). H200
-    # (bench/results/attention_issue17_h200_round3), this CONFIG: 39.2 / 50.4 / 51.3 / 68.7 us at B256 KV1024 /
-    # B128 KV2048 / B64 KV4096 / the same with Q_LEN 4 (without the prefetch 70.1 / 52.7 / 58.0 / 58.8).
+    # Load the next KV step's scales one step ahead (else in the step that uses them). H200 round 3:
+    # 39.2 / 50.4 / 51.3 us at B256 KV1024 / B128 KV2048 / B64 KV4096 with, 70.1 / 52.7 / 58.0 without.
     "PREFETCH_SCALES": True,
-    # How the int8 V tile becomes bf16: "cast" (.to(), which Triton moves after the shared-memory read
-    # into the P V operand layout: 4 keys D bytes apart per thread, read a byte at a time) or "asm"
-    # (inline PTX the compiler cannot move: the tile is read 16 bytes at a time, converted, written
-    # back in bf16 and read with ldmatrix.trans; NVIDIA GPUs only, "cast" under the interpreter).
-    "V_CONVERT": "cast",
+    # int8 -> 16 bit: "cast" (.to(), bf16 MMAs; Triton moves the V cast after the shared-memory read
+    # into the P V operand layout, 4 keys D bytes apart per thread, read a byte at a time), "v_asm"
+    # (V by inline PTX the compiler cannot move: read 16 bytes at a time, converted, written back,
+    # read with ldmatrix.trans; K cast), "f16" (K and V by the integer trick above, fp16 MMAs). The
+    # PTX runs on NVIDIA GPUs only: the interpreter takes the same paths with plain casts.
+    "CONVERT": "f16",
+    # "jit": launch through the @triton.jit wrapper every call; "cached": the plan of the shape
+    # (grid, split buffers, compiled kernel) is kept and the compiled kernel launched directly.
+    "LAUNCH": "cached",
 }
 
 TUNABLES = {
-    "BLOCK_N": [64, 128, 256],
+    "BLOCK_N": [32, 64, 128, 256],
     "SPLIT_RULE": ["sm_fill", "balanced"],
-    "PROGRAMS_PER_SM": [1, 2, 4, 8],
-    "num_warps": [4, 8],
+    "PROGRAMS_PER_SM": [1, 2, 3, 4, 6, 8],
+    "num_warps": [1, 2, 4, 8],
     "num_stages": [2, 3, 4, 5],
     "COMBINE": ["kernel", "last_program"],
     "PREFETCH_SCALES": [False, True],
-    "V_CONVERT": ["cast", "asm"],
+    "CONVERT": ["cast", "v_asm", "f16"],
+    "LAUNCH": ["jit", "cached"],
 }
 
 
 def split_count(batch: int, n_tiles: int, sms: int, config: dict) -> int:
     """Programs per batch element along the KV length (see CONFIG["SPLIT_RULE"])."""
     if config.get("SPLIT_RULE", "sm_fill") == "balanced":
+
         def cost(s: int) -> float:
             return triton.cdiv(batch * s, sms) * (triton.cdiv(n_tiles, s) + (0.5 if s > 1 else 0.0))
 
@@ -86,66 +97,162 @@ def split_count(batch: int, n_tiles: int, sms: int, config: dict) -> int:
     return max(1, min(n_tiles, triton.cdiv(config["PROGRAMS_PER_SM"] * sms, batch)))
 
 
+# int8 -> fp16 (exact), four codes a register: x ^ 0x80 = x + 128 permuted into the low byte of fp16
+# 0x64xx = 1024 + (x + 128), then one packed fp16 subtract of 1152 (0x6480): no conversion
+# instruction. Element 0 is the low byte in, the low half of $0 out.
+_I8_TO_F16_PTX = tl.constexpr("""{
+    .reg .b32 t, lo, hi, c;
+    xor.b32 t, $2, 0x80808080;
+    prmt.b32 lo, t, 0x64646464, 0x4140;
+    prmt.b32 hi, t, 0x64646464, 0x4342;
+    mov.b32 c, 0x64806480;
+    sub.f16x2 $0, lo, c;
+    sub.f16x2 $1, hi, c;
+    }""")
+
+
+@triton.jit
+def _i8_to_f16(codes, ASM: tl.constexpr, MOVABLE: tl.constexpr):
+    """int8 -> fp16 by _I8_TO_F16_PTX, or by casts under the interpreter. MOVABLE (is_pure) lets the
+    compiler move the tile's layout change ahead of it (the K tile, read in its MMA layout 8 bytes
+    at a time); the V tile must not be (its MMA layout needs 4 keys D bytes apart per thread: byte
+    loads), so its conversion happens first and the fp16 tile goes through ldmatrix.trans."""
+    if ASM:
+        out = tl.inline_asm_elementwise(
+            asm=_I8_TO_F16_PTX, constraints="=r,=r,r", args=[codes], dtype=tl.float16, is_pure=MOVABLE, pack=4
+        )
+    else:
+        out = codes.to(tl.float32).to(tl.float16)
+    return out
+
+
+@triton.jit
+def _f16_step(
+    q16, row_mult, acc, m_i, l_part, k_tile, v_tile, c_live, k_sc, v_sc,
+    EVEN: tl.constexpr, ASM: tl.constexpr, LAZY_SUM: tl.constexpr,
+):  # fmt: skip
+    """One KV tile with fp16 MMAs. Scores t = (q16 . K) * k_scale in units of row_mult (> 0, one
+    FFMA into exp2); with LAZY_SUM the row sum is kept per element (l_part [rows, BLOCK_N], summed
+    after the loop: with 16 rows the warps split the keys, so a row sum per step is a cross-warp
+    reduction; with 64 rows each warp owns whole rows and l_part is [rows, 1]); acc += v_top * (P * v_scale / v_top) V with v_top the
+    tile's largest V scale (P * v_scale / v_top in [0, 1]: inside fp16's range whatever the scales)."""
+    k = _i8_to_f16(k_tile, ASM, True)
+    t = tl.dot(q16, tl.trans(k)) * k_sc[None, :]
+    if not EVEN:
+        t = tl.where(c_live[None, :], t, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(t, 1) * row_mult)
+    p = tl.exp2(t * row_mult[:, None] - m_new[:, None])
+    alpha = tl.exp2(m_i - m_new)
+    if LAZY_SUM:
+        l_part = l_part * alpha[:, None] + p
+    else:
+        l_part = l_part * alpha[:, None] + tl.sum(p, 1)[:, None]
+    v_top = tl.maximum(tl.max(v_sc, 0), 1e-30)
+    v = _i8_to_f16(v_tile, ASM, False)
+    pv = (p * (v_sc * (1.0 / v_top))[None, :]).to(tl.float16)
+    acc = acc * alpha[:, None] + tl.dot(pv, v) * v_top
+    return acc, m_new, l_part
+
+
 @triton.jit
 def _int8_mqa_decode_split(
-    Q, KC, KS, VC, VS, O, PART_ACC, PART_ML, COUNTERS,
-    stride_qb, stride_qh, stride_qt, stride_qd,
-    stride_kb, stride_kn, stride_kd, stride_ksb, stride_ksn,
-    stride_vb, stride_vn, stride_vd, stride_vsb, stride_vsn,
-    stride_ob, stride_oh, stride_ot, stride_od,
-    q_len, n_rows, kv_len, head_dim, split_len, qk_scale,
+    Q,
+    KC,
+    KS,
+    VC,
+    VS,
+    O,
+    PART_ACC,
+    PART_ML,
+    COUNTERS,
+    kv_len,
+    split_len,
+    stride_kb,
+    stride_vb,
+    stride_ksb,
+    stride_vsb,
+    qk_scale,
+    Q_LEN: tl.constexpr,
+    N_ROWS: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
     ROWS: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    EVEN: tl.constexpr,
     SPLIT: tl.constexpr,
     FUSED_COMBINE: tl.constexpr,
     PREFETCH_SCALES: tl.constexpr,
-    V_ASM: tl.constexpr,
+    CONVERT: tl.constexpr,
+    ASM: tl.constexpr,
 ):
+    # q and out are [B, HQ, QL, D] contiguous: row r of the packed tile (head r // QL, token r % QL)
+    # is at r * D. K/V codes are [B, KV, D] with rows D apart, scales [B, KV] with unit stride.
     b = tl.program_id(0)
     split = tl.program_id(1)
     n_splits = tl.num_programs(1)
-    # Row r of the packed tile is query head r // q_len, new token r % q_len.
     offs_r = tl.arange(0, ROWS)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
-    r_live = offs_r < n_rows
-    d_live = offs_d < head_dim
-    q_rows = (offs_r // q_len) * stride_qh + (offs_r % q_len) * stride_qt
-    q = tl.load(Q + b * stride_qb + q_rows[:, None] + offs_d[None, :] * stride_qd, mask=r_live[:, None] & d_live[None, :], other=0.0)
+    d_live = offs_d < HEAD_DIM
+    qo_off = b.to(tl.int64) * (N_ROWS * HEAD_DIM) + offs_r[:, None] * HEAD_DIM + offs_d[None, :]
+    qo_mask = (offs_r < N_ROWS)[:, None] & d_live[None, :]
+    q = tl.load(Q + qo_off, mask=qo_mask, other=0.0)
+    if CONVERT == "f16":
+        # q / max|q| of its row in fp16 (|.| <= 1), the max folded into the scores' scale.
+        qf = q.to(tl.float32)
+        top = tl.max(tl.abs(qf), 1)
+        top = tl.where(top > 0, top, 1.0)
+        q16 = (qf * (1.0 / top)[:, None]).to(tl.float16)
+        row_mult = top * qk_scale
 
     lo = split * split_len
     hi = tl.minimum(lo + split_len, kv_len)
     m_i = tl.full([ROWS], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([ROWS], dtype=tl.float32)
     acc = tl.zeros([ROWS, BLOCK_D], dtype=tl.float32)
-    k_base = KC + b * stride_kb
-    v_base = VC + b * stride_vb
-    ks_base = KS + b * stride_ksb
-    vs_base = VS + b * stride_vsb
+    LAZY_SUM: tl.constexpr = ROWS < 64
+    l_part = tl.zeros([ROWS, BLOCK_N if LAZY_SUM else 1], dtype=tl.float32)
+    k_base = KC + b.to(tl.int64) * stride_kb
+    v_base = VC + b.to(tl.int64) * stride_vb
+    ks_base = KS + b.to(tl.int64) * stride_ksb
+    vs_base = VS + b.to(tl.int64) * stride_vsb
     # The scale vectors are too narrow for the software pipeliner (which stages the int8 tiles
     # through shared memory): with PREFETCH_SCALES the next step's scales are loaded one step ahead
     # into registers, so no step waits for a global load of its own scales.
-    k_sc = load_scales(ks_base, lo + offs_n, stride_ksn, lo + offs_n < hi)
-    v_sc = load_scales(vs_base, lo + offs_n, stride_vsn, lo + offs_n < hi)
+    k_sc = load_scales(ks_base, lo + offs_n, 1, lo + offs_n < hi)
+    v_sc = load_scales(vs_base, lo + offs_n, 1, lo + offs_n < hi)
     for start in tl.range(lo, hi, BLOCK_N):
         cols = start + offs_n
         c_live = cols < hi
-        kv_mask = c_live[:, None] & d_live[None, :]
         if PREFETCH_SCALES:
             nxt = cols + BLOCK_N
-            k_next = load_scales(ks_base, nxt, stride_ksn, nxt < hi)
-            v_next = load_scales(vs_base, nxt, stride_vsn, nxt < hi)
+            k_next = load_scales(ks_base, nxt, 1, nxt < hi)
+            v_next = load_scales(vs_base, nxt, 1, nxt < hi)
         else:
-            k_sc = load_scales(ks_base, cols, stride_ksn, c_live)
-        s = int8_scores(q, k_base, cols, offs_d, kv_mask, stride_kn, stride_kd, k_sc, qk_scale)
-        s = tl.where(c_live[None, :], s, float("-inf"))
-        if not PREFETCH_SCALES:
-            v_sc = load_scales(vs_base, cols, stride_vsn, c_live)
-        acc, m_i, l_i = int8_update(acc, m_i, l_i, s, q, v_base, cols, offs_d, kv_mask, stride_vn, stride_vd, v_sc, V_ASM)
+            k_sc = load_scales(ks_base, cols, 1, c_live)
+            v_sc = load_scales(vs_base, cols, 1, c_live)
+        if CONVERT == "f16":
+            kv_off = cols[:, None] * HEAD_DIM + offs_d[None, :]
+            if EVEN:  # no key masked: unpredicated 16-byte copies
+                k_tile = tl.load(k_base + kv_off)
+                v_tile = tl.load(v_base + kv_off)
+            else:
+                kv_mask = c_live[:, None] & d_live[None, :]
+                k_tile = tl.load(k_base + kv_off, mask=kv_mask, other=0)
+                v_tile = tl.load(v_base + kv_off, mask=kv_mask, other=0)
+            acc, m_i, l_part = _f16_step(
+                q16, row_mult, acc, m_i, l_part, k_tile, v_tile, c_live, k_sc, v_sc, EVEN, ASM, LAZY_SUM
+            )
+        else:
+            kv_mask = c_live[:, None] & d_live[None, :]
+            s = int8_scores(q, k_base, cols, offs_d, kv_mask, HEAD_DIM, 1, k_sc, qk_scale)
+            s = tl.where(c_live[None, :], s, float("-inf"))
+            acc, m_i, l_i = int8_update(acc, m_i, l_i, s, q, v_base, cols, offs_d, kv_mask, HEAD_DIM, 1, v_sc, ASM)
         if PREFETCH_SCALES:
             k_sc = k_next
             v_sc = v_next
+    if CONVERT == "f16":
+        l_i = tl.sum(l_part, 1)
 
     if SPLIT:
         part = (b * n_splits + split) * ROWS
@@ -156,22 +263,22 @@ def _int8_mqa_decode_split(
             # The batch element's last split to finish merges them all (acq_rel: the others'
             # partials are visible to it) and resets the counter for the next call.
             if tl.atomic_add(COUNTERS + b, 1) == n_splits - 1:
-                _combine_splits(
-                    PART_ACC, PART_ML, O, b, n_splits,
-                    stride_ob, stride_oh, stride_ot, stride_od, q_len, n_rows, head_dim, ROWS, BLOCK_D,
-                )
+                _combine_splits(PART_ACC, PART_ML, O, b, n_splits, N_ROWS, HEAD_DIM, ROWS, BLOCK_D)
                 tl.atomic_xchg(COUNTERS + b, 0)
     else:
-        o_rows = (offs_r // q_len) * stride_oh + (offs_r % q_len) * stride_ot
         out = acc / l_i[:, None]
-        tl.store(O + b * stride_ob + o_rows[:, None] + offs_d[None, :] * stride_od, out.to(O.dtype.element_ty), mask=r_live[:, None] & d_live[None, :])
+        tl.store(O + qo_off, out.to(O.dtype.element_ty), mask=qo_mask)
 
 
 @triton.jit
 def _combine_splits(
-    PART_ACC, PART_ML, O, b, n_splits,
-    stride_ob, stride_oh, stride_ot, stride_od,
-    q_len, n_rows, head_dim,
+    PART_ACC,
+    PART_ML,
+    O,
+    b,
+    n_splits,
+    N_ROWS: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
     ROWS: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
@@ -189,23 +296,23 @@ def _combine_splits(
         l += w * tl.load(PART_ML + 2 * (part + offs_r) + 1)
         acc += w[:, None] * tl.load(PART_ACC + (part + offs_r)[:, None] * BLOCK_D + offs_d[None, :])
     out = acc / l[:, None]
-    o_rows = (offs_r // q_len) * stride_oh + (offs_r % q_len) * stride_ot
-    live = (offs_r < n_rows)[:, None] & (offs_d < head_dim)[None, :]
-    tl.store(O + b * stride_ob + o_rows[:, None] + offs_d[None, :] * stride_od, out.to(O.dtype.element_ty), mask=live)
+    o_off = b.to(tl.int64) * (N_ROWS * HEAD_DIM) + offs_r[:, None] * HEAD_DIM + offs_d[None, :]
+    live = (offs_r < N_ROWS)[:, None] & (offs_d < HEAD_DIM)[None, :]
+    tl.store(O + o_off, out.to(O.dtype.element_ty), mask=live)
 
 
 @triton.jit
 def _int8_mqa_decode_combine(
-    PART_ACC, PART_ML, O,
-    stride_ob, stride_oh, stride_ot, stride_od,
-    q_len, n_rows, head_dim, n_splits,
+    PART_ACC,
+    PART_ML,
+    O,
+    n_splits,
+    N_ROWS: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
     ROWS: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
-    _combine_splits(
-        PART_ACC, PART_ML, O, tl.program_id(0), n_splits,
-        stride_ob, stride_oh, stride_ot, stride_od, q_len, n_rows, head_dim, ROWS, BLOCK_D,
-    )
+    _combine_splits(PART_ACC, PART_ML, O, tl.program_id(0), n_splits, N_ROWS, HEAD_DIM, ROWS, BLOCK_D)
 
 
 def check_inputs(name, q, k_codes, k_scale, v_codes, v_scale):
@@ -214,9 +321,13 @@ def check_inputs(name, q, k_codes, k_scale, v_codes, v_scale):
     batch, _, _, head_dim = q.shape
     for what, codes, scale in (("k", k_codes, k_scale), ("v", v_codes, v_scale)):
         if codes.dtype != torch.int8 or codes.dim() != 3 or codes.shape[0] != batch or codes.shape[2] != head_dim:
-            raise ValueError(f"{name}: {what}_codes must be int8 [BATCH, KV_LEN, HEAD_DIM] matching q, got {tuple(codes.shape)} {codes.dtype}")
+            raise ValueError(
+                f"{name}: {what}_codes must be int8 [BATCH, KV_LEN, HEAD_DIM] matching q, got {tuple(codes.shape)} {codes.dtype}"
+            )
         if tuple(scale.shape) != tuple(codes.shape[:2]):
-            raise ValueError(f"{name}: {what}_scale must be [BATCH, KV_LEN] = {tuple(codes.shape[:2])}, got {tuple(scale.shape)}")
+            raise ValueError(
+                f"{name}: {what}_scale must be [BATCH, KV_LEN] = {tuple(codes.shape[:2])}, got {tuple(scale.shape)}"
+            )
     if k_codes.shape != v_codes.shape:
         raise ValueError(f"{name}: k_codes {tuple(k_codes.shape)} and v_codes {tuple(v_codes.shape)} differ")
 
@@ -238,16 +349,39 @@ def arrival_counters(device: torch.device, batch: int) -> torch.Tensor:
     return _COUNTERS[key]
 
 
-def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
-    """softmax(q K^T / sqrt(D)) V with K = k_codes * k_scale[..., None] (likewise V), one KV head for all query heads."""
-    check_inputs("int8_mqa_decode", q, k_codes, k_scale, v_codes, v_scale)
+def _rows_unit_stride(codes: torch.Tensor, scale: torch.Tensor):
+    """The kernel takes any batch stride but needs codes rows D apart and unit-stride scales."""
+    if codes.stride(2) != 1 or codes.stride(1) != codes.shape[2]:
+        codes = codes.contiguous()
+    if scale.stride(1) != 1:
+        scale = scale.contiguous()
+    return codes, scale
+
+
+class _Plan:
+    """Everything of a call that depends only on the shapes, strides, device and CONFIG."""
+
+    __slots__ = (
+        "grid",
+        "splits",
+        "tail",
+        "consts",
+        "const_args",
+        "part_acc",
+        "part_ml",
+        "counters",
+        "fused",
+        "combine",
+        "compiled",
+    )
+
+
+_PLANS: dict = {}
+
+
+def _make_plan(q, kc, ks, vc, vs) -> _Plan:
     batch, heads, q_len, head_dim = q.shape
-    kv_len = k_codes.shape[1]
-    out = torch.empty_like(q)
-    if out.numel() == 0:
-        return out
-    if kv_len == 0:
-        raise ValueError("int8_mqa_decode: an empty KV cache (KV_LEN = 0) has no attention output")
+    kv_len = kc.shape[1]
     n_rows = heads * q_len
     rows = max(16, triton.next_power_of_2(n_rows))  # tl.dot needs at least 16 rows
     block_d = max(16, triton.next_power_of_2(head_dim))
@@ -256,29 +390,135 @@ def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
     splits = split_count(batch, n_tiles, sm_count(q.device), CONFIG)
     split_len = triton.cdiv(n_tiles, splits) * block_n
     splits = triton.cdiv(kv_len, split_len)  # no split left without keys
-    fused = splits > 1 and CONFIG["COMBINE"] == "last_program"
-    if splits > 1:
-        part_acc = torch.empty(batch * splits * rows * block_d, dtype=torch.float32, device=q.device)
-        part_ml = torch.empty(batch * splits * rows * 2, dtype=torch.float32, device=q.device)
+    plan = _Plan()
+    plan.grid = (batch, splits)
+    plan.splits = splits
+    plan.fused = splits > 1 and CONFIG["COMBINE"] == "last_program"
+    if splits > 1:  # kept with the plan: stream-ordered calls reuse them
+        plan.part_acc = torch.empty(batch * splits * rows * block_d, dtype=torch.float32, device=q.device)
+        plan.part_ml = torch.empty(batch * splits * rows * 2, dtype=torch.float32, device=q.device)
     else:
-        part_acc = part_ml = out  # not read or written with one split
-    counters = arrival_counters(q.device, batch) if fused else out
-    qk_scale = 1.0 / math.sqrt(head_dim) * 1.4426950408889634
-    _int8_mqa_decode_split[(batch, splits)](
-        q, k_codes, k_scale, v_codes, v_scale, out, part_acc, part_ml, counters,
-        *q.stride(), *k_codes.stride(), *k_scale.stride(), *v_codes.stride(), *v_scale.stride(), *out.stride(),
-        q_len, n_rows, kv_len, head_dim, split_len, qk_scale,
-        ROWS=rows, BLOCK_N=block_n, BLOCK_D=block_d, SPLIT=splits > 1, FUSED_COMBINE=fused,
-        PREFETCH_SCALES=bool(CONFIG["PREFETCH_SCALES"]),
-        V_ASM=CONFIG["V_CONVERT"] == "asm" and inline_ptx_ok(q),
-        num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"],
+        plan.part_acc = plan.part_ml = None  # not read or written with one split: out stands in
+    plan.counters = arrival_counters(q.device, batch) if plan.fused else None
+    plan.tail = (
+        kv_len,
+        split_len,
+        kc.stride(0),
+        vc.stride(0),
+        ks.stride(0),
+        vs.stride(0),
+        1.0 / math.sqrt(head_dim) * 1.4426950408889634,
     )
-    if splits > 1 and not fused:
-        _int8_mqa_decode_combine[(batch,)](
-            part_acc, part_ml, out, *out.stride(), q_len, n_rows, head_dim, splits,
-            ROWS=rows, BLOCK_D=block_d, num_warps=4,
-        )
+    plan.consts = dict(
+        Q_LEN=q_len,
+        N_ROWS=n_rows,
+        HEAD_DIM=head_dim,
+        ROWS=rows,
+        BLOCK_N=block_n,
+        BLOCK_D=block_d,
+        EVEN=kv_len % block_n == 0 and block_d == head_dim,
+        SPLIT=splits > 1,
+        FUSED_COMBINE=plan.fused,
+        PREFETCH_SCALES=bool(CONFIG["PREFETCH_SCALES"]),
+        CONVERT=CONFIG["CONVERT"],
+        ASM=CONFIG["CONVERT"] != "cast" and inline_ptx_ok(q),
+        num_warps=CONFIG["num_warps"],
+        num_stages=CONFIG["num_stages"],
+    )
+    names = _int8_mqa_decode_split.arg_names  # the launcher takes every parameter, constexprs too
+    plan.const_args = tuple(plan.consts[n] for n in names[len(names) - 12 :])
+    assert names[len(names) - 12 :] == list(plan.consts)[:12], names
+    plan.combine = (
+        None
+        if splits == 1 or plan.fused
+        else dict(N_ROWS=n_rows, HEAD_DIM=head_dim, ROWS=rows, BLOCK_D=block_d, num_warps=4)
+    )
+    plan.compiled = None
+    return plan
+
+
+def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
+    """softmax(q K^T / sqrt(D)) V with K = k_codes * k_scale[..., None] (likewise V), one KV head for all query heads."""
+    global DIRECT_LAUNCH_ERROR
+    key = (
+        q.shape, q.stride(), q.dtype, q.device, k_codes.shape, k_codes.stride(), v_codes.stride(), k_scale.stride(),
+        v_scale.stride(), k_codes.dtype, v_codes.dtype, k_scale.shape, v_scale.shape, k_scale.dtype, v_scale.dtype,
+        tuple(CONFIG.values()),
+    )  # fmt: skip
+    plan = _PLANS.get(key)
+    if plan is None:
+        check_inputs("int8_mqa_decode", q, k_codes, k_scale, v_codes, v_scale)
+        if q.numel() == 0:
+            return torch.empty_like(q)
+        if k_codes.shape[1] == 0:
+            raise ValueError("int8_mqa_decode: an empty KV cache (KV_LEN = 0) has no attention output")
+    q = q if q.is_contiguous() else q.contiguous()
+    k_codes, k_scale = _rows_unit_stride(k_codes, k_scale)
+    v_codes, v_scale = _rows_unit_stride(v_codes, v_scale)
+    if plan is None:
+        plan = _PLANS[key] = _make_plan(q, k_codes, k_scale, v_codes, v_scale)
+    out = torch.empty_like(q)
+    part_acc = out if plan.part_acc is None else plan.part_acc
+    part_ml = out if plan.part_ml is None else plan.part_ml
+    counters = out if plan.counters is None else plan.counters
+    args = (q, k_codes, k_scale, v_codes, v_scale, out, part_acc, part_ml, counters)
+    if plan.compiled is not None:
+        try:
+            if _direct_launch(plan, args):
+                return out
+        except Exception as exc:  # an incompatible Triton: launch through the JIT from now on
+            DIRECT_LAUNCH_ERROR = f"{type(exc).__name__}: {exc}"
+            plan.compiled = None
+    compiled = _int8_mqa_decode_split[plan.grid](*args, *plan.tail, **plan.consts)
+    if (
+        CONFIG["LAUNCH"] == "cached"
+        and DIRECT_LAUNCH_ERROR is None
+        and inline_ptx_ok(q)
+        and plan.combine is None
+        and _launchable(compiled)
+    ):
+        plan.compiled = compiled
+    if plan.combine is not None:
+        _int8_mqa_decode_combine[(plan.grid[0],)](part_acc, part_ml, out, plan.splits, **plan.combine)
     return out
+
+
+DIRECT_LAUNCH_ERROR = None  # why the direct launch failed, if it did (then every plan takes the JIT)
+
+
+def _launchable(compiled) -> bool:
+    return all(hasattr(compiled, a) for a in ("run", "function", "packed_metadata"))
+
+
+def _direct_launch(plan: _Plan, args: tuple) -> bool:
+    """Launch the plan's compiled kernel without the JIT's argument binding: the same call the JIT
+    makes once it has found the kernel (Triton 3.x). Only for arguments the kernel was specialised
+    for: 16-byte aligned pointers (shapes and strides are in the plan's key); False to take the JIT."""
+    if knobs_hook() is not None or any(a.data_ptr() & 15 for a in args):
+        return False
+    ck = plan.compiled
+    device = triton.runtime.driver.active.get_current_device()
+    stream = triton.runtime.driver.active.get_current_stream(device)
+    ck.run(
+        plan.grid[0],
+        plan.grid[1],
+        1,
+        stream,
+        ck.function,
+        ck.packed_metadata,
+        None,
+        None,
+        None,
+        *args,
+        *plan.tail,
+        *plan.const_args,
+    )
+    return True
+
+
+def knobs_hook():
+    """Triton's launch hook (a profiler such as proton): with one set, launches go through the JIT."""
+    return triton.knobs.runtime.launch_enter_hook
 
 
 class ModelNew(nn.Module):

@@ -78,8 +78,15 @@ DECODE = [  # (constants, PROGRAMS_PER_SM, BLOCK_N, COMBINE, more): sm_fill spli
     (dict(BATCH=2, KV_LEN=150, Q_LEN=2, Q_HEADS=2, HEAD_DIM=32), 4, 64, "kernel", {"PREFETCH_SCALES": False}),
     # balanced: 1 batch element on 4 SMs, 5 tiles of 16 -> 3 splits of 2, 2, 1 tiles
     (dict(BATCH=1, KV_LEN=70, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 1, 16, "last_program", {"SPLIT_RULE": "balanced"}),
-    # inline PTX cannot run under the interpreter: the launcher uses the cast there
-    (dict(BATCH=2, KV_LEN=40, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 1, 16, "kernel", {"V_CONVERT": "asm"}),
+    # the bf16 paths: inline PTX cannot run under the interpreter, so v_asm takes the cast there
+    (dict(BATCH=2, KV_LEN=40, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 1, 16, "kernel", {"CONVERT": "v_asm"}),
+    (dict(BATCH=2, KV_LEN=150, Q_LEN=2, Q_HEADS=2, HEAD_DIM=32), 4, 64, "last_program", {"CONVERT": "cast"}),
+    # fp16: every tile full (EVEN: no masks), 2 splits of 2 tiles merged in-kernel
+    (dict(BATCH=2, KV_LEN=128, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 4, 32, "last_program", {"CONVERT": "f16"}),
+    # fp16 with 64 rows (16 heads x 4 tokens: the row sum reduced every step), ragged tail
+    (dict(BATCH=2, KV_LEN=90, Q_LEN=4, Q_HEADS=16, HEAD_DIM=32), 2, 32, "last_program", {"CONVERT": "f16"}),
+    # the JIT launch every call
+    (dict(BATCH=2, KV_LEN=70, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 2, 32, "last_program", {"LAUNCH": "jit"}),
 ]
 
 
@@ -92,7 +99,11 @@ DECODE = [  # (constants, PROGRAMS_PER_SM, BLOCK_N, COMBINE, more): sm_fill spli
         "three-splits-merged-in-kernel",
         "scales-not-prefetched",
         "balanced",
-        "v-convert-asm-falls-back-to-cast",
+        "v-asm-falls-back-to-cast",
+        "cast",
+        "f16-even-tiles",
+        "f16-64-rows",
+        "jit-launch",
     ],
 )
 def test_decode_kernel(case, tmp_path):
@@ -105,6 +116,56 @@ def test_decode_kernel(case, tmp_path):
         with torch.no_grad(), poisoned_allocations():
             out = model(*xs)
         assert_matches("int8_mqa_decode", out, expected_of(ref, xs))
+
+
+def test_decode_f16_survives_extreme_magnitudes(tmp_path):
+    """fp16 covers neither bf16's range nor arbitrary scales: q rows far above 65504 and V scales far
+    below fp16's normal range must come out as right as with moderate values (q / max|q| per row,
+    P * v_scale / the tile's largest scale)."""
+    kernel = load_kernel("int8_mqa_decode", tmp_path, CONVERT="f16", BLOCK_N=32, PROGRAMS_PER_SM=2)
+    (q, kc, ks, vc, vs), ref = inputs("int8_mqa_decode", BATCH=2, KV_LEN=64, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32)
+    q = q * torch.tensor([1e5, 1e-6, 1.0, 3e4], dtype=torch.bfloat16)[None, :, None, None]  # per head
+    vs = vs * 1e-6
+    with torch.no_grad(), poisoned_allocations():
+        out = kernel.ModelNew()(q, kc, ks, vc, vs)
+    want = expected_of(ref, [q, kc, ks, vc, vs])
+    assert torch.isfinite(out).all()
+    scale = want.abs().amax()
+    torch.testing.assert_close(out.double() / scale, want / scale, atol=0.02, rtol=0.02)
+
+
+def prmt(a: int, b: int, selector: int) -> int:
+    """PTX prmt.b32 (default mode): byte i of the result is byte (selector >> 4i) & 7 of {b, a}."""
+    pool = (b << 32) | a
+    return sum(((pool >> (8 * ((selector >> (4 * i)) & 7))) & 0xFF) << (8 * i) for i in range(4))
+
+
+def test_decode_f16_conversion_ptx_is_exact():
+    """The inline PTX of the f16 path (which the interpreter does not run), emulated from the kernel
+    source's own constants over every int8 code in every byte position: exact, element 0 in the low half."""
+    import re
+
+    import numpy as np
+
+    source = (KNOWLEDGE_BASE / "kernels" / "int8_mqa_decode.py").read_text()
+    asm = source[source.index("_I8_TO_F16_PTX = ") :].split('"""', 2)[1]
+    (xor,) = re.findall(r"xor\.b32 t, \$2, (0x[0-9a-fA-F]+);", asm)
+    (lo_b, lo_s), (hi_b, hi_s) = re.findall(r"prmt\.b32 \w+, t, (0x[0-9a-fA-F]+), (0x[0-9a-fA-F]+);", asm)
+    (sub,) = re.findall(r"mov\.b32 c, (0x[0-9a-fA-F]+);", asm)
+    half = lambda bits: np.array([bits], dtype=np.uint16).view(np.float16)[0]  # noqa: E731
+    for code in range(-128, 128):
+        for pos in range(4):
+            packed = [0, 1, -1, 7]
+            packed[pos] = code
+            reg = sum((c & 0xFF) << (8 * i) for i, c in enumerate(packed))
+            t = reg ^ int(xor, 16)
+            regs = [prmt(t, int(lo_b, 16), int(lo_s, 16)), prmt(t, int(hi_b, 16), int(hi_s, 16))]
+            c = int(sub, 16)
+            got = []
+            for r in regs:
+                for h in (0, 16):
+                    got.append(float(half((r >> h) & 0xFFFF)) - float(half((c >> h) & 0xFFFF)))
+            assert got == packed, (packed, got)
 
 
 def test_decode_balanced_split_counts():
