@@ -1,0 +1,115 @@
+"""knowledge_base/kernels/_flash_hopper.py, the Gluon flash-attention kernel for Hopper, on a CPU machine.
+
+Gluon has no interpreter, so the kernel's results are checked on a GPU (bench/hopper_attention_check.py,
+bench/attention_bench.py). Here: the callers fall back to their tl kernels off Hopper, and the kernel
+compiles for sm_90a (the JIT pointed at a Hopper target) into code whose main loop runs the softmax's
+exponentials while the P V wgmma is in flight, i.e. before the wait for it (ptxas hoists a plain
+wgmma wait above them), without spills.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelevolve.paths import KNOWLEDGE_BASE
+
+KERNELS = KNOWLEDGE_BASE / "kernels"
+
+
+@pytest.fixture
+def hopper():
+    sys.path.insert(0, str(KERNELS))
+    try:
+        import _flash_hopper
+
+        yield _flash_hopper
+    finally:
+        sys.path.remove(str(KERNELS))
+
+
+def test_not_usable_off_hopper(hopper):
+    q = torch.zeros(1, 2, 64, 128, dtype=torch.bfloat16)
+    assert not hopper.usable(q, q, q)  # CPU tensors (and, on a GPU, the interpreter) keep the tl kernels
+
+
+def test_hopper_config_from_kernel_configs(hopper):
+    for name in ("flash_attention", "int8_mqa_prefill"):
+        text = (KERNELS / f"{name}.py").read_text()
+        assert '"IMPL": "gluon"' in text and "_flash_hopper.hopper_config(CONFIG)" in text
+    config = {"HOPPER_BLOCK_M": 128, "HOPPER_BLOCK_N": 64, "HOPPER_WARPS": 8, "HOPPER_STAGES": 3}
+    assert hopper.hopper_config(config) == {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}
+
+
+# Run in a fresh interpreter: with TRITON_INTERPRET set when triton is imported (as in this suite),
+# Gluon's own helper functions are interpreter objects and nothing compiles.
+COMPILE = """
+import sys
+import torch
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon import language as gl
+from triton.runtime import driver
+
+sys.path.insert(0, sys.argv[1])
+import _flash_hopper as hopper
+
+
+class HopperTarget:  # just enough of a driver for the JIT to compile (not launch) for sm_90a
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 0
+
+    def get_current_target(self):
+        return GPUTarget("cuda", 90, 32)
+
+
+driver.set_active(HopperTarget())
+batch, heads, seq, dim, rows = 1, 2, 4096, 128, 128
+q = torch.empty(batch, heads, seq, dim, dtype=torch.bfloat16)
+
+
+def desc(t):
+    flat = t.view(-1, dim)
+    layout = gl.NVMMASharedLayout.get_default_for([rows, dim], gl.bfloat16)
+    return hopper.TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [rows, dim], layout)
+
+
+kernel = hopper._flash_fwd_hopper.warmup(
+    desc(q), desc(q), desc(q), q, seq, 1, 0.1,
+    CAUSAL=True, BLOCK_M=rows, BLOCK_N=rows, HEAD_D=dim, STAGES=2, num_warps=8, grid=(1,),
+)
+open(sys.argv[2], "wb").write(kernel.asm["cubin"])
+"""
+
+
+def _tool(name: str) -> Path:
+    import triton
+
+    return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
+
+
+@pytest.mark.skipif(not _tool("nvdisasm").exists(), reason="Triton's nvdisasm not shipped here")
+def test_compiles_for_sm90_with_softmax_before_the_wait(tmp_path):
+    cubin = tmp_path / "k.cubin"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
+    subprocess.run([sys.executable, "-c", COMPILE, str(KERNELS), str(cubin)], env=env, check=True, timeout=300)
+    usage = subprocess.run(
+        [_tool("cuobjdump"), "--dump-resource-usage", cubin], capture_output=True, text=True, check=True
+    ).stdout
+    regs = int(re.search(r"REG:(\d+)", usage).group(1))
+    assert regs <= 255 and "LOCAL:0" in usage and "STACK:0" in usage, usage  # no spills
+    sass = subprocess.run([_tool("nvdisasm"), "-c", cubin], capture_output=True, text=True, check=True).stdout
+    # The key loop: after its wait for S_j (1 group left in flight), the exponentials of the tile come
+    # before the wait for P_{j-1} V_{j-1} (0 left).
+    loop = sass.split("WARPGROUP.DEPBAR.LE gsb0, 0x1")[1]
+    before_wait = loop.split("WARPGROUP.DEPBAR.LE gsb0, 0x0")[0]
+    assert before_wait.count("MUFU.EX2") >= 64, "softmax not overlapping the P V wgmma"
