@@ -128,14 +128,16 @@ def _i8_to_f16(codes, ASM: tl.constexpr, MOVABLE: tl.constexpr):
 
 @triton.jit
 def _f16_step(
-    q16, row_mult, acc, m_i, l_part, k_tile, v_tile, c_live, k_sc, v_sc,
+    q16, row_mult, acc, m_i, l_part, v_unit, k_tile, v_tile, c_live, k_sc, v_sc,
     EVEN: tl.constexpr, ASM: tl.constexpr, LAZY_SUM: tl.constexpr,
 ):  # fmt: skip
     """One KV tile with fp16 MMAs. Scores t = (q16 . K) * k_scale in units of row_mult (> 0, one
-    FFMA into exp2); with LAZY_SUM the row sum is kept per element (l_part [rows, BLOCK_N], summed
+    FFMA into exp2). With LAZY_SUM the row sum is kept per element (l_part [rows, BLOCK_N], summed
     after the loop: with 16 rows the warps split the keys, so a row sum per step is a cross-warp
-    reduction; with 64 rows each warp owns whole rows and l_part is [rows, 1]); acc += v_top * (P * v_scale / v_top) V with v_top the
-    tile's largest V scale (P * v_scale / v_top in [0, 1]: inside fp16's range whatever the scales)."""
+    reduction; with 64 rows each warp owns whole rows and l_part is [rows, 1]). P * v_scale enters
+    the MMA divided by the tile's largest V scale v_top (in [0, 1]: inside fp16's range whatever the
+    scales), so acc is kept in units of the last tile's v_top (v_unit): rescaled by
+    alpha * v_unit / v_top and accumulated by the MMA itself, one multiply per element."""
     k = _i8_to_f16(k_tile, ASM, True)
     t = tl.dot(q16, tl.trans(k)) * k_sc[None, :]
     if not EVEN:
@@ -150,8 +152,8 @@ def _f16_step(
     v_top = tl.maximum(tl.max(v_sc, 0), 1e-30)
     v = _i8_to_f16(v_tile, ASM, False)
     pv = (p * (v_sc * (1.0 / v_top))[None, :]).to(tl.float16)
-    acc = acc * alpha[:, None] + tl.dot(pv, v) * v_top
-    return acc, m_new, l_part
+    acc = tl.dot(pv, v, acc * (alpha * (v_unit / v_top))[:, None])
+    return acc, m_new, l_part, v_top
 
 
 @triton.jit
@@ -212,6 +214,7 @@ def _int8_mqa_decode_split(
     acc = tl.zeros([ROWS, BLOCK_D], dtype=tl.float32)
     LAZY_SUM: tl.constexpr = ROWS < 64
     l_part = tl.zeros([ROWS, BLOCK_N if LAZY_SUM else 1], dtype=tl.float32)
+    v_unit = tl.full([], 1.0, dtype=tl.float32)  # the f16 path's acc unit (see _f16_step)
     k_base = KC + b.to(tl.int64) * stride_kb
     v_base = VC + b.to(tl.int64) * stride_vb
     ks_base = KS + b.to(tl.int64) * stride_ksb
@@ -240,8 +243,8 @@ def _int8_mqa_decode_split(
                 kv_mask = c_live[:, None] & d_live[None, :]
                 k_tile = tl.load(k_base + kv_off, mask=kv_mask, other=0)
                 v_tile = tl.load(v_base + kv_off, mask=kv_mask, other=0)
-            acc, m_i, l_part = _f16_step(
-                q16, row_mult, acc, m_i, l_part, k_tile, v_tile, c_live, k_sc, v_sc, EVEN, ASM, LAZY_SUM
+            acc, m_i, l_part, v_unit = _f16_step(
+                q16, row_mult, acc, m_i, l_part, v_unit, k_tile, v_tile, c_live, k_sc, v_sc, EVEN, ASM, LAZY_SUM
             )
         else:
             kv_mask = c_live[:, None] & d_live[None, :]
@@ -253,6 +256,7 @@ def _int8_mqa_decode_split(
             v_sc = v_next
     if CONVERT == "f16":
         l_i = tl.sum(l_part, 1)
+        acc = acc * v_unit
 
     if SPLIT:
         part = (b * n_splits + split) * ROWS
