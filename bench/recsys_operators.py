@@ -48,17 +48,114 @@ EXTRA_SHAPES = {"mbdt": [{"BATCH": 64, "FEATURES": 2, "BORDERS": 2}]}
 # split_n; these sweep around them, each kernel's previous default included for comparison.
 VARIANTS = {
     "conv1d": [
-        {"BLOCK_L": 128},
-        {"BLOCK_L": 128, "fp32_BLOCK_L": 128},
-        {"num_stages": 4},
-        {"num_stages": 2},
-        {"BLOCK_CI": 32},
-        {"BLOCK_L": 128, "BLOCK_CI": 32},
-        {"BLOCK_L": 128, "num_stages": 4},
-        {"fp32_BLOCK_L": 128},
-        {"shift": "prefetch"},
-        {"shift": "pairs"},
-        {"shift": "load", "fp32_shift": "load", "align_hints": False, "BLOCK_CI": 32, "fp32_BLOCK_L": 128},
+        # Round 5: L as the MMA's M with COUT as 64 + 32 (no COUT padding), the shift moved from the
+        # x tiles to the accumulators ("out", "pairs_out"), FP32 weights split into bf16 once on the
+        # host. Each variant pairs an FP16 change with an FP32 one (one dtype's keys leave the other
+        # alone; split_co, num_stages, num_warps are shared unless fp32_num_warps is set).
+        {
+            "shift": "out",
+            "split_co": True,
+            "BLOCK_L": 128,
+            "fp32_shift": "out",
+            "fp32_presplit": True,
+            "fp32_BLOCK_L": 128,
+            "fp32_BLOCK_CI": 16,
+        },
+        {
+            "shift": "out",
+            "split_co": True,
+            "BLOCK_L": 64,
+            "num_warps": 4,
+            "fp32_shift": "out",
+            "fp32_presplit": True,
+            "fp32_BLOCK_L": 64,
+            "fp32_BLOCK_CI": 16,
+        },
+        {"shift": "pairs_out", "split_co": True, "fp32_shift": "pairs_out", "fp32_presplit": True, "fp32_BLOCK_CI": 16},
+        {
+            "shift": "pairs_out",
+            "split_co": True,
+            "BLOCK_L": 128,
+            "fp32_shift": "pairs_out",
+            "fp32_presplit": True,
+            "fp32_BLOCK_L": 128,
+            "fp32_BLOCK_CI": 16,
+        },
+        {"orient": "l_m", "split_co": True, "fp32_orient": "l_m", "fp32_presplit": True, "fp32_BLOCK_CI": 16},
+        {
+            "orient": "l_m",
+            "split_co": True,
+            "BLOCK_L": 128,
+            "num_warps": 4,
+            "fp32_orient": "l_m",
+            "fp32_presplit": True,
+            "fp32_BLOCK_CI": 16,
+            "fp32_BLOCK_L": 128,
+        },
+        {"orient": "l_m", "split_co": True, "shift": "pairs", "fp32_orient": "l_m", "fp32_BLOCK_CI": 16},
+        {
+            "BLOCK_L": 128,
+            "num_warps": 4,
+            "fp32_num_warps": 8,
+            "fp32_shift": "out",
+            "split_co": True,
+            "fp32_BLOCK_L": 128,
+            "fp32_BLOCK_CI": 16,
+        },
+        {
+            "shift": "out",
+            "split_co": True,
+            "BLOCK_L": 128,
+            "BLOCK_CI": 32,
+            "fp32_shift": "out",
+            "fp32_presplit": True,
+            "fp32_BLOCK_L": 128,
+            "fp32_BLOCK_CI": 32,
+        },
+        {
+            "shift": "out",
+            "split_co": True,
+            "BLOCK_L": 128,
+            "num_stages": 4,
+            "fp32_shift": "out",
+            "fp32_presplit": True,
+            "fp32_BLOCK_L": 128,
+            "fp32_BLOCK_CI": 16,
+        },
+        {
+            "shift": "out",
+            "split_co": True,
+            "BLOCK_L": 128,
+            "num_stages": 2,
+            "fp32_shift": "out",
+            "fp32_presplit": True,
+            "fp32_BLOCK_L": 128,
+            "fp32_BLOCK_CI": 16,
+        },
+        {"orient": "l_m", "split_co": True, "shift": "load", "fp32_presplit": True},
+        {
+            "shift": "out",
+            "split_co": True,
+            "BLOCK_L": 64,
+            "num_warps": 4,
+            "BLOCK_CI": 32,
+            "fp32_shift": "pairs_out",
+            "fp32_presplit": True,
+            "fp32_BLOCK_L": 128,
+            "fp32_BLOCK_CI": 16,
+            "fp32_num_warps": 8,
+        },
+        {
+            "shift": "pairs_out",
+            "split_co": True,
+            "BLOCK_CI": 32,
+            "fp32_shift": "out",
+            "fp32_presplit": True,
+            "fp32_BLOCK_L": 64,
+            "fp32_BLOCK_CI": 32,
+            "fp32_num_warps": 4,
+        },
+        {"shift": "pairs_out", "split_co": True, "num_stages": 4, "fp32_shift": "pairs_out", "fp32_BLOCK_CI": 16},
     ],
     "optimized_fm": [
         {"BLOCK_D": 16},
@@ -325,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=["cuda", "interpret"], default="cuda")
     parser.add_argument("--no-sweep", action="store_true", help="time the default CONFIG only")
     parser.add_argument("--budget-s", type=float, default=1e9, help="no new variant is started after this many seconds")
+    parser.add_argument("--sweep-shapes", type=int, help="sweep variants at the first N shapes (default SWEEP_SHAPES)")
     parser.add_argument("--seed", type=int, default=20261122)
     parser.add_argument("--stem", default="recsys_operators", help="name of the summary files (STEM.json, STEM.md)")
     parser.add_argument("--no-cases", action="store_true", help="no per-case JSON files (OUT/cases/)")
@@ -396,7 +494,8 @@ def main(argv: list[str] | None = None) -> int:
         for i, case in enumerate(cases):
             try:
                 sweep = not args.no_sweep and (
-                    interpret or shapes.index(shape_text(case.params)) < SWEEP_SHAPES.get(name, len(cases))
+                    interpret
+                    or shapes.index(shape_text(case.params)) < (args.sweep_shapes or SWEEP_SHAPES.get(name, len(cases)))
                 )
                 row, ctx = run_case(rk, name, specs, case, args.seed, not interpret, sweep)
                 d = row["default"]

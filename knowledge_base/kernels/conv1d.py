@@ -30,6 +30,17 @@ How the shifted tiles are made (CONFIG["shift"], and ["fp32_shift"] for fp32 inp
   (cp.async-able); six dots of half width per CIN slice, the two accumulators interleaved with
   tl.join for one vectorised store.
 * "prefetch" (KSIZE 3): "load", with the next slice's three tiles loaded before this slice's dots.
+* "out" (KSIZE 3, L as M): no shifted x tile at all. Z_t = x^T w_t^T for the aligned x tile (the
+  A operand of all three taps, straight from shared memory), three accumulators, and once per tile
+  y[l] = Z_0[l - 1] + Z_1[l] + Z_2[l + 1] (tl.gather along the rows); the two rows a shift brings
+  in from outside the tile, W_0 x[l0 - 1] and W_2 x[l0 + BLOCK_L], are matrix-vector products.
+* "pairs_out" (KSIZE 3, L as M): "out" on even and odd columns apart (x_e, x_o split from the one
+  aligned load): y_e[m] = a_e[m] + b_m[m - 1], y_o[m] = a_o[m] + b_p[m + 1] with a_e = W1 x_e +
+  W2 x_o, a_o = W0 x_e + W1 x_o, b_m = W0 x_o, b_p = W2 x_e: four half-length accumulators (2/3 of
+  "out"'s registers), two of them shifted.
+CONFIG["orient"] ("fp32_orient"): "l_m" makes L the MMA's M (x^T the A operand, COUT the N), and
+then CONFIG["split_co"] covers COUT = 96 as 64 + 32 columns instead of one 128 tile (25% less MMA
+work). CONFIG["fp32_presplit"]: FP32 bf16x3 weights split into bf16 hi and lo once on the host.
 CONFIG["align_hints"] tells the compiler (as (v // A) * A: tl.multiple_of on an argument is lost)
 that x's row stride and L are multiples of the 16-byte vector, checked on the host: y is then
 stored with vector stores and the aligned loads are staged asynchronously.
@@ -80,6 +91,11 @@ CONFIG = {
     "align_hints": True,
     "shift": "gather",
     "fp32_shift": "pairs",
+    "orient": "co_m",
+    "fp32_orient": "co_m",
+    "split_co": False,
+    "fp32_presplit": False,
+    "fp32_num_warps": 0,
 }
 
 TUNABLES = {
@@ -104,8 +120,24 @@ TUNABLES = {
     # next CIN slice's three shifted tiles loaded into registers before this slice's dots).
     # "pairs" (KSIZE 3 only: even and odd output columns computed apart, every x tile then starts
     # on a 2-element boundary; six dots of half width per CIN slice).
-    "shift": ["load", "gather", "prefetch", "pairs"],
-    "fp32_shift": ["load", "gather", "prefetch", "pairs"],  # "shift" for fp32 inputs
+    # "out" (KSIZE 3; always L as M): no shifted x tiles at all: each tap's product with the
+    # aligned x tile in its own accumulator, the accumulators' rows shifted once per tile.
+    # "pairs_out" (KSIZE 3; L as M): "out" on even and odd columns apart, so that only two of four
+    # half-length accumulators need shifting (2/3 of the accumulator registers of "out").
+    "shift": ["load", "gather", "prefetch", "pairs", "out", "pairs_out"],
+    "fp32_shift": ["load", "gather", "prefetch", "pairs", "out", "pairs_out"],  # "shift" for fp32 inputs
+    # Which GEMM dimension is the MMA's M: "co_m" (COUT rows, x tiles as the B operand) or "l_m"
+    # (L rows: the shifted x tiles become the A operand, in registers, COUT the N dimension; not
+    # for "prefetch").
+    "orient": ["co_m", "l_m"],
+    "fp32_orient": ["co_m", "l_m"],  # "orient" for fp32 inputs
+    # With L as M ("l_m"): COUT in two power-of-two pieces when one tile would cover it (96 as
+    # 64 + 32 instead of one 128-column tile: 25% less MMA work at the price of two dots per tap).
+    "split_co": [False, True],
+    # FP32 pairs with bf16x3: the weight split into bf16 hi and lo once on the host (cached with
+    # the packed weight) instead of in every program and every CIN slice.
+    "fp32_presplit": [False, True],
+    "fp32_num_warps": [0, 4, 8],  # num_warps for fp32 inputs; 0: num_warps
 }
 
 
@@ -117,11 +149,184 @@ def _split_bf16(v):
 
 
 @triton.jit
-def _dot3(a_hi, a_lo, b_hi, b_lo, acc):
-    """acc + a @ b as bf16x3: the small products first, then hi * hi."""
-    acc = tl.dot(a_lo, b_hi, acc)
-    acc = tl.dot(a_hi, b_lo, acc)
-    return tl.dot(a_hi, b_hi, acc)
+def _mma(w, x, acc, LM: tl.constexpr, PRECISION: tl.constexpr):
+    """acc + w @ x for w [CO, CI], x [CI, N]: acc [CO, N], or with LM (L as the MMA's M) the
+    transposed product x^T @ w^T into acc [N, CO]."""
+    if LM:
+        acc = tl.dot(tl.trans(x), tl.trans(w), acc, input_precision=PRECISION)
+    else:
+        acc = tl.dot(w, x, acc, input_precision=PRECISION)
+    return acc
+
+
+@triton.jit
+def _mma3(wh, wl, xh, xl, acc, LM: tl.constexpr):
+    """acc + w @ x as bf16x3 from split operands: the small products first, then hi * hi."""
+    acc = _mma(wl, xh, acc, LM, "tf32")
+    acc = _mma(wh, xl, acc, LM, "tf32")
+    return _mma(wh, xh, acc, LM, "tf32")
+
+
+@triton.jit
+def _load_w(w_ptr, co, co_ok, ci, ci_ok, t, stride_wo, stride_wi, stride_wk):
+    """The [CO, CI] weight slice of tap t."""
+    return tl.load(w_ptr + co[:, None] * stride_wo + ci[None, :] * stride_wi + t * stride_wk,
+                   mask=co_ok[:, None] & ci_ok[None, :], other=0.0)
+
+
+@triton.jit
+def _pairs_piece(w_ptr, co, co_ok, ci, ci_ok, stride_wo, stride_wi, stride_wk, stride_wp,
+                 omh, oml, ech, ecl, och, ocl, eph, epl, acc_e, acc_o,
+                 LM: tl.constexpr, PRECISION: tl.constexpr, SPLIT3: tl.constexpr, PRESPLIT: tl.constexpr):
+    """One COUT piece's six dots of a CIN slice in the pairs mode (see _conv1d_kernel). With SPLIT3
+    the x tiles come as bf16 (hi, lo); otherwise the *l arguments are unused."""
+    w0 = _load_w(w_ptr, co, co_ok, ci, ci_ok, 0, stride_wo, stride_wi, stride_wk)
+    w1 = _load_w(w_ptr, co, co_ok, ci, ci_ok, 1, stride_wo, stride_wi, stride_wk)
+    w2 = _load_w(w_ptr, co, co_ok, ci, ci_ok, 2, stride_wo, stride_wi, stride_wk)
+    if SPLIT3:
+        if PRESPLIT:
+            # The host stored the weight as bf16 hi then lo parts (pack_weight(split=True)).
+            w0h, w1h, w2h = w0, w1, w2
+            w0l = _load_w(w_ptr + stride_wp, co, co_ok, ci, ci_ok, 0, stride_wo, stride_wi, stride_wk)
+            w1l = _load_w(w_ptr + stride_wp, co, co_ok, ci, ci_ok, 1, stride_wo, stride_wi, stride_wk)
+            w2l = _load_w(w_ptr + stride_wp, co, co_ok, ci, ci_ok, 2, stride_wo, stride_wi, stride_wk)
+        else:
+            w0h, w0l = _split_bf16(w0)
+            w1h, w1l = _split_bf16(w1)
+            w2h, w2l = _split_bf16(w2)
+        acc_e = _mma3(w0h, w0l, omh, oml, acc_e, LM)
+        acc_e = _mma3(w1h, w1l, ech, ecl, acc_e, LM)
+        acc_e = _mma3(w2h, w2l, och, ocl, acc_e, LM)
+        acc_o = _mma3(w0h, w0l, ech, ecl, acc_o, LM)
+        acc_o = _mma3(w1h, w1l, och, ocl, acc_o, LM)
+        acc_o = _mma3(w2h, w2l, eph, epl, acc_o, LM)
+    else:
+        acc_e = _mma(w0, omh, acc_e, LM, PRECISION)
+        acc_e = _mma(w1, ech, acc_e, LM, PRECISION)
+        acc_e = _mma(w2, och, acc_e, LM, PRECISION)
+        acc_o = _mma(w0, ech, acc_o, LM, PRECISION)
+        acc_o = _mma(w1, och, acc_o, LM, PRECISION)
+        acc_o = _mma(w2, eph, acc_o, LM, PRECISION)
+    return acc_e, acc_o
+
+
+@triton.jit
+def _store_tile(y_base, acc, co, co_ok, l_out, L, bias_ptr, stride_bias, stride_yc, stride_yl,
+                HAS_BIAS: tl.constexpr):
+    """acc [CO, BLOCK_L] (+ bias) into y, in y's dtype."""
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + co * stride_bias, mask=co_ok, other=0.0).to(tl.float32)[:, None]
+    y = y_base + co[:, None] * stride_yc + l_out[None, :] * stride_yl
+    tl.store(y, acc.to(y_base.dtype.element_ty), mask=co_ok[:, None] & (l_out < L)[None, :])
+
+
+@triton.jit
+def _as_co_l(acc, LM: tl.constexpr):
+    """An accumulator as [CO, N] (LM ones are [N, CO])."""
+    if LM:
+        acc = tl.trans(acc)
+    return acc
+
+
+@triton.jit
+def _out_piece(w_ptr, co, co_ok, ci, ci_ok, stride_wo, stride_wi, stride_wk, stride_wp,
+               xh, xl, xm, xp, z0, z1, z2, h0, h2,
+               PRECISION: tl.constexpr, SPLIT3: tl.constexpr, PRESPLIT: tl.constexpr):
+    """One COUT piece's part of a CIN slice in the "out" mode (see _conv1d_kernel): the three taps'
+    products with the unshifted x tile, and the two outside rows' matrix-vector products."""
+    w0 = _load_w(w_ptr, co, co_ok, ci, ci_ok, 0, stride_wo, stride_wi, stride_wk)
+    w1 = _load_w(w_ptr, co, co_ok, ci, ci_ok, 1, stride_wo, stride_wi, stride_wk)
+    w2 = _load_w(w_ptr, co, co_ok, ci, ci_ok, 2, stride_wo, stride_wi, stride_wk)
+    if SPLIT3:
+        if PRESPLIT:
+            w0h, w1h, w2h = w0, w1, w2
+            w0l = _load_w(w_ptr + stride_wp, co, co_ok, ci, ci_ok, 0, stride_wo, stride_wi, stride_wk)
+            w1l = _load_w(w_ptr + stride_wp, co, co_ok, ci, ci_ok, 1, stride_wo, stride_wi, stride_wk)
+            w2l = _load_w(w_ptr + stride_wp, co, co_ok, ci, ci_ok, 2, stride_wo, stride_wi, stride_wk)
+        else:
+            w0h, w0l = _split_bf16(w0)
+            w1h, w1l = _split_bf16(w1)
+            w2h, w2l = _split_bf16(w2)
+        z0 = _mma3(w0h, w0l, xh, xl, z0, True)
+        z1 = _mma3(w1h, w1l, xh, xl, z1, True)
+        z2 = _mma3(w2h, w2l, xh, xl, z2, True)
+        w0f = w0h.to(tl.float32) + w0l.to(tl.float32)
+        w2f = w2h.to(tl.float32) + w2l.to(tl.float32)
+    else:
+        z0 = _mma(w0, xh, z0, True, PRECISION)
+        z1 = _mma(w1, xh, z1, True, PRECISION)
+        z2 = _mma(w2, xh, z2, True, PRECISION)
+        w0f = w0.to(tl.float32)
+        w2f = w2.to(tl.float32)
+    h0 += tl.sum(w0f * xm[None, :], axis=1)
+    h2 += tl.sum(w2f * xp[None, :], axis=1)
+    return z0, z1, z2, h0, h2
+
+
+@triton.jit
+def _out_combine(z0, z1, z2, h0, h2, BLOCK_L: tl.constexpr):
+    """y rows of an "out" tile ([BLOCK_L, CO]): z1[l] + z0[l - 1] + z2[l + 1], the rows from outside
+    the tile being h0 (before its first row) and h2 (after its last)."""
+    rows = tl.arange(0, BLOCK_L)[:, None] + tl.zeros_like(z0).to(tl.int32)
+    s0 = tl.gather(z0, tl.maximum(rows - 1, 0), axis=0)
+    s2 = tl.gather(z2, tl.minimum(rows + 1, BLOCK_L - 1), axis=0)
+    s0 = tl.where(rows == 0, h0[None, :], s0)
+    s2 = tl.where(rows == BLOCK_L - 1, h2[None, :], s2)
+    return z1 + s0 + s2
+
+
+@triton.jit
+def _pout_piece(w_ptr, co, co_ok, ci, ci_ok, stride_wo, stride_wi, stride_wk, stride_wp,
+                eh, el, oh, ol, xm, xp, a_e, a_o, b_m, b_p, h0, h2,
+                PRECISION: tl.constexpr, SPLIT3: tl.constexpr, PRESPLIT: tl.constexpr):
+    """One COUT piece's part of a CIN slice in the "pairs_out" mode (see _conv1d_kernel). With
+    SPLIT3 the even (e) and odd (o) x columns come as bf16 hi (h) and lo (l) parts."""
+    w0 = _load_w(w_ptr, co, co_ok, ci, ci_ok, 0, stride_wo, stride_wi, stride_wk)
+    w1 = _load_w(w_ptr, co, co_ok, ci, ci_ok, 1, stride_wo, stride_wi, stride_wk)
+    w2 = _load_w(w_ptr, co, co_ok, ci, ci_ok, 2, stride_wo, stride_wi, stride_wk)
+    if SPLIT3:
+        if PRESPLIT:
+            w0h, w1h, w2h = w0, w1, w2
+            w0l = _load_w(w_ptr + stride_wp, co, co_ok, ci, ci_ok, 0, stride_wo, stride_wi, stride_wk)
+            w1l = _load_w(w_ptr + stride_wp, co, co_ok, ci, ci_ok, 1, stride_wo, stride_wi, stride_wk)
+            w2l = _load_w(w_ptr + stride_wp, co, co_ok, ci, ci_ok, 2, stride_wo, stride_wi, stride_wk)
+        else:
+            w0h, w0l = _split_bf16(w0)
+            w1h, w1l = _split_bf16(w1)
+            w2h, w2l = _split_bf16(w2)
+        a_e = _mma3(w1h, w1l, eh, el, a_e, True)
+        a_e = _mma3(w2h, w2l, oh, ol, a_e, True)
+        a_o = _mma3(w0h, w0l, eh, el, a_o, True)
+        a_o = _mma3(w1h, w1l, oh, ol, a_o, True)
+        b_m = _mma3(w0h, w0l, oh, ol, b_m, True)
+        b_p = _mma3(w2h, w2l, eh, el, b_p, True)
+        w0f = w0h.to(tl.float32) + w0l.to(tl.float32)
+        w2f = w2h.to(tl.float32) + w2l.to(tl.float32)
+    else:
+        a_e = _mma(w1, eh, a_e, True, PRECISION)
+        a_e = _mma(w2, oh, a_e, True, PRECISION)
+        a_o = _mma(w0, eh, a_o, True, PRECISION)
+        a_o = _mma(w1, oh, a_o, True, PRECISION)
+        b_m = _mma(w0, oh, b_m, True, PRECISION)
+        b_p = _mma(w2, eh, b_p, True, PRECISION)
+        w0f = w0.to(tl.float32)
+        w2f = w2.to(tl.float32)
+    h0 += tl.sum(w0f * xm[None, :], axis=1)
+    h2 += tl.sum(w2f * xp[None, :], axis=1)
+    return a_e, a_o, b_m, b_p, h0, h2
+
+
+@triton.jit
+def _pout_combine(a_e, a_o, b_m, b_p, h0, h2, HALF: tl.constexpr):
+    """A "pairs_out" tile as [CO, BLOCK_L]: y_e = a_e + b_m one row down (h0 first), y_o = a_o +
+    b_p one row up (h2 last), interleaved."""
+    rows = tl.arange(0, HALF)[:, None] + tl.zeros_like(b_m).to(tl.int32)
+    s_m = tl.gather(b_m, tl.maximum(rows - 1, 0), axis=0)
+    s_p = tl.gather(b_p, tl.minimum(rows + 1, HALF - 1), axis=0)
+    y_e = a_e + tl.where(rows == 0, h0[None, :], s_m)
+    y_o = a_o + tl.where(rows == HALF - 1, h2[None, :], s_p)
+    co_n: tl.constexpr = a_e.shape[1]
+    return tl.reshape(tl.join(tl.trans(y_e), tl.trans(y_o)), [co_n, 2 * HALF])
 
 
 @triton.jit
@@ -129,14 +334,17 @@ def _conv1d_kernel(
     x_ptr, w_ptr, bias_ptr, y_ptr,
     C_IN, C_OUT, L, tiles_l, tiles_co,
     stride_xb, stride_xc, stride_xl,
-    stride_wo, stride_wi, stride_wk,
+    stride_wo, stride_wi, stride_wk, stride_wp,
     stride_yb, stride_yc, stride_yl, stride_bias,
     KSIZE: tl.constexpr, PAD: tl.constexpr, HAS_BIAS: tl.constexpr,
     BLOCK_CO: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_CI: tl.constexpr,
     PRECISION: tl.constexpr, NUM_STAGES: tl.constexpr, ALIGN: tl.constexpr, GATHER: tl.constexpr,
     PREFETCH: tl.constexpr, PAIRS: tl.constexpr, SPLIT3: tl.constexpr,
+    LM: tl.constexpr, CO_B: tl.constexpr, PRESPLIT: tl.constexpr, OUT: tl.constexpr,
 ):
     # Programs of one sample are adjacent (its x columns stay in L2 for the other COUT tiles).
+    # LM: the MMAs take L as M and COUT as N (acc [L, CO]). CO_B > 0: one COUT tile of BLOCK_CO
+    # rows plus a second piece of CO_B rows (COUT 96 as 64 + 32 instead of one 128-row tile).
     if ALIGN > 1:
         # The host checked that these are multiples of ALIGN (align_hints). Written as (v // A) * A,
         # the same value, whose divisibility the compiler can see (tl.multiple_of on an argument is lost).
@@ -153,8 +361,13 @@ def _conv1d_kernel(
     co = pid_co * BLOCK_CO + tl.arange(0, BLOCK_CO)
     l_out = pid_l * BLOCK_L + tl.arange(0, BLOCK_L)
     co_ok = co < C_OUT
-    acc = tl.zeros([BLOCK_CO, BLOCK_L], dtype=tl.float32)
+    if CO_B > 0:
+        co2 = BLOCK_CO + tl.arange(0, CO_B)
+    else:
+        co2 = BLOCK_CO + tl.arange(0, 16)  # unused
+    co2_ok = co2 < C_OUT
     x_base = x_ptr + b.to(tl.int64) * stride_xb
+    y_base = y_ptr + b.to(tl.int64) * stride_yb
     if PAIRS:
         # KSIZE 3 on even and odd output columns apart. With pairs P_s[m] = (x[2(m+s)], x[2(m+s)+1]):
         #   y[2m]     = w0 . x[2m - 1] + w1 . x[2m]     + w2 . x[2m + 1] = w0 P_-1.odd + w1 P_0.even + w2 P_0.odd
@@ -162,8 +375,16 @@ def _conv1d_kernel(
         # Every x tile then starts on a pair boundary (4-byte aligned in FP16, 8 in FP32), which the
         # asynchronous copies of the pipelined loop can stage; the odd shifts need no unaligned load.
         HALF: tl.constexpr = BLOCK_L // 2
-        acc_e = tl.zeros([BLOCK_CO, HALF], dtype=tl.float32)
-        acc_o = tl.zeros([BLOCK_CO, HALF], dtype=tl.float32)
+        if LM:
+            acc_e = tl.zeros([HALF, BLOCK_CO], dtype=tl.float32)
+            acc_o = tl.zeros([HALF, BLOCK_CO], dtype=tl.float32)
+            acc_e2 = tl.zeros([HALF, CO_B if CO_B > 0 else 16], dtype=tl.float32)
+            acc_o2 = tl.zeros([HALF, CO_B if CO_B > 0 else 16], dtype=tl.float32)
+        else:
+            acc_e = tl.zeros([BLOCK_CO, HALF], dtype=tl.float32)
+            acc_o = tl.zeros([BLOCK_CO, HALF], dtype=tl.float32)
+            acc_e2 = tl.zeros([CO_B if CO_B > 0 else 16, HALF], dtype=tl.float32)
+            acc_o2 = tl.zeros([CO_B if CO_B > 0 else 16, HALF], dtype=tl.float32)
         p_m = l_out - 2
         p_p = l_out + 2
         ok_m = ((p_m >= 0) & (p_m < L))[None, :]
@@ -171,47 +392,136 @@ def _conv1d_kernel(
         ok_p = (p_p < L)[None, :]
         for ci0 in tl.range(0, C_IN, BLOCK_CI, num_stages=NUM_STAGES):
             ci = ci0 + tl.arange(0, BLOCK_CI)
-            ci_ok = (ci < C_IN)[:, None]
+            ci_ok = ci < C_IN
             x_rows = x_base + ci[:, None] * stride_xc
-            x_m = tl.load(x_rows + p_m[None, :] * stride_xl, mask=ci_ok & ok_m, other=0.0)
-            x_c = tl.load(x_rows + l_out[None, :] * stride_xl, mask=ci_ok & ok_c, other=0.0)
-            x_p = tl.load(x_rows + p_p[None, :] * stride_xl, mask=ci_ok & ok_p, other=0.0)
+            x_m = tl.load(x_rows + p_m[None, :] * stride_xl, mask=ci_ok[:, None] & ok_m, other=0.0)
+            x_c = tl.load(x_rows + l_out[None, :] * stride_xl, mask=ci_ok[:, None] & ok_c, other=0.0)
+            x_p = tl.load(x_rows + p_p[None, :] * stride_xl, mask=ci_ok[:, None] & ok_p, other=0.0)
             _, odd_m = tl.split(tl.reshape(x_m, [BLOCK_CI, HALF, 2]))
             even_c, odd_c = tl.split(tl.reshape(x_c, [BLOCK_CI, HALF, 2]))
             even_p, _ = tl.split(tl.reshape(x_p, [BLOCK_CI, HALF, 2]))
-            w_rows = w_ptr + co[:, None] * stride_wo + ci[None, :] * stride_wi
-            w_ok = co_ok[:, None] & (ci < C_IN)[None, :]
-            w0 = tl.load(w_rows, mask=w_ok, other=0.0)
-            w1 = tl.load(w_rows + stride_wk, mask=w_ok, other=0.0)
-            w2 = tl.load(w_rows + 2 * stride_wk, mask=w_ok, other=0.0)
             if SPLIT3:
-                # FP32 as bf16x3, each operand split into bf16 (hi, lo) once per CIN slice rather than
-                # once per dot (4 x tiles and 3 weight slices feed 6 dots): hi*hi + hi*lo + lo*hi.
-                w0h, w0l = _split_bf16(w0)
-                w1h, w1l = _split_bf16(w1)
-                w2h, w2l = _split_bf16(w2)
+                # FP32 as bf16x3, each x tile split into bf16 (hi, lo) once per CIN slice rather than
+                # once per dot (4 x tiles feed 6 dots per COUT piece): hi*hi + hi*lo + lo*hi.
                 omh, oml = _split_bf16(odd_m)
                 ech, ecl = _split_bf16(even_c)
                 och, ocl = _split_bf16(odd_c)
                 eph, epl = _split_bf16(even_p)
-                acc_e = _dot3(w0h, w0l, omh, oml, acc_e)
-                acc_e = _dot3(w1h, w1l, ech, ecl, acc_e)
-                acc_e = _dot3(w2h, w2l, och, ocl, acc_e)
-                acc_o = _dot3(w0h, w0l, ech, ecl, acc_o)
-                acc_o = _dot3(w1h, w1l, och, ocl, acc_o)
-                acc_o = _dot3(w2h, w2l, eph, epl, acc_o)
             else:
-                acc_e = tl.dot(w0, odd_m, acc_e, input_precision=PRECISION)
-                acc_e = tl.dot(w1, even_c, acc_e, input_precision=PRECISION)
-                acc_e = tl.dot(w2, odd_c, acc_e, input_precision=PRECISION)
-                acc_o = tl.dot(w0, even_c, acc_o, input_precision=PRECISION)
-                acc_o = tl.dot(w1, odd_c, acc_o, input_precision=PRECISION)
-                acc_o = tl.dot(w2, even_p, acc_o, input_precision=PRECISION)
-        acc = tl.reshape(tl.join(acc_e, acc_o), [BLOCK_CO, BLOCK_L])
+                omh, oml, ech, ecl, och, ocl, eph, epl = odd_m, odd_m, even_c, even_c, odd_c, odd_c, even_p, even_p
+            acc_e, acc_o = _pairs_piece(w_ptr, co, co_ok, ci, ci_ok, stride_wo, stride_wi, stride_wk, stride_wp,
+                                        omh, oml, ech, ecl, och, ocl, eph, epl, acc_e, acc_o,
+                                        LM, PRECISION, SPLIT3, PRESPLIT)
+            if CO_B > 0:
+                acc_e2, acc_o2 = _pairs_piece(w_ptr, co2, co2_ok, ci, ci_ok, stride_wo, stride_wi, stride_wk,
+                                              stride_wp, omh, oml, ech, ecl, och, ocl, eph, epl, acc_e2, acc_o2,
+                                              LM, PRECISION, SPLIT3, PRESPLIT)
+        # The two parities interleaved (tl.join) for one vectorised store.
+        acc = tl.reshape(tl.join(_as_co_l(acc_e, LM), _as_co_l(acc_o, LM)), [BLOCK_CO, BLOCK_L])
+        _store_tile(y_base, acc, co, co_ok, l_out, L, bias_ptr, stride_bias, stride_yc, stride_yl, HAS_BIAS)
+        if CO_B > 0:
+            acc2 = tl.reshape(tl.join(_as_co_l(acc_e2, LM), _as_co_l(acc_o2, LM)), [CO_B, BLOCK_L])
+            _store_tile(y_base, acc2, co2, co2_ok, l_out, L, bias_ptr, stride_bias, stride_yc, stride_yl, HAS_BIAS)
+    elif OUT == 2:
+        # KSIZE 3, "pairs_out": the shift moved to the output as in "out", on even and odd columns
+        # apart (x_e[m] = x[2m], x_o[m] = x[2m + 1], both from one aligned load, split in registers):
+        #   y[2m]     = W0 x_o[m - 1] + W1 x_e[m] + W2 x_o[m]  = b_m[m - 1] + a_e[m]
+        #   y[2m + 1] = W0 x_e[m] + W1 x_o[m] + W2 x_e[m + 1]  = a_o[m] + b_p[m + 1]
+        # Four accumulators of BLOCK_L / 2 rows (2/3 of "out"'s three of BLOCK_L), only b_m and b_p
+        # shifted, by one row of half the length; the rows from outside the tile as in "out".
+        HALF: tl.constexpr = BLOCK_L // 2
+        NB: tl.constexpr = CO_B if CO_B > 0 else 16
+        a_e = tl.zeros([HALF, BLOCK_CO], dtype=tl.float32)
+        a_o = tl.zeros([HALF, BLOCK_CO], dtype=tl.float32)
+        b_m = tl.zeros([HALF, BLOCK_CO], dtype=tl.float32)
+        b_p = tl.zeros([HALF, BLOCK_CO], dtype=tl.float32)
+        a_e2 = tl.zeros([HALF, NB], dtype=tl.float32)
+        a_o2 = tl.zeros([HALF, NB], dtype=tl.float32)
+        b_m2 = tl.zeros([HALF, NB], dtype=tl.float32)
+        b_p2 = tl.zeros([HALF, NB], dtype=tl.float32)
+        h0 = tl.zeros([BLOCK_CO], dtype=tl.float32)
+        h2 = tl.zeros([BLOCK_CO], dtype=tl.float32)
+        h0b = tl.zeros([NB], dtype=tl.float32)
+        h2b = tl.zeros([NB], dtype=tl.float32)
+        pos_m = pid_l * BLOCK_L - 1
+        pos_p = pid_l * BLOCK_L + BLOCK_L
+        for ci0 in tl.range(0, C_IN, BLOCK_CI, num_stages=NUM_STAGES):
+            ci = ci0 + tl.arange(0, BLOCK_CI)
+            ci_ok = ci < C_IN
+            x0 = tl.load(x_base + ci[:, None] * stride_xc + l_out[None, :] * stride_xl,
+                         mask=ci_ok[:, None] & (l_out < L)[None, :], other=0.0)
+            x_e, x_o = tl.split(tl.reshape(x0, [BLOCK_CI, HALF, 2]))
+            xm = tl.load(x_base + ci * stride_xc + pos_m * stride_xl, mask=ci_ok & (pos_m >= 0),
+                         other=0.0).to(tl.float32)
+            xp = tl.load(x_base + ci * stride_xc + pos_p * stride_xl, mask=ci_ok & (pos_p < L),
+                         other=0.0).to(tl.float32)
+            if SPLIT3:
+                eh, el = _split_bf16(x_e)
+                oh, ol = _split_bf16(x_o)
+            else:
+                eh, el, oh, ol = x_e, x_e, x_o, x_o
+            a_e, a_o, b_m, b_p, h0, h2 = _pout_piece(w_ptr, co, co_ok, ci, ci_ok, stride_wo, stride_wi, stride_wk,
+                                                     stride_wp, eh, el, oh, ol, xm, xp, a_e, a_o, b_m, b_p, h0, h2,
+                                                     PRECISION, SPLIT3, PRESPLIT)
+            if CO_B > 0:
+                a_e2, a_o2, b_m2, b_p2, h0b, h2b = _pout_piece(w_ptr, co2, co2_ok, ci, ci_ok, stride_wo, stride_wi,
+                                                               stride_wk, stride_wp, eh, el, oh, ol, xm, xp,
+                                                               a_e2, a_o2, b_m2, b_p2, h0b, h2b,
+                                                               PRECISION, SPLIT3, PRESPLIT)
+        acc = _pout_combine(a_e, a_o, b_m, b_p, h0, h2, HALF)
+        _store_tile(y_base, acc, co, co_ok, l_out, L, bias_ptr, stride_bias, stride_yc, stride_yl, HAS_BIAS)
+        if CO_B > 0:
+            acc2 = _pout_combine(a_e2, a_o2, b_m2, b_p2, h0b, h2b, HALF)
+            _store_tile(y_base, acc2, co2, co2_ok, l_out, L, bias_ptr, stride_bias, stride_yc, stride_yl, HAS_BIAS)
+    elif OUT == 1:
+        # KSIZE 3 with the shift moved to the output (L as M): Z_t = x^T @ w_t^T for the aligned,
+        # unshifted x tile (one load per CIN slice, the A operand of all three taps, no on-chip
+        # shift per slice), then once per tile y[l] = Z_0[l - 1] + Z_1[l] + Z_2[l + 1], the shifted
+        # rows gathered through shared memory. The two rows a shift brings in from outside the tile
+        # are W_0 x[l0 - 1] and W_2 x[l0 + BLOCK_L]: matrix-vector products summed per slice.
+        NB: tl.constexpr = CO_B if CO_B > 0 else 16
+        z0 = tl.zeros([BLOCK_L, BLOCK_CO], dtype=tl.float32)
+        z1 = tl.zeros([BLOCK_L, BLOCK_CO], dtype=tl.float32)
+        z2 = tl.zeros([BLOCK_L, BLOCK_CO], dtype=tl.float32)
+        z0b = tl.zeros([BLOCK_L, NB], dtype=tl.float32)
+        z1b = tl.zeros([BLOCK_L, NB], dtype=tl.float32)
+        z2b = tl.zeros([BLOCK_L, NB], dtype=tl.float32)
+        h0 = tl.zeros([BLOCK_CO], dtype=tl.float32)
+        h2 = tl.zeros([BLOCK_CO], dtype=tl.float32)
+        h0b = tl.zeros([NB], dtype=tl.float32)
+        h2b = tl.zeros([NB], dtype=tl.float32)
+        pos_m = pid_l * BLOCK_L - 1
+        pos_p = pid_l * BLOCK_L + BLOCK_L
+        for ci0 in tl.range(0, C_IN, BLOCK_CI, num_stages=NUM_STAGES):
+            ci = ci0 + tl.arange(0, BLOCK_CI)
+            ci_ok = ci < C_IN
+            x0 = tl.load(x_base + ci[:, None] * stride_xc + l_out[None, :] * stride_xl,
+                         mask=ci_ok[:, None] & (l_out < L)[None, :], other=0.0)
+            xm = tl.load(x_base + ci * stride_xc + pos_m * stride_xl, mask=ci_ok & (pos_m >= 0),
+                         other=0.0).to(tl.float32)
+            xp = tl.load(x_base + ci * stride_xc + pos_p * stride_xl, mask=ci_ok & (pos_p < L),
+                         other=0.0).to(tl.float32)
+            if SPLIT3:
+                xh, xl = _split_bf16(x0)
+            else:
+                xh, xl = x0, x0
+            z0, z1, z2, h0, h2 = _out_piece(w_ptr, co, co_ok, ci, ci_ok, stride_wo, stride_wi, stride_wk, stride_wp,
+                                            xh, xl, xm, xp, z0, z1, z2, h0, h2, PRECISION, SPLIT3, PRESPLIT)
+            if CO_B > 0:
+                z0b, z1b, z2b, h0b, h2b = _out_piece(w_ptr, co2, co2_ok, ci, ci_ok, stride_wo, stride_wi, stride_wk,
+                                                     stride_wp, xh, xl, xm, xp, z0b, z1b, z2b, h0b, h2b,
+                                                     PRECISION, SPLIT3, PRESPLIT)
+        acc = _out_combine(z0, z1, z2, h0, h2, BLOCK_L)
+        _store_tile(y_base, tl.trans(acc), co, co_ok, l_out, L, bias_ptr, stride_bias, stride_yc, stride_yl, HAS_BIAS)
+        if CO_B > 0:
+            acc2 = _out_combine(z0b, z1b, z2b, h0b, h2b, BLOCK_L)
+            _store_tile(y_base, tl.trans(acc2), co2, co2_ok, l_out, L, bias_ptr, stride_bias, stride_yc, stride_yl,
+                        HAS_BIAS)
     elif PREFETCH:
         # KSIZE == 3: the three shifted x tiles of the next CIN slice are loaded (into registers)
         # before this slice's dots, so their latency overlaps the tensor-core work; the unaligned
         # taps cannot be staged by the asynchronous copies that num_stages pipelines.
+        acc = tl.zeros([BLOCK_CO, BLOCK_L], dtype=tl.float32)
         p_m = l_out - 1
         p_p = l_out + 1
         ok_m = ((p_m >= 0) & (p_m < L))[None, :]
@@ -238,7 +548,14 @@ def _conv1d_kernel(
             acc = tl.dot(tl.load(w_rows + 2 * stride_wk, mask=w_ok, other=0.0), x_p, acc,
                          input_precision=PRECISION)
             x_m, x_c, x_p = nx_m, nx_c, nx_p
+        _store_tile(y_base, acc, co, co_ok, l_out, L, bias_ptr, stride_bias, stride_yc, stride_yl, HAS_BIAS)
     else:
+        if LM:
+            acc = tl.zeros([BLOCK_L, BLOCK_CO], dtype=tl.float32)
+            acc2 = tl.zeros([BLOCK_L, CO_B if CO_B > 0 else 16], dtype=tl.float32)
+        else:
+            acc = tl.zeros([BLOCK_CO, BLOCK_L], dtype=tl.float32)
+            acc2 = tl.zeros([CO_B if CO_B > 0 else 16, BLOCK_L], dtype=tl.float32)
         for ci0 in tl.range(0, C_IN, BLOCK_CI, num_stages=NUM_STAGES):
             ci = ci0 + tl.arange(0, BLOCK_CI)
             ci_ok = ci < C_IN
@@ -250,8 +567,6 @@ def _conv1d_kernel(
                 x0 = tl.load(x_base + ci[:, None] * stride_xc + l_out[None, :] * stride_xl,
                              mask=ci_ok[:, None] & (l_out < L)[None, :], other=0.0)
             for t in tl.static_range(KSIZE):
-                w = tl.load(w_ptr + co[:, None] * stride_wo + ci[None, :] * stride_wi + t * stride_wk,
-                            mask=co_ok[:, None] & ci_ok[None, :], other=0.0)
                 pos = l_out + (t - PAD)
                 if GATHER:
                     if t == PAD:
@@ -272,11 +587,16 @@ def _conv1d_kernel(
                 else:
                     x = tl.load(x_base + ci[:, None] * stride_xc + pos[None, :] * stride_xl,
                                 mask=ci_ok[:, None] & ((pos >= 0) & (pos < L))[None, :], other=0.0)
-                acc = tl.dot(w, x, acc, input_precision=PRECISION)
-    if HAS_BIAS:
-        acc += tl.load(bias_ptr + co * stride_bias, mask=co_ok, other=0.0).to(tl.float32)[:, None]
-    y = y_ptr + b.to(tl.int64) * stride_yb + co[:, None] * stride_yc + l_out[None, :] * stride_yl
-    tl.store(y, acc.to(y_ptr.dtype.element_ty), mask=co_ok[:, None] & (l_out < L)[None, :])
+                w = _load_w(w_ptr, co, co_ok, ci, ci_ok, t, stride_wo, stride_wi, stride_wk)
+                acc = _mma(w, x, acc, LM, PRECISION)
+                if CO_B > 0:
+                    w2 = _load_w(w_ptr, co2, co2_ok, ci, ci_ok, t, stride_wo, stride_wi, stride_wk)
+                    acc2 = _mma(w2, x, acc2, LM, PRECISION)
+        _store_tile(y_base, _as_co_l(acc, LM), co, co_ok, l_out, L, bias_ptr, stride_bias, stride_yc, stride_yl,
+                    HAS_BIAS)
+        if CO_B > 0:
+            _store_tile(y_base, _as_co_l(acc2, LM), co2, co2_ok, l_out, L, bias_ptr, stride_bias, stride_yc,
+                        stride_yl, HAS_BIAS)
 
 
 def _pow2_at_most(limit: int, n: int) -> int:
@@ -284,16 +604,47 @@ def _pow2_at_most(limit: int, n: int) -> int:
     return max(16, min(limit, triton.next_power_of_2(n)))
 
 
-def pack_weight(weight: torch.Tensor) -> torch.Tensor:
+def pack_weight(weight: torch.Tensor, split: bool = False) -> torch.Tensor:
     """[COUT, CIN, KSIZE] -> a [KSIZE, COUT, CIN] copy: a tap's [BLOCK_CO, BLOCK_CI] slice is then
-    rows of contiguous CIN (vector loads) instead of elements KSIZE apart."""
-    return weight.detach().permute(2, 0, 1).contiguous()
+    rows of contiguous CIN (vector loads) instead of elements KSIZE apart. split (fp32 weights for
+    bf16x3): a [2, KSIZE, COUT, CIN] bf16 copy, the hi and lo parts (hi + lo = w to ~16 bits), so
+    the programs do not each split the same weight again."""
+    w = weight.detach().permute(2, 0, 1)
+    if not split:
+        return w.contiguous()
+    hi = w.to(torch.bfloat16)
+    return torch.stack([hi, (w - hi.float()).to(torch.bfloat16)])
+
+
+def _fp32_cfg(cfg: dict, key: str, fp32: bool):
+    """CONFIG[key], or for fp32 inputs CONFIG["fp32_" + key] where that is set (not 0)."""
+    return cfg.get("fp32_" + key) or cfg[key] if fp32 else cfg[key]
+
+
+def _plan(x: torch.Tensor, ksize: int, cfg: dict) -> dict:
+    """The path CONFIG chooses for x (which shift, orientation, whether fp32 weights come presplit)."""
+    fp32 = x.dtype == torch.float32
+    shift = cfg["fp32_shift" if fp32 else "shift"]
+    pairs = shift == "pairs" and ksize == 3
+    split3 = (pairs or (shift in ("out", "pairs_out") and ksize == 3)) and fp32 and cfg["fp32_precision"] == "bf16x3"
+    return {
+        "shift": shift,
+        "pairs": pairs,
+        "split3": split3,
+        "presplit": split3 and cfg["fp32_presplit"],
+        # 1: "out", 2: "pairs_out" (KSIZE 3), which always take L as M (the accumulators' rows are
+        # shifted: with COUT as M that would be a shift along the MMA's N, spread over lanes).
+        "out": {"out": 1, "pairs_out": 2}.get(shift, 0) if ksize == 3 else 0,
+        "lm": (cfg["fp32_orient" if fp32 else "orient"] == "l_m" and shift != "prefetch")
+        or (shift in ("out", "pairs_out") and ksize == 3),
+    }
 
 
 def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                    packed: torch.Tensor | None = None) -> torch.Tensor:
     """conv1d(x, weight, bias, padding=KSIZE // 2) for odd KSIZE, with the CONFIG in force at call
-    time. `packed`: pack_weight(weight), used when CONFIG["packed_weight"] (made here if None)."""
+    time. `packed`: pack_weight(weight, split=needs_split_weight(x, weight)), used when
+    CONFIG["packed_weight"] (made here if None)."""
     batch, c_in, length = x.shape
     c_out, w_in, ksize = weight.shape
     if w_in != c_in or ksize % 2 == 0 or (bias is not None and bias.shape != (c_out,)):
@@ -303,23 +654,37 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     if y.numel() == 0:
         return y
     cfg = CONFIG
+    fp32 = x.dtype == torch.float32
+    plan = _plan(x, ksize, cfg)
     block_co = _pow2_at_most(cfg["BLOCK_CO"], c_out)
-    block_l = _pow2_at_most(cfg["fp32_BLOCK_L" if x.dtype == torch.float32 else "BLOCK_L"], length)
-    tiles_l, tiles_co = triton.cdiv(length, block_l), triton.cdiv(c_out, block_co)
-    ci_cfg = cfg["fp32_BLOCK_CI" if x.dtype == torch.float32 else "BLOCK_CI"]
+    block_l = _pow2_at_most(cfg["fp32_BLOCK_L" if fp32 else "BLOCK_L"], length)
+    co_b = 0
+    if cfg["split_co"] and plan["lm"] and block_co >= c_out:
+        # One COUT tile would pad COUT up to a power of two (96 -> 128): cover it as the largest
+        # power of two below (64) plus a second, smaller piece (32) instead. Only with L as M (COUT
+        # is then the MMA's N, any multiple of 8): as M, a 32-row piece falls back from wgmma to
+        # mma.sync and spilled (compiled offline for sm_90a).
+        block_co = max(16, 1 << (c_out.bit_length() - 1))
+        if c_out > block_co:
+            co_b = _pow2_at_most(block_co, c_out - block_co)
+    tiles_l, tiles_co = triton.cdiv(length, block_l), triton.cdiv(c_out, block_co + co_b)
+    ci_cfg = cfg["fp32_BLOCK_CI" if fp32 else "BLOCK_CI"]
     if cfg["small_grid_BLOCK_CI"] and batch * tiles_co * tiles_l < sm_count(x.device):
         ci_cfg = cfg["small_grid_BLOCK_CI"]
     block_ci = _pow2_at_most(ci_cfg, c_in)
     # A stage of the CIN loop holds KSIZE weight slices and KSIZE x tiles in shared memory.
-    stages = pipeline_stages(cfg["num_stages"], ksize * x.element_size() * block_ci * (block_co + block_l))
-    if cfg["packed_weight"]:
-        w = pack_weight(weight) if packed is None else packed
-        w_strides = (w.stride(1), w.stride(2), w.stride(0))  # as (COUT, CIN, KSIZE) strides
+    stages = pipeline_stages(cfg["num_stages"], ksize * x.element_size() * block_ci * (block_co + co_b + block_l))
+    if cfg["packed_weight"] or plan["presplit"]:
+        w = pack_weight(weight, plan["presplit"]) if packed is None else packed
+        if plan["presplit"]:  # [2, KSIZE, COUT, CIN]: (COUT, CIN, KSIZE) strides, then hi -> lo
+            w_strides = (w.stride(2), w.stride(3), w.stride(1), w.stride(0))
+        else:
+            w_strides = (w.stride(1), w.stride(2), w.stride(0), 0)
     else:
-        w, w_strides = weight, weight.stride()
+        w, w_strides = weight, (*weight.stride(), 0)
     # Only fp32 operands read it (16-bit ones pass the default "tf32", ignored); the interpreter
     # (CPU tensors) computes dots in fp32 anyway and knows no bf16xN.
-    if x.dtype != torch.float32:
+    if not fp32:
         precision = "tf32"
     else:
         precision = cfg["fp32_precision"] if x.is_cuda else "ieee"
@@ -329,13 +694,10 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
         vec = 16 // x.element_size()
         if all(v % vec == 0 for v in (x.stride(0), x.stride(1), length)) and x.data_ptr() % 16 == 0:
             align = vec
-    shift = cfg["fp32_shift" if x.dtype == torch.float32 else "shift"]
-    gather = shift == "gather" and (tiles_l == 1 or ksize == 3)
-    prefetch = shift == "prefetch" and ksize == 3
-    pairs = shift == "pairs" and ksize == 3
-    # FP32 pairs with bf16x3: operands split once per CIN slice in the kernel (also under the
-    # interpreter, which then checks that arithmetic).
-    split3 = pairs and x.dtype == torch.float32 and cfg["fp32_precision"] == "bf16x3"
+    # "out" with KSIZE other than 3 falls back to "gather" (one L tile) or shifted loads.
+    gather = plan["shift"] in ("gather", "out", "pairs_out") and (tiles_l == 1 or ksize == 3)
+    prefetch = plan["shift"] == "prefetch" and ksize == 3
+    pairs = plan["pairs"]
     if pairs and align == 1 and x.stride(2) == 1 and all(v % 2 == 0 for v in (x.stride(0), x.stride(1), length)):
         align = 2  # pair boundaries are 2-element aligned (what the pairs mode needs to stage its loads)
     _conv1d_kernel[(batch * tiles_co * tiles_l,)](
@@ -344,9 +706,18 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
         *x.stride(), *w_strides, *y.stride(), bias.stride(0) if bias is not None else 0,
         KSIZE=ksize, PAD=ksize // 2, HAS_BIAS=bias is not None,
         BLOCK_CO=block_co, BLOCK_L=block_l, BLOCK_CI=block_ci,
-        PRECISION=precision, NUM_STAGES=stages, ALIGN=align, GATHER=gather, PREFETCH=prefetch, PAIRS=pairs, SPLIT3=split3, num_warps=cfg["num_warps"],
+        PRECISION=precision, NUM_STAGES=stages, ALIGN=align, GATHER=gather, PREFETCH=prefetch, PAIRS=pairs,
+        # FP32 pairs with bf16x3: operands split once per CIN slice in the kernel (also under the
+        # interpreter, which then checks that arithmetic).
+        SPLIT3=plan["split3"], LM=plan["lm"], CO_B=co_b, PRESPLIT=plan["presplit"], OUT=plan["out"],
+        num_warps=_fp32_cfg(cfg, "num_warps", fp32),
     )
     return y
+
+
+def needs_split_weight(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether conv1d_forward(x, weight, ...) under the current CONFIG wants pack_weight(split=True)."""
+    return _plan(x, weight.shape[2], CONFIG)["presplit"]
 
 
 class ModelNew(nn.Module):
@@ -359,8 +730,12 @@ class ModelNew(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # The packed copy is remade whenever the weight changes: new storage, dtype, or an in-place
-        # write (load_state_dict, an optimiser step), which bumps the tensor's version counter.
-        of = (self.weight.data_ptr(), self.weight.dtype, self.weight._version)
-        if CONFIG["packed_weight"] and of != self._packed_of:
-            self._packed, self._packed_of = pack_weight(self.weight), of
-        return conv1d_forward(x, self.weight, self.bias, self._packed if CONFIG["packed_weight"] else None)
+        # write (load_state_dict, an optimiser step), which bumps the tensor's version counter; or
+        # when the CONFIG asks for the other form (split into bf16 parts or not).
+        split = needs_split_weight(x, self.weight)
+        if not (CONFIG["packed_weight"] or split):
+            return conv1d_forward(x, self.weight, self.bias)
+        of = (self.weight.data_ptr(), self.weight.dtype, self.weight._version, split)
+        if of != self._packed_of:
+            self._packed, self._packed_of = pack_weight(self.weight, split), of
+        return conv1d_forward(x, self.weight, self.bias, self._packed)

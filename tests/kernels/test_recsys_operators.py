@@ -165,6 +165,92 @@ CASES = {
         ({}, {"B": 1, "CIN": 40, "COUT": 24, "L": 38}, ["float16", "float32"]),
         ({"small_grid_BLOCK_CI": 0}, {"B": 1, "CIN": 40, "COUT": 24, "L": 38}, ["float16", "float32"]),
         ({"shift": "pairs"}, {"B": 2, "CIN": 16, "COUT": 24, "L": 7, "KSIZE": 5}, ["float16", "float32"]),
+        # L as the MMA's M and COUT in two pieces (70 as 64 + 16 rows, the second partial): gather /
+        # pairs with the weight split on the host; pairs in 3 ragged L tiles, COUT 24 as 16 + 16.
+        (
+            {"orient": "l_m", "fp32_orient": "l_m", "split_co": True, "fp32_presplit": True},
+            {"B": 2, "CIN": 20, "COUT": 70, "L": 75},
+            ["float16", "float32"],
+        ),
+        (
+            {
+                "shift": "pairs",
+                "orient": "l_m",
+                "fp32_orient": "l_m",
+                "split_co": True,
+                "fp32_presplit": True,
+                "BLOCK_CI": 16,
+                "fp32_BLOCK_CI": 16,
+                "small_grid_BLOCK_CI": 0,
+                "BLOCK_L": 32,
+                "fp32_BLOCK_L": 32,
+                "fp32_num_warps": 4,
+            },
+            {"B": 2, "CIN": 40, "COUT": 24, "L": 75},
+            ["float16", "float32"],
+        ),
+        # The shift moved to the output: one tile per row (COUT 70 as 64 + 16), then 3 ragged L
+        # tiles (the rows from the neighbour tiles as matrix-vector products) in CIN slices of 16
+        # (the last partial), FP32 split in the kernel and as tf32x3 (COUT 24 as one padded tile);
+        # KSIZE 5 falls back to the plain loads.
+        (
+            {"shift": "out", "fp32_shift": "out", "split_co": True, "fp32_presplit": True},
+            {"B": 2, "CIN": 20, "COUT": 70, "L": 75},
+            ["float16", "float32"],
+        ),
+        (
+            {
+                "shift": "out",
+                "fp32_shift": "out",
+                "split_co": True,
+                "BLOCK_CI": 16,
+                "fp32_BLOCK_CI": 16,
+                "small_grid_BLOCK_CI": 0,
+                "BLOCK_L": 32,
+                "fp32_BLOCK_L": 32,
+            },
+            {"B": 2, "CIN": 40, "COUT": 24, "L": 75},
+            ["float16", "float32"],
+        ),
+        ({"fp32_shift": "out", "fp32_precision": "tf32x3"}, {"B": 2, "CIN": 20, "COUT": 24, "L": 38}, ["float32"]),
+        # The same on even and odd columns apart (odd L: the last tile's last pair half outside).
+        (
+            {"shift": "pairs_out", "fp32_shift": "pairs_out", "split_co": True, "fp32_presplit": True},
+            {"B": 2, "CIN": 20, "COUT": 70, "L": 75},
+            ["float16", "float32"],
+        ),
+        (
+            {
+                "shift": "pairs_out",
+                "fp32_shift": "pairs_out",
+                "split_co": True,
+                "BLOCK_CI": 16,
+                "fp32_BLOCK_CI": 16,
+                "small_grid_BLOCK_CI": 0,
+                "BLOCK_L": 32,
+                "fp32_BLOCK_L": 32,
+            },
+            {"B": 2, "CIN": 40, "COUT": 24, "L": 75},
+            ["float16", "float32"],
+        ),
+        (
+            {"fp32_shift": "pairs_out", "fp32_precision": "tf32x3"},
+            {"B": 2, "CIN": 20, "COUT": 24, "L": 38},
+            ["float32"],
+        ),
+        (
+            {"shift": "out", "fp32_shift": "out"},
+            {"B": 2, "CIN": 16, "COUT": 24, "L": 7, "KSIZE": 5},
+            ["float16", "float32"],
+        ),
+        # Presplit weights with COUT as M (split_co then has no effect); shifted loads with L as M,
+        # KSIZE 5 (no pieces: COUT 16 is one tile).
+        ({"split_co": True, "fp32_presplit": True}, {"B": 2, "CIN": 20, "COUT": 24, "L": 38}, ["float16", "float32"]),
+        (
+            {"shift": "load", "fp32_shift": "load", "orient": "l_m", "fp32_orient": "l_m", "split_co": True},
+            {"B": 2, "CIN": 16, "COUT": 16, "L": 7, "KSIZE": 5},
+            ["float16", "float32"],
+        ),
     ],
     "optimized_fm": [
         # N = 24 (padded to 32), D = 56 in slices of 16 (the last partial), K = 150 in tiles of 32.
