@@ -65,7 +65,8 @@ SWEEPS = {  # --configs sweep: around the defaults (second H200 round: around th
     # Fourth H200 round (issue 17): int8 -> fp16 by integer ops and fp16 MMAs (CONVERT f16), the
     # cached direct launch, smaller tiles with more programs per SM. The first two entries are round
     # 3's default (through the JIT, then cached), then the same f16 kernel at several tile sizes,
-    # warps, stages and programs per SM, and the cast / v_asm conversions at the f16 default's shape.
+    # warps, stages and programs per SM, each warp on its own keys (WARP_SPLIT), and the cast / v_asm
+    # conversions at the f16 default's shape.
     # Earlier sweeps: bench/results/attention_issue17_h200_round3/*.json.
     "int8_mqa_decode": [
         dict(CONVERT="cast", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=3, LAUNCH="jit"),
@@ -75,17 +76,20 @@ SWEEPS = {  # --configs sweep: around the defaults (second H200 round: around th
         dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=3, num_warps=4, num_stages=3),
         dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=4, num_warps=4, num_stages=3),
         dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=6, num_warps=4, num_stages=3),
-        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=8, num_warps=4, num_stages=3),
         dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=4),
         dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=4, num_warps=4, num_stages=2),
         dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=4, num_warps=4, num_stages=4),
         dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=2, num_stages=3),
         dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=4, num_warps=2, num_stages=3),
-        dict(CONVERT="f16", BLOCK_N=32, PROGRAMS_PER_SM=4, num_warps=2, num_stages=4),
         dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=3),
         dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=2, num_warps=4, num_stages=2),
         dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=2, num_warps=8, num_stages=3),
         dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3, COMBINE="kernel"),
+        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3, WARP_SPLIT=True),
+        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=4, WARP_SPLIT=True),
+        dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=2, num_warps=4, num_stages=2, WARP_SPLIT=True),
+        dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=2, WARP_SPLIT=True),
+        dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=8, num_stages=3, WARP_SPLIT=True),
         dict(CONVERT="v_asm", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3),
         dict(CONVERT="cast", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3),
     ],

@@ -71,6 +71,9 @@ CONFIG = {
     # "jit": launch through the @triton.jit wrapper every call; "cached": the plan of the shape
     # (grid, split buffers, compiled kernel) is kept and the compiled kernel launched directly.
     "LAUNCH": "cached",
+    # f16 only: each warp streams its own keys with its own softmax state, merged after the loop
+    # (no cross-warp reduction or layout exchange per step; each warp holds a whole accumulator).
+    "WARP_SPLIT": False,
 }
 
 TUNABLES = {
@@ -83,6 +86,7 @@ TUNABLES = {
     "PREFETCH_SCALES": [False, True],
     "CONVERT": ["cast", "v_asm", "f16"],
     "LAUNCH": ["jit", "cached"],
+    "WARP_SPLIT": [False, True],
 }
 
 
@@ -157,6 +161,67 @@ def _f16_step(
 
 
 @triton.jit
+def _f16_warp_split_loop(
+    q16, row_mult, k_base, v_base, ks_base, vs_base, lo, hi,
+    HEAD_DIM: tl.constexpr, ROWS: tl.constexpr, BLOCK_D: tl.constexpr, WARPS: tl.constexpr, BLOCK_N: tl.constexpr,
+    EVEN: tl.constexpr, ASM: tl.constexpr,
+):  # fmt: skip
+    """The f16 loop with each warp on its own keys (WARP_SPLIT): the tiles are [WARPS, BLOCK_N /
+    WARPS, D] and the MMAs batched over the first axis, which Triton gives one warp each, so every
+    warp keeps its own row max, row sum and accumulator and no step reduces across warps; the
+    WARPS partial results are merged once after the loop, like the splits. Returns (acc, m, l)."""
+    NW: tl.constexpr = BLOCK_N // WARPS
+    offs_w = tl.arange(0, WARPS)
+    offs_n = tl.arange(0, NW)
+    offs_d = tl.arange(0, BLOCK_D)
+    q3 = tl.broadcast_to(q16[None, :, :], [WARPS, ROWS, BLOCK_D])
+    key = offs_w[:, None] * NW + offs_n[None, :]  # [WARPS, NW]: warp w's keys of the tile
+    m_i = tl.full([WARPS, ROWS], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([WARPS, ROWS], dtype=tl.float32)
+    acc = tl.zeros([WARPS, ROWS, BLOCK_D], dtype=tl.float32)
+    v_unit = tl.full([WARPS], 1.0, dtype=tl.float32)
+    k_sc = tl.load(ks_base + lo + key, mask=lo + key < hi, other=0.0).to(tl.float32)
+    v_sc = tl.load(vs_base + lo + key, mask=lo + key < hi, other=0.0).to(tl.float32)
+    for start in tl.range(lo, hi, BLOCK_N):
+        cols = start + key
+        c_live = cols < hi
+        nxt = cols + BLOCK_N
+        k_next = tl.load(ks_base + nxt, mask=nxt < hi, other=0.0).to(tl.float32)
+        v_next = tl.load(vs_base + nxt, mask=nxt < hi, other=0.0).to(tl.float32)
+        kv_off = cols[:, :, None] * HEAD_DIM + offs_d[None, None, :]
+        if EVEN:
+            k_tile = tl.load(k_base + kv_off)
+            v_tile = tl.load(v_base + kv_off)
+        else:
+            k_tile = tl.load(k_base + kv_off, mask=c_live[:, :, None], other=0)
+            v_tile = tl.load(v_base + kv_off, mask=c_live[:, :, None], other=0)
+        k = _i8_to_f16(k_tile, ASM, True)
+        t = tl.dot(q3, tl.trans(k, (0, 2, 1))) * k_sc[:, None, :]
+        if not EVEN:
+            t = tl.where(c_live[:, None, :], t, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(t, 2) * row_mult[None, :])
+        # a warp whose keys are all masked keeps m = -inf: exp2(-inf - -inf) would be NaN
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.exp2(t * row_mult[None, :, None] - m_safe[:, :, None])
+        alpha = tl.exp2(m_i - m_safe)
+        l_i = l_i * alpha + tl.sum(p, 2)
+        v_top = tl.maximum(tl.max(v_sc, 1), 1e-30)
+        v = _i8_to_f16(v_tile, ASM, False)
+        pv = (p * (v_sc * (1.0 / v_top)[:, None])[:, None, :]).to(tl.float16)
+        acc = tl.dot(pv, v, acc * (alpha * (v_unit / v_top)[:, None])[:, :, None])
+        m_i = m_new
+        v_unit = v_top
+        k_sc = k_next
+        v_sc = v_next
+    m = tl.max(m_i, 0)
+    m_safe = tl.where(m == float("-inf"), 0.0, m)
+    w = tl.exp2(m_i - m_safe[None, :])  # [WARPS, ROWS]
+    l = tl.sum(w * l_i, 0)
+    acc = tl.sum(acc * (w * v_unit[:, None])[:, :, None], 0)
+    return acc, m, l
+
+
+@triton.jit
 def _int8_mqa_decode_split(
     Q,
     KC,
@@ -186,6 +251,8 @@ def _int8_mqa_decode_split(
     PREFETCH_SCALES: tl.constexpr,
     CONVERT: tl.constexpr,
     ASM: tl.constexpr,
+    WARP_SPLIT: tl.constexpr,
+    WARPS: tl.constexpr,
 ):
     # q and out are [B, HQ, QL, D] contiguous: row r of the packed tile (head r // QL, token r % QL)
     # is at r * D. K/V codes are [B, KV, D] with rows D apart, scales [B, KV] with unit stride.
@@ -224,39 +291,45 @@ def _int8_mqa_decode_split(
     # into registers, so no step waits for a global load of its own scales.
     k_sc = load_scales(ks_base, lo + offs_n, 1, lo + offs_n < hi)
     v_sc = load_scales(vs_base, lo + offs_n, 1, lo + offs_n < hi)
-    for start in tl.range(lo, hi, BLOCK_N):
-        cols = start + offs_n
-        c_live = cols < hi
-        if PREFETCH_SCALES:
-            nxt = cols + BLOCK_N
-            k_next = load_scales(ks_base, nxt, 1, nxt < hi)
-            v_next = load_scales(vs_base, nxt, 1, nxt < hi)
-        else:
-            k_sc = load_scales(ks_base, cols, 1, c_live)
-            v_sc = load_scales(vs_base, cols, 1, c_live)
-        if CONVERT == "f16":
-            kv_off = cols[:, None] * HEAD_DIM + offs_d[None, :]
-            if EVEN:  # no key masked: unpredicated 16-byte copies
-                k_tile = tl.load(k_base + kv_off)
-                v_tile = tl.load(v_base + kv_off)
+    if WARP_SPLIT:
+        acc, m_i, l_i = _f16_warp_split_loop(
+            q16, row_mult, k_base, v_base, ks_base, vs_base, lo, hi,
+            HEAD_DIM, ROWS, BLOCK_D, WARPS, BLOCK_N, EVEN, ASM,
+        )  # fmt: skip
+    else:
+        for start in tl.range(lo, hi, BLOCK_N):
+            cols = start + offs_n
+            c_live = cols < hi
+            if PREFETCH_SCALES:
+                nxt = cols + BLOCK_N
+                k_next = load_scales(ks_base, nxt, 1, nxt < hi)
+                v_next = load_scales(vs_base, nxt, 1, nxt < hi)
+            else:
+                k_sc = load_scales(ks_base, cols, 1, c_live)
+                v_sc = load_scales(vs_base, cols, 1, c_live)
+            if CONVERT == "f16":
+                kv_off = cols[:, None] * HEAD_DIM + offs_d[None, :]
+                if EVEN:  # no key masked: unpredicated 16-byte copies
+                    k_tile = tl.load(k_base + kv_off)
+                    v_tile = tl.load(v_base + kv_off)
+                else:
+                    kv_mask = c_live[:, None] & d_live[None, :]
+                    k_tile = tl.load(k_base + kv_off, mask=kv_mask, other=0)
+                    v_tile = tl.load(v_base + kv_off, mask=kv_mask, other=0)
+                acc, m_i, l_part, v_unit = _f16_step(
+                    q16, row_mult, acc, m_i, l_part, v_unit, k_tile, v_tile, c_live, k_sc, v_sc, EVEN, ASM, LAZY_SUM
+                )
             else:
                 kv_mask = c_live[:, None] & d_live[None, :]
-                k_tile = tl.load(k_base + kv_off, mask=kv_mask, other=0)
-                v_tile = tl.load(v_base + kv_off, mask=kv_mask, other=0)
-            acc, m_i, l_part, v_unit = _f16_step(
-                q16, row_mult, acc, m_i, l_part, v_unit, k_tile, v_tile, c_live, k_sc, v_sc, EVEN, ASM, LAZY_SUM
-            )
-        else:
-            kv_mask = c_live[:, None] & d_live[None, :]
-            s = int8_scores(q, k_base, cols, offs_d, kv_mask, HEAD_DIM, 1, k_sc, qk_scale)
-            s = tl.where(c_live[None, :], s, float("-inf"))
-            acc, m_i, l_i = int8_update(acc, m_i, l_i, s, q, v_base, cols, offs_d, kv_mask, HEAD_DIM, 1, v_sc, ASM)
-        if PREFETCH_SCALES:
-            k_sc = k_next
-            v_sc = v_next
-    if CONVERT == "f16":
-        l_i = tl.sum(l_part, 1)
-        acc = acc * v_unit
+                s = int8_scores(q, k_base, cols, offs_d, kv_mask, HEAD_DIM, 1, k_sc, qk_scale)
+                s = tl.where(c_live[None, :], s, float("-inf"))
+                acc, m_i, l_i = int8_update(acc, m_i, l_i, s, q, v_base, cols, offs_d, kv_mask, HEAD_DIM, 1, v_sc, ASM)
+            if PREFETCH_SCALES:
+                k_sc = k_next
+                v_sc = v_next
+        if CONVERT == "f16":
+            l_i = tl.sum(l_part, 1)
+            acc = acc * v_unit
 
     if SPLIT:
         part = (b * n_splits + split) * ROWS
@@ -426,12 +499,15 @@ def _make_plan(q, kc, ks, vc, vs) -> _Plan:
         PREFETCH_SCALES=bool(CONFIG["PREFETCH_SCALES"]),
         CONVERT=CONFIG["CONVERT"],
         ASM=CONFIG["CONVERT"] != "cast" and inline_ptx_ok(q),
+        WARP_SPLIT=CONFIG["CONVERT"] == "f16" and bool(CONFIG["WARP_SPLIT"]) and block_n // CONFIG["num_warps"] >= 16,
+        WARPS=CONFIG["num_warps"],
         num_warps=CONFIG["num_warps"],
         num_stages=CONFIG["num_stages"],
     )
     names = _int8_mqa_decode_split.arg_names  # the launcher takes every parameter, constexprs too
-    plan.const_args = tuple(plan.consts[n] for n in names[len(names) - 12 :])
-    assert names[len(names) - 12 :] == list(plan.consts)[:12], names
+    n_const = len(plan.consts) - 2  # num_warps, num_stages are options, not parameters
+    plan.const_args = tuple(plan.consts[n] for n in names[len(names) - n_const :])
+    assert names[len(names) - n_const :] == list(plan.consts)[:n_const], names
     plan.combine = (
         None
         if splits == 1 or plan.fused

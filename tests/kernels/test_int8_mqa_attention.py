@@ -85,6 +85,9 @@ DECODE = [  # (constants, PROGRAMS_PER_SM, BLOCK_N, COMBINE, more): sm_fill spli
     (dict(BATCH=2, KV_LEN=128, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 4, 32, "last_program", {"CONVERT": "f16"}),
     # fp16 with 64 rows (16 heads x 4 tokens: the row sum reduced every step), ragged tail
     (dict(BATCH=2, KV_LEN=90, Q_LEN=4, Q_HEADS=16, HEAD_DIM=32), 2, 32, "last_program", {"CONVERT": "f16"}),
+    # each warp on its own keys (4 warps x 16 keys a tile): the last tile's 6 keys leave 3 warps without any
+    (dict(BATCH=2, KV_LEN=70, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 1, 64, "last_program", {"WARP_SPLIT": True}),
+    (dict(BATCH=2, KV_LEN=256, Q_LEN=2, Q_HEADS=4, HEAD_DIM=64), 2, 128, "last_program", {"WARP_SPLIT": True}),
     # the JIT launch every call
     (dict(BATCH=2, KV_LEN=70, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 2, 32, "last_program", {"LAUNCH": "jit"}),
 ]
@@ -103,6 +106,8 @@ DECODE = [  # (constants, PROGRAMS_PER_SM, BLOCK_N, COMBINE, more): sm_fill spli
         "cast",
         "f16-even-tiles",
         "f16-64-rows",
+        "warp-split-ragged",
+        "warp-split-even-two-splits",
         "jit-launch",
     ],
 )
