@@ -184,6 +184,22 @@ SWEEP_FOCUS = {
     ],
 }
 
+# --sweep --focus short: RMSNorm and softmax below 65536 (run 6: RMSNorm N = 4096 0.995 of QuACK; run 2's
+# sweep had short_threads 256 at 4039 against the default's 3981 there).
+_SHORT_ROWS = [
+    {},
+    {"short_threads": 256},
+    {"short_threads": 64},
+    {"vecs_per_thread": 16},
+    {"vecs_per_thread": 4},
+    {"short_threads": 256, "vecs_per_thread": 16},
+    {"min_row_threads": 16},
+    {"threads": 512},
+    {"threads": 128},
+    {"copy_bits": 64},
+]
+SWEEP_SHORT = {"rmsnorm": _SHORT_ROWS, "softmax": _SHORT_ROWS}
+
 SWEEP_LATE = [
     {"mbarrier": True},
     {"mbarrier": True, "min_blocks_per_sm": 3},
@@ -234,8 +250,10 @@ def sweep_cute(
     deadline: float,
     report: dict,
     variants=None,
+    rounds: int = 1,
 ) -> None:
-    """Time the CuTe kernel under each SWEEP config (deduplicated by plan) at one shape."""
+    """Time the CuTe kernel under each SWEEP config (deduplicated by plan) at one shape; each plan's
+    figure is the median of `rounds` do_bench medians."""
     from triton.testing import do_bench
 
     module, why = _kernel_module(op)
@@ -280,7 +298,7 @@ def sweep_cute(
             torch.cuda.synchronize()
             problem = _compare(out, expected, tol)
             with torch.no_grad():
-                ms = do_bench(lambda: fn(*call_inputs))
+                ms = statistics.median(do_bench(lambda: fn(*call_inputs)) for _ in range(rounds))
             entry.update(ms=ms, gbps=nbytes / ms / 1e6, check=problem or "correct")
         except Exception as exc:
             entry["error"] = _why(exc)
@@ -459,7 +477,7 @@ def run_op(
     report: dict,
     deadline: float,
     sweep_deadline: float | None = None,
-    focus: bool = False,
+    focus: str | None = None,
     rounds: int = 1,
 ) -> None:
     from triton.testing import do_bench
@@ -540,10 +558,16 @@ def run_op(
         del timed
         torch.cuda.empty_cache()
         long_row = params.get("N", params.get("V", 0)) >= 65536
-        if sweep_deadline is not None and focus and long_row:
-            sweep_cute(op, row, inputs, expected, reference, tol, nbytes, sweep_deadline, report, SWEEP_FOCUS[op])
+        if sweep_deadline is not None and focus == "long" and long_row:
+            sweep_cute(
+                op, row, inputs, expected, reference, tol, nbytes, sweep_deadline, report, SWEEP_FOCUS[op], rounds
+            )
+        elif sweep_deadline is not None and focus == "short" and not long_row and op in SWEEP_SHORT:
+            sweep_cute(
+                op, row, inputs, expected, reference, tol, nbytes, sweep_deadline, report, SWEEP_SHORT[op], rounds
+            )
         elif sweep_deadline is not None and not focus:
-            sweep_cute(op, row, inputs, expected, reference, tol, nbytes, sweep_deadline, report)
+            sweep_cute(op, row, inputs, expected, reference, tol, nbytes, sweep_deadline, report, rounds=rounds)
             if op == "cross_entropy":
                 sweep_triton(op, row, inputs, expected, reference, tol, nbytes, sweep_deadline, report)
         ours = [r["gbps"] for k, r in row["results"].items() if k in ("triton", "cute") and r.get("check") == "correct"]
@@ -722,8 +746,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--focus",
-        action="store_true",
-        help="with --sweep: only rows of 65536 or more, under SWEEP_FOCUS (no Triton sweep, no late phase)",
+        nargs="?",
+        const="long",
+        choices=("long", "short"),
+        help="with --sweep: only rows of 65536 or more under SWEEP_FOCUS (`--focus` or `--focus long`), or only"
+        " RMSNorm and softmax rows below that under SWEEP_SHORT (`--focus short`); no Triton sweep, no late phase",
     )
     ap.add_argument(
         "--late-budget-s", type=float, default=30.0, help="with --sweep: time for SWEEP_LATE (mbarrier) at the end"
@@ -764,7 +791,10 @@ def main(argv: list[str] | None = None) -> int:
     deadline = time.monotonic() + args.budget_s
     out = Path(args.out)
     if args.sweep:
-        report["sweep"] = SWEEP_FOCUS if args.focus else {"common": SWEEP, "cross_entropy": SWEEP_CROSS_ENTROPY}
+        report["sweep"] = {"long": SWEEP_FOCUS, "short": SWEEP_SHORT}.get(args.focus) or {
+            "common": SWEEP,
+            "cross_entropy": SWEEP_CROSS_ENTROPY,
+        }
         report["ragged"] = []
     out.parent.mkdir(parents=True, exist_ok=True)
     for op in args.only or OPS:
