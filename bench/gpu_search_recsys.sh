@@ -41,10 +41,13 @@ out = sys.argv[1]
 show = json.load(open(f"{out}/show.json"))
 evaluated = [n for n in show["nodes"] if n.get("state") == "evaluated"]
 failed = [n["id"] for n in evaluated if n.get("failure")]
-default = next((n["fitness"] for n in evaluated if n["id"] == 0), None)  # node 0: the kernel as shipped
-best = max((n["fitness"] for n in evaluated if n.get("fitness") is not None), default=None)
+# The kernel as shipped: the draft "reference kernel NAME with its own CONFIG" (not always node 0: drafts run in parallel).
+default = next((n["fitness"] for n in evaluated if n.get("kind") == "draft" and "its own CONFIG" in (n.get("note") or "")), None)
+# The search's best as the search counts it: nodes held for a person (marks) do not count until approved.
+best = max((n["fitness"] for n in evaluated if n.get("fitness") is not None and (not n.get("marks") or n.get("approved"))), default=None)
+held = {n["id"]: n["marks"] for n in evaluated if n.get("marks") and not n.get("approved")}
 summary = {"run": show.get("id"), "status": show.get("status"), "reason": show.get("termination_reason"),
-           "evaluated": len(evaluated), "failed_nodes": failed, "default_fitness": default, "best_fitness": best,
+           "evaluated": len(evaluated), "failed_nodes": failed, "held_for_review": held, "default_fitness": default, "best_fitness": best,
            "best_at_least_default": None if default is None or best is None else best >= default}
 json.dump(summary, open(f"{out}/summary.json", "w"), indent=1)
 print(summary)

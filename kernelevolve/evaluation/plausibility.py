@@ -13,6 +13,9 @@ from kernelevolve.evaluation.result import EvalResult
 
 SPEEDUP_BOUND = 10.0
 RECHECK_TOLERANCE = 0.15  # per-shape latency may differ this much (relative) between two evaluations
+# ...or by this much in absolute terms: a launch-bound call of a few microseconds moves by ~0.6 us
+# between processes (mbdt at 2048x2x4 on an H200: 0.0046 then 0.0040 ms, 16%), which is launch jitter.
+RECHECK_FLOOR_MS = 0.001
 
 
 @functools.lru_cache(maxsize=None)  # read once per process, not once per evaluation
@@ -53,7 +56,7 @@ def disagreement(first: EvalResult, second: EvalResult, tolerance: float = RECHE
     for a, b in zip(first.shapes, second.shapes):
         if a.latency_ms and b.latency_ms:
             rel = abs(a.latency_ms - b.latency_ms) / min(a.latency_ms, b.latency_ms)
-            if rel > tolerance:
+            if rel > tolerance and abs(a.latency_ms - b.latency_ms) > RECHECK_FLOOR_MS:
                 return (
                     f"{a.label}: {a.latency_ms:.4f} ms then {b.latency_ms:.4f} ms in a fresh process "
                     f"({100 * rel:.0f}% apart, more than {100 * tolerance:.0f}%)"

@@ -48,6 +48,9 @@ def test_failed_or_untimed_results_are_never_marked():
 def test_re_evaluations_agree_within_noise_and_disagree_beyond_it():
     assert disagreement(_timed(0.100), _timed(0.110)) is None
     assert "apart" in disagreement(_timed(0.100), _timed(0.200))
+    # A few-microsecond call: 0.6 us of launch jitter is 16% but not a disagreement; 3 us is.
+    assert disagreement(_timed(0.0046), _timed(0.0040)) is None
+    assert "apart" in disagreement(_timed(0.0131), _timed(0.0165))
     second = _timed(0.1)
     second.correct, second.failure, second.message = False, "inconsistent", "timed call 3 was wrong"
     assert "re-evaluation failed (inconsistent)" in disagreement(_timed(0.1), second)
