@@ -1,6 +1,6 @@
 """IKBO target attention on one GPU: every variant checked, then timed beside the baselines.
 
-    python bench/ikbo_bench.py --out DIR [--variants sweep|default|NAME,NAME] [--warm-workers 12]
+    python bench/ikbo_bench.py --out DIR [--variants sweep|sweep1|sweep2|default|NAME,NAME] [--warm-workers 12]
                                [--deadline-s 140] [--no-compile]
 
 At the production shape of specs/ikbo_target_attention.yaml, in bf16: each variant (a CONFIG of
@@ -53,6 +53,8 @@ BASE = {
     "WARP_SPECIALIZE": False,
     "MAXNREG": 0,
     "Q_IN_REGS": False,
+    "PREFETCH": 0,
+    "STREAM_QO": False,
 }
 # name -> CONFIG changes from BASE (the round-2 default). Why each: 128-row tiles halve the K/V bytes
 # read from L2 per FLOP (64-row tiles need ~7 TB/s of L2 reads at 474 TFLOP/s); 4 warps x 254
@@ -78,15 +80,52 @@ VARIANTS = {
     "m128_n64_w4_s2_qreg": {"BLOCK_M": 128, "num_stages": 2, "Q_IN_REGS": True},
     "m128_n64_w8_s2_r128_qreg": {"BLOCK_M": 128, "num_warps": 8, "num_stages": 2, "MAXNREG": 128, "Q_IN_REGS": True},
     "m256_n64_w8_s2_r128": {"BLOCK_M": 256, "num_warps": 8, "num_stages": 2, "MAXNREG": 128},
+    # round 2: the L2 is flushed before every timed call and Q is always cold, and the tiles of one
+    # user start together and wait on HBM for the same K/V lines: prefetch a later tile's Q and one
+    # K/V block to L2 (PREFETCH waves ahead), and keep streamed Q/O from evicting K/V (STREAM_QO)
+    "m64_n64_w4_s3_pf1": {"PREFETCH": 1},
+    "m64_n64_w4_s3_pf2": {"PREFETCH": 2},
+    "m64_n64_w4_s3_pf4": {"PREFETCH": 4},
+    "m64_n64_w4_s3_stream": {"STREAM_QO": True},
+    "m64_n64_w4_s3_pf2_stream": {"PREFETCH": 2, "STREAM_QO": True},
+    "m64_n64_w4_s3_p2_pf1": {"PERSISTENT": 2, "PREFETCH": 1},
+    "m64_n64_w4_s3_p2_pf1_stream": {"PERSISTENT": 2, "PREFETCH": 1, "STREAM_QO": True},
+    "m128_n64_w8_s2_r128_pf2": {"BLOCK_M": 128, "num_warps": 8, "num_stages": 2, "MAXNREG": 128, "PREFETCH": 2},
+    "m128_n64_w8_s2_r128_pf2_stream": {
+        "BLOCK_M": 128,
+        "num_warps": 8,
+        "num_stages": 2,
+        "MAXNREG": 128,
+        "PREFETCH": 2,
+        "STREAM_QO": True,
+    },
+}
+SWEEPS = {  # --variants sweep1 | sweep2 (sweep: both)
+    "sweep1": [n for n in VARIANTS if "_pf" not in n and "_stream" not in n],
+    "sweep2": [
+        "m64_n64_w4_s3",
+        "m64_n64_w4_s3_pf1",
+        "m64_n64_w4_s3_pf2",
+        "m64_n64_w4_s3_pf4",
+        "m64_n64_w4_s3_stream",
+        "m64_n64_w4_s3_pf2_stream",
+        "m64_n64_w4_s3_p2",
+        "m64_n64_w4_s3_p2_pf1",
+        "m64_n64_w4_s3_p2_pf1_stream",
+        "m128_n64_w8_s2_r128",
+        "m128_n64_w8_s2_r128_pf2",
+        "m128_n64_w8_s2_r128_pf2_stream",
+        "m64_n64_w4_s3",  # again last: the run-to-run spread of the same configuration
+    ],
 }
 
 
 def variant_list(which: str, kernel) -> list[tuple[str, dict]]:
     if which == "default":
         return [("default", dict(kernel.CONFIG))]
-    names = list(VARIANTS) if which == "sweep" else which.split(",")
+    names = list(VARIANTS) if which == "sweep" else SWEEPS.get(which, which.split(","))
     out = [(n, dict(BASE, **VARIANTS[n])) for n in names]
-    if which == "sweep" and all(cfg != dict(kernel.CONFIG) for _, cfg in out):
+    if which.startswith("sweep") and all(cfg != dict(kernel.CONFIG) for _, cfg in out):
         out.insert(0, ("default", dict(kernel.CONFIG)))
     return out
 
@@ -155,7 +194,7 @@ def run(which: str, allow_compile: bool, deadline: float) -> dict:
     expected_fresh = fp32_reference(ref, fresh)
     result = {"params": case.params, "flops": flops, "bytes": nbytes, "default_config": default, "variants": []}
     for name, cfg in variant_list(which, kernel):
-        row = {"name": name, "config": cfg}
+        row = {"name": name if all(r["name"] != name for r in result["variants"]) else name + "_again", "config": cfg}
         if time.time() > deadline:
             row["skipped"] = "deadline"
             result["variants"].append(row)
@@ -213,7 +252,7 @@ def table(result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=".")
-    parser.add_argument("--variants", default="sweep", help="sweep, default, or names from VARIANTS")
+    parser.add_argument("--variants", default="sweep", help="sweep, sweep1, sweep2, default, or names from VARIANTS")
     parser.add_argument("--deadline-s", type=float, default=140.0, help="start no new variant after this")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     parser.add_argument("--warm-workers", type=int, default=12)

@@ -47,6 +47,8 @@ CONFIG = {
     "WARP_SPECIALIZE": False,  # Triton's automatic warp specialisation of the key loop
     "MAXNREG": 0,  # register cap a thread (0: the compiler's choice); 128 fits two 8-warp programs an SM
     "Q_IN_REGS": False,  # Q K^T reads Q from registers, not shared memory (NVIDIA, 16-bit inputs)
+    "PREFETCH": 0,  # waves ahead (2 programs an SM) whose Q tile and one K/V block are prefetched to L2 (NVIDIA)
+    "STREAM_QO": False,  # Q loads and O stores marked evict-first, so they do not push users' K/V out of L2
 }
 
 TUNABLES = {
@@ -59,6 +61,8 @@ TUNABLES = {
     "WARP_SPECIALIZE": [False, True],
     "MAXNREG": [0, 128, 168],
     "Q_IN_REGS": [False, True],
+    "PREFETCH": [0, 1, 2, 4],
+    "STREAM_QO": [False, True],
 }
 
 
@@ -137,6 +141,67 @@ def _attend_user(
 
 
 @triton.jit
+def _prefetch_l2(ptrs):
+    """Ask for the lines of these addresses in L2 (PTX prefetch.global.L2): a hint nothing waits on."""
+    tl.inline_asm_elementwise(
+        "prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs], dtype=tl.int32, is_pure=False, pack=1
+    )
+
+
+@triton.jit
+def _prefetch_tile(
+    tile,
+    Q,
+    KP,
+    VP,
+    UID,
+    stride_qc,
+    stride_qh,
+    stride_qm,
+    stride_qd,
+    stride_ku,
+    stride_kh,
+    stride_kn,
+    stride_kd,
+    stride_vu,
+    stride_vh,
+    stride_vn,
+    stride_vd,
+    stride_uid,
+    num_heads,
+    q_len,
+    kv_len,
+    head_dim,
+    num_tiles,
+    CANDS: tl.constexpr,
+    ROWS_PER_CAND: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    """Prefetch a later tile's first candidate's Q rows and one BLOCK_N-key block of its user's K/V.
+
+    The tiles of one user start together, so without it they all wait on HBM for the same K/V
+    lines (the L2 is flushed between timed calls, and Q is always read cold). Addresses are
+    clamped in bounds; one address every 64 elements (a 128-byte line in 16-bit types)."""
+    if tile < num_tiles:
+        h = tile % num_heads
+        t = tile // num_heads
+        q_tiles = tl.cdiv(q_len, ROWS_PER_CAND)
+        c = (t // q_tiles) * CANDS
+        q0 = (t % q_tiles) * ROWS_PER_CAND
+        user = tl.load(UID + c * stride_uid)
+        j = t % tl.cdiv(kv_len, BLOCK_N)  # tiles of one user spread over its K/V blocks
+        cols = tl.minimum(tl.arange(0, (BLOCK_D + 63) // 64) * 64, head_dim - 1)
+        rows = tl.minimum(j * BLOCK_N + tl.arange(0, BLOCK_N), kv_len - 1)
+        _prefetch_l2(KP + user * stride_ku + h * stride_kh + rows[:, None] * stride_kn + cols[None, :] * stride_kd)
+        _prefetch_l2(VP + user * stride_vu + h * stride_vh + rows[:, None] * stride_vn + cols[None, :] * stride_vd)
+        qrows = tl.minimum(q0 + tl.arange(0, ROWS_PER_CAND), q_len - 1)
+        _prefetch_l2(
+            Q + c.to(tl.int64) * stride_qc + h * stride_qh + qrows[:, None] * stride_qm + cols[None, :] * stride_qd
+        )
+
+
+@triton.jit
 def _attend_tile(
     tile,
     Q,
@@ -167,6 +232,10 @@ def _attend_tile(
     kv_len,
     head_dim,
     qk_scale,
+    KP,
+    VP,
+    num_tiles,
+    prefetch_ahead,
     CANDS: tl.constexpr,
     ROWS_PER_CAND: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -176,9 +245,20 @@ def _attend_tile(
     USE_TMA: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
     Q_IN_REGS: tl.constexpr,
+    PREFETCH: tl.constexpr,
+    STREAM_QO: tl.constexpr,
 ):
     """One [BLOCK_M, D] output tile: CANDS candidates' queries (or one candidate's query slice) at one head."""
     BLOCK_M: tl.constexpr = CANDS * ROWS_PER_CAND
+    if PREFETCH:
+        _prefetch_tile(
+            tile + prefetch_ahead, Q, KP, VP, UID,
+            stride_qc, stride_qh, stride_qm, stride_qd,
+            stride_ku, stride_kh, stride_kn, stride_kd,
+            stride_vu, stride_vh, stride_vn, stride_vd, stride_uid,
+            num_heads, q_len, kv_len, head_dim, num_tiles,
+            CANDS, ROWS_PER_CAND, BLOCK_N, BLOCK_D,
+        )  # fmt: skip
     h = tile % num_heads
     tile = tile // num_heads
     q_tiles = tl.cdiv(q_len, ROWS_PER_CAND)  # > 1 only when one candidate's queries exceed BLOCK_M
@@ -201,7 +281,10 @@ def _attend_tile(
         + qi[:, None] * stride_qm
         + offs_d[None, :] * stride_qd
     )
-    q = tl.load(q_ptrs, mask=row_ok[:, None] & d_mask[None, :], other=0.0)
+    if STREAM_QO:
+        q = tl.load(q_ptrs, mask=row_ok[:, None] & d_mask[None, :], other=0.0, eviction_policy="evict_first")
+    else:
+        q = tl.load(q_ptrs, mask=row_ok[:, None] & d_mask[None, :], other=0.0)
     if Q_IN_REGS:
         # An identity the compiler cannot see through: Q K^T then takes Q from registers (wgmma's
         # register A operand) instead of re-reading it from shared memory every key step.
@@ -332,7 +415,12 @@ def _attend_tile(
         + qi[:, None] * stride_om
         + offs_d[None, :] * stride_od
     )
-    tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=row_ok[:, None] & d_mask[None, :])
+    if STREAM_QO:
+        tl.store(
+            o_ptrs, out.to(O.dtype.element_ty), mask=row_ok[:, None] & d_mask[None, :], eviction_policy="evict_first"
+        )
+    else:
+        tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=row_ok[:, None] & d_mask[None, :])
 
 
 @triton.jit
@@ -366,6 +454,9 @@ def _ikbo_target_attention_fwd(
     head_dim,
     qk_scale,
     num_tiles,
+    KP,
+    VP,
+    prefetch_ahead,
     CANDS: tl.constexpr,
     ROWS_PER_CAND: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -376,6 +467,8 @@ def _ikbo_target_attention_fwd(
     PERSISTENT: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
     Q_IN_REGS: tl.constexpr,
+    PREFETCH: tl.constexpr,
+    STREAM_QO: tl.constexpr,
 ):
     # Tiles are numbered candidate-tile major, heads inner; a persistent program takes every
     # num_programs-th tile, so the tiles in flight stay consecutive (shared users, K/V in L2).
@@ -411,6 +504,10 @@ def _ikbo_target_attention_fwd(
                 kv_len,
                 head_dim,
                 qk_scale,
+                KP,
+                VP,
+                num_tiles,
+                prefetch_ahead,
                 CANDS,
                 ROWS_PER_CAND,
                 BLOCK_N,
@@ -420,6 +517,8 @@ def _ikbo_target_attention_fwd(
                 USE_TMA,
                 WARP_SPECIALIZE,
                 Q_IN_REGS,
+                PREFETCH,
+                STREAM_QO,
             )
     else:
         _attend_tile(
@@ -452,6 +551,10 @@ def _ikbo_target_attention_fwd(
             kv_len,
             head_dim,
             qk_scale,
+            KP,
+            VP,
+            num_tiles,
+            prefetch_ahead,
             CANDS,
             ROWS_PER_CAND,
             BLOCK_N,
@@ -461,6 +564,8 @@ def _ikbo_target_attention_fwd(
             USE_TMA,
             WARP_SPECIALIZE,
             Q_IN_REGS,
+            PREFETCH,
+            STREAM_QO,
         )
 
 
@@ -514,6 +619,9 @@ def ikbo_target_attention(
         head_dim,
         plan.qk_scale,
         num_tiles,
+        k,
+        v,
+        CONFIG["PREFETCH"] * 2 * sm_count(q.device),
         CANDS=cands,
         ROWS_PER_CAND=rows_per_cand,
         BLOCK_N=block_n,
@@ -521,6 +629,8 @@ def ikbo_target_attention(
         PERSISTENT=bool(CONFIG["PERSISTENT"]),
         WARP_SPECIALIZE=warp_specialize,
         Q_IN_REGS=bool(CONFIG["Q_IN_REGS"]) and q.device.type == "cuda" and q.element_size() == 2,
+        PREFETCH=bool(CONFIG["PREFETCH"]) and q.device.type == "cuda",  # inline PTX: not under the interpreter
+        STREAM_QO=bool(CONFIG["STREAM_QO"]),
         **plan.meta,
         **launch,
     )

@@ -280,9 +280,18 @@ def test_ikbo_target_attention(case, path, tmp_path):
 def test_ikbo_target_attention_persistent(block_m, tmp_path):
     """PERSISTENT: a grid of k programs per SM (4 SMs under the interpreter), each looping over
     tiles, over more tiles than programs; with 128-row tiles (two 64-query slots of one candidate
-    each) some tiles straddle users and the index is unsorted. MAXNREG is a GPU launch option."""
+    each) some tiles straddle users and the index is unsorted. MAXNREG and PREFETCH (inline PTX) are
+    GPU-only and left out here; the evict-first hints of STREAM_QO run."""
     kernel = load_kernel(
-        "ikbo_target_attention", tmp_path, BLOCK_M=block_m, BLOCK_N=16, PERSISTENT=1, MAXNREG=128, USE_TMA=True
+        "ikbo_target_attention",
+        tmp_path,
+        BLOCK_M=block_m,
+        BLOCK_N=16,
+        PERSISTENT=1,
+        MAXNREG=128,
+        USE_TMA=True,
+        PREFETCH=1,
+        STREAM_QO=True,
     )
     inputs = ta_inputs([0, 0, 1, 1, 1, 2, 0, 2, 2, 1, 0], 2, 33, 24, 16, torch.float16)
     check("ikbo_target_attention", kernel, [], inputs, torch.float16)
@@ -306,7 +315,8 @@ def test_ikbo_target_attention_reads_strided_inputs_in_place(tmp_path):
     spy = kernel._ikbo_target_attention_fwd = LaunchSpy(kernel._ikbo_target_attention_fwd)
     check("ikbo_target_attention", kernel, [], [q, k, v, uid], torch.float16)
     (launched,) = spy.launches
-    assert [t.data_ptr() for t in launched[:3] + launched[4:]] == [t.data_ptr() for t in (q, k, v, uid)]
+    # q, k, v, (out), uid, then k and v again as the L2 prefetch's plain pointers
+    assert [t.data_ptr() for t in launched[:3] + launched[4:]] == [t.data_ptr() for t in (q, k, v, uid, k, v)]
 
 
 def test_ikbo_target_attention_rejects_mismatched_shapes(tmp_path):
