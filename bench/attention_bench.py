@@ -93,24 +93,32 @@ SWEEPS = {  # --configs sweep: around the defaults (second H200 round: around th
         dict(CONVERT="v_asm", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3),
         dict(CONVERT="cast", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3),
     ],
-    # Fourth H200 round (issue 17), prefill and flash: Triton 3.6's tl kernels (round 3's defaults, first)
-    # against _flash_hopper.py's Gluon kernel (async wgmma, softmax overlapping P V) at several tiles
-    # (HOPPER_BLOCK_M x HOPPER_BLOCK_N, warps, stages); for flash also tl.range(warp_specialize=True),
-    # recorded with its compile error. Earlier sweeps: bench/results/attention_issue17_h200_round3/*.json.
+    # Fourth H200 round (issue 17), prefill and flash, second call: Triton 3.6's tl kernels (the defaults,
+    # first) against _flash_hopper.py's Gluon kernel (async wgmma, softmax overlapping P V; fewer
+    # thread barriers than the first call) at tiles HOPPER_BLOCK_M x HOPPER_BLOCK_N, warps, stages,
+    # with Q from shared memory or as the register operand (Q_IN_REGS). The first call's sweep (and
+    # tl.range(warp_specialize=True)'s compile error) is in bench/results/attention_issue17_h200_round4.
     "int8_mqa_prefill": [
         {"DEQUANT": "prepass", "IMPL": "triton"},
         *(
-            {"DEQUANT": "prepass", "IMPL": "gluon", "HOPPER_BLOCK_M": m, "HOPPER_BLOCK_N": n, "HOPPER_WARPS": w, "HOPPER_STAGES": s}
-            for m, n, w, s in ((128, 128, 8, 2), (128, 128, 8, 3), (128, 64, 8, 2), (64, 64, 4, 2), (128, 64, 4, 2))
+            {"DEQUANT": "prepass", "IMPL": "gluon", "HOPPER_BLOCK_M": m, "HOPPER_BLOCK_N": n, "HOPPER_WARPS": w, "HOPPER_STAGES": s, "HOPPER_Q_IN_REGS": r}
+            for m, n, w, s, r in ((128, 64, 4, 2, False), (64, 64, 4, 2, True), (64, 64, 4, 3, True), (128, 128, 8, 2, True))
         ),
     ],
     "flash_attention": [
         {"IMPL": "triton"},
         *(
-            {"IMPL": "gluon", "HOPPER_BLOCK_M": m, "HOPPER_BLOCK_N": n, "HOPPER_WARPS": w, "HOPPER_STAGES": s}
-            for m, n, w, s in ((128, 128, 8, 2), (128, 128, 8, 3), (128, 64, 8, 2), (128, 64, 8, 3), (64, 64, 4, 2), (128, 64, 4, 2))
+            {"IMPL": "gluon", "HOPPER_BLOCK_M": m, "HOPPER_BLOCK_N": n, "HOPPER_WARPS": w, "HOPPER_STAGES": s, "HOPPER_Q_IN_REGS": r}
+            for m, n, w, s, r in (
+                (128, 64, 4, 2, False),
+                (64, 64, 4, 2, False),
+                (64, 64, 4, 2, True),
+                (64, 64, 4, 3, True),
+                (128, 128, 8, 2, False),
+                (128, 128, 8, 2, True),
+                (128, 64, 8, 2, True),
+            )
         ),
-        {"IMPL": "triton", "WARP_SPECIALIZE": True},  # last: its compile failure is an MLIR assertion
     ],
 }
 ALIASES = {

@@ -16,7 +16,15 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "knowledge_base" / "kernels"))
 import _flash_hopper  # noqa: E402
 
-TILES = [(128, 128, 8, 2), (128, 128, 8, 3), (128, 64, 8, 2), (128, 64, 8, 3), (64, 64, 4, 2), (128, 64, 4, 2)]
+TILES = [
+    (128, 64, 4, 2, False),
+    (64, 64, 4, 2, False),
+    (64, 64, 4, 2, True),
+    (64, 64, 4, 3, True),
+    (128, 128, 8, 2, False),
+    (128, 128, 8, 2, True),
+    (128, 64, 8, 2, True),
+]
 CASES = [  # (batch, query heads, kv heads, seq, head dim): sequences of multiples of 16 as in the specs
     # (so that the benchmark reuses these compilations), not of the tiles (ragged last blocks).
     (1, 2, 2, 4096, 128),
@@ -29,8 +37,8 @@ EXTRA = [(2, 2, 2, 208, 64)]  # head dim 64: the first tiles only
 def main() -> None:
     torch.manual_seed(0)
     worst = 0.0
-    for index, (bm, bn, warps, stages) in enumerate(TILES):
-        config = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps, "num_stages": stages}
+    for index, (bm, bn, warps, stages, q_in_regs) in enumerate(TILES):
+        config = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps, "num_stages": stages, "Q_IN_REGS": q_in_regs}
         for batch, hq, hkv, seq, dim in CASES + (EXTRA if index == 0 else []):
             for causal in (False, True):
                 q = torch.randn(batch, hq, seq, dim, device="cuda", dtype=torch.bfloat16)
@@ -50,7 +58,7 @@ def main() -> None:
                 except Exception as exc:
                     status, err = f"ERROR {type(exc).__name__}: {str(exc).splitlines()[0][:200]}", float("nan")
                 print(
-                    f"tiles {bm}x{bn} w{warps} s{stages} shape {batch}x{hq}/{hkv}x{seq}x{dim} causal={causal}: "
+                    f"tiles {bm}x{bn} w{warps} s{stages} q_regs={q_in_regs} shape {batch}x{hq}/{hkv}x{seq}x{dim} causal={causal}: "
                     f"{status} max_err={err:.4g} {time.time() - start:.2f}s",
                     flush=True,
                 )

@@ -19,7 +19,8 @@ ptxas hoists a plain `wgmma.wait_group` to the top of its basic block, above the
 overlap (seen in the sm_90a SASS: DEPBAR before the MUFU.EX2s); _wait_after puts the wait behind a
 branch on the row sums, which keeps the exponentials first.
 K/V tiles come in by TMA into STAGES-deep ring buffers (one mbarrier per buffer); a stage is refilled
-only after every warp has passed the wait for the wgmma that read it (one thread barrier a step).
+only after every warp has passed the wait for the wgmma that read it (the compiler's thread barrier
+before each TMA write into a buffer that a wgmma read).
 With num_warps = 8 the two warpgroups each own half of the BLOCK_M rows and share the K/V tiles.
 
 Not runnable under the Triton interpreter (Gluon has no interpreter): the callers use it only on a
@@ -96,6 +97,7 @@ def _flash_fwd_hopper(
     BLOCK_N: gl.constexpr,
     HEAD_D: gl.constexpr,
     STAGES: gl.constexpr,
+    Q_IN_REGS: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """One program: BLOCK_M query rows of one query head (rows pid_bh * S + m0 ... of the [B*H*S, D]
@@ -159,12 +161,15 @@ def _flash_fwd_hopper(
 
     # Tile 0, peeled: its P V product is issued in the first loop step.
     mbarrier.wait(q_bar, 0)
+    if Q_IN_REGS:  # Q K^T with Q as wgmma's register operand: only K is read from shared memory each step
+        q_op = q_smem.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
+    else:
+        q_op = q_smem
     mbarrier.wait(k_bars.index(0), 0)
-    s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+    s = warpgroup_mma(q_op, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
     s = warpgroup_mma_wait(0, deps=[s])
     p, alpha, m_i, l_i = _scores_to_p(s, m_i, l_i, offs_m, offs_n, seq_len, qk_scale, n_full <= 0, CAUSAL)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
-    gl.thread_barrier()  # every warpgroup is done with K stage 0
     live = STAGES < n_tiles
     mbarrier.expect(k_bars.index(0), k_desc.block_type.nbytes, pred=live)
     tma.async_copy_global_to_shared(
@@ -175,7 +180,7 @@ def _flash_fwd_hopper(
         stage = j % STAGES
         prev = (j - 1) % STAGES
         mbarrier.wait(k_bars.index(stage), (j // STAGES) & 1)
-        s = warpgroup_mma(q_smem, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        s = warpgroup_mma(q_op, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
         # O to the running max of tile j-1 before P_{j-1} V_{j-1} adds to it (O is not in flight here).
         o = o * gl.convert_layout(alpha, row_o)[:, None]
         mbarrier.wait(v_bars.index(prev), ((j - 1) // STAGES) & 1)
@@ -187,19 +192,18 @@ def _flash_fwd_hopper(
         l_i = _wait_after(l_i)  # the real wait, behind the exponentials (l_i sums them)
         o, p_op = warpgroup_mma_wait(0, deps=[o, p_op])  # for the compiler; p_op's registers live until here
         p_op = gl.convert_layout(p.to(dtype), p_layout)
-        gl.thread_barrier()  # K stage of tile j and V stage of tile j-1 are free in every warpgroup
-        nxt_k = j + STAGES
-        live = nxt_k < n_tiles
-        mbarrier.expect(k_bars.index(stage), k_desc.block_type.nbytes, pred=live)
-        tma.async_copy_global_to_shared(
-            k_desc, [kv_row0 + nxt_k * BLOCK_N, 0], k_bars.index(stage), k_smem.index(stage), pred=live
-        )
-        nxt_v = j - 1 + STAGES
-        live = nxt_v < n_tiles
-        mbarrier.expect(v_bars.index(prev), v_desc.block_type.nbytes, pred=live)
-        tma.async_copy_global_to_shared(
-            v_desc, [kv_row0 + nxt_v * BLOCK_N, 0], v_bars.index(prev), v_smem.index(prev), pred=live
-        )
+        # K stage of tile j and V stage of tile j-1 are free once every warp has passed the waits above:
+        # the compiler puts a thread barrier before each TMA write into a buffer a wgmma has read.
+        # Both expects, then both copies: the compiler's barriers (one before the expects, after the waits
+        # on these mbarriers; one before the copies, after the expects) are not repeated per buffer.
+        live_k = j + STAGES < n_tiles
+        live_v = j - 1 + STAGES < n_tiles
+        mbarrier.expect(k_bars.index(stage), k_desc.block_type.nbytes, pred=live_k)
+        mbarrier.expect(v_bars.index(prev), v_desc.block_type.nbytes, pred=live_v)
+        k_row = kv_row0 + (j + STAGES) * BLOCK_N
+        v_row = kv_row0 + (j - 1 + STAGES) * BLOCK_N
+        tma.async_copy_global_to_shared(k_desc, [k_row, 0], k_bars.index(stage), k_smem.index(stage), pred=live_k)
+        tma.async_copy_global_to_shared(v_desc, [v_row, 0], v_bars.index(prev), v_smem.index(prev), pred=live_v)
 
     last = (n_tiles - 1) % STAGES
     o = o * gl.convert_layout(alpha, row_o)[:, None]
@@ -225,6 +229,7 @@ def hopper_config(config: dict) -> dict:
         "BLOCK_N": config["HOPPER_BLOCK_N"],
         "num_warps": config["HOPPER_WARPS"],
         "num_stages": config["HOPPER_STAGES"],
+        "Q_IN_REGS": config.get("HOPPER_Q_IN_REGS", False),
     }
 
 
@@ -259,6 +264,7 @@ def attention(
         BLOCK_N=block_n,
         HEAD_D=head_dim,
         STAGES=stages,
+        Q_IN_REGS=bool(config.get("Q_IN_REGS", False)),
         num_warps=config["num_warps"],
     )
     return out

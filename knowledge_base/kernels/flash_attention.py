@@ -24,7 +24,7 @@ Choices that matter for speed:
 - P is cast to V's dtype before the second dot so both products run on the tensor cores.
 - K and V tiles come in through TMA tensor descriptors over the [B*H*S, D] view (USE_TMA): no
   per-element address registers, and the loads pipeline asynchronously (num_stages buffers).
-- On Hopper (IMPL "gluon", the default there) the kernel is _flash_hopper.py's Gluon version instead:
+- On Hopper (IMPL "gluon") the kernel can be _flash_hopper.py's Gluon version instead:
   the same algorithm with the wgmma issued asynchronously by hand, so that a tile's softmax runs
   while the previous tile's P V product is on the tensor cores (Triton 3.6's tl.dot waits for
   every wgmma at once, and tl.range(warp_specialize=True) does not compile for sm_90); HOPPER_*
@@ -56,15 +56,19 @@ CONFIG = {
     # (bench/results/attention_issue17_h200_round3): 3-29% slower at every config tried (the tile-wide max
     # is a cross-warp reduction each step), so off.
     "LAZY_RESCALE": False,
-    # tl.range(..., warp_specialize=...) over the key loop (Triton's automatic warp specialisation).
+    # tl.range(..., warp_specialize=...) over the key loop (Triton's automatic warp specialisation). Triton
+    # 3.6, sm_90: at 4 warps the NVGPUWarpSpecialization pass fails (MLIR assertion "expected non-null
+    # blocks" in Dominance.cpp, then "PassManager::run failed"; H200 round 4); at 8 warps it compiles
+    # but creates no partitions (the TTGIR keeps one warp group: the same kernel as without).
     "WARP_SPECIALIZE": False,
     # "gluon": on a Hopper GPU, _flash_hopper.py's kernel (async wgmma, softmax overlapping P V) with the
     # HOPPER_* tiles below; elsewhere the tl kernel. "triton": always the tl kernel.
-    "IMPL": "gluon",
+    "IMPL": "triton",
     "HOPPER_BLOCK_M": 128,  # query rows a program (split over the warpgroups: 64 rows each)
-    "HOPPER_BLOCK_N": 128,  # keys a step
-    "HOPPER_WARPS": 8,  # 4 = one warpgroup, 8 = two sharing each K/V tile
+    "HOPPER_BLOCK_N": 64,  # keys a step
+    "HOPPER_WARPS": 4,  # 4 = one warpgroup, 8 = two sharing each K/V tile
     "HOPPER_STAGES": 2,  # K/V tiles in flight (TMA ring buffers)
+    "HOPPER_Q_IN_REGS": False,  # Q K^T with Q as the register operand (Q read from shared memory once)
 }
 
 TUNABLES = {
@@ -80,6 +84,7 @@ TUNABLES = {
     "HOPPER_BLOCK_N": [64, 128],
     "HOPPER_WARPS": [4, 8],
     "HOPPER_STAGES": [2, 3],
+    "HOPPER_Q_IN_REGS": [False, True],
 }
 
 

@@ -65,11 +65,12 @@ CONFIG = {  # H200 (bench/results/attention_issue17_h200_round3): prepass 0.385 
     "LAZY_RESCALE": False,  # prepass: rescale acc and l only when a row max grows by more than 2^8 (flash_attention.py)
     # prepass on a Hopper GPU: "gluon" = _flash_hopper.py's kernel (async wgmma, softmax overlapping P V)
     # with the HOPPER_* tiles; "triton" = the tl kernel _mqa_bf16_attention (also used everywhere else).
-    "IMPL": "gluon",
+    "IMPL": "triton",
     "HOPPER_BLOCK_M": 128,
-    "HOPPER_BLOCK_N": 128,
-    "HOPPER_WARPS": 8,
+    "HOPPER_BLOCK_N": 64,
+    "HOPPER_WARPS": 4,
     "HOPPER_STAGES": 2,
+    "HOPPER_Q_IN_REGS": False,  # Q K^T with Q as the register operand (Q read from shared memory once)
 }
 
 TUNABLES = {
@@ -86,6 +87,7 @@ TUNABLES = {
     "HOPPER_BLOCK_N": [64, 128],
     "HOPPER_WARPS": [4, 8],
     "HOPPER_STAGES": [2, 3],
+    "HOPPER_Q_IN_REGS": [False, True],
 }
 
 

@@ -42,9 +42,16 @@ def test_not_usable_off_hopper(hopper):
 def test_hopper_config_from_kernel_configs(hopper):
     for name in ("flash_attention", "int8_mqa_prefill"):
         text = (KERNELS / f"{name}.py").read_text()
-        assert '"IMPL": "gluon"' in text and "_flash_hopper.hopper_config(CONFIG)" in text
-    config = {"HOPPER_BLOCK_M": 128, "HOPPER_BLOCK_N": 64, "HOPPER_WARPS": 8, "HOPPER_STAGES": 3}
-    assert hopper.hopper_config(config) == {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}
+        assert '"IMPL": ' in text and "_flash_hopper.hopper_config(CONFIG)" in text
+    config = {
+        "HOPPER_BLOCK_M": 128,
+        "HOPPER_BLOCK_N": 64,
+        "HOPPER_WARPS": 8,
+        "HOPPER_STAGES": 3,
+        "HOPPER_Q_IN_REGS": True,
+    }
+    expected = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "Q_IN_REGS": True}
+    assert hopper.hopper_config(config) == expected
 
 
 # Run in a fresh interpreter: with TRITON_INTERPRET set when triton is imported (as in this suite),
@@ -84,7 +91,7 @@ def desc(t):
 
 kernel = hopper._flash_fwd_hopper.warmup(
     desc(q), desc(q), desc(q), q, seq, 1, 0.1,
-    CAUSAL=True, BLOCK_M=rows, BLOCK_N=rows, HEAD_D=dim, STAGES=2, num_warps=8, grid=(1,),
+    CAUSAL=True, BLOCK_M=rows, BLOCK_N=rows, HEAD_D=dim, STAGES=2, Q_IN_REGS=False, num_warps=8, grid=(1,),
 )
 open(sys.argv[2], "wb").write(kernel.asm["cubin"])
 """
