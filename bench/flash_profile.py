@@ -1,9 +1,9 @@
 """One call each of the flash-attention kernel (its CONFIG, optionally overridden) and of SDPA at the
 spec's shapes, for a profiler to look at (the kernels are warmed up first, then run once between
-torch.cuda.profiler start/stop markers):
+torch.cuda.profiler start/stop markers; one call of ours per CONFIG variant):
 
     ncu --profile-from-start off --section SpeedOfLight --section ComputeWorkloadAnalysis \\
-        python bench/flash_profile.py [--causal 0|1] [--config '{"HOPPER_BLOCK_N": 64}'] [--prefill]
+        python bench/flash_profile.py [--causal 0|1] [--configs '[{}, {"IMPL": "gluon"}]'] [--prefill]
 
 --prefill profiles int8_mqa_prefill (B32 S1024, 16 query heads on one int8 KV head) and bf16 SDPA instead.
 """
@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO / "knowledge_base" / "kernels"))
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--causal", type=int, default=1)
-    parser.add_argument("--config", default="{}", help="JSON overrides of the kernel's CONFIG")
+    parser.add_argument("--configs", default="[{}]", help="JSON list of CONFIG overrides: one call of ours for each")
     parser.add_argument("--prefill", action="store_true")
     args = parser.parse_args()
     causal = bool(args.causal)
@@ -44,17 +44,24 @@ def main() -> None:
         q, k, v = (torch.randn(4, 32, 4096, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         ours = lambda: kernel.flash_attention(q, k, v, causal)  # noqa: E731
         base = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
-    kernel.CONFIG.update(json.loads(args.config))
-    for _ in range(3):
-        ours()
+    defaults = dict(kernel.CONFIG)
+    variants = json.loads(args.configs)
+
+    def run_all():
+        for overrides in variants:
+            kernel.CONFIG.clear()
+            kernel.CONFIG.update(defaults, **overrides)
+            ours()
         base()
+
+    for _ in range(3):
+        run_all()
     torch.cuda.synchronize()
     torch.cuda.profiler.start()
-    ours()
-    base()
+    run_all()
     torch.cuda.synchronize()
     torch.cuda.profiler.stop()
-    print("profiled", kernel.__name__, kernel.CONFIG, "causal" if causal else "full")
+    print("profiled", kernel.__name__, variants, "and SDPA,", "causal" if causal else "full")
 
 
 if __name__ == "__main__":
