@@ -96,6 +96,7 @@ CONFIG = {
     "split_co": False,
     "fp32_presplit": False,
     "fp32_num_warps": 0,
+    "one_tile_halo": True,
 }
 
 TUNABLES = {
@@ -138,6 +139,10 @@ TUNABLES = {
     # the packed weight) instead of in every program and every CIN slice.
     "fp32_presplit": [False, True],
     "fp32_num_warps": [0, 4, 8],  # num_warps for fp32 inputs; 0: num_warps
+    # "gather", "out", "pairs_out" with one L tile covering the row (L = 200 in 256 columns): True
+    # still loads the columns a shift brings in from outside the tile (masked off: they are the
+    # padding), False skips them (on sm_90a ~28 scalar loads per thread and CIN slice in "gather").
+    "one_tile_halo": [True, False],
 }
 
 
@@ -231,7 +236,8 @@ def _as_co_l(acc, LM: tl.constexpr):
 @triton.jit
 def _out_piece(w_ptr, co, co_ok, ci, ci_ok, stride_wo, stride_wi, stride_wk, stride_wp,
                xh, xl, xm, xp, z0, z1, z2, h0, h2,
-               PRECISION: tl.constexpr, SPLIT3: tl.constexpr, PRESPLIT: tl.constexpr):
+               PRECISION: tl.constexpr, SPLIT3: tl.constexpr, PRESPLIT: tl.constexpr,
+               HALO: tl.constexpr):
     """One COUT piece's part of a CIN slice in the "out" mode (see _conv1d_kernel): the three taps'
     products with the unshifted x tile, and the two outside rows' matrix-vector products."""
     w0 = _load_w(w_ptr, co, co_ok, ci, ci_ok, 0, stride_wo, stride_wi, stride_wk)
@@ -258,8 +264,9 @@ def _out_piece(w_ptr, co, co_ok, ci, ci_ok, stride_wo, stride_wi, stride_wk, str
         z2 = _mma(w2, xh, z2, True, PRECISION)
         w0f = w0.to(tl.float32)
         w2f = w2.to(tl.float32)
-    h0 += tl.sum(w0f * xm[None, :], axis=1)
-    h2 += tl.sum(w2f * xp[None, :], axis=1)
+    if HALO:  # else one L tile covers the row: the outside rows are the zero padding
+        h0 += tl.sum(w0f * xm[None, :], axis=1)
+        h2 += tl.sum(w2f * xp[None, :], axis=1)
     return z0, z1, z2, h0, h2
 
 
@@ -278,7 +285,8 @@ def _out_combine(z0, z1, z2, h0, h2, BLOCK_L: tl.constexpr):
 @triton.jit
 def _pout_piece(w_ptr, co, co_ok, ci, ci_ok, stride_wo, stride_wi, stride_wk, stride_wp,
                 eh, el, oh, ol, xm, xp, a_e, a_o, b_m, b_p, h0, h2,
-                PRECISION: tl.constexpr, SPLIT3: tl.constexpr, PRESPLIT: tl.constexpr):
+                PRECISION: tl.constexpr, SPLIT3: tl.constexpr, PRESPLIT: tl.constexpr,
+                HALO: tl.constexpr):
     """One COUT piece's part of a CIN slice in the "pairs_out" mode (see _conv1d_kernel). With
     SPLIT3 the even (e) and odd (o) x columns come as bf16 hi (h) and lo (l) parts."""
     w0 = _load_w(w_ptr, co, co_ok, ci, ci_ok, 0, stride_wo, stride_wi, stride_wk)
@@ -311,8 +319,9 @@ def _pout_piece(w_ptr, co, co_ok, ci, ci_ok, stride_wo, stride_wi, stride_wk, st
         b_p = _mma(w2, eh, b_p, True, PRECISION)
         w0f = w0.to(tl.float32)
         w2f = w2.to(tl.float32)
-    h0 += tl.sum(w0f * xm[None, :], axis=1)
-    h2 += tl.sum(w2f * xp[None, :], axis=1)
+    if HALO:  # else one L tile covers the row: the outside rows are the zero padding
+        h0 += tl.sum(w0f * xm[None, :], axis=1)
+        h2 += tl.sum(w2f * xp[None, :], axis=1)
     return a_e, a_o, b_m, b_p, h0, h2
 
 
@@ -340,7 +349,7 @@ def _conv1d_kernel(
     BLOCK_CO: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_CI: tl.constexpr,
     PRECISION: tl.constexpr, NUM_STAGES: tl.constexpr, ALIGN: tl.constexpr, GATHER: tl.constexpr,
     PREFETCH: tl.constexpr, PAIRS: tl.constexpr, SPLIT3: tl.constexpr,
-    LM: tl.constexpr, CO_B: tl.constexpr, PRESPLIT: tl.constexpr, OUT: tl.constexpr,
+    LM: tl.constexpr, CO_B: tl.constexpr, PRESPLIT: tl.constexpr, OUT: tl.constexpr, HALO: tl.constexpr,
 ):
     # Programs of one sample are adjacent (its x columns stay in L2 for the other COUT tiles).
     # LM: the MMAs take L as M and COUT as N (acc [L, CO]). CO_B > 0: one COUT tile of BLOCK_CO
@@ -451,10 +460,14 @@ def _conv1d_kernel(
             x0 = tl.load(x_base + ci[:, None] * stride_xc + l_out[None, :] * stride_xl,
                          mask=ci_ok[:, None] & (l_out < L)[None, :], other=0.0)
             x_e, x_o = tl.split(tl.reshape(x0, [BLOCK_CI, HALF, 2]))
-            xm = tl.load(x_base + ci * stride_xc + pos_m * stride_xl, mask=ci_ok & (pos_m >= 0),
-                         other=0.0).to(tl.float32)
-            xp = tl.load(x_base + ci * stride_xc + pos_p * stride_xl, mask=ci_ok & (pos_p < L),
-                         other=0.0).to(tl.float32)
+            if HALO:
+                xm = tl.load(x_base + ci * stride_xc + pos_m * stride_xl, mask=ci_ok & (pos_m >= 0),
+                             other=0.0).to(tl.float32)
+                xp = tl.load(x_base + ci * stride_xc + pos_p * stride_xl, mask=ci_ok & (pos_p < L),
+                             other=0.0).to(tl.float32)
+            else:
+                xm = tl.zeros([BLOCK_CI], dtype=tl.float32)
+                xp = xm
             if SPLIT3:
                 eh, el = _split_bf16(x_e)
                 oh, ol = _split_bf16(x_o)
@@ -462,12 +475,12 @@ def _conv1d_kernel(
                 eh, el, oh, ol = x_e, x_e, x_o, x_o
             a_e, a_o, b_m, b_p, h0, h2 = _pout_piece(w_ptr, co, co_ok, ci, ci_ok, stride_wo, stride_wi, stride_wk,
                                                      stride_wp, eh, el, oh, ol, xm, xp, a_e, a_o, b_m, b_p, h0, h2,
-                                                     PRECISION, SPLIT3, PRESPLIT)
+                                                     PRECISION, SPLIT3, PRESPLIT, HALO)
             if CO_B > 0:
                 a_e2, a_o2, b_m2, b_p2, h0b, h2b = _pout_piece(w_ptr, co2, co2_ok, ci, ci_ok, stride_wo, stride_wi,
                                                                stride_wk, stride_wp, eh, el, oh, ol, xm, xp,
                                                                a_e2, a_o2, b_m2, b_p2, h0b, h2b,
-                                                               PRECISION, SPLIT3, PRESPLIT)
+                                                               PRECISION, SPLIT3, PRESPLIT, HALO)
         acc = _pout_combine(a_e, a_o, b_m, b_p, h0, h2, HALF)
         _store_tile(y_base, acc, co, co_ok, l_out, L, bias_ptr, stride_bias, stride_yc, stride_yl, HAS_BIAS)
         if CO_B > 0:
@@ -497,20 +510,24 @@ def _conv1d_kernel(
             ci_ok = ci < C_IN
             x0 = tl.load(x_base + ci[:, None] * stride_xc + l_out[None, :] * stride_xl,
                          mask=ci_ok[:, None] & (l_out < L)[None, :], other=0.0)
-            xm = tl.load(x_base + ci * stride_xc + pos_m * stride_xl, mask=ci_ok & (pos_m >= 0),
-                         other=0.0).to(tl.float32)
-            xp = tl.load(x_base + ci * stride_xc + pos_p * stride_xl, mask=ci_ok & (pos_p < L),
-                         other=0.0).to(tl.float32)
+            if HALO:
+                xm = tl.load(x_base + ci * stride_xc + pos_m * stride_xl, mask=ci_ok & (pos_m >= 0),
+                             other=0.0).to(tl.float32)
+                xp = tl.load(x_base + ci * stride_xc + pos_p * stride_xl, mask=ci_ok & (pos_p < L),
+                             other=0.0).to(tl.float32)
+            else:
+                xm = tl.zeros([BLOCK_CI], dtype=tl.float32)
+                xp = xm
             if SPLIT3:
                 xh, xl = _split_bf16(x0)
             else:
                 xh, xl = x0, x0
             z0, z1, z2, h0, h2 = _out_piece(w_ptr, co, co_ok, ci, ci_ok, stride_wo, stride_wi, stride_wk, stride_wp,
-                                            xh, xl, xm, xp, z0, z1, z2, h0, h2, PRECISION, SPLIT3, PRESPLIT)
+                                            xh, xl, xm, xp, z0, z1, z2, h0, h2, PRECISION, SPLIT3, PRESPLIT, HALO)
             if CO_B > 0:
                 z0b, z1b, z2b, h0b, h2b = _out_piece(w_ptr, co2, co2_ok, ci, ci_ok, stride_wo, stride_wi, stride_wk,
                                                      stride_wp, xh, xl, xm, xp, z0b, z1b, z2b, h0b, h2b,
-                                                     PRECISION, SPLIT3, PRESPLIT)
+                                                     PRECISION, SPLIT3, PRESPLIT, HALO)
         acc = _out_combine(z0, z1, z2, h0, h2, BLOCK_L)
         _store_tile(y_base, tl.trans(acc), co, co_ok, l_out, L, bias_ptr, stride_bias, stride_yc, stride_yl, HAS_BIAS)
         if CO_B > 0:
@@ -577,7 +594,7 @@ def _conv1d_kernel(
                         src = tl.zeros([BLOCK_CI, BLOCK_L], dtype=tl.int32) + tl.minimum(tl.maximum(local, 0),
                                                                                          BLOCK_L - 1)[None, :]
                         x = tl.gather(x0, src, axis=1)
-                        if KSIZE == 3:
+                        if KSIZE == 3 and HALO:
                             h_pos = pid_l * BLOCK_L + (-1 if t < PAD else BLOCK_L)
                             halo = tl.load(x_base + ci * stride_xc + h_pos * stride_xl,
                                            mask=ci_ok & (h_pos >= 0) & (h_pos < L), other=0.0)
@@ -710,6 +727,9 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
         # FP32 pairs with bf16x3: operands split once per CIN slice in the kernel (also under the
         # interpreter, which then checks that arithmetic).
         SPLIT3=plan["split3"], LM=plan["lm"], CO_B=co_b, PRESPLIT=plan["presplit"], OUT=plan["out"],
+        # The columns a shift brings in from outside the tile: loaded ("gather") or multiplied
+        # ("out", "pairs_out") unless one L tile covers the row, where they are the zero padding.
+        HALO=tiles_l > 1 or cfg["one_tile_halo"],
         num_warps=_fp32_cfg(cfg, "num_warps", fp32),
     )
     return y

@@ -243,6 +243,23 @@ CASES = {
             {"B": 2, "CIN": 16, "COUT": 24, "L": 7, "KSIZE": 5},
             ["float16", "float32"],
         ),
+        # One L tile covering the row without the neighbour columns (they are the padding); with 3
+        # tiles the flag has no effect.
+        (
+            {"one_tile_halo": False, "shift": "gather", "fp32_shift": "pairs_out", "split_co": True},
+            {"B": 2, "CIN": 20, "COUT": 70, "L": 75},
+            ["float16", "float32"],
+        ),
+        (
+            {"one_tile_halo": False, "shift": "out", "fp32_shift": "pairs_out", "fp32_presplit": True},
+            {"B": 2, "CIN": 20, "COUT": 24, "L": 38},
+            ["float16", "float32"],
+        ),
+        (
+            {"one_tile_halo": False, "shift": "pairs_out", "fp32_shift": "gather", "BLOCK_L": 32, "fp32_BLOCK_L": 32},
+            {"B": 2, "CIN": 20, "COUT": 24, "L": 75},
+            ["float16", "float32"],
+        ),
         # Presplit weights with COUT as M (split_co then has no effect); shifted loads with L as M,
         # KSIZE 5 (no pieces: COUT 16 is one tile).
         ({"split_co": True, "fp32_presplit": True}, {"B": 2, "CIN": 20, "COUT": 24, "L": 38}, ["float16", "float32"]),
@@ -278,22 +295,30 @@ CASES = {
         ({"BLOCK_KC": 128}, {"B": 1, "N": 5, "D": 24, "K": 300}, ["float32"]),  # K > 256: three chunks
         # A small grid (2 x 1 tiles of 64 rows) shrinks its row tiles to 16: 3 tiles per sample.
         ({"min_programs": 512}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16"]),
-        # The tanh form of GELU in the fused kernel.
-        ({"gelu": "tanh"}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16"]),
+        # The fused kernel with each GELU form (the default's "tanh_approx" runs as "tanh" here).
+        ({"mode": "fused", "gelu": "erf"}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16"]),
+        ({"mode": "fused", "gelu": "tanh"}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16"]),
         # The split kernels: K = D = 40 as 32 + 16 columns (the second piece partial); N = 70 in two
         # 64-row tiles (the last partial), D = 96 contracted in slices of 32, K = 160 as 128 + 32;
         # K = 12 in one piece and D = 24 as 16 + 16.
-        ({"mode": "split"}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16", "float32"]),
+        ({"split_min_batch": 0, "fused_max_d": 0}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16", "float32"]),
         (
-            {"mode": "split", "gelu": "tanh", "up_BLOCK_D": 32, "down_BLOCK_K": 16},
+            {"split_min_batch": 0, "fused_max_d": 0, "gelu": "erf", "down_BLOCK_K": 16},
             {"B": 2, "N": 70, "D": 96, "K": 160},
             ["bfloat16"],
         ),
-        ({"mode": "split"}, {"B": 2, "N": 9, "D": 24, "K": 12}, ["bfloat16"]),
-        # Split asked for, but K = 300 does not fit the split tile (fused), and a batch below
-        # split_min_batch (fused).
-        ({"mode": "split", "BLOCK_KC": 128}, {"B": 1, "N": 5, "D": 24, "K": 300}, ["float32"]),
-        ({"mode": "split", "split_min_batch": 128}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16"]),
+        ({"split_min_batch": 0, "fused_max_d": 0}, {"B": 2, "N": 9, "D": 24, "K": 12}, ["bfloat16"]),
+        # Persistent split kernels: 6 row tiles walked by 4 programs (the interpreter's "SM" count).
+        (
+            {"split_min_batch": 0, "fused_max_d": 0, "up_programs_per_sm": 1, "down_programs_per_sm": 1},
+            {"B": 3, "N": 70, "D": 40, "K": 40},
+            ["bfloat16"],
+        ),
+        # Split asked for, but K = 300 does not fit the split tile, the batch is below
+        # split_min_batch, D is at most fused_max_d: all three run fused.
+        ({"split_min_batch": 0, "fused_max_d": 0, "BLOCK_KC": 128}, {"B": 1, "N": 5, "D": 24, "K": 300}, ["float32"]),
+        ({"fused_max_d": 0}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16"]),
+        ({"split_min_batch": 0}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16"]),
     ],
     "mbdt": [
         # Features in 2 tiles of 32 (the last partial), rows in 3 tiles of 8; BORDERS 7 and 1.
