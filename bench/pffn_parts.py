@@ -33,7 +33,7 @@ def main() -> None:
     spec = importlib.util.spec_from_file_location("pffn_parts_kernel", REPO / "knowledge_base" / "kernels" / "pffn.py")
     pffn = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pffn)
-    pffn.CONFIG.update({"mode": "split", "split_min_batch": 0}, **json.loads(args.config))
+    pffn.CONFIG.update({"mode": "split", "split_min_batch": 0, "fused_max_d": 0}, **json.loads(args.config))
     rows = []
     for b, n, d, k in SHAPES:
         g = torch.Generator(device="cuda").manual_seed(0)
@@ -45,65 +45,14 @@ def main() -> None:
         out = torch.empty_like(x)
         h = torch.empty(b, n, k, device="cuda", dtype=torch.bfloat16)
         cfg = pffn.CONFIG
-        ka, kb = pffn._two_pieces(k)
-        da, db = pffn._two_pieces(d)
+
+        gelu = pffn._gelu_mode(cfg["gelu"], x.dtype)
 
         def up():
-            bm = min(cfg["up_BLOCK_M"], triton.next_power_of_2(n))
-            bd = min(cfg["up_BLOCK_D"], triton.next_power_of_2(d))
-            tiles = triton.cdiv(n, bm)
-            st = pffn.pipeline_stages(cfg["up_num_stages"], 2 * bd * (bm + ka + kb))
-            pffn._pffn_up_kernel[(b * tiles,)](
-                x,
-                w1,
-                b1,
-                g1,
-                h,
-                n,
-                d,
-                k,
-                tiles,
-                1e-6,
-                *x.stride(),
-                *w1.stride(),
-                *h.stride(),
-                BLOCK_M=bm,
-                BLOCK_D=bd,
-                KA=ka,
-                KB=max(kb, 16),
-                HAS_KB=kb > 0,
-                NUM_STAGES=st,
-                GELU_TANH=cfg["gelu"] == "tanh",
-                num_warps=cfg["up_num_warps"],
-            )
+            pffn._launch_up(x, w1, b1, g1, h, 1e-6, cfg, gelu)
 
         def down():
-            bm = min(cfg["down_BLOCK_M"], triton.next_power_of_2(n))
-            bk = min(cfg["down_BLOCK_K"], triton.next_power_of_2(k))
-            tiles = triton.cdiv(n, bm)
-            st = pffn.pipeline_stages(cfg["down_num_stages"], 2 * bk * (bm + da + db))
-            pffn._pffn_down_kernel[(b * tiles,)](
-                h,
-                w2,
-                b2,
-                g2,
-                out,
-                n,
-                d,
-                k,
-                tiles,
-                1e-6,
-                *h.stride(),
-                *w2.stride(),
-                *out.stride(),
-                BLOCK_M=bm,
-                BLOCK_K=bk,
-                DA=da,
-                DB=max(db, 16),
-                HAS_DB=db > 0,
-                NUM_STAGES=st,
-                num_warps=cfg["down_num_warps"],
-            )
+            pffn._launch_down(h, w2, b2, g2, out, 1e-6, cfg)
 
         src = torch.empty(b * (n * d + d * k + n * k), device="cuda", dtype=torch.bfloat16)
         dst = torch.empty_like(src)

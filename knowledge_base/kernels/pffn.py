@@ -33,6 +33,8 @@ loop around a pipelined D loop that re-read X per chunk (0.49 ms), were both slo
 torch.compile (0.28 ms). This version: 0.54 ms with 8 warps, 0.264 ms with 4 (the default).
 """
 
+import os
+
 import torch
 import torch.nn as nn
 import triton
@@ -42,33 +44,41 @@ from _launch_heuristics import pipeline_stages
 CONFIG = {
     # "fused": the one kernel below (H never leaves the chip). "split": two GEMM kernels with
     # fused epilogues, H [B, N, K] written once and read once in the input dtype (see the docstring).
-    "mode": "fused",
-    # Split only from this many samples on (smaller batches run fused: 0 = always split).
-    "split_min_batch": 0,
+    "mode": "split",
+    # Split only from this many samples on and for D above fused_max_d (else fused).
+    "split_min_batch": 512,
+    "fused_max_d": 128,
     # "erf": exact GELU. "tanh": the tanh form as x * sigmoid(2u) (one exp2, one fast division);
-    # it differs from erf by < 5e-4 absolute, below the bf16 rounding of H.
-    "gelu": "erf",
+    # it differs from erf by < 5e-4 absolute, below the bf16 rounding of H. "tanh_approx": the
+    # same form through the hardware tanh (one MUFU op instead of two).
+    "gelu": "tanh_approx",
     # The fused kernel.
     "BLOCK_M": 64,
     "BLOCK_KC": 32,
     "num_warps": 4,
     "num_stages": 2,
     "min_programs": 0,
+    # Stages of the chunk loop when D <= 128 (0: num_stages): a stage is then half as large.
+    "small_d_num_stages": 3,
     # The split kernels: "up" = X @ W1 + b1, GELU, RMSNorm_K -> H; "down" = H @ W2 + b2, RMSNorm_D.
     "up_BLOCK_M": 64,
-    "up_BLOCK_D": 64,
+    "up_BLOCK_D": 32,
     "up_num_warps": 4,
-    "up_num_stages": 3,
+    "up_num_stages": 4,
     "down_BLOCK_M": 64,
     "down_BLOCK_K": 32,
     "down_num_warps": 4,
-    "down_num_stages": 3,
+    "down_num_stages": 4,
+    # 0: a program per row tile; else that many programs per SM, each walking tiles in turn.
+    "up_programs_per_sm": 0,
+    "down_programs_per_sm": 0,
 }
 
 TUNABLES = {
     "mode": ["fused", "split"],
     "split_min_batch": [0, 128, 512],
-    "gelu": ["erf", "tanh"],
+    "fused_max_d": [0, 128],
+    "gelu": ["erf", "tanh", "tanh_approx"],
     "BLOCK_M": [16, 32, 64, 128],
     "BLOCK_KC": [16, 32, 64, 128],
     "num_warps": [4, 8],
@@ -77,6 +87,7 @@ TUNABLES = {
     # (0: never), so that B = 64 ... 256 still fills the GPU; W1[b] and W2[b] are then re-read
     # from L2 by more row tiles.
     "min_programs": [0, 512, 1024, 2048],
+    "small_d_num_stages": [0, 2, 3, 4],
     "up_BLOCK_M": [64, 128],
     "up_BLOCK_D": [32, 64, 128],
     "up_num_warps": [4, 8],
@@ -85,12 +96,19 @@ TUNABLES = {
     "down_BLOCK_K": [16, 32, 64],
     "down_num_warps": [4, 8],
     "down_num_stages": [2, 3, 4],
+    "up_programs_per_sm": [0, 1, 2, 3, 4],
+    "down_programs_per_sm": [0, 1, 2, 3, 4],
 }
 
 
 @triton.jit
-def _gelu(h, TANH: tl.constexpr):
-    if TANH:
+def _gelu(h, MODE: tl.constexpr):
+    if MODE == 2:
+        # The tanh form with the hardware tanh (one MUFU op; relative error ~5e-4 on tanh).
+        u = h * (0.7978845608028654 + 0.035677408136300125 * h * h)
+        t = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [u], dtype=tl.float32, is_pure=True, pack=1)
+        return 0.5 * h + 0.5 * h * t
+    elif MODE == 1:
         # 0.5 * h * (1 + tanh(u)) = h * sigmoid(2u), u = sqrt(2/pi) * (h + 0.044715 h^3); exp2 of
         # -2u * log2(e). Large negative h: exp2 -> inf, h / inf = -0 (no NaN).
         e = tl.exp2(h * (-2.302208198 - 0.10294324 * h * h))
@@ -108,7 +126,7 @@ def _pffn_kernel(
     stride_w2b, stride_w2k, stride_w2d,
     stride_ob, stride_on, stride_od,
     BLOCK_M: tl.constexpr, BLOCK_KC: tl.constexpr, FULL_D: tl.constexpr, NUM_STAGES: tl.constexpr,
-    GELU_TANH: tl.constexpr,
+    GELU: tl.constexpr,
 ):
     pid = tl.program_id(0)
     b = pid // tiles_m
@@ -136,7 +154,7 @@ def _pffn_kernel(
         h = tl.dot(x, w1)
         # Epilogue 1 on this chunk: bias, GELU; padded columns exactly zero.
         h = h + tl.load(b1_ptr + kc, mask=kc_ok, other=0.0).to(tl.float32)[None, :]
-        h = _gelu(h, GELU_TANH)
+        h = _gelu(h, GELU)
         h = tl.where(kc_ok[None, :], h, 0.0)
         sumsq += tl.sum(h * h, axis=1)
         h = h * tl.load(g1_ptr + kc, mask=kc_ok, other=0.0).to(tl.float32)[None, :]
@@ -155,21 +173,14 @@ def _pffn_kernel(
 
 
 @triton.jit
-def _pffn_up_kernel(
-    x_ptr, w1_ptr, b1_ptr, g1_ptr, h_ptr,
-    N, D, K, tiles_m, eps,
-    stride_xb, stride_xn, stride_xd,
-    stride_w1b, stride_w1d, stride_w1k,
-    stride_hb, stride_hn, stride_hk,
+def _pffn_up_tile(
+    tile, x_ptr, w1_ptr, b1_ptr, g1_ptr, h_ptr, N, D, K, tiles_m, eps,
+    stride_xb, stride_xn, stride_xd, stride_w1b, stride_w1d, stride_w1k, stride_hb, stride_hn, stride_hk,
     BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, KA: tl.constexpr, KB: tl.constexpr, HAS_KB: tl.constexpr,
-    NUM_STAGES: tl.constexpr, GELU_TANH: tl.constexpr,
+    NUM_STAGES: tl.constexpr, GELU: tl.constexpr,
 ):
-    # H[b, rows] = RMSNorm_K(GELU(X[b, rows] @ W1[b] + b1)) * g1. The K columns are two
-    # power-of-two pieces KA + KB (160 = 128 + 32, 96 = 64 + 32, 192 = 128 + 64; no second piece,
-    # HAS_KB false, when K is a power of two), so the MMA does no padded columns; D is contracted in pipelined slices.
-    pid = tl.program_id(0)
-    b = pid // tiles_m
-    rows = (pid % tiles_m) * BLOCK_M + tl.arange(0, BLOCK_M)
+    b = tile // tiles_m
+    rows = (tile % tiles_m) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < N
     ka = tl.arange(0, KA)
     kb = KA + tl.arange(0, KB)
@@ -189,11 +200,11 @@ def _pffn_up_kernel(
                          mask=d_ok[:, None] & (kb < K)[None, :], other=0.0)
             acc_b = tl.dot(x, wb, acc_b)
     # Epilogue: bias, GELU (padded columns exactly zero), RMSNorm over the whole row of K.
-    ha = _gelu(acc_a + tl.load(b1_ptr + ka, mask=ka < K, other=0.0).to(tl.float32)[None, :], GELU_TANH)
+    ha = _gelu(acc_a + tl.load(b1_ptr + ka, mask=ka < K, other=0.0).to(tl.float32)[None, :], GELU)
     ha = tl.where((ka < K)[None, :], ha, 0.0)
     sumsq = tl.sum(ha * ha, axis=1)
     if HAS_KB:
-        hb = _gelu(acc_b + tl.load(b1_ptr + kb, mask=kb < K, other=0.0).to(tl.float32)[None, :], GELU_TANH)
+        hb = _gelu(acc_b + tl.load(b1_ptr + kb, mask=kb < K, other=0.0).to(tl.float32)[None, :], GELU)
         hb = tl.where((kb < K)[None, :], hb, 0.0)
         sumsq += tl.sum(hb * hb, axis=1)
     inv = tl.rsqrt(sumsq / K + eps)[:, None]
@@ -207,20 +218,40 @@ def _pffn_up_kernel(
 
 
 @triton.jit
-def _pffn_down_kernel(
-    h_ptr, w2_ptr, b2_ptr, g2_ptr, out_ptr,
-    N, D, K, tiles_m, eps,
+def _pffn_up_kernel(
+    x_ptr, w1_ptr, b1_ptr, g1_ptr, h_ptr,
+    N, D, K, tiles_m, num_tiles, eps,
+    stride_xb, stride_xn, stride_xd,
+    stride_w1b, stride_w1d, stride_w1k,
     stride_hb, stride_hn, stride_hk,
-    stride_w2b, stride_w2k, stride_w2d,
-    stride_ob, stride_on, stride_od,
+    BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, KA: tl.constexpr, KB: tl.constexpr, HAS_KB: tl.constexpr,
+    NUM_STAGES: tl.constexpr, GELU: tl.constexpr, PERSISTENT: tl.constexpr,
+):
+    # H[b, rows] = RMSNorm_K(GELU(X[b, rows] @ W1[b] + b1)) * g1. The K columns are two
+    # power-of-two pieces KA + KB (160 = 128 + 32, 96 = 64 + 32, 192 = 128 + 64; no second piece,
+    # HAS_KB false, when K is a power of two), so the MMA does no padded columns; D is contracted
+    # in pipelined slices. PERSISTENT: a program walks tiles pid, pid + programs, ... in one
+    # flattened loop nest, so the next tile's loads can overlap this tile's epilogue.
+    if PERSISTENT:
+        for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0), flatten=True):
+            _pffn_up_tile(tile, x_ptr, w1_ptr, b1_ptr, g1_ptr, h_ptr, N, D, K, tiles_m, eps,
+                          stride_xb, stride_xn, stride_xd, stride_w1b, stride_w1d, stride_w1k,
+                          stride_hb, stride_hn, stride_hk, BLOCK_M, BLOCK_D, KA, KB, HAS_KB, NUM_STAGES, GELU)
+    else:
+        _pffn_up_tile(tl.program_id(0), x_ptr, w1_ptr, b1_ptr, g1_ptr, h_ptr, N, D, K, tiles_m, eps,
+                      stride_xb, stride_xn, stride_xd, stride_w1b, stride_w1d, stride_w1k,
+                      stride_hb, stride_hn, stride_hk, BLOCK_M, BLOCK_D, KA, KB, HAS_KB, NUM_STAGES, GELU)
+
+
+@triton.jit
+def _pffn_down_tile(
+    tile, h_ptr, w2_ptr, b2_ptr, g2_ptr, out_ptr, N, D, K, tiles_m, eps,
+    stride_hb, stride_hn, stride_hk, stride_w2b, stride_w2k, stride_w2d, stride_ob, stride_on, stride_od,
     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, DA: tl.constexpr, DB: tl.constexpr, HAS_DB: tl.constexpr,
     NUM_STAGES: tl.constexpr,
 ):
-    # out[b, rows] = RMSNorm_D(H[b, rows] @ W2[b] + b2) * g2; D in two power-of-two pieces as K
-    # above, K contracted in pipelined slices.
-    pid = tl.program_id(0)
-    b = pid // tiles_m
-    rows = (pid % tiles_m) * BLOCK_M + tl.arange(0, BLOCK_M)
+    b = tile // tiles_m
+    rows = (tile % tiles_m) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < N
     da = tl.arange(0, DA)
     db = DA + tl.arange(0, DB)
@@ -256,6 +287,29 @@ def _pffn_down_kernel(
                  mask=row_ok[:, None] & (db < D)[None, :])
 
 
+@triton.jit
+def _pffn_down_kernel(
+    h_ptr, w2_ptr, b2_ptr, g2_ptr, out_ptr,
+    N, D, K, tiles_m, num_tiles, eps,
+    stride_hb, stride_hn, stride_hk,
+    stride_w2b, stride_w2k, stride_w2d,
+    stride_ob, stride_on, stride_od,
+    BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, DA: tl.constexpr, DB: tl.constexpr, HAS_DB: tl.constexpr,
+    NUM_STAGES: tl.constexpr, PERSISTENT: tl.constexpr,
+):
+    # out[b, rows] = RMSNorm_D(H[b, rows] @ W2[b] + b2) * g2; D in two power-of-two pieces as K
+    # above, K contracted in pipelined slices, tiles walked as above.
+    if PERSISTENT:
+        for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0), flatten=True):
+            _pffn_down_tile(tile, h_ptr, w2_ptr, b2_ptr, g2_ptr, out_ptr, N, D, K, tiles_m, eps,
+                            stride_hb, stride_hn, stride_hk, stride_w2b, stride_w2k, stride_w2d,
+                            stride_ob, stride_on, stride_od, BLOCK_M, BLOCK_K, DA, DB, HAS_DB, NUM_STAGES)
+    else:
+        _pffn_down_tile(tl.program_id(0), h_ptr, w2_ptr, b2_ptr, g2_ptr, out_ptr, N, D, K, tiles_m, eps,
+                        stride_hb, stride_hn, stride_hk, stride_w2b, stride_w2k, stride_w2d,
+                        stride_ob, stride_on, stride_od, BLOCK_M, BLOCK_K, DA, DB, HAS_DB, NUM_STAGES)
+
+
 def _two_pieces(n: int) -> tuple[int, int]:
     """n columns as a power-of-two piece (>= 16, the dot's minimum) plus a second one (0 if none):
     160 -> (128, 32), 96 -> (64, 32), 192 -> (128, 64), 256 -> (256, 0), 40 -> (32, 16)."""
@@ -264,33 +318,55 @@ def _two_pieces(n: int) -> tuple[int, int]:
     return a, (0 if rest <= 0 else max(16, triton.next_power_of_2(rest)))
 
 
-def _pffn_split(x, w1, w2, b1, g1, b2, g2, eps, out, cfg, tanh):
+def _gelu_mode(name: str, dtype: torch.dtype) -> int:
+    """The kernels' GELU constexpr. The tanh forms only where H is rounded to 16 bits (their error,
+    < 5e-4, is below that rounding): float32 inputs get erf. The interpreter cannot run inline
+    PTX: "tanh_approx" runs there as the exp2 form of the same formula (what the tests check)."""
+    if dtype == torch.float32 or name == "erf":
+        return 0
+    if name == "tanh_approx" and os.environ.get("TRITON_INTERPRET") != "1":
+        return 2
+    return 1
+
+
+def _grid(tiles: int, per_sm: int, device: torch.device) -> int:
+    """A program per tile, or (per_sm > 0) per_sm programs per SM walking the tiles in turn."""
+    if not per_sm:
+        return tiles
+    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+    return max(1, min(tiles, per_sm * sms))
+
+
+def _launch_up(x, w1, b1, g1, h, eps, cfg, gelu):
     batch, n, d = x.shape
     k = w1.shape[2]
     ka, kb = _two_pieces(k)
-    da, db = _two_pieces(d)
-    h = torch.empty(batch, n, k, dtype=x.dtype, device=x.device)
     bm = max(16, min(cfg["up_BLOCK_M"], triton.next_power_of_2(n)))
     bd = max(16, min(cfg["up_BLOCK_D"], triton.next_power_of_2(d)))
     tiles = triton.cdiv(n, bm)
     stages = pipeline_stages(cfg["up_num_stages"], x.element_size() * bd * (bm + ka + kb))
-    _pffn_up_kernel[(batch * tiles,)](
-        x, w1, b1, g1, h, n, d, k, tiles, eps,
+    _pffn_up_kernel[(_grid(batch * tiles, cfg["up_programs_per_sm"], x.device),)](
+        x, w1, b1, g1, h, n, d, k, tiles, batch * tiles, eps,
         *x.stride(), *w1.stride(), *h.stride(),
-        BLOCK_M=bm, BLOCK_D=bd, KA=ka, KB=max(kb, 16), HAS_KB=kb > 0, NUM_STAGES=stages, GELU_TANH=tanh,
-        num_warps=cfg["up_num_warps"],
+        BLOCK_M=bm, BLOCK_D=bd, KA=ka, KB=max(kb, 16), HAS_KB=kb > 0, NUM_STAGES=stages, GELU=gelu,
+        PERSISTENT=cfg["up_programs_per_sm"] > 0, num_warps=cfg["up_num_warps"],
     )
+
+
+def _launch_down(h, w2, b2, g2, out, eps, cfg):
+    batch, n, k = h.shape
+    d = w2.shape[2]
+    da, db = _two_pieces(d)
     bm = max(16, min(cfg["down_BLOCK_M"], triton.next_power_of_2(n)))
     bk = max(16, min(cfg["down_BLOCK_K"], triton.next_power_of_2(k)))
     tiles = triton.cdiv(n, bm)
-    stages = pipeline_stages(cfg["down_num_stages"], x.element_size() * bk * (bm + da + db))
-    _pffn_down_kernel[(batch * tiles,)](
-        h, w2, b2, g2, out, n, d, k, tiles, eps,
+    stages = pipeline_stages(cfg["down_num_stages"], h.element_size() * bk * (bm + da + db))
+    _pffn_down_kernel[(_grid(batch * tiles, cfg["down_programs_per_sm"], h.device),)](
+        h, w2, b2, g2, out, n, d, k, tiles, batch * tiles, eps,
         *h.stride(), *w2.stride(), *out.stride(),
         BLOCK_M=bm, BLOCK_K=bk, DA=da, DB=max(db, 16), HAS_DB=db > 0, NUM_STAGES=stages,
-        num_warps=cfg["down_num_warps"],
+        PERSISTENT=cfg["down_programs_per_sm"] > 0, num_warps=cfg["down_num_warps"],
     )
-    return out
 
 
 def pffn_forward(x, w1, w2, b1, g1, b2, g2, eps: float) -> torch.Tensor:
@@ -307,22 +383,27 @@ def pffn_forward(x, w1, w2, b1, g1, b2, g2, eps: float) -> torch.Tensor:
     if out.numel() == 0:
         return out
     cfg = CONFIG
-    tanh = cfg["gelu"] == "tanh"
+    gelu = _gelu_mode(cfg["gelu"], x.dtype)
     # The split kernels hold whole rows of K (the first RMSNorm) as two pieces of at most 256.
-    if cfg["mode"] == "split" and batch >= cfg["split_min_batch"] and sum(_two_pieces(k)) <= 256:
-        return _pffn_split(x, w1, w2, b1, g1, b2, g2, eps, out, cfg, tanh)
+    if cfg["mode"] == "split" and batch >= cfg["split_min_batch"] and d > cfg["fused_max_d"] \
+            and sum(_two_pieces(k)) <= 256:
+        h = torch.empty(batch, n, k, dtype=x.dtype, device=x.device)
+        _launch_up(x, w1, b1, g1, h, eps, cfg, gelu)
+        _launch_down(h, w2, b2, g2, out, eps, cfg)
+        return out
     block_m = max(16, min(cfg["BLOCK_M"], triton.next_power_of_2(n)))
     block_kc = max(16, min(cfg["BLOCK_KC"], triton.next_power_of_2(k)))
     while cfg["min_programs"] and block_m > 16 and batch * triton.cdiv(n, block_m) < cfg["min_programs"]:
         block_m //= 2
     tiles_m = triton.cdiv(n, block_m)
     # A stage of the chunk loop holds a W1 slice and a W2 slice in shared memory.
-    stages = pipeline_stages(cfg["num_stages"], 2 * x.element_size() * block_kc * full_d)
+    wanted = cfg["small_d_num_stages"] if cfg["small_d_num_stages"] and full_d <= 128 else cfg["num_stages"]
+    stages = pipeline_stages(wanted, 2 * x.element_size() * block_kc * full_d)
     _pffn_kernel[(batch * tiles_m,)](
         x, w1, w2, b1, g1, b2, g2, out,
         n, d, k, tiles_m, eps,
         *x.stride(), *w1.stride(), *w2.stride(), *out.stride(),
-        BLOCK_M=block_m, BLOCK_KC=block_kc, FULL_D=full_d, NUM_STAGES=stages, GELU_TANH=tanh,
+        BLOCK_M=block_m, BLOCK_KC=block_kc, FULL_D=full_d, NUM_STAGES=stages, GELU=gelu,
         num_warps=cfg["num_warps"],
     )
     return out
