@@ -31,14 +31,24 @@ CASES = [  # (batch, query heads, kv heads, seq, head dim): sequences of multipl
     (2, 3, 3, 1008, 128),
     (2, 16, 1, 1040, 128),  # int8_mqa_prefill's layout: 16 query heads on one KV head
 ]
+# The warp-specialised kernel (last: a protocol error would hang it): 128-row blocks, BLOCK_N x stages.
+WS = [(128, 128, 4, 2, True), (128, 64, 4, 3, True)]
 EXTRA = [(2, 2, 2, 208, 64)]  # head dim 64: the first tiles only
 
 
 def main() -> None:
     torch.manual_seed(0)
     worst = 0.0
-    for index, (bm, bn, warps, stages, q_in_regs) in enumerate(TILES):
-        config = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps, "num_stages": stages, "Q_IN_REGS": q_in_regs}
+    for index, (bm, bn, warps, stages, q_in_regs) in enumerate(TILES + WS):
+        ws = index >= len(TILES)
+        config = {
+            "BLOCK_M": bm,
+            "BLOCK_N": bn,
+            "num_warps": warps,
+            "num_stages": stages,
+            "Q_IN_REGS": q_in_regs,
+            "WS": ws,
+        }
         for batch, hq, hkv, seq, dim in CASES + (EXTRA if index == 0 else []):
             for causal in (False, True):
                 q = torch.randn(batch, hq, seq, dim, device="cuda", dtype=torch.bfloat16)
@@ -58,7 +68,7 @@ def main() -> None:
                 except Exception as exc:
                     status, err = f"ERROR {type(exc).__name__}: {str(exc).splitlines()[0][:200]}", float("nan")
                 print(
-                    f"tiles {bm}x{bn} w{warps} s{stages} q_regs={q_in_regs} shape {batch}x{hq}/{hkv}x{seq}x{dim} causal={causal}: "
+                    f"tiles {bm}x{bn} w{warps} s{stages} q_regs={q_in_regs} ws={ws} shape {batch}x{hq}/{hkv}x{seq}x{dim} causal={causal}: "
                     f"{status} max_err={err:.4g} {time.time() - start:.2f}s",
                     flush=True,
                 )

@@ -69,6 +69,9 @@ CONFIG = {
     "HOPPER_WARPS": 4,  # 4 = one warpgroup, 8 = two sharing each K/V tile
     "HOPPER_STAGES": 2,  # K/V tiles in flight (TMA ring buffers)
     "HOPPER_Q_IN_REGS": False,  # Q K^T with Q as the register operand (Q read from shared memory once)
+    # Warp-specialised Gluon kernel: a loader warp issues the TMA copies, two consumer warpgroups (64 rows
+    # each of a 128-row block, Q in registers, 240 registers) run on their own (HOPPER_BLOCK_N, _STAGES).
+    "HOPPER_WS": False,
 }
 
 TUNABLES = {
@@ -85,6 +88,7 @@ TUNABLES = {
     "HOPPER_WARPS": [4, 8],
     "HOPPER_STAGES": [2, 3],
     "HOPPER_Q_IN_REGS": [False, True],
+    "HOPPER_WS": [False, True],
 }
 
 

@@ -71,6 +71,9 @@ CONFIG = {  # H200 (bench/results/attention_issue17_h200_round3): prepass 0.385 
     "HOPPER_WARPS": 4,
     "HOPPER_STAGES": 2,
     "HOPPER_Q_IN_REGS": False,  # Q K^T with Q as the register operand (Q read from shared memory once)
+    # Warp-specialised Gluon kernel: a loader warp issues the TMA copies, two consumer warpgroups (64 rows
+    # each of a 128-row block, Q in registers, 240 registers) run on their own (HOPPER_BLOCK_N, _STAGES).
+    "HOPPER_WS": False,
 }
 
 TUNABLES = {
@@ -88,6 +91,7 @@ TUNABLES = {
     "HOPPER_WARPS": [4, 8],
     "HOPPER_STAGES": [2, 3],
     "HOPPER_Q_IN_REGS": [False, True],
+    "HOPPER_WS": [False, True],
 }
 
 
