@@ -48,12 +48,21 @@ EXTRA_SHAPES = {"mbdt": [{"BATCH": 64, "FEATURES": 2, "BORDERS": 2}]}
 # split_n; these sweep around them, each kernel's previous default included for comparison.
 VARIANTS = {
     "conv1d": [
-        # Round 5, second sweep (bench/results/recsys_operators_h200_round5/): the first found
-        # every L-tile-of-128 variant slower (twice the per-slice instructions per column) and
-        # "pairs_out" at 256 columns close to the defaults; one_tile_halo False drops the loads (and
-        # matrix-vector products) of the neighbour columns that are padding when one tile covers L.
+        # Round 5, second sweep (bench/results/recsys_operators_h200_round5/conv1d/): the first
+        # found every L-tile-of-128 variant slower (twice the per-slice instructions per column) and
+        # "pairs_out" at 256 columns close to the defaults. one_tile_halo False drops the loads
+        # (and matrix-vector products) of the neighbour columns that are padding when one tile
+        # covers L; prefetch_x loads the next slice's x tile (2-byte scalar loads on sm_90a) ahead.
         # Each variant pairs an FP16 change with an FP32 one (one dtype's keys leave the other alone).
         {"one_tile_halo": False, "fp32_presplit": True},
+        {
+            "one_tile_halo": False,
+            "prefetch_x": True,
+            "split_co": True,
+            "fp32_shift": "pairs_out",
+            "fp32_presplit": True,
+            "fp32_BLOCK_CI": 16,
+        },
         {
             "one_tile_halo": False,
             "split_co": True,
@@ -64,8 +73,19 @@ VARIANTS = {
         },
         {
             "one_tile_halo": False,
+            "prefetch_x": True,
+            "split_co": True,
+            "shift": "pairs_out",
+            "fp32_shift": "pairs_out",
+            "fp32_BLOCK_CI": 16,
+        },
+        {"one_tile_halo": False, "num_stages": 4, "fp32_presplit": True},
+        {
+            "one_tile_halo": False,
+            "prefetch_x": True,
             "num_stages": 4,
             "split_co": True,
+            "shift": "pairs_out",
             "fp32_shift": "pairs_out",
             "fp32_presplit": True,
             "fp32_BLOCK_CI": 16,
@@ -78,25 +98,15 @@ VARIANTS = {
             "fp32_shift": "pairs_out",
             "fp32_BLOCK_CI": 16,
         },
-        {"one_tile_halo": False, "split_co": True, "shift": "pairs_out", "num_stages": 4, "fp32_presplit": True},
-        {
-            "one_tile_halo": False,
-            "split_co": True,
-            "shift": "pairs_out",
-            "num_stages": 2,
-            "fp32_shift": "pairs_out",
-            "fp32_presplit": True,
-            "fp32_BLOCK_CI": 16,
-        },
-        {"one_tile_halo": False, "BLOCK_CI": 32, "fp32_presplit": True},
+        {"one_tile_halo": False, "prefetch_x": True, "BLOCK_CI": 32, "fp32_presplit": True},
         {"one_tile_halo": False},
-        # From the first sweep, for comparison: the best L-as-M FP16 variant, FP32 pairs_out with
-        # the neighbour columns.
+        {"prefetch_x": True},
         {
             "orient": "l_m",
             "split_co": True,
             "BLOCK_L": 128,
             "num_warps": 4,
+            "prefetch_x": True,
             "fp32_shift": "pairs_out",
             "fp32_presplit": True,
             "fp32_BLOCK_CI": 16,

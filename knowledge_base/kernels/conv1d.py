@@ -97,6 +97,7 @@ CONFIG = {
     "fp32_presplit": False,
     "fp32_num_warps": 0,
     "one_tile_halo": True,
+    "prefetch_x": False,
 }
 
 TUNABLES = {
@@ -143,6 +144,11 @@ TUNABLES = {
     # still loads the columns a shift brings in from outside the tile (masked off: they are the
     # padding), False skips them (on sm_90a ~28 scalar loads per thread and CIN slice in "gather").
     "one_tile_halo": [True, False],
+    # "gather", "out", "pairs_out": load the next CIN slice's x tile into registers at the top of
+    # this slice (its latency under this slice's work). Their x tile feeds register operations,
+    # so the pipeliner does not stage it with cp.async; compiled for sm_90a "gather" loads it with
+    # 2-byte scalar loads (the layout tl.gather wants), each slice waiting on them.
+    "prefetch_x": [False, True],
 }
 
 
@@ -231,6 +237,14 @@ def _as_co_l(acc, LM: tl.constexpr):
     if LM:
         acc = tl.trans(acc)
     return acc
+
+
+@triton.jit
+def _load_x_tile(x_base, ci0, C_IN, l_out, L, stride_xc, stride_xl, BLOCK_CI: tl.constexpr):
+    """The aligned [BLOCK_CI, BLOCK_L] x tile of the CIN slice at ci0 (zeros past CIN and L)."""
+    ci = ci0 + tl.arange(0, BLOCK_CI)
+    return tl.load(x_base + ci[:, None] * stride_xc + l_out[None, :] * stride_xl,
+                   mask=(ci < C_IN)[:, None] & (l_out < L)[None, :], other=0.0)
 
 
 @triton.jit
@@ -350,6 +364,7 @@ def _conv1d_kernel(
     PRECISION: tl.constexpr, NUM_STAGES: tl.constexpr, ALIGN: tl.constexpr, GATHER: tl.constexpr,
     PREFETCH: tl.constexpr, PAIRS: tl.constexpr, SPLIT3: tl.constexpr,
     LM: tl.constexpr, CO_B: tl.constexpr, PRESPLIT: tl.constexpr, OUT: tl.constexpr, HALO: tl.constexpr,
+    PREFETCH_X: tl.constexpr,
 ):
     # Programs of one sample are adjacent (its x columns stay in L2 for the other COUT tiles).
     # LM: the MMAs take L as M and COUT as N (acc [L, CO]). CO_B > 0: one COUT tile of BLOCK_CO
@@ -454,11 +469,16 @@ def _conv1d_kernel(
         h2b = tl.zeros([NB], dtype=tl.float32)
         pos_m = pid_l * BLOCK_L - 1
         pos_p = pid_l * BLOCK_L + BLOCK_L
+        if PREFETCH_X:  # the x tile of the slice after the current one, in registers
+            x_next = _load_x_tile(x_base, 0, C_IN, l_out, L, stride_xc, stride_xl, BLOCK_CI)
         for ci0 in tl.range(0, C_IN, BLOCK_CI, num_stages=NUM_STAGES):
             ci = ci0 + tl.arange(0, BLOCK_CI)
             ci_ok = ci < C_IN
-            x0 = tl.load(x_base + ci[:, None] * stride_xc + l_out[None, :] * stride_xl,
-                         mask=ci_ok[:, None] & (l_out < L)[None, :], other=0.0)
+            if PREFETCH_X:
+                x0 = x_next
+                x_next = _load_x_tile(x_base, ci0 + BLOCK_CI, C_IN, l_out, L, stride_xc, stride_xl, BLOCK_CI)
+            else:
+                x0 = _load_x_tile(x_base, ci0, C_IN, l_out, L, stride_xc, stride_xl, BLOCK_CI)
             x_e, x_o = tl.split(tl.reshape(x0, [BLOCK_CI, HALF, 2]))
             if HALO:
                 xm = tl.load(x_base + ci * stride_xc + pos_m * stride_xl, mask=ci_ok & (pos_m >= 0),
@@ -505,11 +525,16 @@ def _conv1d_kernel(
         h2b = tl.zeros([NB], dtype=tl.float32)
         pos_m = pid_l * BLOCK_L - 1
         pos_p = pid_l * BLOCK_L + BLOCK_L
+        if PREFETCH_X:  # the x tile of the slice after the current one, in registers
+            x_next = _load_x_tile(x_base, 0, C_IN, l_out, L, stride_xc, stride_xl, BLOCK_CI)
         for ci0 in tl.range(0, C_IN, BLOCK_CI, num_stages=NUM_STAGES):
             ci = ci0 + tl.arange(0, BLOCK_CI)
             ci_ok = ci < C_IN
-            x0 = tl.load(x_base + ci[:, None] * stride_xc + l_out[None, :] * stride_xl,
-                         mask=ci_ok[:, None] & (l_out < L)[None, :], other=0.0)
+            if PREFETCH_X:
+                x0 = x_next
+                x_next = _load_x_tile(x_base, ci0 + BLOCK_CI, C_IN, l_out, L, stride_xc, stride_xl, BLOCK_CI)
+            else:
+                x0 = _load_x_tile(x_base, ci0, C_IN, l_out, L, stride_xc, stride_xl, BLOCK_CI)
             if HALO:
                 xm = tl.load(x_base + ci * stride_xc + pos_m * stride_xl, mask=ci_ok & (pos_m >= 0),
                              other=0.0).to(tl.float32)
@@ -573,6 +598,8 @@ def _conv1d_kernel(
         else:
             acc = tl.zeros([BLOCK_CO, BLOCK_L], dtype=tl.float32)
             acc2 = tl.zeros([CO_B if CO_B > 0 else 16, BLOCK_L], dtype=tl.float32)
+        if PREFETCH_X:  # the x tile of the slice after the current one, in registers
+            x_next = _load_x_tile(x_base, 0, C_IN, l_out, L, stride_xc, stride_xl, BLOCK_CI)
         for ci0 in tl.range(0, C_IN, BLOCK_CI, num_stages=NUM_STAGES):
             ci = ci0 + tl.arange(0, BLOCK_CI)
             ci_ok = ci < C_IN
@@ -581,8 +608,11 @@ def _conv1d_kernel(
                 # load; the column that a shift of one brings in from outside the tile (KSIZE 3) is
                 # loaded on its own (masked off at the row's ends: the padding); for other KSIZE
                 # the tile covers the whole row (one L tile), so what lies outside it is padding.
-                x0 = tl.load(x_base + ci[:, None] * stride_xc + l_out[None, :] * stride_xl,
-                             mask=ci_ok[:, None] & (l_out < L)[None, :], other=0.0)
+                if PREFETCH_X:
+                    x0 = x_next
+                    x_next = _load_x_tile(x_base, ci0 + BLOCK_CI, C_IN, l_out, L, stride_xc, stride_xl, BLOCK_CI)
+                else:
+                    x0 = _load_x_tile(x_base, ci0, C_IN, l_out, L, stride_xc, stride_xl, BLOCK_CI)
             for t in tl.static_range(KSIZE):
                 pos = l_out + (t - PAD)
                 if GATHER:
@@ -730,6 +760,7 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
         # The columns a shift brings in from outside the tile: loaded ("gather") or multiplied
         # ("out", "pairs_out") unless one L tile covers the row, where they are the zero padding.
         HALO=tiles_l > 1 or cfg["one_tile_halo"],
+        PREFETCH_X=cfg["prefetch_x"] and (gather or plan["out"] > 0),
         num_warps=_fp32_cfg(cfg, "num_warps", fp32),
     )
     return y

@@ -260,6 +260,28 @@ CASES = {
             {"B": 2, "CIN": 20, "COUT": 24, "L": 75},
             ["float16", "float32"],
         ),
+        # The next slice's x tile prefetched into registers: CIN 40 in slices of 16 (the last partial,
+        # the prefetch past CIN masked off), 3 ragged L tiles; one tile.
+        (
+            {
+                "prefetch_x": True,
+                "shift": "gather",
+                "fp32_shift": "pairs_out",
+                "split_co": True,
+                "BLOCK_CI": 16,
+                "fp32_BLOCK_CI": 16,
+                "small_grid_BLOCK_CI": 0,
+                "BLOCK_L": 32,
+                "fp32_BLOCK_L": 32,
+            },
+            {"B": 2, "CIN": 40, "COUT": 24, "L": 75},
+            ["float16", "float32"],
+        ),
+        (
+            {"prefetch_x": True, "one_tile_halo": False, "shift": "out", "fp32_shift": "gather", "split_co": True},
+            {"B": 2, "CIN": 40, "COUT": 24, "L": 38},
+            ["float16", "float32"],
+        ),
         # Presplit weights with COUT as M (split_co then has no effect); shifted loads with L as M,
         # KSIZE 5 (no pieces: COUT 16 is one tile).
         ({"split_co": True, "fp32_presplit": True}, {"B": 2, "CIN": 20, "COUT": 24, "L": 38}, ["float16", "float32"]),
