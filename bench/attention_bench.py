@@ -62,36 +62,26 @@ SWEEPS = {  # --configs sweep: around the defaults (second H200 round: around th
         {"num_warps": 2, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 1},
         {"num_warps": 4, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 2},
     ],
-    # Fourth H200 round (issue 17): int8 -> fp16 by integer ops and fp16 MMAs (CONVERT f16), the
-    # cached direct launch, smaller tiles with more programs per SM. The first two entries are round
-    # 3's default (through the JIT, then cached), then the same f16 kernel at several tile sizes,
-    # warps, stages and programs per SM, each warp on its own keys (WARP_SPLIT), and the cast / v_asm
-    # conversions at the f16 default's shape.
-    # Earlier sweeps: bench/results/attention_issue17_h200_round3/*.json.
+    # Fourth H200 round (issue 17), decode, second call: round 3's default first, then the first
+    # call's best (CONVERT f16: int8 -> fp16 by integer ops, fp16 MMAs; BLOCK_N 128 with one program
+    # per SM's worth of splits, BLOCK_N 64 with 2 warps), each warp on its own keys (WARP_SPLIT), the
+    # V tile prefetched into registers (V_IN_REGS). The first call's sweep (tile sizes, warps, stages,
+    # programs per SM, the jit / cached launch, cast / v_asm / f16) is in
+    # bench/results/attention_issue17_h200_round4/decode_round4_sweep.json.
     "int8_mqa_decode": [
         dict(CONVERT="cast", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=3, LAUNCH="jit"),
-        dict(CONVERT="cast", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=3, LAUNCH="cached"),
-        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3),
-        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3, LAUNCH="jit"),
-        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=3, num_warps=4, num_stages=3),
-        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=4, num_warps=4, num_stages=3),
-        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=6, num_warps=4, num_stages=3),
-        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=4),
-        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=4, num_warps=4, num_stages=2),
-        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=4, num_warps=4, num_stages=4),
+        dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=3),
+        dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=2),
         dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=2, num_stages=3),
         dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=4, num_warps=2, num_stages=3),
-        dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=3),
-        dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=2, num_warps=4, num_stages=2),
-        dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=2, num_warps=8, num_stages=3),
-        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3, COMBINE="kernel"),
         dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3, WARP_SPLIT=True),
-        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=4, WARP_SPLIT=True),
-        dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=2, num_warps=4, num_stages=2, WARP_SPLIT=True),
         dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=2, WARP_SPLIT=True),
+        dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=2, num_warps=4, num_stages=2, WARP_SPLIT=True),
         dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=8, num_stages=3, WARP_SPLIT=True),
-        dict(CONVERT="v_asm", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3),
-        dict(CONVERT="cast", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3),
+        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3, V_IN_REGS=True),
+        dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=2, V_IN_REGS=True),
+        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3, WARP_SPLIT=True, V_IN_REGS=True),
+        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=2, num_stages=3, V_IN_REGS=True),
     ],
     # Fourth H200 round (issue 17), prefill and flash, second call: Triton 3.6's tl kernels (the defaults,
     # first) against _flash_hopper.py's Gluon kernel (async wgmma, softmax overlapping P V; fewer

@@ -74,6 +74,10 @@ CONFIG = {
     # f16 only: each warp streams its own keys with its own softmax state, merged after the loop
     # (no cross-warp reduction or layout exchange per step; each warp holds a whole accumulator).
     "WARP_SPLIT": False,
+    # f16 only: the V tile loaded one step ahead into registers (converted there, then through
+    # shared memory once in fp16 for its transposed MMA operand) instead of copied into shared
+    # memory by the pipeliner and read back: less shared-memory traffic per KV byte.
+    "V_IN_REGS": False,
 }
 
 TUNABLES = {
@@ -87,6 +91,7 @@ TUNABLES = {
     "CONVERT": ["cast", "v_asm", "f16"],
     "LAUNCH": ["jit", "cached"],
     "WARP_SPLIT": [False, True],
+    "V_IN_REGS": [False, True],
 }
 
 
@@ -164,7 +169,7 @@ def _f16_step(
 def _f16_warp_split_loop(
     q16, row_mult, k_base, v_base, ks_base, vs_base, lo, hi,
     HEAD_DIM: tl.constexpr, ROWS: tl.constexpr, BLOCK_D: tl.constexpr, WARPS: tl.constexpr, BLOCK_N: tl.constexpr,
-    EVEN: tl.constexpr, ASM: tl.constexpr,
+    EVEN: tl.constexpr, ASM: tl.constexpr, V_IN_REGS: tl.constexpr,
 ):  # fmt: skip
     """The f16 loop with each warp on its own keys (WARP_SPLIT): the tiles are [WARPS, BLOCK_N /
     WARPS, D] and the MMAs batched over the first axis, which Triton gives one warp each, so every
@@ -182,6 +187,9 @@ def _f16_warp_split_loop(
     v_unit = tl.full([WARPS], 1.0, dtype=tl.float32)
     k_sc = tl.load(ks_base + lo + key, mask=lo + key < hi, other=0.0).to(tl.float32)
     v_sc = tl.load(vs_base + lo + key, mask=lo + key < hi, other=0.0).to(tl.float32)
+    if V_IN_REGS:
+        v_off = (lo + key)[:, :, None] * HEAD_DIM + offs_d[None, None, :]
+        v_reg = tl.load(v_base + v_off, mask=(lo + key < hi)[:, :, None], other=0)
     for start in tl.range(lo, hi, BLOCK_N):
         cols = start + key
         c_live = cols < hi
@@ -191,9 +199,18 @@ def _f16_warp_split_loop(
         kv_off = cols[:, :, None] * HEAD_DIM + offs_d[None, None, :]
         if EVEN:
             k_tile = tl.load(k_base + kv_off)
-            v_tile = tl.load(v_base + kv_off)
         else:
             k_tile = tl.load(k_base + kv_off, mask=c_live[:, :, None], other=0)
+        if V_IN_REGS:  # this step's V came one step ahead; the next one's is loaded now
+            v_tile = v_reg
+            if EVEN:  # the last step reloads its own tile: no mask (a masked int8 load selects bytewise)
+                nxt_start = tl.minimum(start + BLOCK_N, hi - BLOCK_N)
+                v_reg = tl.load(v_base + (nxt_start + key)[:, :, None] * HEAD_DIM + offs_d[None, None, :])
+            else:
+                v_reg = tl.load(v_base + kv_off + BLOCK_N * HEAD_DIM, mask=(nxt < hi)[:, :, None], other=0)
+        elif EVEN:
+            v_tile = tl.load(v_base + kv_off)
+        else:
             v_tile = tl.load(v_base + kv_off, mask=c_live[:, :, None], other=0)
         k = _i8_to_f16(k_tile, ASM, True)
         t = tl.dot(q3, tl.trans(k, (0, 2, 1))) * k_sc[:, None, :]
@@ -253,6 +270,7 @@ def _int8_mqa_decode_split(
     ASM: tl.constexpr,
     WARP_SPLIT: tl.constexpr,
     WARPS: tl.constexpr,
+    V_IN_REGS: tl.constexpr,
 ):
     # q and out are [B, HQ, QL, D] contiguous: row r of the packed tile (head r // QL, token r % QL)
     # is at r * D. K/V codes are [B, KV, D] with rows D apart, scales [B, KV] with unit stride.
@@ -294,9 +312,12 @@ def _int8_mqa_decode_split(
     if WARP_SPLIT:
         acc, m_i, l_i = _f16_warp_split_loop(
             q16, row_mult, k_base, v_base, ks_base, vs_base, lo, hi,
-            HEAD_DIM, ROWS, BLOCK_D, WARPS, BLOCK_N, EVEN, ASM,
+            HEAD_DIM, ROWS, BLOCK_D, WARPS, BLOCK_N, EVEN, ASM, V_IN_REGS,
         )  # fmt: skip
     else:
+        if V_IN_REGS:
+            v_off0 = (lo + offs_n)[:, None] * HEAD_DIM + offs_d[None, :]
+            v_reg = tl.load(v_base + v_off0, mask=(lo + offs_n < hi)[:, None] & d_live[None, :], other=0)
         for start in tl.range(lo, hi, BLOCK_N):
             cols = start + offs_n
             c_live = cols < hi
@@ -311,11 +332,22 @@ def _int8_mqa_decode_split(
                 kv_off = cols[:, None] * HEAD_DIM + offs_d[None, :]
                 if EVEN:  # no key masked: unpredicated 16-byte copies
                     k_tile = tl.load(k_base + kv_off)
+                else:
+                    k_tile = tl.load(k_base + kv_off, mask=c_live[:, None] & d_live[None, :], other=0)
+                if V_IN_REGS:  # this step's V came one step ahead; the next one's is loaded now
+                    v_tile = v_reg
+                    if EVEN:  # the last step reloads its own tile: no mask (a masked int8 load selects bytewise)
+                        nxt_start = tl.minimum(start + BLOCK_N, hi - BLOCK_N)
+                        v_reg = tl.load(v_base + (nxt_start + offs_n)[:, None] * HEAD_DIM + offs_d[None, :])
+                    else:
+                        nxt_live = cols + BLOCK_N < hi
+                        v_reg = tl.load(
+                            v_base + kv_off + BLOCK_N * HEAD_DIM, mask=nxt_live[:, None] & d_live[None, :], other=0
+                        )
+                elif EVEN:
                     v_tile = tl.load(v_base + kv_off)
                 else:
-                    kv_mask = c_live[:, None] & d_live[None, :]
-                    k_tile = tl.load(k_base + kv_off, mask=kv_mask, other=0)
-                    v_tile = tl.load(v_base + kv_off, mask=kv_mask, other=0)
+                    v_tile = tl.load(v_base + kv_off, mask=c_live[:, None] & d_live[None, :], other=0)
                 acc, m_i, l_part, v_unit = _f16_step(
                     q16, row_mult, acc, m_i, l_part, v_unit, k_tile, v_tile, c_live, k_sc, v_sc, EVEN, ASM, LAZY_SUM
                 )
@@ -501,6 +533,7 @@ def _make_plan(q, kc, ks, vc, vs) -> _Plan:
         ASM=CONFIG["CONVERT"] != "cast" and inline_ptx_ok(q),
         WARP_SPLIT=CONFIG["CONVERT"] == "f16" and bool(CONFIG["WARP_SPLIT"]) and block_n // CONFIG["num_warps"] >= 16,
         WARPS=CONFIG["num_warps"],
+        V_IN_REGS=CONFIG["CONVERT"] == "f16" and bool(CONFIG["V_IN_REGS"]),
         num_warps=CONFIG["num_warps"],
         num_stages=CONFIG["num_stages"],
     )

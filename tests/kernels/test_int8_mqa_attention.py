@@ -88,6 +88,16 @@ DECODE = [  # (constants, PROGRAMS_PER_SM, BLOCK_N, COMBINE, more): sm_fill spli
     # each warp on its own keys (4 warps x 16 keys a tile): the last tile's 6 keys leave 3 warps without any
     (dict(BATCH=2, KV_LEN=70, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 1, 64, "last_program", {"WARP_SPLIT": True}),
     (dict(BATCH=2, KV_LEN=256, Q_LEN=2, Q_HEADS=4, HEAD_DIM=64), 2, 128, "last_program", {"WARP_SPLIT": True}),
+    # V prefetched into registers one step ahead: 2 splits of 2 even tiles (the last step reloads its
+    # own), a ragged tail
+    (dict(BATCH=2, KV_LEN=128, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 1, 32, "last_program", {"V_IN_REGS": True}),
+    (
+        dict(BATCH=2, KV_LEN=70, Q_LEN=3, Q_HEADS=4, HEAD_DIM=32),
+        2,
+        64,
+        "last_program",
+        {"V_IN_REGS": True, "WARP_SPLIT": True},
+    ),
     # the JIT launch every call
     (dict(BATCH=2, KV_LEN=70, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 2, 32, "last_program", {"LAUNCH": "jit"}),
 ]
@@ -108,6 +118,8 @@ DECODE = [  # (constants, PROGRAMS_PER_SM, BLOCK_N, COMBINE, more): sm_fill spli
         "f16-64-rows",
         "warp-split-ragged",
         "warp-split-even-two-splits",
+        "v-in-regs-even",
+        "v-in-regs-warp-split-ragged",
         "jit-launch",
     ],
 )
