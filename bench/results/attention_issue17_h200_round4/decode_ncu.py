@@ -2,6 +2,7 @@
 step's time goes (DRAM, issue, shared memory, stalls).
 
     python bench/results/attention_issue17_h200_round4/decode_ncu.py OUT_DIR [BATCH KV_LEN Q_LEN]
+    python bench/results/attention_issue17_h200_round4/decode_ncu.py --host OUT_DIR
 
 Runs ncu on this script's child mode: every configuration of CONFIGS is built and run once
 (compile, plan), then run once more between cudaProfilerStart/Stop; ncu profiles those launches
@@ -86,6 +87,52 @@ def child(shape: list[int]) -> None:
             torch.cuda.cudart().cudaProfilerStop()
 
 
+def host(out: Path) -> None:
+    """Host time per call of the decode launcher's parts (B256 KV1024, the file's CONFIG), calls
+    queued without waiting: where the 30-40 us of host time per call measured in call 1 go."""
+    import time
+
+    import torch
+
+    sys.path.insert(0, str(REPO / "knowledge_base" / "kernels"))
+    sys.path.insert(0, str(REPO / "bench"))
+    from attention_bench import load_module
+
+    ref = load_module(REPO / "specs" / "int8_mqa_decode.py", "ref_decode", {})
+    kernel = load_module(REPO / "knowledge_base" / "kernels" / "int8_mqa_decode.py", "kernel_decode")
+    torch.manual_seed(0)
+    q, kc, ks, vc, vs = [x.cuda().to(torch.bfloat16) if x.is_floating_point() else x.cuda() for x in ref.get_inputs()]
+    with torch.no_grad():
+        kernel.int8_mqa_decode(q, kc, ks, vc, vs)
+    plan = next(iter(kernel._PLANS.values()))
+    o = torch.empty_like(q)
+    args = (q, kc, ks, vc, vs, o, plan.part_acc if plan.part_acc is not None else o, o, o)
+    parts = {
+        "int8_mqa_decode": lambda: kernel.int8_mqa_decode(q, kc, ks, vc, vs),
+        "direct_launch_only": lambda: kernel._direct_launch(plan, args),
+        "jit_launch_only": lambda: kernel._int8_mqa_decode_split[plan.grid](*args, *plan.tail, **plan.consts),
+        "empty_like": lambda: torch.empty_like(q),
+        "plan_key": lambda: (q.shape, q.stride(), q.dtype, q.device, kc.shape, kc.stride(), vc.stride(), ks.stride(),
+                             vs.stride(), kc.dtype, vc.dtype, ks.shape, vs.shape, ks.dtype, vs.dtype, tuple(kernel.CONFIG.values())),
+        "data_ptr_x9": lambda: [a.data_ptr() & 15 for a in args],
+        "torch_add_small": lambda: torch.add(o[0], o[0]),
+    }  # fmt: skip
+    result = {"compiled": plan.compiled is not None, "direct_launch_error": kernel.DIRECT_LAUNCH_ERROR}
+    for name, fn in parts.items():
+        fn()
+        torch.cuda.synchronize()
+        best = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for _ in range(100):
+                fn()
+            best.append((time.perf_counter() - t0) / 100 * 1e6)
+            torch.cuda.synchronize()
+        result[name + "_us"] = round(min(best), 2)
+    print(json.dumps(result), flush=True)
+    (out / "host_us.json").write_text(json.dumps(result, indent=1))
+
+
 def main() -> None:
     out = Path(sys.argv[1])
     shape = [int(x) for x in sys.argv[2:5]] or [256, 1024, 1]
@@ -127,5 +174,7 @@ def main() -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "--child":
         child([int(x) for x in sys.argv[2:5]])
+    elif sys.argv[1] == "--host":
+        host(Path(sys.argv[2]))
     else:
         main()
