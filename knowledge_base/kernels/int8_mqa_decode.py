@@ -45,8 +45,12 @@ import triton.language as tl
 from _int8_kv import int8_scores, int8_update, load_scales
 from _launch_heuristics import sm_count
 
+# H200 round 4 (bench/results/attention_issue17_h200_round4): device time per call in a CUDA graph
+# with L2 flushed at B256 KV1024 / B128 KV2048 / B64 KV4096 / B64 KV4096 Q_LEN 4, this CONFIG:
+# 28.3 / 30.8 / 34.7 / 53.6 us (2.4 / 2.2 / 2.0 / 1.3 TB/s of KV cache); round 3's (cast, the same
+# grid) 32.2 / 35.4 / 40.7 / 50.1 us. The best of any config per shape: 28.3 / 30.8 / 33.9 / 50.1.
 CONFIG = {
-    "BLOCK_N": 64,  # KV tokens per inner step
+    "BLOCK_N": 128,  # KV tokens per inner step
     # How many splits of the KV length: "sm_fill" = about PROGRAMS_PER_SM programs per SM over the
     # grid; "balanced" = the split count whose busiest SM streams the fewest key tiles
     # (ceil(BATCH * splits / SMs) programs of ceil(tiles / splits) tiles each, a split's partial
@@ -54,7 +58,10 @@ CONFIG = {
     # slower: it leaves one 4-warp program per SM, and a program alone on its SM streams its tiles
     # far slower than two sharing one (the step is bound by latency, not bandwidth).
     "SPLIT_RULE": "sm_fill",
-    "PROGRAMS_PER_SM": 2,  # sm_fill's target
+    # sm_fill's target. Round 4: 2-8 programs per SM at BLOCK_N 64 were not faster than 1 at 128
+    # (the per-SM rate did not grow with the programs on it), and a grid above what fits on the
+    # SMs at once runs a second, partial wave.
+    "PROGRAMS_PER_SM": 1,
     "num_warps": 4,
     "num_stages": 3,  # KV tiles in flight
     # Merge the splits in a second kernel, or in the last split program of each batch element.
@@ -66,10 +73,13 @@ CONFIG = {
     # into the P V operand layout, 4 keys D bytes apart per thread, read a byte at a time), "v_asm"
     # (V by inline PTX the compiler cannot move: read 16 bytes at a time, converted, written back,
     # read with ldmatrix.trans; K cast), "f16" (K and V by the integer trick above, fp16 MMAs). The
-    # PTX runs on NVIDIA GPUs only: the interpreter takes the same paths with plain casts.
+    # PTX runs on NVIDIA GPUs only: the interpreter takes the same paths with plain casts. Round 4,
+    # BLOCK_N 128: f16 10-17% faster than cast at Q_LEN 1, 7% slower at Q_LEN 4 (64 rows: 255
+    # registers); at BLOCK_N 64 cast, v_asm and f16 were within 5%.
     "CONVERT": "f16",
     # "jit": launch through the @triton.jit wrapper every call; "cached": the plan of the shape
     # (grid, split buffers, compiled kernel) is kept and the compiled kernel launched directly.
+    # Round 4: host time per call 32-42 us either way (the direct launch did not save any).
     "LAUNCH": "cached",
     # f16 only: each warp streams its own keys with its own softmax state, merged after the loop
     # (no cross-warp reduction or layout exchange per step; each warp holds a whole accumulator).
