@@ -63,7 +63,7 @@ CONFIG = {
     "threads": 256,
     "short_threads": 128,
     "min_row_threads": 32,
-    "vecs_per_thread": 8,
+    "vecs_per_thread": 16,
     "max_cluster": 16,
     "mbarrier": True,
     "min_blocks_per_sm": 0,
