@@ -83,31 +83,25 @@ SWEEPS = {  # --configs sweep: around the defaults (second H200 round: around th
         dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3, WARP_SPLIT=True, V_IN_REGS=True),
         dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=2, num_stages=3, V_IN_REGS=True),
     ],
-    # Fourth H200 round (issue 17), prefill and flash, second call: Triton 3.6's tl kernels (the defaults,
-    # first) against _flash_hopper.py's Gluon kernel (async wgmma, softmax overlapping P V; fewer
-    # thread barriers than the first call) at tiles HOPPER_BLOCK_M x HOPPER_BLOCK_N, warps, stages,
-    # with Q from shared memory or as the register operand (Q_IN_REGS). The first call's sweep (and
-    # tl.range(warp_specialize=True)'s compile error) is in bench/results/attention_issue17_h200_round4.
+    # Fourth H200 round (issue 17), prefill and flash, third call: Triton 3.6's tl kernels (the defaults,
+    # first), the best Gluon configs of the second call, and the warp-specialised Gluon kernel (HOPPER_WS:
+    # a loader warp, two consumer warpgroups of 64 rows) at BLOCK_N x stages. Earlier calls' sweeps and
+    # results (and tl.range(warp_specialize=True)'s compile error): bench/results/attention_issue17_h200_round4.
     "int8_mqa_prefill": [
         {"DEQUANT": "prepass", "IMPL": "triton"},
+        {"DEQUANT": "prepass", "IMPL": "gluon", "HOPPER_BLOCK_M": 64, "HOPPER_BLOCK_N": 64, "HOPPER_Q_IN_REGS": True},
         *(
-            {"DEQUANT": "prepass", "IMPL": "gluon", "HOPPER_BLOCK_M": m, "HOPPER_BLOCK_N": n, "HOPPER_WARPS": w, "HOPPER_STAGES": s, "HOPPER_Q_IN_REGS": r}
-            for m, n, w, s, r in ((128, 64, 4, 2, False), (64, 64, 4, 2, True), (64, 64, 4, 3, True), (128, 128, 8, 2, True))
+            {"DEQUANT": "prepass", "IMPL": "gluon", "HOPPER_WS": True, "HOPPER_BLOCK_N": n, "HOPPER_STAGES": s}
+            for n, s in ((128, 2), (128, 3), (64, 3))
         ),
     ],
     "flash_attention": [
         {"IMPL": "triton"},
+        {"IMPL": "gluon", "HOPPER_BLOCK_M": 128, "HOPPER_BLOCK_N": 64, "HOPPER_WARPS": 4, "HOPPER_STAGES": 2},
+        {"IMPL": "gluon", "HOPPER_BLOCK_M": 64, "HOPPER_BLOCK_N": 64, "HOPPER_STAGES": 3, "HOPPER_Q_IN_REGS": True},
         *(
-            {"IMPL": "gluon", "HOPPER_BLOCK_M": m, "HOPPER_BLOCK_N": n, "HOPPER_WARPS": w, "HOPPER_STAGES": s, "HOPPER_Q_IN_REGS": r}
-            for m, n, w, s, r in (
-                (128, 64, 4, 2, False),
-                (64, 64, 4, 2, False),
-                (64, 64, 4, 2, True),
-                (64, 64, 4, 3, True),
-                (128, 128, 8, 2, False),
-                (128, 128, 8, 2, True),
-                (128, 64, 8, 2, True),
-            )
+            {"IMPL": "gluon", "HOPPER_WS": True, "HOPPER_BLOCK_N": n, "HOPPER_STAGES": s}
+            for n, s in ((128, 2), (128, 3), (64, 3), (64, 4))
         ),
     ],
 }
