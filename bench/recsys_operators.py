@@ -122,26 +122,21 @@ VARIANTS = {
         {"split_n": False, "BLOCK_D": 64},
     ],
     "pffn": [
-        # Round 5 (default: split at B >= 512 and D > 128, else fused; GELU through tanh.approx):
-        # fused or split everywhere, persistent split kernels, the other GELU forms (erf: exact),
-        # the round-4 default and round 5's first sweep's best fused configuration.
-        {"mode": "fused"},
-        {"split_min_batch": 0, "fused_max_d": 0},
-        {"up_num_stages": 3},
-        {"up_programs_per_sm": 2},
-        {"down_programs_per_sm": 2},
-        {"up_programs_per_sm": 2, "down_programs_per_sm": 2},
+        # Round 5, third sweep (default: split at B >= 512 and D > 128, else fused; tanh.approx
+        # GELU; persistent down kernel): exact GELU by erf_poly and by libdevice erf, the
+        # round-4 default, the down kernel's grid, fused everywhere.
+        {"gelu": "erf_poly"},
+        {"down_programs_per_sm": 0},
+        {"gelu": "erf_poly", "down_programs_per_sm": 0},
         {"gelu": "erf"},
-        {"gelu": "tanh"},
         {"mode": "fused", "gelu": "erf", "small_d_num_stages": 0},
-        {"mode": "fused", "gelu": "tanh", "small_d_num_stages": 0},
-        {"up_num_warps": 8, "up_programs_per_sm": 1},
-        {"down_num_warps": 8, "down_programs_per_sm": 1},
+        {"down_programs_per_sm": 1},
+        {"down_programs_per_sm": 3},
         {"down_num_stages": 3},
-        {"up_BLOCK_D": 64, "up_num_stages": 3},
-        {"split_min_batch": 0, "fused_max_d": 0, "up_programs_per_sm": 2, "down_programs_per_sm": 2},
-        {"small_d_num_stages": 4},
-        {"down_BLOCK_K": 64, "down_num_stages": 3},
+        {"mode": "fused"},
+        {"mode": "fused", "gelu": "erf_poly"},
+        {"up_num_stages": 3},
+        {"gelu": "tanh"},
     ],
     "mbdt": [
         {"row_blocks": 2},

@@ -320,6 +320,12 @@ CASES = {
         # The fused kernel with each GELU form (the default's "tanh_approx" runs as "tanh" here).
         ({"mode": "fused", "gelu": "erf"}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16"]),
         ({"mode": "fused", "gelu": "tanh"}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16"]),
+        ({"mode": "fused", "gelu": "erf_poly"}, {"B": 2, "N": 40, "D": 40, "K": 40}, ["bfloat16"]),
+        (
+            {"split_min_batch": 0, "fused_max_d": 0, "gelu": "erf_poly"},
+            {"B": 2, "N": 40, "D": 40, "K": 40},
+            ["bfloat16"],
+        ),
         # The split kernels: K = D = 40 as 32 + 16 columns (the second piece partial); N = 70 in two
         # 64-row tiles (the last partial), D = 96 contracted in slices of 32, K = 160 as 128 + 32;
         # K = 12 in one piece and D = 24 as 16 + 16.
