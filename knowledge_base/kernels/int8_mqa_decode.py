@@ -19,20 +19,24 @@ Decode is bound by reading the KV cache. What makes that read efficient:
   PROGRAMS_PER_SM programs per SM over the grid); each keeps its unnormalised partial output and
   row max / row sum, and the last split program of a batch element to finish (an atomic arrival
   counter) merges them (COMBINE = "last_program": one launch), or a second small kernel does.
-- The int8 -> 16-bit conversion is the loop's costliest work: on sm_90 every conversion
-  instruction (I2F, F2F) issues at 16 per clock per SM, and a plain cast needs one int8 -> fp32 and
-  half an fp32 -> bf16 per code: at 3.5 TB/s an SM must convert ~15 codes per clock, all of its
-  conversion rate. CONVERT = "f16" converts with integer/half ops only (4 codes a register: xor
-  0x80, two byte permutes that put x + 128 in the mantissa of fp16 1024, one packed fp16 subtract
-  of 1152: exact) and runs both MMAs in fp16 with fp32 accumulation. fp16 has the range of neither
-  bf16 q nor arbitrary scales, so q is divided by its row's max |q| (the factor goes back into the
-  scores' scale) and P * v_scale by the tile's max v_scale (back into the accumulator update).
+- The int8 -> 16-bit conversion: Triton 3.6's cast (int8 -> bf16) costs ~1450 SASS instructions per
+  32 KB KV step (sm_90a), V read from shared memory a byte at a time. CONVERT = "f16" converts with
+  integer/half ops in inline PTX (4 codes a register: xor 0x80, two byte permutes that put x + 128
+  in the mantissa of fp16 1024, one packed fp16 subtract of 1152: exact) and runs both MMAs in fp16
+  with fp32 accumulation: ~860 instructions per step, 10-17% less device time at 16 rows (H200,
+  round 4). fp16 has the range of neither bf16 q nor arbitrary scales, so q is divided by its row's
+  max |q| (the factor goes back into the scores' scale) and P * v_scale by the tile's max v_scale
+  (back into the accumulator's unit).
 - Dequantisation costs no pass over K or V: the K scale multiplies the [rows, BLOCK_N] score tile
   and the V scale multiplies P before the second MMA, never the [BLOCK_N, D] tiles. The int8 tiles
   are pipelined through shared memory by num_stages; the scale vectors are too narrow for that, so
   they are loaded one KV step ahead (PREFETCH_SCALES).
-- The host side is part of a 20-40 us call: LAUNCH = "cached" keeps, per input shape, the grid,
-  the split buffers and Triton's compiled kernel, and launches it directly (no argument binding).
+- The host side: LAUNCH = "cached" keeps, per input shape, the grid, the split buffers and Triton's
+  compiled kernel, and launches it directly (no argument binding).
+What bounds it (H200, Nsight Compute, B256 KV1024): 57% of DRAM peak; 8 warps per SM (shared memory
+for 3 stages of K/V tiles and the fp16 V tile), 1.4 instructions issued per cycle, stalls on shared
+memory (short scoreboard) first: the loop is latency-bound per SM, and more, smaller programs did
+not raise the per-SM rate (bench/results/attention_issue17_h200_round4/README.md).
 """
 
 import math
@@ -75,18 +79,21 @@ CONFIG = {
     # read with ldmatrix.trans; K cast), "f16" (K and V by the integer trick above, fp16 MMAs). The
     # PTX runs on NVIDIA GPUs only: the interpreter takes the same paths with plain casts. Round 4,
     # BLOCK_N 128: f16 10-17% faster than cast at Q_LEN 1, 7% slower at Q_LEN 4 (64 rows: 255
-    # registers); at BLOCK_N 64 cast, v_asm and f16 were within 5%.
-    "CONVERT": "f16",
+    # registers) in both calls; at BLOCK_N 64 cast, v_asm and f16 were within 5%. "auto": f16 below
+    # 64 packed rows, cast from 64.
+    "CONVERT": "auto",
     # "jit": launch through the @triton.jit wrapper every call; "cached": the plan of the shape
     # (grid, split buffers, compiled kernel) is kept and the compiled kernel launched directly.
     # Round 4: host time per call 32-42 us either way (the direct launch did not save any).
     "LAUNCH": "cached",
     # f16 only: each warp streams its own keys with its own softmax state, merged after the loop
     # (no cross-warp reduction or layout exchange per step; each warp holds a whole accumulator).
+    # Round 4: 24% slower at B256 (242 registers, 3x the bank conflicts), 40x at Q_LEN 4.
     "WARP_SPLIT": False,
     # f16 only: the V tile loaded one step ahead into registers (converted there, then through
     # shared memory once in fp16 for its transposed MMA operand) instead of copied into shared
-    # memory by the pipeliner and read back: less shared-memory traffic per KV byte.
+    # memory by the pipeliner and read back: less shared-memory traffic per KV byte. Round 4: 37%
+    # slower at B256 (the register tile is repacked byte by byte: 80% more instructions).
     "V_IN_REGS": False,
 }
 
@@ -98,7 +105,7 @@ TUNABLES = {
     "num_stages": [2, 3, 4, 5],
     "COMBINE": ["kernel", "last_program"],
     "PREFETCH_SCALES": [False, True],
-    "CONVERT": ["cast", "v_asm", "f16"],
+    "CONVERT": ["cast", "v_asm", "f16", "auto"],
     "LAUNCH": ["jit", "cached"],
     "WARP_SPLIT": [False, True],
     "V_IN_REGS": [False, True],
@@ -509,6 +516,9 @@ def _make_plan(q, kc, ks, vc, vs) -> _Plan:
     splits = split_count(batch, n_tiles, sm_count(q.device), CONFIG)
     split_len = triton.cdiv(n_tiles, splits) * block_n
     splits = triton.cdiv(kv_len, split_len)  # no split left without keys
+    convert = CONFIG["CONVERT"]
+    if convert == "auto":
+        convert = "f16" if rows < 64 else "cast"
     plan = _Plan()
     plan.grid = (batch, splits)
     plan.splits = splits
@@ -539,11 +549,11 @@ def _make_plan(q, kc, ks, vc, vs) -> _Plan:
         SPLIT=splits > 1,
         FUSED_COMBINE=plan.fused,
         PREFETCH_SCALES=bool(CONFIG["PREFETCH_SCALES"]),
-        CONVERT=CONFIG["CONVERT"],
-        ASM=CONFIG["CONVERT"] != "cast" and inline_ptx_ok(q),
-        WARP_SPLIT=CONFIG["CONVERT"] == "f16" and bool(CONFIG["WARP_SPLIT"]) and block_n // CONFIG["num_warps"] >= 16,
+        CONVERT=convert,
+        ASM=convert != "cast" and inline_ptx_ok(q),
+        WARP_SPLIT=convert == "f16" and bool(CONFIG["WARP_SPLIT"]) and block_n // CONFIG["num_warps"] >= 16,
         WARPS=CONFIG["num_warps"],
-        V_IN_REGS=CONFIG["CONVERT"] == "f16" and bool(CONFIG["V_IN_REGS"]),
+        V_IN_REGS=convert == "f16" and bool(CONFIG["V_IN_REGS"]),
         num_warps=CONFIG["num_warps"],
         num_stages=CONFIG["num_stages"],
     )

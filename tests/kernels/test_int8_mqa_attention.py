@@ -78,16 +78,14 @@ DECODE = [  # (constants, PROGRAMS_PER_SM, BLOCK_N, COMBINE, more): sm_fill spli
     (dict(BATCH=2, KV_LEN=150, Q_LEN=2, Q_HEADS=2, HEAD_DIM=32), 4, 64, "kernel", {"PREFETCH_SCALES": False}),
     # balanced: 1 batch element on 4 SMs, 5 tiles of 16 -> 3 splits of 2, 2, 1 tiles
     (dict(BATCH=1, KV_LEN=70, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 1, 16, "last_program", {"SPLIT_RULE": "balanced"}),
-    # the bf16 paths: inline PTX cannot run under the interpreter, so v_asm takes the cast there
+    # the bf16 path: inline PTX cannot run under the interpreter, so v_asm takes the cast there
     (dict(BATCH=2, KV_LEN=40, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 1, 16, "kernel", {"CONVERT": "v_asm"}),
-    (dict(BATCH=2, KV_LEN=150, Q_LEN=2, Q_HEADS=2, HEAD_DIM=32), 4, 64, "last_program", {"CONVERT": "cast"}),
     # fp16: every tile full (EVEN: no masks), 2 splits of 2 tiles merged in-kernel
     (dict(BATCH=2, KV_LEN=128, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 4, 32, "last_program", {"CONVERT": "f16"}),
     # fp16 with 64 rows (16 heads x 4 tokens: the row sum reduced every step), ragged tail
     (dict(BATCH=2, KV_LEN=90, Q_LEN=4, Q_HEADS=16, HEAD_DIM=32), 2, 32, "last_program", {"CONVERT": "f16"}),
     # each warp on its own keys (4 warps x 16 keys a tile): the last tile's 6 keys leave 3 warps without any
     (dict(BATCH=2, KV_LEN=70, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 1, 64, "last_program", {"WARP_SPLIT": True}),
-    (dict(BATCH=2, KV_LEN=256, Q_LEN=2, Q_HEADS=4, HEAD_DIM=64), 2, 128, "last_program", {"WARP_SPLIT": True}),
     # V prefetched into registers one step ahead: 2 splits of 2 even tiles (the last step reloads its
     # own), a ragged tail
     (dict(BATCH=2, KV_LEN=128, Q_LEN=1, Q_HEADS=4, HEAD_DIM=32), 1, 32, "last_program", {"V_IN_REGS": True}),
@@ -113,11 +111,9 @@ DECODE = [  # (constants, PROGRAMS_PER_SM, BLOCK_N, COMBINE, more): sm_fill spli
         "scales-not-prefetched",
         "balanced",
         "v-asm-falls-back-to-cast",
-        "cast",
         "f16-even-tiles",
         "f16-64-rows",
         "warp-split-ragged",
-        "warp-split-even-two-splits",
         "v-in-regs-even",
         "v-in-regs-warp-split-ragged",
         "jit-launch",
@@ -133,6 +129,18 @@ def test_decode_kernel(case, tmp_path):
         with torch.no_grad(), poisoned_allocations():
             out = model(*xs)
         assert_matches("int8_mqa_decode", out, expected_of(ref, xs))
+
+
+def test_decode_auto_conversion_follows_the_row_count(tmp_path):
+    """CONVERT auto: fp16 MMAs below 64 packed rows, the bf16 cast from 64 (round 4's measurements)."""
+    kernel = load_kernel("int8_mqa_decode", tmp_path, CONVERT="auto", BLOCK_N=32)
+    for q_len, heads, want in ((1, 4, "f16"), (4, 16, "cast")):
+        xs, ref = inputs("int8_mqa_decode", BATCH=1, KV_LEN=40, Q_LEN=q_len, Q_HEADS=heads, HEAD_DIM=32)
+        kernel._PLANS.clear()
+        with torch.no_grad(), poisoned_allocations():
+            out = kernel.ModelNew()(*xs)
+        assert_matches("int8_mqa_decode", out, expected_of(ref, xs))
+        assert next(iter(kernel._PLANS.values())).consts["CONVERT"] == want
 
 
 def test_decode_f16_survives_extreme_magnitudes(tmp_path):

@@ -106,15 +106,24 @@ def host(out: Path) -> None:
         kernel.int8_mqa_decode(q, kc, ks, vc, vs)
     plan = next(iter(kernel._PLANS.values()))
     o = torch.empty_like(q)
-    args = (q, kc, ks, vc, vs, o, plan.part_acc if plan.part_acc is not None else o, o, o)
+    args = tuple(x if x is not None else o for x in (q, kc, ks, vc, vs, o, plan.part_acc, plan.part_ml, plan.counters))
+    driver = kernel.triton.runtime.driver.active
+
+    def jit_call():
+        kernel.CONFIG["LAUNCH"] = "jit"
+        kernel.int8_mqa_decode(q, kc, ks, vc, vs)
+        kernel.CONFIG["LAUNCH"] = "cached"
+
     parts = {
         "int8_mqa_decode": lambda: kernel.int8_mqa_decode(q, kc, ks, vc, vs),
+        "int8_mqa_decode_jit_launch": jit_call,
         "direct_launch_only": lambda: kernel._direct_launch(plan, args),
         "jit_launch_only": lambda: kernel._int8_mqa_decode_split[plan.grid](*args, *plan.tail, **plan.consts),
         "empty_like": lambda: torch.empty_like(q),
         "plan_key": lambda: (q.shape, q.stride(), q.dtype, q.device, kc.shape, kc.stride(), vc.stride(), ks.stride(),
                              vs.stride(), kc.dtype, vc.dtype, ks.shape, vs.shape, ks.dtype, vs.dtype, tuple(kernel.CONFIG.values())),
         "data_ptr_x9": lambda: [a.data_ptr() & 15 for a in args],
+        "current_stream": lambda: driver.get_current_stream(driver.get_current_device()),
         "torch_add_small": lambda: torch.add(o[0], o[0]),
     }  # fmt: skip
     result = {"compiled": plan.compiled is not None, "direct_launch_error": kernel.DIRECT_LAUNCH_ERROR}
