@@ -44,7 +44,7 @@ CONFIG = {
     "num_stages": 3,  # K/V tiles in flight (clamped to fit _launch_heuristics.ATTENTION_SMEM_BYTES)
     "USE_TMA": True,  # tensor descriptors where the GPU has them
     "PERSISTENT": 0,  # 0: one program a tile; k: k programs an SM, each looping over tiles
-    "WARP_SPECIALIZE": False,  # Triton's automatic warp specialisation of the key loop
+    "WARP_SPECIALIZE": False,  # _ikbo_ws_fwd (Triton's Hopper warp specialisation; Lq = 64 only) + fix-up
     "MAXNREG": 0,  # register cap a thread (0: the compiler's choice); 128 fits two 8-warp programs an SM
     "Q_IN_REGS": False,  # Q K^T reads Q from registers, not shared memory (NVIDIA, 16-bit inputs)
     "PREFETCH": 0,  # waves ahead (2 programs an SM) whose Q tile and one K/V block are prefetched to L2 (NVIDIA)
@@ -104,7 +104,6 @@ def _attend_user(
     EVEN_N: tl.constexpr,
     EVEN_D: tl.constexpr,
     USE_TMA: tl.constexpr,
-    WARP_SPECIALIZE: tl.constexpr,
 ):
     """Online-softmax pass over one user's keys; rows outside rows_active are left unchanged when ROW_MASK.
 
@@ -114,7 +113,7 @@ def _attend_user(
     k_ptrs = _kv_source(K, user, h, stride_ku, stride_kh, kv_off, USE_TMA)
     v_ptrs = _kv_source(V, user, h, stride_vu, stride_vh, vv_off, USE_TMA)
     kv_row0 = ((user * num_heads + h) * kv_len).to(tl.int32)
-    for start_n in tl.range(0, kv_len, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
+    for start_n in tl.range(0, kv_len, BLOCK_N):
         cols = start_n + offs_n
         if USE_TMA:
             k = k_ptrs.load([kv_row0 + start_n, 0])
@@ -243,7 +242,6 @@ def _attend_tile(
     EVEN_N: tl.constexpr,
     EVEN_D: tl.constexpr,
     USE_TMA: tl.constexpr,
-    WARP_SPECIALIZE: tl.constexpr,
     Q_IN_REGS: tl.constexpr,
     PREFETCH: tl.constexpr,
     STREAM_QO: tl.constexpr,
@@ -326,7 +324,6 @@ def _attend_tile(
             EVEN_N,
             EVEN_D,
             USE_TMA,
-            WARP_SPECIALIZE,
         )
     else:
         slots = tl.arange(0, CANDS)
@@ -366,7 +363,6 @@ def _attend_tile(
                 EVEN_N,
                 EVEN_D,
                 USE_TMA,
-                WARP_SPECIALIZE,
             )
         else:
             for j in tl.static_range(CANDS):
@@ -375,7 +371,6 @@ def _attend_tile(
                     user = tl.sum(tl.where(slots == j, slot_user, 0), 0)
                     run_end = tl.min(tl.where(run_start & (slots > j), slots, CANDS), 0)
                     active = (slot >= j) & (slot < run_end)
-                    # Straddling tiles are rare with sorted users: no warp specialisation here.
                     acc, m_i, l_i = _attend_user(
                         acc,
                         m_i,
@@ -404,7 +399,6 @@ def _attend_tile(
                         EVEN_N,
                         EVEN_D,
                         USE_TMA,
-                        False,
                     )
 
     out = acc * (1.0 / tl.where(l_i > 0, l_i, 1.0))[:, None]
@@ -465,61 +459,68 @@ def _ikbo_target_attention_fwd(
     EVEN_D: tl.constexpr,
     USE_TMA: tl.constexpr,
     PERSISTENT: tl.constexpr,
-    WARP_SPECIALIZE: tl.constexpr,
     Q_IN_REGS: tl.constexpr,
     PREFETCH: tl.constexpr,
     STREAM_QO: tl.constexpr,
+    FIXUP: tl.constexpr = False,
 ):
     # Tiles are numbered candidate-tile major, heads inner; a persistent program takes every
     # num_programs-th tile, so the tiles in flight stay consecutive (shared users, K/V in L2).
     if PERSISTENT:
         for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0)):
-            _attend_tile(
-                tile,
-                Q,
-                K,
-                V,
-                O,
-                UID,
-                stride_qc,
-                stride_qh,
-                stride_qm,
-                stride_qd,
-                stride_ku,
-                stride_kh,
-                stride_kn,
-                stride_kd,
-                stride_vu,
-                stride_vh,
-                stride_vn,
-                stride_vd,
-                stride_oc,
-                stride_oh,
-                stride_om,
-                stride_od,
-                stride_uid,
-                num_cands,
-                num_heads,
-                q_len,
-                kv_len,
-                head_dim,
-                qk_scale,
-                KP,
-                VP,
-                num_tiles,
-                prefetch_ahead,
-                CANDS,
-                ROWS_PER_CAND,
-                BLOCK_N,
-                BLOCK_D,
-                EVEN_N,
-                EVEN_D,
-                USE_TMA,
-                WARP_SPECIALIZE,
-                Q_IN_REGS,
-                PREFETCH,
-                STREAM_QO,
-            )
+            todo = True
+            if FIXUP:
+                # After _ikbo_ws_fwd (one candidate a tile here): redo the second candidate of each
+                # pair whose user differs from the first's, the only rows that kernel got wrong.
+                c = tile // num_heads
+                prev = tl.load(UID + tl.maximum(c - 1, 0) * stride_uid)
+                todo = (c % 2 == 1) & (tl.load(UID + c * stride_uid) != prev)
+            if todo:
+                _attend_tile(
+                    tile,
+                    Q,
+                    K,
+                    V,
+                    O,
+                    UID,
+                    stride_qc,
+                    stride_qh,
+                    stride_qm,
+                    stride_qd,
+                    stride_ku,
+                    stride_kh,
+                    stride_kn,
+                    stride_kd,
+                    stride_vu,
+                    stride_vh,
+                    stride_vn,
+                    stride_vd,
+                    stride_oc,
+                    stride_oh,
+                    stride_om,
+                    stride_od,
+                    stride_uid,
+                    num_cands,
+                    num_heads,
+                    q_len,
+                    kv_len,
+                    head_dim,
+                    qk_scale,
+                    KP,
+                    VP,
+                    num_tiles,
+                    prefetch_ahead,
+                    CANDS,
+                    ROWS_PER_CAND,
+                    BLOCK_N,
+                    BLOCK_D,
+                    EVEN_N,
+                    EVEN_D,
+                    USE_TMA,
+                    Q_IN_REGS,
+                    PREFETCH,
+                    STREAM_QO,
+                )
     else:
         _attend_tile(
             tl.program_id(0),
@@ -562,11 +563,128 @@ def _ikbo_target_attention_fwd(
             EVEN_N,
             EVEN_D,
             USE_TMA,
-            WARP_SPECIALIZE,
             Q_IN_REGS,
             PREFETCH,
             STREAM_QO,
         )
+
+
+@triton.jit
+def _ikbo_ws_fwd(
+    QT, K, V, O, UID,
+    stride_oc, stride_oh, stride_om, stride_od, stride_uid,
+    num_cands, num_heads, kv_len, qk_scale,
+    LQ: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    """Two candidates (2 * LQ = 128 rows) at one head against the first one's user, with Triton's
+    Hopper warp specialisation: a producer warp issues the TMA loads and two consumer warpgroups
+    take 64 rows each. Its data partitioner splits one contiguous [128, D] Q descriptor load, so Q
+    comes head-major (QT = [H * C * LQ, D], a transposed copy). A pair whose users differ gets its
+    second candidate redone by the FIXUP launch of _ikbo_target_attention_fwd."""
+    pid = tl.program_id(0)
+    h = pid % num_heads
+    c0 = (pid // num_heads) * 2
+    user = tl.load(UID + c0 * stride_uid)
+    q = QT.load([((h * num_cands + c0) * LQ).to(tl.int32), 0])
+    m_i = tl.full([2 * LQ], -1.0e30, dtype=tl.float32)
+    l_i = tl.zeros([2 * LQ], dtype=tl.float32)
+    acc = tl.zeros([2 * LQ, BLOCK_D], dtype=tl.float32)
+    kv_row0 = ((user * num_heads + h) * kv_len).to(tl.int32)
+    for start_n in tl.range(0, kv_len, BLOCK_N, warp_specialize=True):
+        k = K.load([kv_row0 + start_n, 0])
+        s = tl.dot(q, tl.trans(k))
+        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+        p = tl.exp2(s * qk_scale - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = V.load([kv_row0 + start_n, 0])
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
+    out = acc / l_i[:, None]
+    rows = tl.arange(0, 2 * LQ)
+    cand = c0 + rows // LQ
+    offs_d = tl.arange(0, BLOCK_D)
+    o_ptrs = (
+        O + cand.to(tl.int64)[:, None] * stride_oc + h * stride_oh + (rows % LQ)[:, None] * stride_om
+        + offs_d[None, :] * stride_od
+    )  # fmt: skip
+    tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=(cand < num_cands)[:, None])
+
+
+def _warp_specialized(q, k, v, cand_to_user, out, plan_fn) -> bool:
+    """The WARP_SPECIALIZE path where its one kernel shape applies: 64 queries a candidate (two
+    candidates fill the 128 rows the partitioner splits), D = BLOCK_D, whole K/V blocks, 16-bit
+    TMA-able inputs. Returns False (nothing launched) elsewhere."""
+    num_cands, heads, q_len, head_dim = q.shape
+    kv_len = k.shape[2]
+    block_n = CONFIG["BLOCK_N"]
+    if not (q_len == 64 and head_dim in (64, 128) and kv_len % block_n == 0 and q.element_size() == 2):
+        return False
+    plan = plan_fn(q, k, v, 128, block_n, dict(CONFIG, USE_TMA=True))
+    if not plan.meta["USE_TMA"] or not q.is_contiguous():
+        return False
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    qt = q.transpose(0, 1).reshape(-1, head_dim)  # [H * C * Lq, D], head-major: a pair's 128 rows adjoin
+    desc_q = TensorDescriptor(qt, list(qt.shape), [head_dim, 1], [128, head_dim])
+    _ikbo_ws_fwd[(triton.cdiv(num_cands, 2) * heads,)](
+        desc_q, plan.k, plan.v, out, cand_to_user, *out.stride(), cand_to_user.stride(0),
+        num_cands, heads, kv_len, plan.qk_scale,
+        LQ=64, BLOCK_N=block_n, BLOCK_D=head_dim, num_warps=4, num_stages=plan.meta["num_stages"],
+    )  # fmt: skip
+    return True
+
+
+def _launch(q, k, v, cand_to_user, out, config: dict, fixup: bool = False) -> None:
+    """The general kernel with `config`'s tiles (fixup: only the tiles _ikbo_ws_fwd got wrong)."""
+    num_cands, heads, q_len, head_dim = q.shape
+    kv_len = k.shape[2]
+    block_m = max(16, config["BLOCK_M"])
+    rows_per_cand = min(block_m, triton.next_power_of_2(q_len))
+    cands = block_m // rows_per_cand
+    block_n = min(config["BLOCK_N"], max(16, triton.next_power_of_2(kv_len)))
+    # Stages capped to fit shared memory; K/V ([U*H*Lkv, D] views) through TMA where asked and possible.
+    plan = attention_plan(q, k, v, block_m, block_n, config)
+    num_tiles = triton.cdiv(num_cands, cands) * triton.cdiv(q_len, rows_per_cand) * heads
+    grid = (num_tiles,)
+    if config["PERSISTENT"]:
+        grid = (min(num_tiles, config["PERSISTENT"] * sm_count(q.device)),)
+    launch = {"maxnreg": config["MAXNREG"]} if config["MAXNREG"] and q.device.type == "cuda" else {}
+    _ikbo_target_attention_fwd[grid](
+        q,
+        plan.k,
+        plan.v,
+        out,
+        cand_to_user,
+        *q.stride(),
+        *k.stride(),
+        *v.stride(),
+        *out.stride(),
+        cand_to_user.stride(0),
+        num_cands,
+        heads,
+        q_len,
+        kv_len,
+        head_dim,
+        plan.qk_scale,
+        num_tiles,
+        k,
+        v,
+        config["PREFETCH"] * 2 * sm_count(q.device),
+        CANDS=cands,
+        ROWS_PER_CAND=rows_per_cand,
+        BLOCK_N=block_n,
+        EVEN_N=kv_len % block_n == 0,
+        PERSISTENT=bool(config["PERSISTENT"]),
+        FIXUP=fixup,
+        Q_IN_REGS=bool(config["Q_IN_REGS"]) and q.device.type == "cuda" and q.element_size() == 2,
+        PREFETCH=bool(config["PREFETCH"]) and q.device.type == "cuda",  # inline PTX: not under the interpreter
+        STREAM_QO=bool(config["STREAM_QO"]),
+        **plan.meta,
+        **launch,
+    )
 
 
 def ikbo_target_attention(
@@ -588,52 +706,11 @@ def ikbo_target_attention(
         return out
     if kv_len == 0:
         raise ValueError("ikbo_target_attention: users have no keys (kv length 0); softmax over nothing is undefined")
-    block_m = max(16, CONFIG["BLOCK_M"])
-    rows_per_cand = min(block_m, triton.next_power_of_2(q_len))
-    cands = block_m // rows_per_cand
-    block_n = min(CONFIG["BLOCK_N"], max(16, triton.next_power_of_2(kv_len)))
-    # Stages capped to fit shared memory; K/V ([U*H*Lkv, D] views) through TMA where asked and possible.
-    plan = attention_plan(q, k, v, block_m, block_n, CONFIG)
-    num_tiles = triton.cdiv(num_cands, cands) * triton.cdiv(q_len, rows_per_cand) * heads
-    grid = (num_tiles,)
-    if CONFIG["PERSISTENT"]:
-        grid = (min(num_tiles, CONFIG["PERSISTENT"] * sm_count(q.device)),)
-    # Warp specialisation needs the descriptor loads (the partitioner moves them to a producer warp).
-    warp_specialize = bool(CONFIG["WARP_SPECIALIZE"]) and plan.meta["USE_TMA"] and q.device.type == "cuda"
-    launch = {"maxnreg": CONFIG["MAXNREG"]} if CONFIG["MAXNREG"] and q.device.type == "cuda" else {}
-    _ikbo_target_attention_fwd[grid](
-        q,
-        plan.k,
-        plan.v,
-        out,
-        cand_to_user,
-        *q.stride(),
-        *k.stride(),
-        *v.stride(),
-        *out.stride(),
-        cand_to_user.stride(0),
-        num_cands,
-        heads,
-        q_len,
-        kv_len,
-        head_dim,
-        plan.qk_scale,
-        num_tiles,
-        k,
-        v,
-        CONFIG["PREFETCH"] * 2 * sm_count(q.device),
-        CANDS=cands,
-        ROWS_PER_CAND=rows_per_cand,
-        BLOCK_N=block_n,
-        EVEN_N=kv_len % block_n == 0,
-        PERSISTENT=bool(CONFIG["PERSISTENT"]),
-        WARP_SPECIALIZE=warp_specialize,
-        Q_IN_REGS=bool(CONFIG["Q_IN_REGS"]) and q.device.type == "cuda" and q.element_size() == 2,
-        PREFETCH=bool(CONFIG["PREFETCH"]) and q.device.type == "cuda",  # inline PTX: not under the interpreter
-        STREAM_QO=bool(CONFIG["STREAM_QO"]),
-        **plan.meta,
-        **launch,
-    )
+    if CONFIG["WARP_SPECIALIZE"] and _warp_specialized(q, k, v, cand_to_user, out, attention_plan):
+        if num_cands > 1:  # one candidate a tile over a persistent grid, redoing mixed pairs only
+            _launch(q, k, v, cand_to_user, out, dict(CONFIG, BLOCK_M=64, PERSISTENT=1, PREFETCH=0), fixup=True)
+        return out
+    _launch(q, k, v, cand_to_user, out, CONFIG)
     return out
 
 

@@ -297,6 +297,17 @@ def test_ikbo_target_attention_persistent(block_m, tmp_path):
     check("ikbo_target_attention", kernel, [], inputs, torch.float16)
 
 
+@pytest.mark.parametrize("cand_to_user", [[0, 0, 1, 1, 1], [0, 1, 1, 0, 2, 2]], ids=["sorted", "mixed-pairs"])
+def test_ikbo_target_attention_warp_specialized_path(cand_to_user, tmp_path):
+    """WARP_SPECIALIZE: _ikbo_ws_fwd on head-major Q (two 64-query candidates a tile against the
+    first one's user), then the FIXUP launch redoing the second candidate of every pair whose users
+    differ; an odd candidate count leaves the last pair half empty."""
+    kernel = load_kernel("ikbo_target_attention", tmp_path, BLOCK_N=16, WARP_SPECIALIZE=True, USE_TMA=True)
+    spy = kernel._ikbo_ws_fwd = LaunchSpy(kernel._ikbo_ws_fwd)
+    check("ikbo_target_attention", kernel, [], ta_inputs(cand_to_user, 2, 64, 32, 64, torch.bfloat16), torch.bfloat16)
+    assert len(spy.launches) == 1
+
+
 @pytest.mark.parametrize("config", sample_tunables("ikbo_target_attention", 5, seed=3), ids=str)
 def test_ikbo_target_attention_tunables(config, tmp_path):
     kernel = load_kernel("ikbo_target_attention", tmp_path, **config)
