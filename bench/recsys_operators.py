@@ -48,70 +48,15 @@ EXTRA_SHAPES = {"mbdt": [{"BATCH": 64, "FEATURES": 2, "BORDERS": 2}]}
 # split_n; these sweep around them, each kernel's previous default included for comparison.
 VARIANTS = {
     "conv1d": [
-        # Round 5, second sweep (bench/results/recsys_operators_h200_round5/conv1d/): the first
-        # found every L-tile-of-128 variant slower (twice the per-slice instructions per column) and
-        # "pairs_out" at 256 columns close to the defaults. one_tile_halo False drops the loads
-        # (and matrix-vector products) of the neighbour columns that are padding when one tile
-        # covers L; prefetch_x loads the next slice's x tile (2-byte scalar loads on sm_90a) ahead.
-        # Each variant pairs an FP16 change with an FP32 one (one dtype's keys leave the other alone).
-        {"one_tile_halo": False, "fp32_presplit": True},
-        {
-            "one_tile_halo": False,
-            "prefetch_x": True,
-            "split_co": True,
-            "fp32_shift": "pairs_out",
-            "fp32_presplit": True,
-            "fp32_BLOCK_CI": 16,
-        },
-        {
-            "one_tile_halo": False,
-            "split_co": True,
-            "shift": "pairs_out",
-            "fp32_shift": "pairs_out",
-            "fp32_presplit": True,
-            "fp32_BLOCK_CI": 16,
-        },
-        {
-            "one_tile_halo": False,
-            "prefetch_x": True,
-            "split_co": True,
-            "shift": "pairs_out",
-            "fp32_shift": "pairs_out",
-            "fp32_BLOCK_CI": 16,
-        },
-        {"one_tile_halo": False, "num_stages": 4, "fp32_presplit": True},
-        {
-            "one_tile_halo": False,
-            "prefetch_x": True,
-            "num_stages": 4,
-            "split_co": True,
-            "shift": "pairs_out",
-            "fp32_shift": "pairs_out",
-            "fp32_presplit": True,
-            "fp32_BLOCK_CI": 16,
-        },
-        {
-            "one_tile_halo": False,
-            "split_co": True,
-            "shift": "pairs_out",
-            "BLOCK_CI": 32,
-            "fp32_shift": "pairs_out",
-            "fp32_BLOCK_CI": 16,
-        },
-        {"one_tile_halo": False, "prefetch_x": True, "BLOCK_CI": 32, "fp32_presplit": True},
-        {"one_tile_halo": False},
-        {"prefetch_x": True},
-        {
-            "orient": "l_m",
-            "split_co": True,
-            "BLOCK_L": 128,
-            "num_warps": 4,
-            "prefetch_x": True,
-            "fp32_shift": "pairs_out",
-            "fp32_presplit": True,
-            "fp32_BLOCK_CI": 16,
-            "fp32_num_warps": 8,
-        },
+        # Round 5 confirmation (bench/results/recsys_operators_h200_round5/conv1d/): the defaults
+        # chosen from the two sweeps against the round-4 defaults and each new knob undone alone.
+        {"one_tile_halo": True, "prefetch_x": False, "BLOCK_CI": 16, "fp32_presplit": False},
+        {"prefetch_x": False},
+        {"one_tile_halo": True},
+        {"BLOCK_CI": 16},
+        {"fp32_presplit": False},
+        {"fp32_BLOCK_CI": 16},
+        {"shift": "pairs_out", "split_co": True, "BLOCK_CI": 16, "fp32_shift": "pairs_out", "fp32_BLOCK_CI": 16},
     ],
     "optimized_fm": [
         {"BLOCK_D": 16},

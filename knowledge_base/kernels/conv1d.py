@@ -81,7 +81,7 @@ CONFIG = {
     "BLOCK_CO": 128,
     "BLOCK_L": 256,
     "fp32_BLOCK_L": 256,
-    "BLOCK_CI": 16,
+    "BLOCK_CI": 32,
     "fp32_BLOCK_CI": 32,
     "small_grid_BLOCK_CI": 32,
     "num_warps": 8,
@@ -94,10 +94,10 @@ CONFIG = {
     "orient": "co_m",
     "fp32_orient": "co_m",
     "split_co": False,
-    "fp32_presplit": False,
+    "fp32_presplit": True,
     "fp32_num_warps": 0,
-    "one_tile_halo": True,
-    "prefetch_x": False,
+    "one_tile_halo": False,
+    "prefetch_x": True,
 }
 
 TUNABLES = {
@@ -136,8 +136,8 @@ TUNABLES = {
     # With L as M ("l_m"): COUT in two power-of-two pieces when one tile would cover it (96 as
     # 64 + 32 instead of one 128-column tile: 25% less MMA work at the price of two dots per tap).
     "split_co": [False, True],
-    # FP32 pairs with bf16x3: the weight split into bf16 hi and lo once on the host (cached with
-    # the packed weight) instead of in every program and every CIN slice.
+    # FP32 bf16x3 (pairs, out, pairs_out) with packed_weight: the packed weight split into bf16 hi
+    # and lo once on the host (cached the same way) instead of in every program and CIN slice.
     "fp32_presplit": [False, True],
     "fp32_num_warps": [0, 4, 8],  # num_warps for fp32 inputs; 0: num_warps
     # "gather", "out", "pairs_out" with one L tile covering the row (L = 200 in 256 columns): True
@@ -678,7 +678,7 @@ def _plan(x: torch.Tensor, ksize: int, cfg: dict) -> dict:
         "shift": shift,
         "pairs": pairs,
         "split3": split3,
-        "presplit": split3 and cfg["fp32_presplit"],
+        "presplit": split3 and cfg["fp32_presplit"] and cfg["packed_weight"],
         # 1: "out", 2: "pairs_out" (KSIZE 3), which always take L as M (the accumulators' rows are
         # shifted: with COUT as M that would be a shift along the MMA's N, spread over lanes).
         "out": {"out": 1, "pairs_out": 2}.get(shift, 0) if ksize == 3 else 0,
