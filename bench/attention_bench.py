@@ -83,25 +83,23 @@ SWEEPS = {  # --configs sweep: around the defaults (second H200 round: around th
         dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3, WARP_SPLIT=True, V_IN_REGS=True),
         dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=2, num_stages=3, V_IN_REGS=True),
     ],
-    # Fourth H200 round (issue 17), prefill and flash, third call: Triton 3.6's tl kernels (the defaults,
-    # first), the best Gluon configs of the second call, and the warp-specialised Gluon kernel (HOPPER_WS:
-    # a loader warp, two consumer warpgroups of 64 rows) at BLOCK_N x stages. Earlier calls' sweeps and
-    # results (and tl.range(warp_specialize=True)'s compile error): bench/results/attention_issue17_h200_round4.
+    # Fourth H200 round (issue 17), prefill and flash, fourth call: the defaults first (prefill: the tl
+    # kernel; flash: the warp-specialised Gluon kernel, BLOCK_N 128, 2 stages), then the WS kernel
+    # persistent (one program an SM taking 128-row blocks in turn) at BLOCK_N x stages. Earlier calls'
+    # sweeps and results: bench/results/attention_issue17_h200_round4/flash_prefill_*.
     "int8_mqa_prefill": [
-        {"DEQUANT": "prepass", "IMPL": "triton"},
-        {"DEQUANT": "prepass", "IMPL": "gluon", "HOPPER_BLOCK_M": 64, "HOPPER_BLOCK_N": 64, "HOPPER_Q_IN_REGS": True},
+        {},
         *(
-            {"DEQUANT": "prepass", "IMPL": "gluon", "HOPPER_WS": True, "HOPPER_BLOCK_N": n, "HOPPER_STAGES": s}
-            for n, s in ((128, 2), (128, 3), (64, 3))
+            {"DEQUANT": "prepass", "IMPL": "gluon", "HOPPER_WS": True, "HOPPER_BLOCK_N": n, "HOPPER_STAGES": s, "HOPPER_PERSISTENT": p}
+            for n, s, p in ((128, 2, False), (128, 2, True), (128, 3, True), (64, 3, True))
         ),
     ],
     "flash_attention": [
+        {},
         {"IMPL": "triton"},
-        {"IMPL": "gluon", "HOPPER_BLOCK_M": 128, "HOPPER_BLOCK_N": 64, "HOPPER_WARPS": 4, "HOPPER_STAGES": 2},
-        {"IMPL": "gluon", "HOPPER_BLOCK_M": 64, "HOPPER_BLOCK_N": 64, "HOPPER_STAGES": 3, "HOPPER_Q_IN_REGS": True},
         *(
-            {"IMPL": "gluon", "HOPPER_WS": True, "HOPPER_BLOCK_N": n, "HOPPER_STAGES": s}
-            for n, s in ((128, 2), (128, 3), (64, 3), (64, 4))
+            {"IMPL": "gluon", "HOPPER_WS": True, "HOPPER_BLOCK_N": n, "HOPPER_STAGES": s, "HOPPER_PERSISTENT": True}
+            for n, s in ((128, 2), (128, 3), (64, 3))
         ),
     ],
 }

@@ -3,7 +3,7 @@ or after a benchmark: every tile configuration of bench/attention_bench.py's swe
 (flash attention causal and not, head dim 128, 64 for the first tiles, and int8_mqa_prefill's
 multi-query layout) against float32 SDPA. One line per case, flushed: a hang shows how far it got.
 
-    timeout 60 python bench/hopper_attention_check.py
+    timeout 60 python bench/hopper_attention_check.py [--ws-only]   (exit status 1 if any case failed)
 """
 
 import sys
@@ -16,7 +16,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "knowledge_base" / "kernels"))
 import _flash_hopper  # noqa: E402
 
-TILES = [
+TILES = [  # (BLOCK_M, BLOCK_N, warps, stages, Q in registers)
     (128, 64, 4, 2, False),
     (64, 64, 4, 2, False),
     (64, 64, 4, 2, True),
@@ -25,30 +25,22 @@ TILES = [
     (128, 128, 8, 2, True),
     (128, 64, 8, 2, True),
 ]
-CASES = [  # (batch, query heads, kv heads, seq, head dim): sequences of multiples of 16 as in the specs
-    # (so that the benchmark reuses these compilations), not of the tiles (ragged last blocks).
-    (1, 2, 2, 4096, 128),
-    (2, 3, 3, 1008, 128),
-    (2, 16, 1, 1040, 128),  # int8_mqa_prefill's layout: 16 query heads on one KV head
-]
-# The warp-specialised kernel (last: a protocol error would hang it): 128-row blocks, BLOCK_N x stages.
-WS = [(128, 128, 4, 2, True), (128, 64, 4, 3, True)]
+# The warp-specialised kernel (last: a protocol error would hang it): (BLOCK_N, stages, persistent);
+# then persistent on 7 programs (several blocks each at every shape).
+WS = [(128, 2, False), (64, 3, False), (128, 2, True), (64, 3, True)]
+CONFIGS = (
+    [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": s, "Q_IN_REGS": r} for m, n, w, s, r in TILES]
+    + [{"BLOCK_M": 128, "BLOCK_N": n, "num_warps": 4, "num_stages": s, "WS": True, "PERSISTENT": p} for n, s, p in WS]
+    + [{"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "num_stages": 2, "WS": True, "PERSISTENT": True, "PROGRAMS": 7}]
+)
 EXTRA = [(2, 2, 2, 208, 64)]  # head dim 64: the first tiles only
 
 
 def main() -> None:
     torch.manual_seed(0)
-    worst = 0.0
-    for index, (bm, bn, warps, stages, q_in_regs) in enumerate(TILES + WS):
-        ws = index >= len(TILES)
-        config = {
-            "BLOCK_M": bm,
-            "BLOCK_N": bn,
-            "num_warps": warps,
-            "num_stages": stages,
-            "Q_IN_REGS": q_in_regs,
-            "WS": ws,
-        }
+    worst, failures = 0.0, 0
+    configs = [c for c in CONFIGS if c.get("WS")] if "--ws-only" in sys.argv else CONFIGS
+    for index, config in enumerate(configs):
         for batch, hq, hkv, seq, dim in CASES + (EXTRA if index == 0 else []):
             for causal in (False, True):
                 q = torch.randn(batch, hq, seq, dim, device="cuda", dtype=torch.bfloat16)
@@ -65,14 +57,17 @@ def main() -> None:
                     err = (out.float() - ref).abs().max().item()
                     worst = max(worst, err)
                     status = "ok" if err < 0.02 else "WRONG"
+                    failures += status != "ok"
                 except Exception as exc:
+                    failures += 1
                     status, err = f"ERROR {type(exc).__name__}: {str(exc).splitlines()[0][:200]}", float("nan")
                 print(
-                    f"tiles {bm}x{bn} w{warps} s{stages} q_regs={q_in_regs} ws={ws} shape {batch}x{hq}/{hkv}x{seq}x{dim} causal={causal}: "
+                    f"{config} shape {batch}x{hq}/{hkv}x{seq}x{dim} causal={causal}: "
                     f"{status} max_err={err:.4g} {time.time() - start:.2f}s",
                     flush=True,
                 )
     print(f"worst max_err {worst:.4g}", flush=True)
+    sys.exit(0 if failures == 0 else 1)
 
 
 if __name__ == "__main__":

@@ -223,6 +223,25 @@ def _flash_fwd_hopper(
 
 
 @gluon.jit
+def _ws_block(blk, n_m, seq_len, kv_group, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
+    """Block blk of the grid's order (a head's query blocks side by side, so that the programs running
+    at once share K/V in L2; causal: heaviest first within a head): (head, first row, key tiles,
+    unmasked key tiles, first KV row)."""
+    pid_bh = blk // n_m
+    pid_m = blk % n_m
+    if CAUSAL:
+        pid_m = n_m - 1 - pid_m
+    m0 = pid_m * BLOCK_M
+    if CAUSAL:
+        n_tiles = gl.cdiv(gl.minimum(m0 + BLOCK_M, seq_len), BLOCK_N)
+        n_full = m0 // BLOCK_N
+    else:
+        n_tiles = gl.cdiv(seq_len, BLOCK_N)
+        n_full = seq_len // BLOCK_N
+    return pid_bh, m0, n_tiles, n_full, (pid_bh // kv_group) * seq_len
+
+
+@gluon.jit
 def _ws_loader(
     q_desc,
     k_desc,
@@ -231,30 +250,41 @@ def _ws_loader(
     k_smem,
     v_smem,
     q_bar,
+    q_free,
     k_ready,
     v_ready,
     k_free,
     v_free,
-    q_row0,
-    kv_row0,
-    n_tiles,
+    seq_len,
+    kv_group,
+    n_m,
+    n_blocks,
+    CAUSAL: gl.constexpr,
     BLOCK_N: gl.constexpr,
     STAGES: gl.constexpr,
 ):
-    """The loader warp: Q once, then K_t and V_t into ring stage t % STAGES as soon as both consumer
-    warpgroups have released the tile that held it (k_free / v_free, two arrivals a phase)."""
-    mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [q_row0, 0], q_bar, q_smem)
-    for t in range(n_tiles):
-        stage = t % STAGES
-        reuse = t >= STAGES
-        phase = ((t // STAGES) & 1) ^ 1  # the release of tile t - STAGES
-        mbarrier.wait(k_free.index(stage), phase, pred=reuse)
-        mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [kv_row0 + t * BLOCK_N, 0], k_ready.index(stage), k_smem.index(stage))
-        mbarrier.wait(v_free.index(stage), phase, pred=reuse)
-        mbarrier.expect(v_ready.index(stage), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(v_desc, [kv_row0 + t * BLOCK_N, 0], v_ready.index(stage), v_smem.index(stage))
+    """The loader warp: for each of the program's blocks, Q (once both consumers hold the previous
+    block's Q in registers), then K_t and V_t into ring stage it % STAGES (it counts tiles over all
+    of the program's blocks) as soon as both consumer warpgroups have released what the stage held."""
+    it = 0
+    for blk in range(gl.program_id(0), n_blocks, gl.num_programs(0)):
+        pid_bh, m0, n_tiles, n_full, kv_row0 = _ws_block(blk, n_m, seq_len, kv_group, CAUSAL, 128, BLOCK_N)
+        first = blk == gl.program_id(0)
+        mbarrier.wait(q_free, (((blk - gl.program_id(0)) // gl.num_programs(0)) & 1) ^ 1, pred=not first)
+        mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [pid_bh * seq_len + m0, 0], q_bar, q_smem)
+        for t in range(n_tiles):
+            stage = it % STAGES
+            reuse = it >= STAGES
+            phase = ((it // STAGES) & 1) ^ 1  # the release of the tile STAGES before
+            mbarrier.wait(k_free.index(stage), phase, pred=reuse)
+            mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
+            row = kv_row0 + t * BLOCK_N
+            tma.async_copy_global_to_shared(k_desc, [row, 0], k_ready.index(stage), k_smem.index(stage))
+            mbarrier.wait(v_free.index(stage), phase, pred=reuse)
+            mbarrier.expect(v_ready.index(stage), v_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(v_desc, [row, 0], v_ready.index(stage), v_smem.index(stage))
+            it += 1
 
 
 @gluon.jit
@@ -263,26 +293,27 @@ def _ws_consumer(
     k_smem,
     v_smem,
     q_bar,
+    q_free,
     k_ready,
     v_ready,
     k_free,
     v_free,
     O,
     seq_len,
+    kv_group,
     qk_scale,
-    out_row0,
-    m0,
-    n_tiles,
-    n_full,
+    n_m,
+    n_blocks,
+    ROW_OFF: gl.constexpr,
     CAUSAL: gl.constexpr,
     ROWS: gl.constexpr,
     BLOCK_N: gl.constexpr,
     HEAD_D: gl.constexpr,
     STAGES: gl.constexpr,
 ):
-    """One consumer warpgroup: ROWS query rows starting at m0 (its slice of the block's Q tile),
-    the same pipelined loop as _flash_fwd_hopper, releasing K/V stages to the loader instead of
-    refilling them."""
+    """One consumer warpgroup: rows ROW_OFF ... + ROWS of each of the program's 128-row blocks (its
+    slice of the Q tile), the same pipelined loop as _flash_fwd_hopper, releasing K/V stages to the
+    loader instead of refilling them."""
     dtype: gl.constexpr = q_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
@@ -293,49 +324,56 @@ def _ws_consumer(
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    offs_m = m0 + gl.arange(0, ROWS, layout=row_s)
-    offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-    m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=row_s)
-    l_i = gl.full([ROWS], 0.0, gl.float32, layout=row_s)
-    s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
-    o = gl.zeros([ROWS, HEAD_D], gl.float32, layout=o_layout)
+    it = 0
+    for blk in range(gl.program_id(0), n_blocks, gl.num_programs(0)):
+        pid_bh, m0, n_tiles, n_full, kv_row0 = _ws_block(blk, n_m, seq_len, kv_group, CAUSAL, 128, BLOCK_N)
+        m0 = m0 + ROW_OFF
+        offs_m = m0 + gl.arange(0, ROWS, layout=row_s)
+        offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=row_s)
+        l_i = gl.full([ROWS], 0.0, gl.float32, layout=row_s)
+        s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
+        o = gl.zeros([ROWS, HEAD_D], gl.float32, layout=o_layout)
 
-    mbarrier.wait(q_bar, 0)
-    q_op = q_smem.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
-    mbarrier.wait(k_ready.index(0), 0)
-    s = warpgroup_mma(q_op, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
-    s = warpgroup_mma_wait(0, deps=[s])
-    mbarrier.arrive(k_free.index(0))
-    p, alpha, m_i, l_i = _scores_to_p(s, m_i, l_i, offs_m, offs_n, seq_len, qk_scale, n_full <= 0, CAUSAL)
-    p_op = gl.convert_layout(p.to(dtype), p_layout)
-    for j in range(1, n_tiles):
-        stage = j % STAGES
-        prev = (j - 1) % STAGES
-        mbarrier.wait(k_ready.index(stage), (j // STAGES) & 1)
-        s = warpgroup_mma(q_op, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
-        o = o * gl.convert_layout(alpha, row_o)[:, None]
-        mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
-        o = warpgroup_mma(p_op, v_smem.index(prev), o, is_async=True)
-        s = warpgroup_mma_wait(1, deps=[s])
-        mbarrier.arrive(k_free.index(stage))
-        p, alpha, m_i, l_i = _scores_to_p(
-            s, m_i, l_i, offs_m, offs_n + j * BLOCK_N, seq_len, qk_scale, j >= n_full, CAUSAL
-        )
-        l_i = _wait_after(l_i)
-        o, p_op = warpgroup_mma_wait(0, deps=[o, p_op])
-        mbarrier.arrive(v_free.index(prev))
+        mbarrier.wait(q_bar, ((blk - gl.program_id(0)) // gl.num_programs(0)) & 1)
+        q_op = q_smem.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
+        mbarrier.arrive(q_free)  # the loader may bring the next block's Q
+        mbarrier.wait(k_ready.index(it % STAGES), (it // STAGES) & 1)
+        s = warpgroup_mma(q_op, k_smem.index(it % STAGES).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        s = warpgroup_mma_wait(0, deps=[s])
+        mbarrier.arrive(k_free.index(it % STAGES))
+        p, alpha, m_i, l_i = _scores_to_p(s, m_i, l_i, offs_m, offs_n, seq_len, qk_scale, n_full <= 0, CAUSAL)
         p_op = gl.convert_layout(p.to(dtype), p_layout)
-    last = (n_tiles - 1) % STAGES
-    o = o * gl.convert_layout(alpha, row_o)[:, None]
-    mbarrier.wait(v_ready.index(last), ((n_tiles - 1) // STAGES) & 1)
-    o = warpgroup_mma(p_op, v_smem.index(last), o, is_async=True)
-    o, p_op = warpgroup_mma_wait(0, deps=[o, p_op])
-    mbarrier.arrive(v_free.index(last))
-    o = o / gl.convert_layout(l_i, row_o)[:, None]
-    rows = m0 + gl.arange(0, ROWS, layout=row_o)
-    cols = gl.arange(0, HEAD_D, layout=gl.SliceLayout(0, o_layout))
-    ptrs = O + (out_row0 + rows)[:, None].to(gl.int64) * HEAD_D + cols[None, :]
-    gl.store(ptrs, o.to(dtype), mask=(rows < seq_len)[:, None])
+        for j in range(1, n_tiles):
+            cur = it + j
+            stage = cur % STAGES
+            prev = (cur - 1) % STAGES
+            mbarrier.wait(k_ready.index(stage), (cur // STAGES) & 1)
+            s = warpgroup_mma(q_op, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+            o = o * gl.convert_layout(alpha, row_o)[:, None]
+            mbarrier.wait(v_ready.index(prev), ((cur - 1) // STAGES) & 1)
+            o = warpgroup_mma(p_op, v_smem.index(prev), o, is_async=True)
+            s = warpgroup_mma_wait(1, deps=[s])
+            mbarrier.arrive(k_free.index(stage))
+            p, alpha, m_i, l_i = _scores_to_p(
+                s, m_i, l_i, offs_m, offs_n + j * BLOCK_N, seq_len, qk_scale, j >= n_full, CAUSAL
+            )
+            l_i = _wait_after(l_i)
+            o, p_op = warpgroup_mma_wait(0, deps=[o, p_op])
+            mbarrier.arrive(v_free.index(prev))
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
+        last = it + n_tiles - 1
+        o = o * gl.convert_layout(alpha, row_o)[:, None]
+        mbarrier.wait(v_ready.index(last % STAGES), (last // STAGES) & 1)
+        o = warpgroup_mma(p_op, v_smem.index(last % STAGES), o, is_async=True)
+        o, p_op = warpgroup_mma_wait(0, deps=[o, p_op])
+        mbarrier.arrive(v_free.index(last % STAGES))
+        it += n_tiles
+        o = o / gl.convert_layout(l_i, row_o)[:, None]
+        rows = m0 + gl.arange(0, ROWS, layout=row_o)
+        cols = gl.arange(0, HEAD_D, layout=gl.SliceLayout(0, o_layout))
+        ptrs = O + (pid_bh * seq_len + rows)[:, None].to(gl.int64) * HEAD_D + cols[None, :]
+        gl.store(ptrs, o.to(dtype), mask=(rows < seq_len)[:, None])
 
 
 @gluon.jit
@@ -347,125 +385,58 @@ def _flash_fwd_hopper_ws(
     seq_len,
     kv_group,
     qk_scale,
+    n_m,
+    n_blocks,
     CAUSAL: gl.constexpr,
     BLOCK_N: gl.constexpr,
     HEAD_D: gl.constexpr,
     STAGES: gl.constexpr,
 ):
-    """Warp-specialised variant (FlashAttention-3's layout without its ping-pong barriers): a 128-row
-    query block, one loader warp issuing every TMA copy, and two consumer warpgroups (64 rows each,
+    """Warp-specialised variant (FlashAttention-3's layout without its ping-pong barriers): 128-row
+    query blocks, one loader warp issuing every TMA copy, and two consumer warpgroups (64 rows each,
     Q as the register operand, 240 registers a thread by setmaxnreg) that each run the pipelined loop
-    on their own and only meet at the K/V stages they both read."""
+    on their own and only meet at the K/V stages they both read. A 1-D grid over the n_blocks blocks;
+    with fewer programs than blocks (persistent), a program takes blocks pid, pid + grid, ..., and the
+    loader runs ahead into the next block while the consumers finish the current one."""
     ROWS: gl.constexpr = 64
-    BLOCK_M: gl.constexpr = 2 * ROWS
     dtype: gl.constexpr = q_desc.dtype
-    if CAUSAL:
-        pid_m = gl.num_programs(0) - 1 - gl.program_id(0)
-    else:
-        pid_m = gl.program_id(0)
-    pid_bh = gl.program_id(1)
-    m0 = pid_m * BLOCK_M
-    q_row0 = pid_bh * seq_len + m0
-    kv_row0 = (pid_bh // kv_group) * seq_len
-    if CAUSAL:
-        hi = gl.minimum(m0 + BLOCK_M, seq_len)
-        n_full = m0 // BLOCK_N
-    else:
-        hi = seq_len
-        n_full = seq_len // BLOCK_N
-    n_tiles = gl.cdiv(hi, BLOCK_N)
-
-    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_D], q_desc.layout)
+    q_smem = gl.allocate_shared_memory(dtype, [2 * ROWS, HEAD_D], q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_D], k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_D], v_desc.layout)
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_free = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_free = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_free = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     mbarrier.init(q_bar, count=1)
+    mbarrier.init(q_free, count=2)  # both consumer warpgroups
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
-        mbarrier.init(k_free.index(i), count=2)  # both consumer warpgroups
+        mbarrier.init(k_free.index(i), count=2)
         mbarrier.init(v_free.index(i), count=2)
     gl.warp_specialize(
         [
             (
                 _ws_consumer,
-                (
-                    q_smem.slice(0, ROWS),
-                    k_smem,
-                    v_smem,
-                    q_bar,
-                    k_ready,
-                    v_ready,
-                    k_free,
-                    v_free,
-                    O,
-                    seq_len,
-                    qk_scale,
-                    pid_bh * seq_len,
-                    m0,
-                    n_tiles,
-                    n_full,
-                    CAUSAL,
-                    ROWS,
-                    BLOCK_N,
-                    HEAD_D,
-                    STAGES,
-                ),
+                (q_smem.slice(0, ROWS), k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O,
+                 seq_len, kv_group, qk_scale, n_m, n_blocks, 0, CAUSAL, ROWS, BLOCK_N, HEAD_D, STAGES),
             ),
             (
                 _ws_consumer,
-                (
-                    q_smem.slice(ROWS, ROWS),
-                    k_smem,
-                    v_smem,
-                    q_bar,
-                    k_ready,
-                    v_ready,
-                    k_free,
-                    v_free,
-                    O,
-                    seq_len,
-                    qk_scale,
-                    pid_bh * seq_len,
-                    m0 + ROWS,
-                    n_tiles,
-                    n_full,
-                    CAUSAL,
-                    ROWS,
-                    BLOCK_N,
-                    HEAD_D,
-                    STAGES,
-                ),
+                (q_smem.slice(ROWS, ROWS), k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O,
+                 seq_len, kv_group, qk_scale, n_m, n_blocks, ROWS, CAUSAL, ROWS, BLOCK_N, HEAD_D, STAGES),
             ),
             (
                 _ws_loader,
-                (
-                    q_desc,
-                    k_desc,
-                    v_desc,
-                    q_smem,
-                    k_smem,
-                    v_smem,
-                    q_bar,
-                    k_ready,
-                    v_ready,
-                    k_free,
-                    v_free,
-                    q_row0,
-                    kv_row0,
-                    n_tiles,
-                    BLOCK_N,
-                    STAGES,
-                ),
+                (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free,
+                 seq_len, kv_group, n_m, n_blocks, CAUSAL, BLOCK_N, STAGES),
             ),
         ],
         [4, 1],
-        [240, 24],
-    )
+        [240, 32],
+    )  # fmt: skip
 
 
 def hopper_config(config: dict) -> dict:
@@ -477,6 +448,7 @@ def hopper_config(config: dict) -> dict:
         "num_stages": config["HOPPER_STAGES"],
         "Q_IN_REGS": config.get("HOPPER_Q_IN_REGS", False),
         "WS": config.get("HOPPER_WS", False),
+        "PERSISTENT": config.get("HOPPER_PERSISTENT", False),
     }
 
 
@@ -499,8 +471,14 @@ def attention(
 
     qk_scale = 1.4426950408889634 / head_dim**0.5
     if config.get("WS", False):  # loader warp + two consumer warpgroups of 64 rows: 128-row blocks
-        _flash_fwd_hopper_ws[(triton.cdiv(seq_len, 128), bh)](
-            desc(q, 128), desc(k, block_n), desc(v, block_n), out, seq_len, kv_group, qk_scale,
+        n_m = triton.cdiv(seq_len, 128)
+        n_blocks = n_m * bh
+        programs = n_blocks
+        if config.get("PERSISTENT", False):  # one program an SM, each taking blocks in turn
+            programs = config.get("PROGRAMS") or torch.cuda.get_device_properties(q.device).multi_processor_count
+            programs = min(n_blocks, programs)
+        _flash_fwd_hopper_ws[(programs,)](
+            desc(q, 128), desc(k, block_n), desc(v, block_n), out, seq_len, kv_group, qk_scale, n_m, n_blocks,
             CAUSAL=bool(causal), BLOCK_N=block_n, HEAD_D=head_dim, STAGES=stages, num_warps=4,
         )  # fmt: skip
         return out

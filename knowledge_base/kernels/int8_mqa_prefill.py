@@ -74,6 +74,7 @@ CONFIG = {  # H200 (bench/results/attention_issue17_h200_round3): prepass 0.385 
     # Warp-specialised Gluon kernel: a loader warp issues the TMA copies, two consumer warpgroups (64 rows
     # each of a 128-row block, Q in registers, 240 registers) run on their own (HOPPER_BLOCK_N, _STAGES).
     "HOPPER_WS": False,
+    "HOPPER_PERSISTENT": False,  # HOPPER_WS: one program an SM taking 128-row blocks in turn (else one a block)
 }
 
 TUNABLES = {
@@ -92,6 +93,7 @@ TUNABLES = {
     "HOPPER_STAGES": [2, 3],
     "HOPPER_Q_IN_REGS": [False, True],
     "HOPPER_WS": [False, True],
+    "HOPPER_PERSISTENT": [False, True],
 }
 
 
