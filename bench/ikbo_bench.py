@@ -122,6 +122,7 @@ SWEEPS = {  # --variants sweep1 | sweep2 (sweep: both)
     ],
     "final": ["m64_n64_w4_s3", "m128_n64_w8_s2_r128", "m64_n64_w4_s3", "m128_n64_w8_s2_r128"],
     "ws": ["ws_n64_s2", "ws_n64_s3"],
+    "final2": ["m128_n64_w8_s2_r128", "m64_n64_w4_s3", "m128_n64_w8_s2_r128", "m64_n64_w4_s3"],
 }
 
 

@@ -38,14 +38,14 @@ import triton.language as tl
 from _launch_heuristics import attention_plan, sm_count
 
 CONFIG = {
-    "BLOCK_M": 64,  # candidate rows a program owns
+    "BLOCK_M": 128,  # candidate rows a program owns
     "BLOCK_N": 64,  # user-history keys per inner step
-    "num_warps": 4,  # warps a program
-    "num_stages": 3,  # K/V tiles in flight (clamped to fit _launch_heuristics.ATTENTION_SMEM_BYTES)
+    "num_warps": 8,  # warps a program
+    "num_stages": 2,  # K/V tiles in flight (clamped to fit _launch_heuristics.ATTENTION_SMEM_BYTES)
     "USE_TMA": True,  # tensor descriptors where the GPU has them
     "PERSISTENT": 0,  # 0: one program a tile; k: k programs an SM, each looping over tiles
     "WARP_SPECIALIZE": False,  # _ikbo_ws_fwd (Triton's Hopper warp specialisation; Lq = 64 only) + fix-up
-    "MAXNREG": 0,  # register cap a thread (0: the compiler's choice); 128 fits two 8-warp programs an SM
+    "MAXNREG": 128,  # register cap a thread (0: the compiler's choice); 128 fits two 8-warp programs an SM
     "Q_IN_REGS": False,  # Q K^T reads Q from registers, not shared memory (NVIDIA, 16-bit inputs)
     "PREFETCH": 0,  # waves ahead (2 programs an SM) whose Q tile and one K/V block are prefetched to L2 (NVIDIA)
     "STREAM_QO": False,  # Q loads and O stores marked evict-first, so they do not push users' K/V out of L2
@@ -613,6 +613,9 @@ def _ikbo_ws_fwd(
     tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=(cand < num_cands)[:, None])
 
 
+_WS_BOX_FIXED = set()
+
+
 def _warp_specialized(q, k, v, cand_to_user, out, plan_fn) -> bool:
     """The WARP_SPECIALIZE path where its one kernel shape applies: 64 queries a candidate (two
     candidates fill the 128 rows the partitioner splits), D = BLOCK_D, whole K/V blocks, 16-bit
@@ -629,11 +632,22 @@ def _warp_specialized(q, k, v, cand_to_user, out, plan_fn) -> bool:
 
     qt = q.transpose(0, 1).reshape(-1, head_dim)  # [H * C * Lq, D], head-major: a pair's 128 rows adjoin
     desc_q = TensorDescriptor(qt, list(qt.shape), [head_dim, 1], [128, head_dim])
-    _ikbo_ws_fwd[(triton.cdiv(num_cands, 2) * heads,)](
-        desc_q, plan.k, plan.v, out, cand_to_user, *out.stride(), cand_to_user.stride(0),
-        num_cands, heads, kv_len, plan.qk_scale,
-        LQ=64, BLOCK_N=block_n, BLOCK_D=head_dim, num_warps=4, num_stages=plan.meta["num_stages"],
-    )  # fmt: skip
+    grid = (triton.cdiv(num_cands, 2) * heads,)
+    args = (desc_q, plan.k, plan.v, out, cand_to_user, *out.stride(), cand_to_user.stride(0),
+            num_cands, heads, kv_len, plan.qk_scale)  # fmt: skip
+    meta = dict(LQ=64, BLOCK_N=block_n, BLOCK_D=head_dim, num_warps=4, num_stages=plan.meta["num_stages"])
+    key = (q.dtype, head_dim, block_n, meta["num_stages"], q.device)
+    if q.device.type == "cuda" and key not in _WS_BOX_FIXED:
+        # Triton 3.6's Hopper data partition splits the [128, D] Q copy into two 64-row copies (one a
+        # consumer warpgroup) but the descriptor metadata keeps a 128-row TMA box: each copy would
+        # deliver twice the 16 KB its mbarrier expects (this hung on an H200). The launcher encodes
+        # the box from this metadata when it is first built, after compiling: give it 64 rows.
+        compiled = _ikbo_ws_fwd.warmup(*args, grid=grid, **meta)
+        compiled = compiled.result() if hasattr(compiled, "result") else compiled
+        box = compiled.metadata.tensordesc_meta[0]["block_size"]
+        box[0] = min(box[0], 64)
+        _WS_BOX_FIXED.add(key)
+    _ikbo_ws_fwd[grid](*args, **meta)
     return True
 
 
