@@ -98,6 +98,7 @@ CONFIG = {
     "fp32_num_warps": 0,
     "one_tile_halo": False,
     "prefetch_x": True,
+    "fp32_num_stages": 0,
 }
 
 TUNABLES = {
@@ -149,6 +150,8 @@ TUNABLES = {
     # so the pipeliner does not stage it with cp.async; compiled for sm_90a "gather" loads it with
     # 2-byte scalar loads (the layout tl.gather wants), each slice waiting on them.
     "prefetch_x": [False, True],
+    # num_stages for fp32 inputs, not capped by the shared-memory estimate; 0: num_stages, capped.
+    "fp32_num_stages": [0, 1, 2, 3],
 }
 
 
@@ -721,6 +724,10 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     block_ci = _pow2_at_most(ci_cfg, c_in)
     # A stage of the CIN loop holds KSIZE weight slices and KSIZE x tiles in shared memory.
     stages = pipeline_stages(cfg["num_stages"], ksize * x.element_size() * block_ci * (block_co + co_b + block_l))
+    if fp32 and cfg["fp32_num_stages"]:
+        # Set outright, past that estimate (which overcounts: the FP32 pairs kernel with CIN slices
+        # of 32 takes 112 KiB of shared memory for one stage, 208 KiB for two, compiled for sm_90a).
+        stages = cfg["fp32_num_stages"]
     if cfg["packed_weight"] or plan["presplit"]:
         w = pack_weight(weight, plan["presplit"]) if packed is None else packed
         if plan["presplit"]:  # [2, KSIZE, COUT, CIN]: (COUT, CIN, KSIZE) strides, then hi -> lo
