@@ -650,8 +650,12 @@ def _direct_launch(plan: _Plan, args: tuple) -> bool:
 
 
 def knobs_hook():
-    """Triton's launch hook (a profiler such as proton): with one set, launches go through the JIT."""
-    return triton.knobs.runtime.launch_enter_hook
+    """Triton's launch hook if one is installed (a profiler such as proton): then launches go
+    through the JIT. Triton 3.6 keeps an empty HookChain there when none is (never None)."""
+    hook = triton.knobs.runtime.launch_enter_hook
+    if hook is None or getattr(hook, "calls", None) == []:
+        return None
+    return hook
 
 
 class ModelNew(nn.Module):

@@ -143,6 +143,23 @@ def test_decode_auto_conversion_follows_the_row_count(tmp_path):
         assert next(iter(kernel._PLANS.values())).consts["CONVERT"] == want
 
 
+def test_decode_direct_launch_only_without_a_launch_hook():
+    """Triton 3.6 keeps an empty HookChain as the launch hook: that is no hook (the cached direct
+    launch may run); a profiler's hook in the chain sends launches through the JIT."""
+    import triton
+
+    kernel = load_kernel("int8_mqa_decode")
+    assert kernel.knobs_hook() is None
+    chain = triton.knobs.runtime.launch_enter_hook
+    if hasattr(chain, "add"):
+        hook = lambda *args: None  # noqa: E731
+        chain.add(hook)
+        try:
+            assert kernel.knobs_hook() is not None
+        finally:
+            chain.remove(hook)
+
+
 def test_decode_f16_survives_extreme_magnitudes(tmp_path):
     """fp16 covers neither bf16's range nor arbitrary scales: q rows far above 65504 and V scales far
     below fp16's normal range must come out as right as with moderate values (q / max|q| per row,
