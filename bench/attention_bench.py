@@ -62,26 +62,15 @@ SWEEPS = {  # --configs sweep: around the defaults (second H200 round: around th
         {"num_warps": 2, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 1},
         {"num_warps": 4, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 2},
     ],
-    # Fourth H200 round (issue 17), decode, second call: round 3's default first, then the first
-    # call's best (CONVERT f16: int8 -> fp16 by integer ops, fp16 MMAs; BLOCK_N 128 with one program
-    # per SM's worth of splits, BLOCK_N 64 with 2 warps), each warp on its own keys (WARP_SPLIT), the
-    # V tile prefetched into registers (V_IN_REGS). The first call's sweep (tile sizes, warps, stages,
-    # programs per SM, the jit / cached launch, cast / v_asm / f16) is in
-    # bench/results/attention_issue17_h200_round4/decode_round4_sweep.json.
+    # Fourth H200 round (issue 17), decode, fourth call: the final default (CONVERT auto, BLOCK_N 128,
+    # PROGRAMS_PER_SM 1, 4 warps, 3 stages) through the cached direct launch and through the JIT, and
+    # round 3's default. The earlier calls' sweeps (tile sizes, warps, stages, programs per SM,
+    # cast / v_asm / f16, WARP_SPLIT, V_IN_REGS) are in bench/results/attention_issue17_h200_round4/
+    # decode_round4_sweep.json and decode_round4_call2.json.
     "int8_mqa_decode": [
+        dict(LAUNCH="cached"),
+        dict(LAUNCH="jit"),
         dict(CONVERT="cast", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=3, LAUNCH="jit"),
-        dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=3),
-        dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=2),
-        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=2, num_stages=3),
-        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=4, num_warps=2, num_stages=3),
-        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3, WARP_SPLIT=True),
-        dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=2, WARP_SPLIT=True),
-        dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=2, num_warps=4, num_stages=2, WARP_SPLIT=True),
-        dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=8, num_stages=3, WARP_SPLIT=True),
-        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3, V_IN_REGS=True),
-        dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=2, V_IN_REGS=True),
-        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=4, num_stages=3, WARP_SPLIT=True, V_IN_REGS=True),
-        dict(CONVERT="f16", BLOCK_N=64, PROGRAMS_PER_SM=2, num_warps=2, num_stages=3, V_IN_REGS=True),
     ],
     # Fourth H200 round (issue 17), prefill and flash, fourth call: the defaults first (prefill: the tl
     # kernel; flash: the warp-specialised Gluon kernel, BLOCK_N 128, 2 stages), then the WS kernel
