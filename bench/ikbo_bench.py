@@ -94,6 +94,7 @@ VARIANTS = {
     # round 3: the warp-specialised kernel on head-major Q (+ fix-up launch), run in its own process
     "ws_n64_s2": {"BLOCK_N": 64, "num_stages": 2, "WARP_SPECIALIZE": True},
     "ws_n64_s3": {"BLOCK_N": 64, "num_stages": 3, "WARP_SPECIALIZE": True},
+    "ws_n128_s2": {"BLOCK_N": 128, "num_stages": 2, "WARP_SPECIALIZE": True},
     "m128_n64_w8_s2_r128_pf2_stream": {
         "BLOCK_M": 128,
         "num_warps": 8,
@@ -122,6 +123,7 @@ SWEEPS = {  # --variants sweep1 | sweep2 (sweep: both)
     ],
     "final": ["m64_n64_w4_s3", "m128_n64_w8_s2_r128", "m64_n64_w4_s3", "m128_n64_w8_s2_r128"],
     "ws": ["ws_n64_s2", "ws_n64_s3"],
+    "ws2": ["m128_n64_w8_s2_r128", "ws_n64_s2", "ws_n128_s2"],
     "final2": ["m128_n64_w8_s2_r128", "m64_n64_w4_s3", "m128_n64_w8_s2_r128", "m64_n64_w4_s3"],
 }
 
@@ -161,9 +163,13 @@ def warm(which: str, shard: int, shards: int) -> None:
             print(f"warm: {name}: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
 
 
-def kernel_us(model, inputs) -> float | None:
+def kernel_times(model, inputs) -> tuple[float | None, dict]:
+    """(device time of one forward: all its kernels, the Q copy of the WS path included; per kernel)."""
     times = kernel_breakdown(model, inputs)
-    return next((v for k, v in times.items() if k.startswith("_ikbo_target_attention_fwd")), None)
+    kernels = [
+        v for k, v in times.items() if isinstance(v, float) and not k.startswith("aten::")
+    ]  # ops repeat their kernels
+    return (sum(kernels) or None), times
 
 
 def baselines(ref, inputs, allow_compile: bool, deadline: float, flops: float) -> dict:
@@ -237,7 +243,7 @@ def run(which: str, allow_compile: bool, deadline: float) -> dict:
                 if row["ok"]:
                     row["ms"] = bench(lambda: model(*inputs))
                     row["tflops"] = flops / row["ms"] / 1e9
-                    row["kernel_us"] = kernel_us(model, inputs)
+                    row["kernel_us"], row["kernels_us"] = kernel_times(model, inputs)
                     if row["kernel_us"]:
                         row["kernel_tflops"] = flops / row["kernel_us"] / 1e6
         except Exception as exc:

@@ -25,10 +25,18 @@ Choices that matter for speed:
 - The scale log2(e)/sqrt(D) is applied inside the exponent as one FMA, p = exp2(s * c - m); the
   running max starts at a large finite negative value so rows masked out of a pass stay NaN-free.
 - K/V tiles come through TMA descriptors over the [U*H*Lkv, D] view (USE_TMA).
-- On an H200 (2048 candidates, 32 users, 2 heads, D=128, Lq=64, Lkv=1024, bf16) one 64-query
-  candidate per 4-warp program with 3 stages (two programs per SM) beats broadcast + SDPA and
-  even SDPA alone on pre-broadcast K/V; stacking two or four candidates per 128/256-row tile was
-  slower (the numbers, with their dates: bench/results/attention_reference_kernels_h200.md).
+- On an H200 (2048 candidates, 32 users, 2 heads, D=128, Lq=64, Lkv=1024, bf16), issue 17 round 4
+  (bench/results/attention_issue17_h200_round4/ikbo_README.md): two candidates per 128-row tile,
+  8 warps capped at 128 registers so two programs share an SM, 2 stages, ~0.30 ms (~460 TFLOP/s,
+  do_bench with the L2 flushed), 1-2% ahead of one 64-query candidate per 4-warp 3-stage program.
+  What did not help there: 128-row tiles on 4 warps (254 registers; 3 stages do not fit two programs
+  an SM, 2 stages leave the loads exposed), persistent grids, Q as wgmma's register operand
+  (Q_IN_REGS), L2 prefetch of later tiles' Q and K/V (PREFETCH), evict-first Q/O (STREAM_QO).
+- The rest of the gap to cuDNN (567 TFLOP/s on the same FLOPs with queries stacked head-major) is
+  the loop's structure: Triton 3.6 waits for each wgmma before the softmax that uses it, so within
+  a program the exponentials (MUFU: half the tensor-core time per score at D=128) never overlap
+  the MMAs. Triton's Hopper warp specialisation (WARP_SPECIALIZE, _ikbo_ws_fwd) needs one contiguous
+  128-row Q TMA tile, which [C, H, Lq, D] queries only give after a head-major copy of Q.
 """
 
 import torch
