@@ -72,24 +72,21 @@ SWEEPS = {  # --configs sweep: around the defaults (second H200 round: around th
         dict(LAUNCH="jit"),
         dict(CONVERT="cast", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=3, LAUNCH="jit"),
     ],
-    # Fourth H200 round (issue 17), prefill and flash, fourth call: the defaults first (prefill: the tl
-    # kernel; flash: the warp-specialised Gluon kernel, BLOCK_N 128, 2 stages), then the WS kernel
-    # persistent (one program an SM taking 128-row blocks in turn) at BLOCK_N x stages. Earlier calls'
-    # sweeps and results: bench/results/attention_issue17_h200_round4/flash_prefill_*.
+    # Fourth H200 round (issue 17), prefill and flash, fifth call: the defaults first (prefill: the tl
+    # kernel; flash: the warp-specialised Gluon kernel, BLOCK_N 128, 2 stages, one program a block), then
+    # the WS kernel persistent (one program an SM taking 128-row blocks in turn). Earlier calls' sweeps
+    # and results: bench/results/attention_issue17_h200_round4/flash_prefill_*.
     "int8_mqa_prefill": [
         {},
         *(
-            {"DEQUANT": "prepass", "IMPL": "gluon", "HOPPER_WS": True, "HOPPER_BLOCK_N": n, "HOPPER_STAGES": s, "HOPPER_PERSISTENT": p}
-            for n, s, p in ((128, 2, False), (128, 2, True), (128, 3, True), (64, 3, True))
+            {"DEQUANT": "prepass", "IMPL": "gluon", "HOPPER_WS": True, "HOPPER_BLOCK_N": 128, "HOPPER_STAGES": s, "HOPPER_PERSISTENT": p}
+            for s, p in ((2, False), (2, True), (3, True))
         ),
     ],
     "flash_attention": [
         {},
         {"IMPL": "triton"},
-        *(
-            {"IMPL": "gluon", "HOPPER_WS": True, "HOPPER_BLOCK_N": n, "HOPPER_STAGES": s, "HOPPER_PERSISTENT": True}
-            for n, s in ((128, 2), (128, 3), (64, 3))
-        ),
+        *({"IMPL": "gluon", "HOPPER_WS": True, "HOPPER_BLOCK_N": 128, "HOPPER_STAGES": s, "HOPPER_PERSISTENT": True} for s in (2, 3)),
     ],
 }
 ALIASES = {

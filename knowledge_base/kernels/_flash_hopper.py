@@ -262,29 +262,69 @@ def _ws_loader(
     CAUSAL: gl.constexpr,
     BLOCK_N: gl.constexpr,
     STAGES: gl.constexpr,
+    PERSISTENT: gl.constexpr,
 ):
     """The loader warp: for each of the program's blocks, Q (once both consumers hold the previous
     block's Q in registers), then K_t and V_t into ring stage it % STAGES (it counts tiles over all
     of the program's blocks) as soon as both consumer warpgroups have released what the stage held."""
-    it = 0
-    for blk in range(gl.program_id(0), n_blocks, gl.num_programs(0)):
-        pid_bh, m0, n_tiles, n_full, kv_row0 = _ws_block(blk, n_m, seq_len, kv_group, CAUSAL, 128, BLOCK_N)
-        first = blk == gl.program_id(0)
-        mbarrier.wait(q_free, (((blk - gl.program_id(0)) // gl.num_programs(0)) & 1) ^ 1, pred=not first)
-        mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [pid_bh * seq_len + m0, 0], q_bar, q_smem)
-        for t in range(n_tiles):
-            stage = it % STAGES
-            reuse = it >= STAGES
-            phase = ((it // STAGES) & 1) ^ 1  # the release of the tile STAGES before
-            mbarrier.wait(k_free.index(stage), phase, pred=reuse)
-            mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
-            row = kv_row0 + t * BLOCK_N
-            tma.async_copy_global_to_shared(k_desc, [row, 0], k_ready.index(stage), k_smem.index(stage))
-            mbarrier.wait(v_free.index(stage), phase, pred=reuse)
-            mbarrier.expect(v_ready.index(stage), v_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(v_desc, [row, 0], v_ready.index(stage), v_smem.index(stage))
-            it += 1
+    if PERSISTENT:
+        it = 0
+        for blk in range(gl.program_id(0), n_blocks, gl.num_programs(0)):
+            bi = (blk - gl.program_id(0)) // gl.num_programs(0)
+            it = _ws_load_block(
+                q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free,
+                seq_len, kv_group, n_m, blk, it, bi, CAUSAL, BLOCK_N, STAGES,
+            )  # fmt: skip
+    else:  # one block: straight-line code, the counters constants
+        _ws_load_block(
+            q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free,
+            seq_len, kv_group, n_m, gl.program_id(0), gl.program_id(0) * 0, 0, CAUSAL, BLOCK_N, STAGES,
+        )  # fmt: skip
+
+
+@gluon.jit
+def _ws_load_block(
+    q_desc,
+    k_desc,
+    v_desc,
+    q_smem,
+    k_smem,
+    v_smem,
+    q_bar,
+    q_free,
+    k_ready,
+    v_ready,
+    k_free,
+    v_free,
+    seq_len,
+    kv_group,
+    n_m,
+    blk,
+    it,
+    bi,
+    CAUSAL: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    STAGES: gl.constexpr,
+):
+    """The loader's work for block blk, the program's bi-th, whose first tile is the it-th: returns
+    the tile counter after it."""
+    pid_bh, m0, n_tiles, n_full, kv_row0 = _ws_block(blk, n_m, seq_len, kv_group, CAUSAL, 128, BLOCK_N)
+    mbarrier.wait(q_free, (bi & 1) ^ 1, pred=bi > 0)
+    mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [pid_bh * seq_len + m0, 0], q_bar, q_smem)
+    for t in range(n_tiles):
+        stage = it % STAGES
+        reuse = it >= STAGES
+        phase = ((it // STAGES) & 1) ^ 1  # the release of the tile STAGES before
+        mbarrier.wait(k_free.index(stage), phase, pred=reuse)
+        mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
+        row = kv_row0 + t * BLOCK_N
+        tma.async_copy_global_to_shared(k_desc, [row, 0], k_ready.index(stage), k_smem.index(stage))
+        mbarrier.wait(v_free.index(stage), phase, pred=reuse)
+        mbarrier.expect(v_ready.index(stage), v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(v_desc, [row, 0], v_ready.index(stage), v_smem.index(stage))
+        it += 1
+    return it
 
 
 @gluon.jit
@@ -310,10 +350,55 @@ def _ws_consumer(
     BLOCK_N: gl.constexpr,
     HEAD_D: gl.constexpr,
     STAGES: gl.constexpr,
+    PERSISTENT: gl.constexpr,
 ):
     """One consumer warpgroup: rows ROW_OFF ... + ROWS of each of the program's 128-row blocks (its
     slice of the Q tile), the same pipelined loop as _flash_fwd_hopper, releasing K/V stages to the
     loader instead of refilling them."""
+    if PERSISTENT:
+        it = 0
+        for blk in range(gl.program_id(0), n_blocks, gl.num_programs(0)):
+            bi = (blk - gl.program_id(0)) // gl.num_programs(0)
+            it = _ws_consume_block(
+                q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O, seq_len, kv_group,
+                qk_scale, n_m, blk, it, bi, ROW_OFF, CAUSAL, ROWS, BLOCK_N, HEAD_D, STAGES, PERSISTENT,
+            )  # fmt: skip
+    else:  # one block: straight-line code, the counters constants
+        _ws_consume_block(
+            q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O, seq_len, kv_group,
+            qk_scale, n_m, gl.program_id(0), 0, 0, ROW_OFF, CAUSAL, ROWS, BLOCK_N, HEAD_D, STAGES, PERSISTENT,
+        )  # fmt: skip
+
+
+@gluon.jit
+def _ws_consume_block(
+    q_smem,
+    k_smem,
+    v_smem,
+    q_bar,
+    q_free,
+    k_ready,
+    v_ready,
+    k_free,
+    v_free,
+    O,
+    seq_len,
+    kv_group,
+    qk_scale,
+    n_m,
+    blk,
+    it,
+    bi,
+    ROW_OFF: gl.constexpr,
+    CAUSAL: gl.constexpr,
+    ROWS: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    HEAD_D: gl.constexpr,
+    STAGES: gl.constexpr,
+    PERSISTENT: gl.constexpr,
+):
+    """One consumer warpgroup's work for block blk (the program's bi-th, first tile the it-th): returns
+    the tile counter after it."""
     dtype: gl.constexpr = q_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
@@ -324,56 +409,55 @@ def _ws_consumer(
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    it = 0
-    for blk in range(gl.program_id(0), n_blocks, gl.num_programs(0)):
-        pid_bh, m0, n_tiles, n_full, kv_row0 = _ws_block(blk, n_m, seq_len, kv_group, CAUSAL, 128, BLOCK_N)
-        m0 = m0 + ROW_OFF
-        offs_m = m0 + gl.arange(0, ROWS, layout=row_s)
-        offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-        m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=row_s)
-        l_i = gl.full([ROWS], 0.0, gl.float32, layout=row_s)
-        s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
-        o = gl.zeros([ROWS, HEAD_D], gl.float32, layout=o_layout)
+    pid_bh, m0, n_tiles, n_full, kv_row0 = _ws_block(blk, n_m, seq_len, kv_group, CAUSAL, 128, BLOCK_N)
+    m0 = m0 + ROW_OFF
+    offs_m = m0 + gl.arange(0, ROWS, layout=row_s)
+    offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=row_s)
+    l_i = gl.full([ROWS], 0.0, gl.float32, layout=row_s)
+    s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
+    o = gl.zeros([ROWS, HEAD_D], gl.float32, layout=o_layout)
 
-        mbarrier.wait(q_bar, ((blk - gl.program_id(0)) // gl.num_programs(0)) & 1)
-        q_op = q_smem.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
+    mbarrier.wait(q_bar, bi & 1)
+    q_op = q_smem.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
+    if PERSISTENT:
         mbarrier.arrive(q_free)  # the loader may bring the next block's Q
-        mbarrier.wait(k_ready.index(it % STAGES), (it // STAGES) & 1)
-        s = warpgroup_mma(q_op, k_smem.index(it % STAGES).permute((1, 0)), s_zero, use_acc=False, is_async=True)
-        s = warpgroup_mma_wait(0, deps=[s])
-        mbarrier.arrive(k_free.index(it % STAGES))
-        p, alpha, m_i, l_i = _scores_to_p(s, m_i, l_i, offs_m, offs_n, seq_len, qk_scale, n_full <= 0, CAUSAL)
-        p_op = gl.convert_layout(p.to(dtype), p_layout)
-        for j in range(1, n_tiles):
-            cur = it + j
-            stage = cur % STAGES
-            prev = (cur - 1) % STAGES
-            mbarrier.wait(k_ready.index(stage), (cur // STAGES) & 1)
-            s = warpgroup_mma(q_op, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
-            o = o * gl.convert_layout(alpha, row_o)[:, None]
-            mbarrier.wait(v_ready.index(prev), ((cur - 1) // STAGES) & 1)
-            o = warpgroup_mma(p_op, v_smem.index(prev), o, is_async=True)
-            s = warpgroup_mma_wait(1, deps=[s])
-            mbarrier.arrive(k_free.index(stage))
-            p, alpha, m_i, l_i = _scores_to_p(
-                s, m_i, l_i, offs_m, offs_n + j * BLOCK_N, seq_len, qk_scale, j >= n_full, CAUSAL
-            )
-            l_i = _wait_after(l_i)
-            o, p_op = warpgroup_mma_wait(0, deps=[o, p_op])
-            mbarrier.arrive(v_free.index(prev))
-            p_op = gl.convert_layout(p.to(dtype), p_layout)
-        last = it + n_tiles - 1
+    mbarrier.wait(k_ready.index(it % STAGES), (it // STAGES) & 1)
+    s = warpgroup_mma(q_op, k_smem.index(it % STAGES).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+    s = warpgroup_mma_wait(0, deps=[s])
+    mbarrier.arrive(k_free.index(it % STAGES))
+    p, alpha, m_i, l_i = _scores_to_p(s, m_i, l_i, offs_m, offs_n, seq_len, qk_scale, n_full <= 0, CAUSAL)
+    p_op = gl.convert_layout(p.to(dtype), p_layout)
+    for j in range(1, n_tiles):
+        cur = it + j
+        stage = cur % STAGES
+        prev = (cur - 1) % STAGES
+        mbarrier.wait(k_ready.index(stage), (cur // STAGES) & 1)
+        s = warpgroup_mma(q_op, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
         o = o * gl.convert_layout(alpha, row_o)[:, None]
-        mbarrier.wait(v_ready.index(last % STAGES), (last // STAGES) & 1)
-        o = warpgroup_mma(p_op, v_smem.index(last % STAGES), o, is_async=True)
+        mbarrier.wait(v_ready.index(prev), ((cur - 1) // STAGES) & 1)
+        o = warpgroup_mma(p_op, v_smem.index(prev), o, is_async=True)
+        s = warpgroup_mma_wait(1, deps=[s])
+        mbarrier.arrive(k_free.index(stage))
+        p, alpha, m_i, l_i = _scores_to_p(
+            s, m_i, l_i, offs_m, offs_n + j * BLOCK_N, seq_len, qk_scale, j >= n_full, CAUSAL
+        )
+        l_i = _wait_after(l_i)
         o, p_op = warpgroup_mma_wait(0, deps=[o, p_op])
-        mbarrier.arrive(v_free.index(last % STAGES))
-        it += n_tiles
-        o = o / gl.convert_layout(l_i, row_o)[:, None]
-        rows = m0 + gl.arange(0, ROWS, layout=row_o)
-        cols = gl.arange(0, HEAD_D, layout=gl.SliceLayout(0, o_layout))
-        ptrs = O + (pid_bh * seq_len + rows)[:, None].to(gl.int64) * HEAD_D + cols[None, :]
-        gl.store(ptrs, o.to(dtype), mask=(rows < seq_len)[:, None])
+        mbarrier.arrive(v_free.index(prev))
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+    last = it + n_tiles - 1
+    o = o * gl.convert_layout(alpha, row_o)[:, None]
+    mbarrier.wait(v_ready.index(last % STAGES), (last // STAGES) & 1)
+    o = warpgroup_mma(p_op, v_smem.index(last % STAGES), o, is_async=True)
+    o, p_op = warpgroup_mma_wait(0, deps=[o, p_op])
+    mbarrier.arrive(v_free.index(last % STAGES))
+    o = o / gl.convert_layout(l_i, row_o)[:, None]
+    rows = m0 + gl.arange(0, ROWS, layout=row_o)
+    cols = gl.arange(0, HEAD_D, layout=gl.SliceLayout(0, o_layout))
+    ptrs = O + (pid_bh * seq_len + rows)[:, None].to(gl.int64) * HEAD_D + cols[None, :]
+    gl.store(ptrs, o.to(dtype), mask=(rows < seq_len)[:, None])
+    return it + n_tiles
 
 
 @gluon.jit
@@ -391,6 +475,7 @@ def _flash_fwd_hopper_ws(
     BLOCK_N: gl.constexpr,
     HEAD_D: gl.constexpr,
     STAGES: gl.constexpr,
+    PERSISTENT: gl.constexpr,
 ):
     """Warp-specialised variant (FlashAttention-3's layout without its ping-pong barriers): 128-row
     query blocks, one loader warp issuing every TMA copy, and two consumer warpgroups (64 rows each,
@@ -421,17 +506,17 @@ def _flash_fwd_hopper_ws(
             (
                 _ws_consumer,
                 (q_smem.slice(0, ROWS), k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O,
-                 seq_len, kv_group, qk_scale, n_m, n_blocks, 0, CAUSAL, ROWS, BLOCK_N, HEAD_D, STAGES),
+                 seq_len, kv_group, qk_scale, n_m, n_blocks, 0, CAUSAL, ROWS, BLOCK_N, HEAD_D, STAGES, PERSISTENT),
             ),
             (
                 _ws_consumer,
                 (q_smem.slice(ROWS, ROWS), k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O,
-                 seq_len, kv_group, qk_scale, n_m, n_blocks, ROWS, CAUSAL, ROWS, BLOCK_N, HEAD_D, STAGES),
+                 seq_len, kv_group, qk_scale, n_m, n_blocks, ROWS, CAUSAL, ROWS, BLOCK_N, HEAD_D, STAGES, PERSISTENT),
             ),
             (
                 _ws_loader,
                 (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free,
-                 seq_len, kv_group, n_m, n_blocks, CAUSAL, BLOCK_N, STAGES),
+                 seq_len, kv_group, n_m, n_blocks, CAUSAL, BLOCK_N, STAGES, PERSISTENT),
             ),
         ],
         [4, 1],
@@ -479,7 +564,8 @@ def attention(
             programs = min(n_blocks, programs)
         _flash_fwd_hopper_ws[(programs,)](
             desc(q, 128), desc(k, block_n), desc(v, block_n), out, seq_len, kv_group, qk_scale, n_m, n_blocks,
-            CAUSAL=bool(causal), BLOCK_N=block_n, HEAD_D=head_dim, STAGES=stages, num_warps=4,
+            CAUSAL=bool(causal), BLOCK_N=block_n, HEAD_D=head_dim, STAGES=stages, PERSISTENT=programs < n_blocks,
+            num_warps=4,
         )  # fmt: skip
         return out
     grid = (triton.cdiv(seq_len, block_m), bh)
