@@ -52,14 +52,22 @@ products; ~16 mantissa bits, enough for the spec's atol 1e-4, rtol 5e-4 at CIN *
 "tf32x3" (three tf32 products), "bf16x6" or "ieee" (plain fp32 FMA, slow); plain "tf32" misses
 that tolerance and is not offered.
 
-Measured on an H200 (bench/results/recsys_operators_h200_round4/): B = 2048, (CIN, COUT, L) =
-(96, 96, 200): FP16 "gather" with CIN slices of 16 0.151 ms (the "load" kernel 0.217, F.conv1d
-0.340, the channels_last conv2d trick 0.292); FP32 "pairs" with CIN slices of 32 0.363 ms (was
-0.606; F.conv1d, which runs TF32, 0.482). At B = 64 (64 programs on 132 SMs) slices of 32 were
-faster for FP16 too (0.014 ms against 0.033), hence CONFIG["small_grid_BLOCK_CI"]. Compiled
-for sm_90a the "load" kernel spilled (255 registers) and issued only scalar x loads; "gather" and
-"pairs" do neither. A TMA version (shifted boxes, zero fill as the padding) hit an illegal
-instruction on the H200 with Triton 3.6 and was dropped.
+Measured on an H200 (bench/results/recsys_operators_h200_round4/ and _round5/conv1d/): B = 2048,
+(CIN, COUT, L) = (96, 96, 200). FP16 "gather" with CIN slices of 32, the next slice's x tile
+prefetched (prefetch_x) and no neighbour-column loads with one L tile (one_tile_halo False):
+0.1425 ms (F.conv1d 0.3405: 2.39x; the channels_last conv2d trick 0.292; round 4's "gather" with
+slices of 16 0.152, the "load" kernel 0.217). FP32 "pairs" with slices of 32 and the weight split
+on the host (fp32_presplit): 0.318 ms (F.conv1d, which runs TF32, 0.477: 1.50x; round 4 0.326).
+Compiled for sm_90a, the x tile of "gather" (and of "out"/"pairs_out", whose x feeds register
+operands) is read with 2-byte scalar loads, the layout its consumer wants, which the pipeliner
+cannot stage: prefetching it one slice ahead hides that; the loop costs ~350 instructions per
+slice and warp, so fewer, larger slices and tiles pay. Hence every variant with L tiles of 128
+was slower (twice the slices per column), and moving the shift to the accumulators ("out" 0.286
+ms at 128 columns, "pairs_out" 0.159 at 256) or L as M with COUT as 64 + 32 (0.17-0.20 ms: N of
+32/64 per wgmma, split over two warpgroups) did not pay, though they remove the per-slice shifts
+or the COUT padding. At B = 64 (64 programs on 132 SMs) slices of 32 were faster for FP16 too,
+hence CONFIG["small_grid_BLOCK_CI"]. A TMA version (shifted boxes, zero fill as the padding) hit
+an illegal instruction on the H200 with Triton 3.6 and was dropped.
 
 The weight is read through a [KSIZE, COUT, CIN] copy (CONFIG["packed_weight"]), made once and
 kept by the module until the weight changes: every program re-reads the whole weight from L2,
@@ -98,7 +106,6 @@ CONFIG = {
     "fp32_num_warps": 0,
     "one_tile_halo": False,
     "prefetch_x": True,
-    "fp32_num_stages": 0,
 }
 
 TUNABLES = {
@@ -150,8 +157,6 @@ TUNABLES = {
     # so the pipeliner does not stage it with cp.async; compiled for sm_90a "gather" loads it with
     # 2-byte scalar loads (the layout tl.gather wants), each slice waiting on them.
     "prefetch_x": [False, True],
-    # num_stages for fp32 inputs, not capped by the shared-memory estimate; 0: num_stages, capped.
-    "fp32_num_stages": [0, 1, 2, 3],
 }
 
 
@@ -160,6 +165,16 @@ def _split_bf16(v):
     """An fp32 tile as bf16 (hi, lo) with hi + lo = v to about 16 mantissa bits."""
     hi = v.to(tl.bfloat16)
     return hi, (v - hi.to(tl.float32)).to(tl.bfloat16)
+
+
+@triton.jit
+def _split_weight_kernel(w_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """w (fp32, contiguous, n elements) as its bf16 hi parts then its lo parts (pack_weight)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    hi, lo = _split_bf16(tl.load(w_ptr + offs, mask=ok, other=0.0))
+    tl.store(out_ptr + offs, hi, mask=ok)
+    tl.store(out_ptr + n + offs, lo, mask=ok)
 
 
 @triton.jit
@@ -659,11 +674,13 @@ def pack_weight(weight: torch.Tensor, split: bool = False) -> torch.Tensor:
     rows of contiguous CIN (vector loads) instead of elements KSIZE apart. split (fp32 weights for
     bf16x3): a [2, KSIZE, COUT, CIN] bf16 copy, the hi and lo parts (hi + lo = w to ~16 bits), so
     the programs do not each split the same weight again."""
-    w = weight.detach().permute(2, 0, 1)
+    w = weight.detach().permute(2, 0, 1).contiguous()
     if not split:
-        return w.contiguous()
-    hi = w.to(torch.bfloat16)
-    return torch.stack([hi, (w - hi.float()).to(torch.bfloat16)])
+        return w
+    parts = torch.empty((2, *w.shape), dtype=torch.bfloat16, device=w.device)
+    n = w.numel()
+    _split_weight_kernel[(triton.cdiv(n, 1024),)](w, parts, n, BLOCK=1024)
+    return parts
 
 
 def _fp32_cfg(cfg: dict, key: str, fp32: bool):
@@ -724,10 +741,6 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     block_ci = _pow2_at_most(ci_cfg, c_in)
     # A stage of the CIN loop holds KSIZE weight slices and KSIZE x tiles in shared memory.
     stages = pipeline_stages(cfg["num_stages"], ksize * x.element_size() * block_ci * (block_co + co_b + block_l))
-    if fp32 and cfg["fp32_num_stages"]:
-        # Set outright, past that estimate (which overcounts: the FP32 pairs kernel with CIN slices
-        # of 32 takes 112 KiB of shared memory for one stage, 208 KiB for two, compiled for sm_90a).
-        stages = cfg["fp32_num_stages"]
     if cfg["packed_weight"] or plan["presplit"]:
         w = pack_weight(weight, plan["presplit"]) if packed is None else packed
         if plan["presplit"]:  # [2, KSIZE, COUT, CIN]: (COUT, CIN, KSIZE) strides, then hi -> lo
