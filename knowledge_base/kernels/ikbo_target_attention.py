@@ -643,7 +643,8 @@ def _warp_specialized(q, k, v, cand_to_user, out, plan_fn) -> bool:
     grid = (triton.cdiv(num_cands, 2) * heads,)
     args = (desc_q, plan.k, plan.v, out, cand_to_user, *out.stride(), cand_to_user.stride(0),
             num_cands, heads, kv_len, plan.qk_scale)  # fmt: skip
-    meta = dict(LQ=64, BLOCK_N=block_n, BLOCK_D=head_dim, num_warps=4, num_stages=plan.meta["num_stages"])
+    # 2 stages: with 3 the H200 returned NaNs (h17i-4), so the stage count is not taken from CONFIG.
+    meta = dict(LQ=64, BLOCK_N=block_n, BLOCK_D=head_dim, num_warps=4, num_stages=2)
     key = (q.dtype, head_dim, block_n, meta["num_stages"], q.device)
     if q.device.type == "cuda" and key not in _WS_BOX_FIXED:
         # Triton 3.6's Hopper data partition splits the [128, D] Q copy into two 64-row copies (one a
