@@ -33,7 +33,13 @@ import torch
 import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 
@@ -421,7 +427,10 @@ def _ws_consume_block(
     mbarrier.wait(q_bar, bi & 1)
     q_op = q_smem.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
     if PERSISTENT:
-        mbarrier.arrive(q_free)  # the loader may bring the next block's Q
+        # The Q tile was read through the generic proxy and the next TMA copy writes it through the
+        # async proxy: fence before telling the loader it may bring the next block's Q.
+        fence_async_shared()
+        mbarrier.arrive(q_free)
     mbarrier.wait(k_ready.index(it % STAGES), (it // STAGES) & 1)
     s = warpgroup_mma(q_op, k_smem.index(it % STAGES).permute((1, 0)), s_zero, use_acc=False, is_async=True)
     s = warpgroup_mma_wait(0, deps=[s])
