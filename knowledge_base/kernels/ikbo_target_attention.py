@@ -624,18 +624,26 @@ def _ikbo_ws_fwd(
 
 
 _WS_BOX_FIXED = set()
+_KNOBS_OFF = {
+    "PERSISTENT": 0,
+    "WARP_SPECIALIZE": False,
+    "MAXNREG": 0,
+    "Q_IN_REGS": False,
+    "PREFETCH": 0,
+    "STREAM_QO": False,
+}
 
 
-def _warp_specialized(q, k, v, cand_to_user, out, plan_fn) -> bool:
+def _warp_specialized(q, k, v, cand_to_user, out, config: dict) -> bool:
     """The WARP_SPECIALIZE path where its one kernel shape applies: 64 queries a candidate (two
     candidates fill the 128 rows the partitioner splits), D = BLOCK_D, whole K/V blocks, 16-bit
     TMA-able inputs. Returns False (nothing launched) elsewhere."""
     num_cands, heads, q_len, head_dim = q.shape
     kv_len = k.shape[2]
-    block_n = CONFIG["BLOCK_N"]
+    block_n = config["BLOCK_N"]
     if not (q_len == 64 and head_dim in (64, 128) and kv_len % block_n == 0 and q.element_size() == 2):
         return False
-    plan = plan_fn(q, k, v, 128, block_n, dict(CONFIG, USE_TMA=True))
+    plan = attention_plan(q, k, v, 128, block_n, dict(config, USE_TMA=True))
     if not plan.meta["USE_TMA"] or not q.is_contiguous():
         return False
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -731,11 +739,12 @@ def ikbo_target_attention(
         return out
     if kv_len == 0:
         raise ValueError("ikbo_target_attention: users have no keys (kv length 0); softmax over nothing is undefined")
-    if CONFIG["WARP_SPECIALIZE"] and _warp_specialized(q, k, v, cand_to_user, out, attention_plan):
+    config = dict(_KNOBS_OFF, **CONFIG)  # a CONFIG written before a knob existed runs without it
+    if config["WARP_SPECIALIZE"] and _warp_specialized(q, k, v, cand_to_user, out, config):
         if num_cands > 1:  # one candidate a tile over a persistent grid, redoing mixed pairs only
-            _launch(q, k, v, cand_to_user, out, dict(CONFIG, BLOCK_M=64, PERSISTENT=1, PREFETCH=0), fixup=True)
+            _launch(q, k, v, cand_to_user, out, dict(config, BLOCK_M=64, PERSISTENT=1, PREFETCH=0), fixup=True)
         return out
-    _launch(q, k, v, cand_to_user, out, CONFIG)
+    _launch(q, k, v, cand_to_user, out, config)
     return out
 
 
