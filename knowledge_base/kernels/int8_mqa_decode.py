@@ -49,10 +49,11 @@ import triton.language as tl
 from _int8_kv import int8_scores, int8_update, load_scales
 from _launch_heuristics import sm_count
 
-# H200 round 4 (bench/results/attention_issue17_h200_round4): device time per call in a CUDA graph
-# with L2 flushed at B256 KV1024 / B128 KV2048 / B64 KV4096 / B64 KV4096 Q_LEN 4, this CONFIG:
-# 28.3 / 30.8 / 34.7 / 53.6 us (2.4 / 2.2 / 2.0 / 1.3 TB/s of KV cache); round 3's (cast, the same
-# grid) 32.2 / 35.4 / 40.7 / 50.1 us. The best of any config per shape: 28.3 / 30.8 / 33.9 / 50.1.
+# H200 round 4 (bench/results/attention_issue17_h200_round4/decode_README.md): device time per call
+# in a CUDA graph with L2 flushed at B256 KV1024 / B128 KV2048 / B64 KV4096 / B64 KV4096 Q_LEN 4,
+# this CONFIG: 29.2 / 32.2 / 36.0 / 50.0 us (2.3 / 2.1 / 1.9 / 1.4 TB/s of KV cache; 1.3-1.5x SDPA
+# on the bf16 cache, 7.8x at Q_LEN 4); round 3's default in the same run 34.0 / 37.1 / 42.6 / 50.2.
+# No config of the ~30 measured was more than 3% faster at any shape.
 CONFIG = {
     "BLOCK_N": 128,  # KV tokens per inner step
     # How many splits of the KV length: "sm_fill" = about PROGRAMS_PER_SM programs per SM over the
@@ -84,7 +85,7 @@ CONFIG = {
     "CONVERT": "auto",
     # "jit": launch through the @triton.jit wrapper every call; "cached": the plan of the shape
     # (grid, split buffers, compiled kernel) is kept and the compiled kernel launched directly.
-    # Round 4: host time per call 32-42 us either way (the direct launch did not save any).
+    # Round 4 (B256, host time per call): 16.3 us cached, 30.3 us through the JIT.
     "LAUNCH": "cached",
     # f16 only: each warp streams its own keys with its own softmax state, merged after the loop
     # (no cross-warp reduction or layout exchange per step; each warp holds a whole accumulator).
