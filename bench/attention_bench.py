@@ -79,14 +79,24 @@ SWEEPS = {  # --configs sweep: around the defaults (second H200 round: around th
     "int8_mqa_prefill": [
         {},
         *(
-            {"DEQUANT": "prepass", "IMPL": "gluon", "HOPPER_WS": True, "HOPPER_BLOCK_N": 128, "HOPPER_STAGES": s, "HOPPER_PERSISTENT": p}
+            {
+                "DEQUANT": "prepass",
+                "IMPL": "gluon",
+                "HOPPER_WS": True,
+                "HOPPER_BLOCK_N": 128,
+                "HOPPER_STAGES": s,
+                "HOPPER_PERSISTENT": p,
+            }
             for s, p in ((2, False), (2, True), (3, True))
         ),
     ],
     "flash_attention": [
         {},
         {"IMPL": "triton"},
-        *({"IMPL": "gluon", "HOPPER_WS": True, "HOPPER_BLOCK_N": 128, "HOPPER_STAGES": s, "HOPPER_PERSISTENT": True} for s in (2, 3)),
+        *(
+            {"IMPL": "gluon", "HOPPER_WS": True, "HOPPER_BLOCK_N": 128, "HOPPER_STAGES": s, "HOPPER_PERSISTENT": True}
+            for s in (2, 3)
+        ),
     ],
 }
 ALIASES = {
