@@ -193,7 +193,7 @@ def _tvm_ffi() -> bool:
     """Whether compiled launchers can take torch tensors through Apache TVM FFI (apache-tvm-ffi)."""
     try:
         import tvm_ffi  # noqa: F401
-    except ImportError:
+    except Exception:  # not installed, or its native library will not load here: the plain launchers
         return False
     return True
 
@@ -218,21 +218,28 @@ def run_compiled(cache: dict, launch, aligned: list, others: list, consts: tuple
     compiled(aligned, others)
 
 
+def _dlpack(aligned: list, others: list, tvm_ffi: bool = False) -> list:
+    """The launcher's arguments as CuTe tensors (scalars as they are); `aligned` ones promised 16-byte aligned."""
+    kw = {"enable_tvm_ffi": True} if tvm_ffi else {}  # a keyword older CuTe DSL releases lack
+    args = [from_dlpack(t, assumed_align=16, **kw) for t in aligned]
+    return args + [from_dlpack(t, **kw) if isinstance(t, torch.Tensor) else t for t in others]
+
+
 def _compile(launch, aligned: list, others: list, consts: tuple):
     """The compiled launcher for these tensors, as a call taking (aligned, others)."""
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    ffi = {"enable_tvm_ffi": True} if TVM_FFI else {}
-    args = [from_dlpack(t, assumed_align=16, **ffi) for t in aligned]
-    args += [from_dlpack(t, **ffi) if isinstance(t, torch.Tensor) else t for t in others]
     if TVM_FFI:
-        fn = cute.compile(launch, *args, stream, *consts, options="--enable-tvm-ffi")
-        return lambda aligned, others: fn(*aligned, *others, cuda.CUstream(torch.cuda.current_stream().cuda_stream))
-    fn = cute.compile(launch, *args, stream, *consts)
+        try:
+            ffi_fn = cute.compile(launch, *_dlpack(aligned, others, True), stream, *consts, options="--enable-tvm-ffi")
+            return lambda aligned, others: ffi_fn(
+                *aligned, *others, cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+            )
+        except Exception:  # a TVM FFI build this DSL version refuses: the plain launcher below
+            pass
+    fn = cute.compile(launch, *_dlpack(aligned, others), stream, *consts)
 
     def call(aligned: list, others: list) -> None:
-        args = [from_dlpack(t, assumed_align=16) for t in aligned]
-        args += [from_dlpack(t) if isinstance(t, torch.Tensor) else t for t in others]
-        fn(*args, cuda.CUstream(torch.cuda.current_stream().cuda_stream))
+        fn(*_dlpack(aligned, others), cuda.CUstream(torch.cuda.current_stream().cuda_stream))
 
     return call
 
