@@ -212,10 +212,9 @@ def run_compiled(cache: dict, launch, aligned: list, others: list, consts: tuple
     per-call conversions otherwise cost host time that a kernel of tens of microseconds waits on."""
     tensors = [*aligned, *(t for t in others if isinstance(t, torch.Tensor))]
     key = (*((tuple(t.shape), t.dtype) for t in tensors), *consts)
-    compiled = cache.get(key)
-    if compiled is None:
-        compiled = cache[key] = _compile(launch, aligned, others, consts)
-    compiled(aligned, others)
+    if key not in cache:
+        cache[key] = _compile(launch, aligned, others, consts)
+    cache[key](aligned, others)
 
 
 def _dlpack(aligned: list, others: list, tvm_ffi: bool = False) -> list:

@@ -42,6 +42,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+# The TMA tile load: Triton 3.6 names it async_copy_global_to_shared; later releases call it
+# async_load (same arguments) and make the old name raise.
+_tma_load = getattr(tma, "async_load", tma.async_copy_global_to_shared)
+
 
 def usable(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     """True where the Gluon kernel can run: a Hopper GPU (not the interpreter), 16-bit contiguous
@@ -150,13 +154,13 @@ def _flash_fwd_hopper(
     # Q, then the first STAGES K/V tiles. Rows past this head (a ragged block) read the next head's
     # rows or TMA's zero fill: their scores are masked, their outputs not stored.
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [q_row0, 0], q_bar, q_smem)
+    _tma_load(q_desc, [q_row0, 0], q_bar, q_smem)
     for i in gl.static_range(STAGES):
         live = i < n_tiles
         mbarrier.expect(k_bars.index(i), k_desc.block_type.nbytes, pred=live)
-        tma.async_copy_global_to_shared(k_desc, [kv_row0 + i * BLOCK_N, 0], k_bars.index(i), k_smem.index(i), pred=live)
+        _tma_load(k_desc, [kv_row0 + i * BLOCK_N, 0], k_bars.index(i), k_smem.index(i), pred=live)
         mbarrier.expect(v_bars.index(i), v_desc.block_type.nbytes, pred=live)
-        tma.async_copy_global_to_shared(v_desc, [kv_row0 + i * BLOCK_N, 0], v_bars.index(i), v_smem.index(i), pred=live)
+        _tma_load(v_desc, [kv_row0 + i * BLOCK_N, 0], v_bars.index(i), v_smem.index(i), pred=live)
 
     offs_m = m0 + gl.arange(0, BLOCK_M, layout=row_s)
     offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
@@ -178,7 +182,7 @@ def _flash_fwd_hopper(
     p_op = gl.convert_layout(p.to(dtype), p_layout)
     live = STAGES < n_tiles
     mbarrier.expect(k_bars.index(0), k_desc.block_type.nbytes, pred=live)
-    tma.async_copy_global_to_shared(
+    _tma_load(
         k_desc, [kv_row0 + STAGES * BLOCK_N, 0], k_bars.index(0), k_smem.index(0), pred=live
     )
 
@@ -208,8 +212,8 @@ def _flash_fwd_hopper(
         mbarrier.expect(v_bars.index(prev), v_desc.block_type.nbytes, pred=live_v)
         k_row = kv_row0 + (j + STAGES) * BLOCK_N
         v_row = kv_row0 + (j - 1 + STAGES) * BLOCK_N
-        tma.async_copy_global_to_shared(k_desc, [k_row, 0], k_bars.index(stage), k_smem.index(stage), pred=live_k)
-        tma.async_copy_global_to_shared(v_desc, [v_row, 0], v_bars.index(prev), v_smem.index(prev), pred=live_v)
+        _tma_load(k_desc, [k_row, 0], k_bars.index(stage), k_smem.index(stage), pred=live_k)
+        _tma_load(v_desc, [v_row, 0], v_bars.index(prev), v_smem.index(prev), pred=live_v)
 
     last = (n_tiles - 1) % STAGES
     o = o * gl.convert_layout(alpha, row_o)[:, None]
@@ -317,7 +321,7 @@ def _ws_load_block(
     pid_bh, m0, n_tiles, n_full, kv_row0 = _ws_block(blk, n_m, seq_len, kv_group, CAUSAL, 128, BLOCK_N)
     mbarrier.wait(q_free, (bi & 1) ^ 1, pred=bi > 0)
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [pid_bh * seq_len + m0, 0], q_bar, q_smem)
+    _tma_load(q_desc, [pid_bh * seq_len + m0, 0], q_bar, q_smem)
     for t in range(n_tiles):
         stage = it % STAGES
         reuse = it >= STAGES
@@ -325,10 +329,10 @@ def _ws_load_block(
         mbarrier.wait(k_free.index(stage), phase, pred=reuse)
         mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
         row = kv_row0 + t * BLOCK_N
-        tma.async_copy_global_to_shared(k_desc, [row, 0], k_ready.index(stage), k_smem.index(stage))
+        _tma_load(k_desc, [row, 0], k_ready.index(stage), k_smem.index(stage))
         mbarrier.wait(v_free.index(stage), phase, pred=reuse)
         mbarrier.expect(v_ready.index(stage), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(v_desc, [row, 0], v_ready.index(stage), v_smem.index(stage))
+        _tma_load(v_desc, [row, 0], v_ready.index(stage), v_smem.index(stage))
         it += 1
     return it
 

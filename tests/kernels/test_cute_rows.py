@@ -14,7 +14,8 @@ from kernelevolve.paths import KNOWLEDGE_BASE
 
 
 class RecordingCache(dict):
-    """A launcher's _COMPILED whose compiled functions record their calls instead of launching."""
+    """A launcher's _COMPILED whose compiled launchers record their arguments instead of launching
+    (a compiled launcher takes the aligned tensors and the others: run_compiled's two lists)."""
 
     def __init__(self):
         super().__init__()
@@ -22,7 +23,7 @@ class RecordingCache(dict):
 
     def __setitem__(self, key, compiled):
         assert callable(compiled)
-        super().__setitem__(key, lambda *args: self.calls.append((key, args)))
+        super().__setitem__(key, lambda aligned, others: self.calls.append((key, [*aligned, *others])))
 
 
 @pytest.fixture
@@ -49,7 +50,7 @@ def test_rmsnorm_launcher_compiles_once_per_shape(cute_module):
         assert y.shape == shape and y.dtype == torch.bfloat16
     cache = module._COMPILED
     assert len(cache) == 2  # (2, 3, 256) and (6, 256) are the same [6, 256] rows
-    assert [len(args) for _, args in cache.calls] == [5, 5, 5]  # x, weight, y, eps, stream
+    assert [len(args) for _, args in cache.calls] == [4, 4, 4]  # x, weight, y, eps (the stream is added inside)
     assert [args[3] for _, args in cache.calls] == [model.eps] * 3
     assert [key for key, _ in cache.calls][0] == [key for key, _ in cache.calls][1] != cache.calls[2][0]
 
@@ -63,4 +64,4 @@ def test_cross_entropy_launcher_compiles_per_target_dtype(cute_module):
     ):
         loss = module.ModelNew(ignore_index)(logits, target)
         assert loss.shape == (3,) and loss.dtype == torch.float32
-    assert len(module._COMPILED) == 2 and [len(args) for _, args in module._COMPILED.calls] == [4, 4]
+    assert len(module._COMPILED) == 2 and [len(args) for _, args in module._COMPILED.calls] == [3, 3]  # x, target, loss
