@@ -530,9 +530,7 @@ def run_op(
                 del out
                 timed.append((impl, fn, call_inputs))
             except Exception as exc:
-                row["results"][impl] = {
-                    "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
-                }
+                row["results"][impl] = {"error": _why(exc)}
                 report["tracebacks"].append(f"{op} {params} {impl}:\n{traceback.format_exc()[-3000:]}")
         # Rounds interleave the implementations (a, b, c, a, b, c, ...) so that a slow spell of the
         # machine falls on all of them alike; each one's figure is the median of its round medians.
@@ -545,7 +543,7 @@ def run_op(
                     with torch.no_grad():
                         entry["ms_rounds"].append(do_bench(lambda: fn(*call_inputs)))
                 except Exception as exc:
-                    entry["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+                    entry["error"] = _why(exc)
                     report["tracebacks"].append(f"{op} {params} {impl}:\n{traceback.format_exc()[-3000:]}")
         for impl, fn, call_inputs in timed:
             entry = row["results"][impl]
