@@ -115,7 +115,11 @@ def main(config: dict) -> None:
         except Exception as exc:
             result.finish(failure_class(exc), f"{label}: " + one_line(exc), exc)
         entry.update(
-            latency_ms=timing.median_ms, calls=timing.calls, wall_ms=timing.wall_ms, stream_ms=timing.stream_ms
+            latency_ms=timing.median_ms,
+            calls=timing.calls,
+            wall_ms=timing.wall_ms,
+            stream_ms=timing.stream_ms,
+            lead_ms=timing.lead_ms,
         )
         result.write()
         changed = tripwire.changed()
