@@ -72,10 +72,10 @@ SWEEPS = {  # --configs sweep: around the defaults (second H200 round: around th
         dict(LAUNCH="jit"),
         dict(CONVERT="cast", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=3, LAUNCH="jit"),
     ],
-    # Fourth H200 round (issue 17), prefill and flash, fifth call: the defaults first (prefill: the tl
-    # kernel; flash: the warp-specialised Gluon kernel, BLOCK_N 128, 2 stages, one program a block), then
-    # the WS kernel persistent (one program an SM taking 128-row blocks in turn). Earlier calls' sweeps
-    # and results: bench/results/attention_issue17_h200_round4/flash_prefill_*.
+    # Issue 17, session 6 (prefill and flash): the defaults first, then the warp-specialised Gluon kernel with
+    # ping-pong (the two consumer warpgroups take turns issuing wgmma) and/or persistent (one program an SM,
+    # work units of equal cost), 2 or 3 K/V stages. Round 4's sweeps and results:
+    # bench/results/attention_issue17_h200_round4/flash_prefill_*.
     "int8_mqa_prefill": [
         {},
         *(
@@ -86,16 +86,17 @@ SWEEPS = {  # --configs sweep: around the defaults (second H200 round: around th
                 "HOPPER_BLOCK_N": 128,
                 "HOPPER_STAGES": s,
                 "HOPPER_PERSISTENT": p,
+                "HOPPER_PINGPONG": pp,
             }
-            for s, p in ((2, False), (2, True), (3, True))
+            for s, p, pp in ((2, False, False), (2, False, True), (2, True, False), (2, True, True), (3, True, True))
         ),
     ],
     "flash_attention": [
         {},
-        {"IMPL": "triton"},
         *(
-            {"IMPL": "gluon", "HOPPER_WS": True, "HOPPER_BLOCK_N": 128, "HOPPER_STAGES": s, "HOPPER_PERSISTENT": True}
-            for s in (2, 3)
+            {"IMPL": "gluon", "HOPPER_WS": True, "HOPPER_BLOCK_N": 128, "HOPPER_STAGES": s}
+            | {"HOPPER_PERSISTENT": p, "HOPPER_PINGPONG": pp}
+            for s, p, pp in ((2, False, True), (2, True, False), (2, True, True), (3, False, True), (3, True, True))
         ),
     ],
 }

@@ -3,7 +3,9 @@ or after a benchmark: every tile configuration of bench/attention_bench.py's swe
 (flash attention causal and not, head dim 128, 64 for the first tiles, and int8_mqa_prefill's
 multi-query layout) against float32 SDPA. One line per case, flushed: a hang shows how far it got.
 
-    timeout 60 python bench/hopper_attention_check.py [--ws-only]   (exit status 1 if any case failed)
+    timeout 60 python bench/hopper_attention_check.py [--ws-only] [--shard=I/N]   (exit status 1 if any case failed)
+
+--shard=I/N checks every N-th configuration from the I-th (N processes compile in parallel).
 """
 
 import sys
@@ -25,13 +27,20 @@ TILES = [  # (BLOCK_M, BLOCK_N, warps, stages, Q in registers)
     (128, 128, 8, 2, True),
     (128, 64, 8, 2, True),
 ]
-# The warp-specialised kernel (last: a protocol error would hang it): (BLOCK_N, stages, persistent);
-# then persistent on 7 programs (several blocks each at every shape).
-WS = [(128, 2, False), (128, 2, True)]
+# The warp-specialised kernel (last: a protocol error would hang it): (BLOCK_N, stages, persistent, ping-pong);
+# then persistent on 7 programs (several work units each at every shape).
+WS = [(128, 2, False, False), (128, 2, False, True), (128, 2, True, False), (128, 2, True, True), (128, 3, True, True)]
 CONFIGS = (
     [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": s, "Q_IN_REGS": r} for m, n, w, s, r in TILES]
-    + [{"BLOCK_M": 128, "BLOCK_N": n, "num_warps": 4, "num_stages": s, "WS": True, "PERSISTENT": p} for n, s, p in WS]
-    + [{"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "num_stages": 2, "WS": True, "PERSISTENT": True, "PROGRAMS": 7}]
+    + [
+        {"BLOCK_M": 128, "BLOCK_N": n, "num_warps": 4, "num_stages": s, "WS": True, "PERSISTENT": p, "PINGPONG": pp}
+        for n, s, p, pp in WS
+    ]
+    + [
+        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "num_stages": 2, "WS": True, "PERSISTENT": True}
+        | {"PROGRAMS": 7, "PINGPONG": pp}
+        for pp in (False, True)
+    ]
 )
 CASES = [  # (batch, query heads, kv heads, seq, head dim): sequences of multiples of 16 as in the specs
     # (so that the benchmark reuses these compilations), not of the blocks (ragged last blocks).
@@ -46,8 +55,11 @@ def main() -> None:
     torch.manual_seed(0)
     worst, failures = 0.0, 0
     configs = [c for c in CONFIGS if c.get("WS")] if "--ws-only" in sys.argv else CONFIGS
-    for index, config in enumerate(configs):
-        for batch, hq, hkv, seq, dim in CASES + (EXTRA if index == 0 else []):
+    shard = next((a.split("=")[1] for a in sys.argv if a.startswith("--shard=")), "0/1")
+    index, count = (int(x) for x in shard.split("/"))  # --shard=i/n: every n-th configuration from the i-th
+    configs = configs[index::count]
+    for position, config in enumerate(configs):
+        for batch, hq, hkv, seq, dim in CASES + (EXTRA if position == 0 else []):
             for causal in (False, True):
                 q = torch.randn(batch, hq, seq, dim, device="cuda", dtype=torch.bfloat16)
                 k = torch.randn(batch, hkv, seq, dim, device="cuda", dtype=torch.bfloat16)

@@ -62,15 +62,30 @@ def usable(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
 
 
 @gluon.jit
+def _causal_select(s, rows, cols):
+    """s where rows >= cols, else -inf: compare and select in one inline-asm block per score. With gl.where
+    in the persistent kernel's block loop the compiler computed the [64, 128] comparisons ahead and kept
+    them as bits packed into registers (~900 LOP3 in the diagonal tile's path)."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .pred keep; setp.ge.s32 keep, $2, $3; selp.f32 $0, $1, 0fFF800000, keep; }",
+        "=r,r,r,r",
+        [s, rows, cols],
+        dtype=gl.float32,
+        is_pure=True,
+        pack=1,
+    )
+
+
+@gluon.jit
 def _scores_to_p(s, m_i, l_i, offs_m, cols, seq_len, qk_scale, masked, CAUSAL: gl.constexpr):
     """Fold one raw score tile into the running (max, sum): returns P (fp32), the rescale factor
     alpha for O, and the new (max, sum). `masked` (a runtime flag) applies the causal and
     sequence-end masks; interior tiles skip the where()."""
     if masked:
-        keep = cols[None, :] < seq_len
-        if CAUSAL:
-            keep = keep & (offs_m[:, None] >= cols[None, :])
-        s = gl.where(keep, s, float("-inf"))
+        if CAUSAL:  # keys past the row; a row inside the sequence sees no key past its end
+            s = _causal_select(s, offs_m[:, None], cols[None, :])
+        else:
+            s = gl.where(cols[None, :] < seq_len, s, float("-inf"))
     m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
     p = gl.exp2(s * qk_scale - m_new[:, None])  # softmax scale * log2(e) folded in: one FMA a score
     alpha = gl.exp2(m_i - m_new)
@@ -182,9 +197,7 @@ def _flash_fwd_hopper(
     p_op = gl.convert_layout(p.to(dtype), p_layout)
     live = STAGES < n_tiles
     mbarrier.expect(k_bars.index(0), k_desc.block_type.nbytes, pred=live)
-    _tma_load(
-        k_desc, [kv_row0 + STAGES * BLOCK_N, 0], k_bars.index(0), k_smem.index(0), pred=live
-    )
+    _tma_load(k_desc, [kv_row0 + STAGES * BLOCK_N, 0], k_bars.index(0), k_smem.index(0), pred=live)
 
     for j in range(1, n_tiles):
         stage = j % STAGES
@@ -233,22 +246,41 @@ def _flash_fwd_hopper(
 
 
 @gluon.jit
-def _ws_block(blk, n_m, seq_len, kv_group, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
-    """Block blk of the grid's order (a head's query blocks side by side, so that the programs running
-    at once share K/V in L2; causal: heaviest first within a head): (head, first row, key tiles,
-    unmasked key tiles, first KV row)."""
-    pid_bh = blk // n_m
-    pid_m = blk % n_m
+def _ws_unit(u, n_m, CAUSAL: gl.constexpr):
+    """Work unit u of the persistent schedule: (head, k, blocks in it). Full attention: one 128-row block
+    (k = its index). Causal: two blocks of one head, k-th from the end and k-th from the start (n_m + 1
+    key tiles together, whatever k: units of equal cost, so that a static round-robin over them balances
+    the SMs); the middle block of an odd n_m alone."""
     if CAUSAL:
-        pid_m = n_m - 1 - pid_m
-    m0 = pid_m * BLOCK_M
+        n_p = (n_m + 1) // 2
+        k = u % n_p
+        return u // n_p, k, 1 + (2 * k + 1 < n_m).to(gl.int32)
+    else:
+        return u // n_m, u % n_m, gl.to_tensor(1)
+
+
+@gluon.jit
+def _ws_block(pid_bh, pid_m, seq_len, kv_group, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr):
+    """Block pid_m (128 rows) of head pid_bh: (first row, key tiles, unmasked key tiles, first KV row)."""
+    m0 = pid_m * 128
     if CAUSAL:
-        n_tiles = gl.cdiv(gl.minimum(m0 + BLOCK_M, seq_len), BLOCK_N)
+        n_tiles = gl.cdiv(gl.minimum(m0 + 128, seq_len), BLOCK_N)
         n_full = m0 // BLOCK_N
     else:
         n_tiles = gl.cdiv(seq_len, BLOCK_N)
         n_full = seq_len // BLOCK_N
-    return pid_bh, m0, n_tiles, n_full, (pid_bh // kv_group) * seq_len
+    return m0, n_tiles, n_full, (pid_bh // kv_group) * seq_len
+
+
+@gluon.jit
+def _grid_block(n_m, CAUSAL: gl.constexpr):
+    """One program a block: (head, block) of this program. A head's query blocks side by side, so that
+    the programs running at once share its K/V in L2; causal: heaviest first within a head."""
+    pid_bh = gl.program_id(0) // n_m
+    pid_m = gl.program_id(0) % n_m
+    if CAUSAL:
+        pid_m = n_m - 1 - pid_m
+    return pid_bh, pid_m
 
 
 @gluon.jit
@@ -268,7 +300,7 @@ def _ws_loader(
     seq_len,
     kv_group,
     n_m,
-    n_blocks,
+    n_units,
     CAUSAL: gl.constexpr,
     BLOCK_N: gl.constexpr,
     STAGES: gl.constexpr,
@@ -279,16 +311,23 @@ def _ws_loader(
     of the program's blocks) as soon as both consumer warpgroups have released what the stage held."""
     if PERSISTENT:
         it = 0
-        for blk in range(gl.program_id(0), n_blocks, gl.num_programs(0)):
-            bi = (blk - gl.program_id(0)) // gl.num_programs(0)
-            it = _ws_load_block(
-                q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free,
-                seq_len, kv_group, n_m, blk, it, bi, CAUSAL, BLOCK_N, STAGES,
-            )  # fmt: skip
+        bi = 0
+        for u in range(gl.program_id(0), n_units, gl.num_programs(0)):
+            pid_bh, k, count = _ws_unit(u, n_m, CAUSAL)
+            for i in range(count):
+                pid_m = k
+                if CAUSAL:
+                    pid_m = gl.where(i == 0, n_m - 1 - k, k)
+                it = _ws_load_block(
+                    q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free,
+                    seq_len, kv_group, pid_bh, pid_m, it, bi, CAUSAL, BLOCK_N, STAGES,
+                )  # fmt: skip
+                bi += 1
     else:  # one block: straight-line code, the counters constants
+        pid_bh, pid_m = _grid_block(n_m, CAUSAL)
         _ws_load_block(
             q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free,
-            seq_len, kv_group, n_m, gl.program_id(0), gl.program_id(0) * 0, 0, CAUSAL, BLOCK_N, STAGES,
+            seq_len, kv_group, pid_bh, pid_m, gl.program_id(0) * 0, 0, CAUSAL, BLOCK_N, STAGES,
         )  # fmt: skip
 
 
@@ -308,17 +347,17 @@ def _ws_load_block(
     v_free,
     seq_len,
     kv_group,
-    n_m,
-    blk,
+    pid_bh,
+    pid_m,
     it,
     bi,
     CAUSAL: gl.constexpr,
     BLOCK_N: gl.constexpr,
     STAGES: gl.constexpr,
 ):
-    """The loader's work for block blk, the program's bi-th, whose first tile is the it-th: returns
-    the tile counter after it."""
-    pid_bh, m0, n_tiles, n_full, kv_row0 = _ws_block(blk, n_m, seq_len, kv_group, CAUSAL, 128, BLOCK_N)
+    """The loader's work for block (pid_bh, pid_m), the program's bi-th, whose first tile is the it-th:
+    returns the tile counter after it."""
+    m0, n_tiles, n_full, kv_row0 = _ws_block(pid_bh, pid_m, seq_len, kv_group, CAUSAL, BLOCK_N)
     mbarrier.wait(q_free, (bi & 1) ^ 1, pred=bi > 0)
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
     _tma_load(q_desc, [pid_bh * seq_len + m0, 0], q_bar, q_smem)
@@ -338,6 +377,36 @@ def _ws_load_block(
 
 
 @gluon.jit
+def _named_barrier(token, ASM: gl.constexpr):
+    """One named-barrier instruction (bar.sync / bar.arrive id, threads) per thread: token is a scalar,
+    so the inline asm is emitted once; is_pure=False keeps it in program order with the wgmma issues."""
+    return gl.inline_asm_elementwise(ASM + " mov.b32 $0, $1;", "=r,r", [token], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _turn_wait(token, ME: gl.constexpr, PINGPONG: gl.constexpr):
+    """PINGPONG: wait for my turn to issue wgmma (named barrier 8 + ME, 256 threads: my 128 threads'
+    bar.sync and the other consumer's 128 threads' bar.arrive)."""
+    if PINGPONG:
+        if ME == 0:
+            token = _named_barrier(token, "bar.sync 8, 256;")
+        else:
+            token = _named_barrier(token, "bar.sync 9, 256;")
+    return token
+
+
+@gluon.jit
+def _turn_pass(token, OTHER: gl.constexpr, PINGPONG: gl.constexpr):
+    """PINGPONG: the other consumer's turn (arrive on its barrier)."""
+    if PINGPONG:
+        if OTHER == 0:
+            token = _named_barrier(token, "bar.arrive 8, 256;")
+        else:
+            token = _named_barrier(token, "bar.arrive 9, 256;")
+    return token
+
+
+@gluon.jit
 def _ws_consumer(
     q_smem,
     k_smem,
@@ -353,31 +422,45 @@ def _ws_consumer(
     kv_group,
     qk_scale,
     n_m,
-    n_blocks,
-    ROW_OFF: gl.constexpr,
+    n_units,
+    ME: gl.constexpr,
     CAUSAL: gl.constexpr,
-    ROWS: gl.constexpr,
     BLOCK_N: gl.constexpr,
     HEAD_D: gl.constexpr,
     STAGES: gl.constexpr,
     PERSISTENT: gl.constexpr,
+    PINGPONG: gl.constexpr,
 ):
-    """One consumer warpgroup: rows ROW_OFF ... + ROWS of each of the program's 128-row blocks (its
-    slice of the Q tile), the same pipelined loop as _flash_fwd_hopper, releasing K/V stages to the
-    loader instead of refilling them."""
+    """Consumer warpgroup ME: rows 64 * ME ... + 64 of each of the program's 128-row blocks (its slice of
+    the Q tile), the same pipelined loop as _flash_fwd_hopper, releasing K/V stages to the loader
+    instead of refilling them. PINGPONG: the two consumers take turns issuing their wgmma (FlashAttention-3's
+    ping-pong: one's softmax runs while the other's products are on the tensor cores); both run the same
+    number of turns (their blocks are the same), consumer 0 first."""
+    token = gl.program_id(0) * 0
+    if ME == 1:
+        token = _turn_pass(token, 0, PINGPONG)  # consumer 0 issues first
     if PERSISTENT:
         it = 0
-        for blk in range(gl.program_id(0), n_blocks, gl.num_programs(0)):
-            bi = (blk - gl.program_id(0)) // gl.num_programs(0)
-            it = _ws_consume_block(
-                q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O, seq_len, kv_group,
-                qk_scale, n_m, blk, it, bi, ROW_OFF, CAUSAL, ROWS, BLOCK_N, HEAD_D, STAGES, PERSISTENT,
-            )  # fmt: skip
+        bi = 0
+        for u in range(gl.program_id(0), n_units, gl.num_programs(0)):
+            pid_bh, k, count = _ws_unit(u, n_m, CAUSAL)
+            for i in range(count):
+                pid_m = k
+                if CAUSAL:
+                    pid_m = gl.where(i == 0, n_m - 1 - k, k)
+                it, token = _ws_consume_block(
+                    q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O, seq_len, kv_group,
+                    qk_scale, pid_bh, pid_m, it, bi, token, ME, CAUSAL, BLOCK_N, HEAD_D, STAGES, PERSISTENT, PINGPONG,
+                )  # fmt: skip
+                bi += 1
     else:  # one block: straight-line code, the counters constants
-        _ws_consume_block(
+        pid_bh, pid_m = _grid_block(n_m, CAUSAL)
+        it, token = _ws_consume_block(
             q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O, seq_len, kv_group,
-            qk_scale, n_m, gl.program_id(0), 0, 0, ROW_OFF, CAUSAL, ROWS, BLOCK_N, HEAD_D, STAGES, PERSISTENT,
+            qk_scale, pid_bh, pid_m, 0, 0, token, ME, CAUSAL, BLOCK_N, HEAD_D, STAGES, PERSISTENT, PINGPONG,
         )  # fmt: skip
+    if ME == 0:
+        token = _turn_wait(token, 0, PINGPONG)  # consumer 1's last pass: no barrier left half-arrived
 
 
 @gluon.jit
@@ -395,20 +478,23 @@ def _ws_consume_block(
     seq_len,
     kv_group,
     qk_scale,
-    n_m,
-    blk,
+    pid_bh,
+    pid_m,
     it,
     bi,
-    ROW_OFF: gl.constexpr,
+    token,
+    ME: gl.constexpr,
     CAUSAL: gl.constexpr,
-    ROWS: gl.constexpr,
     BLOCK_N: gl.constexpr,
     HEAD_D: gl.constexpr,
     STAGES: gl.constexpr,
     PERSISTENT: gl.constexpr,
+    PINGPONG: gl.constexpr,
 ):
-    """One consumer warpgroup's work for block blk (the program's bi-th, first tile the it-th): returns
-    the tile counter after it."""
+    """Consumer ME's work for block (pid_bh, pid_m) (the program's bi-th, first tile the it-th): returns
+    the tile counter after it and the ping-pong token."""
+    ROWS: gl.constexpr = 64
+    OTHER: gl.constexpr = 1 - ME
     dtype: gl.constexpr = q_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
@@ -419,8 +505,8 @@ def _ws_consume_block(
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    pid_bh, m0, n_tiles, n_full, kv_row0 = _ws_block(blk, n_m, seq_len, kv_group, CAUSAL, 128, BLOCK_N)
-    m0 = m0 + ROW_OFF
+    m0, n_tiles, n_full, kv_row0 = _ws_block(pid_bh, pid_m, seq_len, kv_group, CAUSAL, BLOCK_N)
+    m0 = m0 + ME * ROWS
     offs_m = m0 + gl.arange(0, ROWS, layout=row_s)
     offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=row_s)
@@ -436,7 +522,9 @@ def _ws_consume_block(
         fence_async_shared()
         mbarrier.arrive(q_free)
     mbarrier.wait(k_ready.index(it % STAGES), (it // STAGES) & 1)
+    token = _turn_wait(token, ME, PINGPONG)
     s = warpgroup_mma(q_op, k_smem.index(it % STAGES).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+    token = _turn_pass(token, OTHER, PINGPONG)
     s = warpgroup_mma_wait(0, deps=[s])
     mbarrier.arrive(k_free.index(it % STAGES))
     p, alpha, m_i, l_i = _scores_to_p(s, m_i, l_i, offs_m, offs_n, seq_len, qk_scale, n_full <= 0, CAUSAL)
@@ -446,10 +534,12 @@ def _ws_consume_block(
         stage = cur % STAGES
         prev = (cur - 1) % STAGES
         mbarrier.wait(k_ready.index(stage), (cur // STAGES) & 1)
+        token = _turn_wait(token, ME, PINGPONG)
         s = warpgroup_mma(q_op, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
         o = o * gl.convert_layout(alpha, row_o)[:, None]
         mbarrier.wait(v_ready.index(prev), ((cur - 1) // STAGES) & 1)
         o = warpgroup_mma(p_op, v_smem.index(prev), o, is_async=True)
+        token = _turn_pass(token, OTHER, PINGPONG)
         s = warpgroup_mma_wait(1, deps=[s])
         mbarrier.arrive(k_free.index(stage))
         p, alpha, m_i, l_i = _scores_to_p(
@@ -470,7 +560,7 @@ def _ws_consume_block(
     cols = gl.arange(0, HEAD_D, layout=gl.SliceLayout(0, o_layout))
     ptrs = O + (pid_bh * seq_len + rows)[:, None].to(gl.int64) * HEAD_D + cols[None, :]
     gl.store(ptrs, o.to(dtype), mask=(rows < seq_len)[:, None])
-    return it + n_tiles
+    return it + n_tiles, token
 
 
 @gluon.jit
@@ -483,19 +573,20 @@ def _flash_fwd_hopper_ws(
     kv_group,
     qk_scale,
     n_m,
-    n_blocks,
+    n_units,
     CAUSAL: gl.constexpr,
     BLOCK_N: gl.constexpr,
     HEAD_D: gl.constexpr,
     STAGES: gl.constexpr,
     PERSISTENT: gl.constexpr,
+    PINGPONG: gl.constexpr,
 ):
-    """Warp-specialised variant (FlashAttention-3's layout without its ping-pong barriers): 128-row
-    query blocks, one loader warp issuing every TMA copy, and two consumer warpgroups (64 rows each,
-    Q as the register operand, 240 registers a thread by setmaxnreg) that each run the pipelined loop
-    on their own and only meet at the K/V stages they both read. A 1-D grid over the n_blocks blocks;
-    with fewer programs than blocks (persistent), a program takes blocks pid, pid + grid, ..., and the
-    loader runs ahead into the next block while the consumers finish the current one."""
+    """Warp-specialised variant (FlashAttention-3's layout): 128-row query blocks, one loader warp issuing
+    every TMA copy, and two consumer warpgroups (64 rows each, Q as the register operand, 240 registers a
+    thread by setmaxnreg) that only meet at the K/V stages they both read, and with PINGPONG take turns
+    issuing wgmma. Not persistent: one program a block (grid n_m * heads). PERSISTENT: a grid of at most
+    one program an SM, each taking the work units (_ws_unit) pid, pid + grid, ...; the loader runs ahead
+    into the next block while the consumers finish the current one."""
     ROWS: gl.constexpr = 64
     dtype: gl.constexpr = q_desc.dtype
     q_smem = gl.allocate_shared_memory(dtype, [2 * ROWS, HEAD_D], q_desc.layout)
@@ -519,17 +610,19 @@ def _flash_fwd_hopper_ws(
             (
                 _ws_consumer,
                 (q_smem.slice(0, ROWS), k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O,
-                 seq_len, kv_group, qk_scale, n_m, n_blocks, 0, CAUSAL, ROWS, BLOCK_N, HEAD_D, STAGES, PERSISTENT),
+                 seq_len, kv_group, qk_scale, n_m, n_units, 0, CAUSAL, BLOCK_N, HEAD_D, STAGES, PERSISTENT,
+                 PINGPONG),
             ),
             (
                 _ws_consumer,
                 (q_smem.slice(ROWS, ROWS), k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O,
-                 seq_len, kv_group, qk_scale, n_m, n_blocks, ROWS, CAUSAL, ROWS, BLOCK_N, HEAD_D, STAGES, PERSISTENT),
+                 seq_len, kv_group, qk_scale, n_m, n_units, 1, CAUSAL, BLOCK_N, HEAD_D, STAGES, PERSISTENT,
+                 PINGPONG),
             ),
             (
                 _ws_loader,
                 (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free,
-                 seq_len, kv_group, n_m, n_blocks, CAUSAL, BLOCK_N, STAGES, PERSISTENT),
+                 seq_len, kv_group, n_m, n_units, CAUSAL, BLOCK_N, STAGES, PERSISTENT),
             ),
         ],
         [4, 1],
@@ -547,6 +640,7 @@ def hopper_config(config: dict) -> dict:
         "Q_IN_REGS": config.get("HOPPER_Q_IN_REGS", False),
         "WS": config.get("HOPPER_WS", False),
         "PERSISTENT": config.get("HOPPER_PERSISTENT", False),
+        "PINGPONG": config.get("HOPPER_PINGPONG", False),
     }
 
 
@@ -571,14 +665,15 @@ def attention(
     if config.get("WS", False):  # loader warp + two consumer warpgroups of 64 rows: 128-row blocks
         n_m = triton.cdiv(seq_len, 128)
         n_blocks = n_m * bh
-        programs = n_blocks
-        if config.get("PERSISTENT", False):  # one program an SM, each taking blocks in turn
+        programs, n_units, persistent = n_blocks, n_blocks, False
+        if config.get("PERSISTENT", False):  # at most one program an SM, each taking work units in turn
+            n_units = bh * (triton.cdiv(n_m, 2) if causal else n_m)
             programs = config.get("PROGRAMS") or torch.cuda.get_device_properties(q.device).multi_processor_count
-            programs = min(n_blocks, programs)
+            programs, persistent = min(n_units, programs), True
         _flash_fwd_hopper_ws[(programs,)](
-            desc(q, 128), desc(k, block_n), desc(v, block_n), out, seq_len, kv_group, qk_scale, n_m, n_blocks,
-            CAUSAL=bool(causal), BLOCK_N=block_n, HEAD_D=head_dim, STAGES=stages, PERSISTENT=programs < n_blocks,
-            num_warps=4,
+            desc(q, 128), desc(k, block_n), desc(v, block_n), out, seq_len, kv_group, qk_scale, n_m, n_units,
+            CAUSAL=bool(causal), BLOCK_N=block_n, HEAD_D=head_dim, STAGES=stages, PERSISTENT=persistent,
+            PINGPONG=bool(config.get("PINGPONG", False)), num_warps=4,
         )  # fmt: skip
         return out
     grid = (triton.cdiv(seq_len, block_m), bh)

@@ -82,6 +82,9 @@ CONFIG = {
     # HOPPER_WS: one program an SM taking 128-row blocks in turn (else one a block). Not tuned: in the H200
     # check (round 4 call 5) one causal case of 20 was wrong before a proxy fence was added, not re-run since.
     "HOPPER_PERSISTENT": False,
+    # HOPPER_WS: the two consumer warpgroups take turns issuing their wgmma (FlashAttention-3's ping-pong,
+    # named barriers 8 and 9): one warpgroup's softmax runs while the other's products are on the tensor cores.
+    "HOPPER_PINGPONG": False,
 }
 
 TUNABLES = {
@@ -100,6 +103,7 @@ TUNABLES = {
     "HOPPER_Q_IN_REGS": [False, True],
     "HOPPER_WS": [False, True],
     "HOPPER_PERSISTENT": [False],  # True not verified on a GPU since its fix (see CONFIG)
+    "HOPPER_PINGPONG": [False, True],
 }
 
 
