@@ -90,10 +90,16 @@ def desc(t):
     return hopper.TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [rows, dim], layout)
 
 
-kernel = hopper._flash_fwd_hopper.warmup(
-    desc(q), desc(q), desc(q), q, seq, 1, 0.1,
-    CAUSAL=True, BLOCK_M=rows, BLOCK_N=rows, HEAD_D=dim, STAGES=2, Q_IN_REGS=False, num_warps=8, grid=(1,),
-)
+if sys.argv[3] == "ws":  # warp-specialised, persistent, ping-pong, causal
+    kernel = hopper._flash_fwd_hopper_ws.warmup(
+        desc(q), desc(q), desc(q), q, seq, 1, 0.1, seq // rows, heads * seq // rows // 2,
+        CAUSAL=True, BLOCK_N=rows, HEAD_D=dim, STAGES=2, PERSISTENT=True, PINGPONG=True, num_warps=4, grid=(1,),
+    )
+else:
+    kernel = hopper._flash_fwd_hopper.warmup(
+        desc(q), desc(q), desc(q), q, seq, 1, 0.1,
+        CAUSAL=True, BLOCK_M=rows, BLOCK_N=rows, HEAD_D=dim, STAGES=2, Q_IN_REGS=False, num_warps=8, grid=(1,),
+    )
 open(sys.argv[2], "wb").write(kernel.asm["cubin"])
 """
 
@@ -104,20 +110,43 @@ def _tool(name: str) -> Path:
     return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
 
 
-@pytest.mark.skipif(not _tool("nvdisasm").exists(), reason="Triton's nvdisasm not shipped here")
-def test_compiles_for_sm90_with_softmax_before_the_wait(tmp_path):
+def _compile_sass(tmp_path, which: str) -> str:
+    """The kernel compiled for sm_90a, its SASS; asserts no spills."""
     cubin = tmp_path / "k.cubin"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
-    subprocess.run([sys.executable, "-c", COMPILE, str(KERNELS), str(cubin)], env=env, check=True, timeout=300)
+    subprocess.run([sys.executable, "-c", COMPILE, str(KERNELS), str(cubin), which], env=env, check=True, timeout=300)
     usage = subprocess.run(
         [_tool("cuobjdump"), "--dump-resource-usage", cubin], capture_output=True, text=True, check=True
     ).stdout
     regs = int(re.search(r"REG:(\d+)", usage).group(1))
     assert regs <= 255 and "LOCAL:0" in usage and "STACK:0" in usage, usage  # no spills
-    sass = subprocess.run([_tool("nvdisasm"), "-c", cubin], capture_output=True, text=True, check=True).stdout
+    return subprocess.run([_tool("nvdisasm"), "-c", cubin], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.skipif(not _tool("nvdisasm").exists(), reason="Triton's nvdisasm not shipped here")
+def test_compiles_for_sm90_with_softmax_before_the_wait(tmp_path):
+    sass = _compile_sass(tmp_path, "plain")
     # The key loop: after its wait for S_j (1 group left in flight), the exponentials of the tile come
     # before the wait for P_{j-1} V_{j-1} (0 left).
     loop = sass.split("WARPGROUP.DEPBAR.LE gsb0, 0x1")[1]
     before_wait = loop.split("WARPGROUP.DEPBAR.LE gsb0, 0x0")[0]
     assert before_wait.count("MUFU.EX2") >= 64, "softmax not overlapping the P V wgmma"
+
+
+@pytest.mark.skipif(not _tool("nvdisasm").exists(), reason="Triton's nvdisasm not shipped here")
+def test_warp_specialised_pingpong_compiles_for_sm90(tmp_path):
+    """The persistent ping-pong kernel (causal): each consumer issues its wgmma only inside its turn (between
+    bar.sync on its named barrier and bar.arrive on the other's), the softmax still overlaps P V, and the
+    causal mask is not kept as packed predicate bits (the looped kernel's diagonal path had ~900 LOP3)."""
+    sass = _compile_sass(tmp_path, "ws")
+    events = re.findall(r"BAR\.SYNC\.DEFER_BLOCKING 0x[89]|BAR\.ARV 0x[89]|HGMMA", sass)
+    turns = "".join("S" if e.startswith("BAR.SYNC") else "A" if e.startswith("BAR.ARV") else "g" for e in events)
+    # Consumer 1 opens with its pass to consumer 0 and consumer 0 closes with a last wait; in between, every
+    # turn (S ... A) issues wgmma, and no wgmma of the tile loops is issued outside a turn except the last
+    # P V product of a block.
+    assert turns.count("S") >= 4 and turns.count("A") >= 4, turns
+    assert "SA" not in turns, turns  # a turn without wgmma
+    assert sass.count("LOP3") < 400, sass.count("LOP3")
+    loop = sass.split("WARPGROUP.DEPBAR.LE gsb0, 0x1")[1]
+    assert loop.split("WARPGROUP.DEPBAR.LE gsb0, 0x0")[0].count("MUFU.EX2") >= 32
