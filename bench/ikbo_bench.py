@@ -55,6 +55,30 @@ BASE = {
     "Q_IN_REGS": False,
     "PREFETCH": 0,
     "STREAM_QO": False,
+    "IMPL": "triton",
+    "HOPPER_BLOCK_N": 128,
+    "HOPPER_STAGES": 2,
+    "HOPPER_PERSISTENT": 1,
+    "HOPPER_PINGPONG": True,
+}
+ROUND4 = {"BLOCK_M": 128, "num_warps": 8, "num_stages": 2, "MAXNREG": 128}  # the round-4 tl default
+# session 6: the Gluon kernel (_ikbo_hopper.py): loader warp + two consumer warpgroups, one candidate each
+GLUON = {
+    f"g_n{n}_s{s}_p{p}{'_pp' if pp else ''}": dict(
+        ROUND4, IMPL="gluon", HOPPER_BLOCK_N=n, HOPPER_STAGES=s, HOPPER_PERSISTENT=p, HOPPER_PINGPONG=pp
+    )
+    for n, s, p, pp in [
+        (128, 2, 1, True),
+        (128, 2, 1, False),
+        (128, 2, 0, True),
+        (128, 2, 0, False),
+        (64, 2, 1, True),
+        (64, 3, 1, True),
+        (64, 4, 1, True),
+        (64, 3, 1, False),
+        (128, 3, 1, True),
+        (64, 4, 0, True),
+    ]
 }
 # name -> CONFIG changes from BASE (the round-2 default). Why each: 128-row tiles halve the K/V bytes
 # read from L2 per FLOP (64-row tiles need ~7 TB/s of L2 reads at 474 TFLOP/s); 4 warps x 254
@@ -103,9 +127,10 @@ VARIANTS = {
         "PREFETCH": 2,
         "STREAM_QO": True,
     },
+    **GLUON,
 }
 SWEEPS = {  # --variants sweep1 | sweep2 (sweep: both)
-    "sweep1": [n for n in VARIANTS if "_pf" not in n and "_stream" not in n and not n.startswith("ws")],
+    "sweep1": [n for n in VARIANTS if "_pf" not in n and "_stream" not in n and not n.startswith(("ws", "g_"))],
     "sweep2": [
         "m64_n64_w4_s3",
         "m64_n64_w4_s3_pf1",
@@ -124,6 +149,7 @@ SWEEPS = {  # --variants sweep1 | sweep2 (sweep: both)
     "final": ["m64_n64_w4_s3", "m128_n64_w8_s2_r128", "m64_n64_w4_s3", "m128_n64_w8_s2_r128"],
     "ws": ["ws_n64_s2", "ws_n64_s3"],
     "ws2": ["m128_n64_w8_s2_r128", "ws_n64_s2", "ws_n128_s2"],
+    "gluon1": ["m128_n64_w8_s2_r128", *GLUON, "m128_n64_w8_s2_r128"],
     "final2": ["m128_n64_w8_s2_r128", "m64_n64_w4_s3", "m128_n64_w8_s2_r128", "m64_n64_w4_s3"],
 }
 
@@ -259,6 +285,62 @@ def run(which: str, allow_compile: bool, deadline: float) -> dict:
     return result
 
 
+# Shapes for --check-hopper (C, U, H, Lkv, D, dtype, index): pairs of candidates with different users,
+# an odd last candidate, unsorted indices, key lengths that are not a multiple of the key tile (one
+# tile or several), head dim 64; run on 3 programs too, so that each walks several items.
+HOPPER_CASES = [
+    (37, 5, 2, 1024, 128, torch.bfloat16, "sorted_uneven"),
+    (20, 7, 3, 1000, 64, torch.float16, "random"),
+    (64, 2, 1, 96, 128, torch.bfloat16, "sorted_even"),
+    (9, 4, 2, 64, 128, torch.bfloat16, "random"),
+    (130, 3, 2, 520, 128, torch.bfloat16, "sorted_uneven"),
+]
+
+
+def check_hopper(out_dir: Path) -> None:
+    """Every GLUON variant (and 3-program persistent runs) against the fp32 computation on HOPPER_CASES."""
+    kernel = load_module(REPO / "knowledge_base" / "kernels" / f"{NAME}.py", f"kb_{NAME}_check")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    rows = []
+    for cands, users, heads, kv_len, dim, dtype, how in HOPPER_CASES:
+        if how == "random":
+            uid = torch.randint(0, users, (cands,), device="cuda", generator=gen)
+        elif how == "sorted_even":
+            uid = torch.arange(cands, device="cuda") * users // cands
+        else:
+            uid = torch.randint(0, users, (cands,), device="cuda", generator=gen).sort().values
+        q = torch.randn(cands, heads, 64, dim, device="cuda", dtype=dtype, generator=gen)
+        k = torch.randn(users, heads, kv_len, dim, device="cuda", dtype=dtype, generator=gen)
+        v = torch.randn(users, heads, kv_len, dim, device="cuda", dtype=dtype, generator=gen)
+        s = torch.einsum("chqd,chkd->chqk", q.float(), k[uid].float()) / dim**0.5
+        expected = torch.einsum("chqk,chkd->chqd", s.softmax(-1), v[uid].float())
+        for name, cfg in GLUON.items():
+            for programs in (0, 3):
+                if programs and not cfg["HOPPER_PERSISTENT"]:
+                    continue
+                kernel.CONFIG.clear()
+                kernel.CONFIG.update(dict(BASE, **cfg, HOPPER_PROGRAMS=programs))
+                row = {
+                    "case": [cands, users, heads, kv_len, dim, str(dtype), how],
+                    "variant": name,
+                    "programs": programs,
+                }
+                try:
+                    poison_allocator(expected.numel() * 2)
+                    out = kernel.ikbo_target_attention(q, k, v, uid)
+                    torch.cuda.synchronize()
+                    err = (out.float() - expected).abs().max().item()
+                    row.update(max_abs_err=err, ok=bool(err <= 0.02))  # the spec's atol
+                except Exception as exc:
+                    row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+                rows.append(row)
+                print(row, flush=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "ikbo_hopper_check.json").write_text(json.dumps(rows, indent=1))
+    bad = [r for r in rows if not r.get("ok")]
+    print(f"check-hopper: {len(rows) - len(bad)} of {len(rows)} correct", flush=True)
+
+
 def table(result: dict) -> str:
     lines = [
         "| variant | ok | do_bench ms | TFLOP/s | kernel us (profiler) | TFLOP/s | config |",
@@ -286,11 +368,15 @@ def main() -> None:
     parser.add_argument("--deadline-s", type=float, default=140.0, help="start no new variant after this")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     parser.add_argument("--warm-workers", type=int, default=12)
+    parser.add_argument("--check-hopper", action="store_true", help="only check the Gluon variants on odd shapes")
     parser.add_argument("--warm-shard", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.warm_shard is not None:
         shard, shards = (int(x) for x in args.warm_shard.split("/"))
         warm(args.variants, shard, shards)
+        return
+    if args.check_hopper:
+        check_hopper(Path(args.out))
         return
     start = time.time()
     deadline = start + args.deadline_s

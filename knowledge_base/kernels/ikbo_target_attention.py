@@ -47,7 +47,16 @@ import triton
 import triton.language as tl
 from _launch_heuristics import attention_plan, sm_count
 
+import _ikbo_hopper
+
 CONFIG = {
+    # "gluon": on a Hopper GPU with 64 queries a candidate, _ikbo_hopper.py's warp-specialised kernel
+    # (HOPPER_* settings); everywhere else (and under the interpreter) the tl kernel below (the other keys).
+    "IMPL": "triton",
+    "HOPPER_BLOCK_N": 128,  # keys a step
+    "HOPPER_STAGES": 2,  # K/V tiles in flight (TMA ring buffers)
+    "HOPPER_PERSISTENT": 1,  # 0: one program an item (two candidates at one head); 1: one program an SM
+    "HOPPER_PINGPONG": True,  # the two consumer warpgroups take turns issuing their wgmma groups
     "BLOCK_M": 128,  # candidate rows a program owns
     "BLOCK_N": 64,  # user-history keys per inner step
     "num_warps": 8,  # warps a program
@@ -62,6 +71,11 @@ CONFIG = {
 }
 
 TUNABLES = {
+    "IMPL": ["gluon", "triton"],
+    "HOPPER_BLOCK_N": [64, 128],
+    "HOPPER_STAGES": [2, 3, 4],
+    "HOPPER_PERSISTENT": [0, 1],
+    "HOPPER_PINGPONG": [False, True],
     "BLOCK_M": [32, 64, 128, 256],
     "BLOCK_N": [32, 64, 128],
     "num_warps": [4, 8],
@@ -625,6 +639,7 @@ def _ikbo_ws_fwd(
 
 _WS_BOX_FIXED = set()
 _KNOBS_OFF = {
+    "IMPL": "triton",
     "PERSISTENT": 0,
     "WARP_SPECIALIZE": False,
     "MAXNREG": 0,
@@ -740,6 +755,8 @@ def ikbo_target_attention(
     if kv_len == 0:
         raise ValueError("ikbo_target_attention: users have no keys (kv length 0); softmax over nothing is undefined")
     config = dict(_KNOBS_OFF, **CONFIG)  # a CONFIG written before a knob existed runs without it
+    if config["IMPL"] == "gluon" and _ikbo_hopper.usable(q, k, v, cand_to_user):
+        return _ikbo_hopper.attention(q, k, v, cand_to_user, out, _ikbo_hopper.hopper_config(config))
     if config["WARP_SPECIALIZE"] and _warp_specialized(q, k, v, cand_to_user, out, config):
         if num_cands > 1:  # one candidate a tile over a persistent grid, redoing mixed pairs only
             _launch(q, k, v, cand_to_user, out, dict(config, BLOCK_M=64, PERSISTENT=1, PREFETCH=0), fixup=True)
