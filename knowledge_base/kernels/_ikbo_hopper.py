@@ -105,9 +105,7 @@ def _loader(
     n_kv = gl.cdiv(kv_len, BLOCK_N)
     it = 0
     bi = 0
-    step = 1
-    if PERSISTENT:
-        step = gl.num_programs(0)
+    step = gl.num_programs(0)  # PERSISTENT: items pid, pid + grid, ...; else the grid is one program an item
     for t in range(gl.program_id(0), n_items, step):
         h, c0, u0, u1 = _item(t, num_heads, num_cands, UID)
         mbarrier.wait(q_free, (bi & 1) ^ 1, pred=bi > 0)
@@ -253,9 +251,7 @@ def _consumer(
     token = _token()
     it = 0
     bi = 0
-    step = 1
-    if PERSISTENT:
-        step = gl.num_programs(0)
+    step = gl.num_programs(0)  # PERSISTENT: items pid, pid + grid, ...; else the grid is one program an item
     for t in range(gl.program_id(0), n_items, step):
         h, c0, u0, u1 = _item(t, num_heads, num_cands, UID)
         mixed = u0 != u1
