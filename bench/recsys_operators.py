@@ -48,17 +48,25 @@ EXTRA_SHAPES = {"mbdt": [{"BATCH": 64, "FEATURES": 2, "BORDERS": 2}]}
 # split_n; these sweep around them, each kernel's previous default included for comparison.
 VARIANTS = {
     "conv1d": [
-        # Round 5 confirmation (bench/results/recsys_operators_h200_round5/conv1d/): the defaults
-        # chosen from the two sweeps against the round-4 defaults and each new knob undone alone.
-        # Runs 3 and 4 timed these (run 4 also an fp32_num_stages knob, since dropped: two stages
-        # of the FP32 pairs kernel need 256 KiB of shared memory, three at CIN 16 were slower).
-        {"one_tile_halo": True, "prefetch_x": False, "BLOCK_CI": 16, "fp32_presplit": False},
-        {"prefetch_x": False},
-        {"one_tile_halo": True},
-        {"BLOCK_CI": 16},
-        {"fp32_presplit": False},
-        {"fp32_BLOCK_CI": 16},
-        {"shift": "pairs_out", "split_co": True, "BLOCK_CI": 16, "fp32_shift": "pairs_out", "fp32_BLOCK_CI": 16},
+        # Session 6 (issue 16, FP32 at 1.50x of a 1.7x target): the FP32 pairs kernel compiled for
+        # sm_90a has one program per SM (255 registers, 112 KiB of shared memory), one stage (its
+        # x loads wait at the top of every CIN slice) and every one of its 18 dots per slice
+        # waited on. These variants tile the rows end to end (fp32_flat: no columns padded past
+        # L = 200) and shrink the tile and slice until two or three programs fit on an SM with
+        # pipelined loads (registers / shared memory per program compiled offline: L 128 CI 16
+        # 2 stages: 124 / 88 KiB; L 64 CI 16: 76 / 68 KiB), and try the four-phase "quads".
+        {"fp32_flat": True},
+        {"fp32_flat": True, "fp32_BLOCK_L": 128},
+        {"fp32_flat": True, "fp32_BLOCK_L": 128, "fp32_BLOCK_CI": 16, "fp32_num_stages": 2},
+        {"fp32_flat": True, "fp32_BLOCK_L": 128, "fp32_BLOCK_CI": 16, "fp32_num_stages": 3},
+        {"fp32_flat": True, "fp32_BLOCK_L": 64, "fp32_BLOCK_CI": 16, "fp32_num_stages": 2},
+        {"fp32_flat": True, "fp32_BLOCK_L": 64, "fp32_BLOCK_CI": 16, "fp32_num_stages": 3},
+        {"fp32_flat": True, "fp32_BLOCK_L": 64, "fp32_BLOCK_CI": 32, "fp32_num_stages": 2},
+        {"fp32_flat": True, "fp32_BLOCK_CI": 16},
+        {"fp32_flat": True, "fp32_BLOCK_L": 128, "fp32_BLOCK_CI": 16, "fp32_num_stages": 2, "fp32_num_warps": 4},
+        {"fp32_BLOCK_L": 128, "fp32_BLOCK_CI": 16, "fp32_num_stages": 2},
+        {"fp32_shift": "quads", "fp32_flat": True, "fp32_BLOCK_L": 128, "fp32_BLOCK_CI": 16, "fp32_num_stages": 2},
+        {"fp32_shift": "quads", "fp32_flat": True, "fp32_BLOCK_CI": 16, "fp32_num_stages": 2},
     ],
     "optimized_fm": [
         {"BLOCK_D": 16},
@@ -321,6 +329,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-sweep", action="store_true", help="time the default CONFIG only")
     parser.add_argument("--budget-s", type=float, default=1e9, help="no new variant is started after this many seconds")
     parser.add_argument("--sweep-shapes", type=int, help="sweep variants at the first N shapes (default SWEEP_SHAPES)")
+    parser.add_argument("--sweep-dtypes", nargs="+", metavar="DTYPE", help="sweep variants at these dtypes only")
+    parser.add_argument(
+        "--variants", nargs="+", type=int, metavar="I", help="sweep only these VARIANTS entries (0-based indices)"
+    )
     parser.add_argument("--seed", type=int, default=20261122)
     parser.add_argument("--stem", default="recsys_operators", help="name of the summary files (STEM.json, STEM.md)")
     parser.add_argument("--no-cases", action="store_true", help="no per-case JSON files (OUT/cases/)")
@@ -395,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
                     interpret
                     or shapes.index(shape_text(case.params)) < (args.sweep_shapes or SWEEP_SHAPES.get(name, len(cases)))
                 )
+                sweep = sweep and (interpret or not args.sweep_dtypes or case.dtype in args.sweep_dtypes)
                 row, ctx = run_case(rk, name, specs, case, args.seed, not interpret, sweep)
                 d = row["default"]
                 print(
@@ -414,7 +427,10 @@ def main(argv: list[str] | None = None) -> int:
                 }
             report["results"].append(row)
             save()
-        for variant in VARIANTS.get(name, []) if kept else []:
+        variants = VARIANTS.get(name, [])
+        if args.variants and not interpret:
+            variants = [variants[i] for i in args.variants if i < len(variants)]
+        for variant in variants if kept else []:
             if time.time() > deadline:
                 for _, row, _ in kept:
                     row["sweep_cut_short"] = True

@@ -106,6 +106,9 @@ CONFIG = {
     "fp32_num_warps": 0,
     "one_tile_halo": False,
     "prefetch_x": True,
+    "flat": False,
+    "fp32_flat": False,
+    "fp32_num_stages": 0,
 }
 
 TUNABLES = {
@@ -134,8 +137,10 @@ TUNABLES = {
     # aligned x tile in its own accumulator, the accumulators' rows shifted once per tile.
     # "pairs_out" (KSIZE 3; L as M): "out" on even and odd columns apart, so that only two of four
     # half-length accumulators need shifting (2/3 of the accumulator registers of "out").
-    "shift": ["load", "gather", "prefetch", "pairs", "out", "pairs_out"],
-    "fp32_shift": ["load", "gather", "prefetch", "pairs", "out", "pairs_out"],  # "shift" for fp32 inputs
+    # "quads" (KSIZE 3; COUT as M): "pairs" with four phases (columns 4m + r): one aligned load
+    # holds four of the six x parts a CIN slice needs, the other two are a quarter tile each.
+    "shift": ["load", "gather", "prefetch", "pairs", "out", "pairs_out", "quads"],
+    "fp32_shift": ["load", "gather", "prefetch", "pairs", "out", "pairs_out", "quads"],  # "shift" for fp32 inputs
     # Which GEMM dimension is the MMA's M: "co_m" (COUT rows, x tiles as the B operand) or "l_m"
     # (L rows: the shifted x tiles become the A operand, in registers, COUT the N dimension; not
     # for "prefetch").
@@ -157,6 +162,14 @@ TUNABLES = {
     # so the pipeliner does not stage it with cp.async; compiled for sm_90a "gather" loads it with
     # 2-byte scalar loads (the layout tl.gather wants), each slice waiting on them.
     "prefetch_x": [False, True],
+    # "pairs" and "quads": tile the B rows of L columns laid end to end (B * L columns) instead of
+    # each row apart, so that no tile is padded past the row's end (L = 200 in 256 columns: 22%
+    # of the MMA and split work wasted). Needs L even ("pairs") or a multiple of 4 ("quads"), else
+    # ignored. "fp32_flat": the same for fp32 inputs.
+    "flat": [False, True],
+    "fp32_flat": [False, True],
+    # num_stages for fp32 inputs (0: num_stages); stages that do not fit in shared memory are dropped.
+    "fp32_num_stages": [0, 1, 2, 3, 4],
 }
 
 
@@ -240,13 +253,67 @@ def _pairs_piece(w_ptr, co, co_ok, ci, ci_ok, stride_wo, stride_wi, stride_wk, s
 
 
 @triton.jit
-def _store_tile(y_base, acc, co, co_ok, l_out, L, bias_ptr, stride_bias, stride_yc, stride_yl,
-                HAS_BIAS: tl.constexpr):
-    """acc [CO, BLOCK_L] (+ bias) into y, in y's dtype."""
+def _quads_piece(w_ptr, co, co_ok, ci, ci_ok, stride_wo, stride_wi, stride_wk, stride_wp,
+                 mh, ml, q0h, q0l, q1h, q1l, q2h, q2l, q3h, q3l, ph, pl, a0, a1, a2, a3,
+                 PRECISION: tl.constexpr, SPLIT3: tl.constexpr, PRESPLIT: tl.constexpr):
+    """A CIN slice of the "quads" mode (see _conv1d_kernel): twelve dots of a quarter tile's width,
+    y[4m + r] += w0 x[4m + r - 1] + w1 x[4m + r] + w2 x[4m + r + 1] for r = 0 .. 3, x[4m - 1] coming
+    as m (mh, ml) and x[4m + 4] as p. With SPLIT3 every x part comes as bf16 (hi, lo)."""
+    w0 = _load_w(w_ptr, co, co_ok, ci, ci_ok, 0, stride_wo, stride_wi, stride_wk)
+    w1 = _load_w(w_ptr, co, co_ok, ci, ci_ok, 1, stride_wo, stride_wi, stride_wk)
+    w2 = _load_w(w_ptr, co, co_ok, ci, ci_ok, 2, stride_wo, stride_wi, stride_wk)
+    if SPLIT3:
+        if PRESPLIT:
+            w0h, w1h, w2h = w0, w1, w2
+            w0l = _load_w(w_ptr + stride_wp, co, co_ok, ci, ci_ok, 0, stride_wo, stride_wi, stride_wk)
+            w1l = _load_w(w_ptr + stride_wp, co, co_ok, ci, ci_ok, 1, stride_wo, stride_wi, stride_wk)
+            w2l = _load_w(w_ptr + stride_wp, co, co_ok, ci, ci_ok, 2, stride_wo, stride_wi, stride_wk)
+        else:
+            w0h, w0l = _split_bf16(w0)
+            w1h, w1l = _split_bf16(w1)
+            w2h, w2l = _split_bf16(w2)
+        a0 = _mma3(w0h, w0l, mh, ml, a0, False)
+        a1 = _mma3(w0h, w0l, q0h, q0l, a1, False)
+        a2 = _mma3(w0h, w0l, q1h, q1l, a2, False)
+        a3 = _mma3(w0h, w0l, q2h, q2l, a3, False)
+        a0 = _mma3(w1h, w1l, q0h, q0l, a0, False)
+        a1 = _mma3(w1h, w1l, q1h, q1l, a1, False)
+        a2 = _mma3(w1h, w1l, q2h, q2l, a2, False)
+        a3 = _mma3(w1h, w1l, q3h, q3l, a3, False)
+        a0 = _mma3(w2h, w2l, q1h, q1l, a0, False)
+        a1 = _mma3(w2h, w2l, q2h, q2l, a1, False)
+        a2 = _mma3(w2h, w2l, q3h, q3l, a2, False)
+        a3 = _mma3(w2h, w2l, ph, pl, a3, False)
+    else:
+        a0 = _mma(w0, mh, a0, False, PRECISION)
+        a1 = _mma(w0, q0h, a1, False, PRECISION)
+        a2 = _mma(w0, q1h, a2, False, PRECISION)
+        a3 = _mma(w0, q2h, a3, False, PRECISION)
+        a0 = _mma(w1, q0h, a0, False, PRECISION)
+        a1 = _mma(w1, q1h, a1, False, PRECISION)
+        a2 = _mma(w1, q2h, a2, False, PRECISION)
+        a3 = _mma(w1, q3h, a3, False, PRECISION)
+        a0 = _mma(w2, q1h, a0, False, PRECISION)
+        a1 = _mma(w2, q2h, a1, False, PRECISION)
+        a2 = _mma(w2, q3h, a2, False, PRECISION)
+        a3 = _mma(w2, ph, a3, False, PRECISION)
+    return a0, a1, a2, a3
+
+
+@triton.jit
+def _store_at(y_base, acc, co, co_ok, y_off, ok, bias_ptr, stride_bias, stride_yc, HAS_BIAS: tl.constexpr):
+    """acc [CO, N] (+ bias) into y at y_base + co * stride_yc + y_off (columns where ok), in y's dtype."""
     if HAS_BIAS:
         acc += tl.load(bias_ptr + co * stride_bias, mask=co_ok, other=0.0).to(tl.float32)[:, None]
-    y = y_base + co[:, None] * stride_yc + l_out[None, :] * stride_yl
-    tl.store(y, acc.to(y_base.dtype.element_ty), mask=co_ok[:, None] & (l_out < L)[None, :])
+    y = y_base + co[:, None] * stride_yc + y_off[None, :]
+    tl.store(y, acc.to(y_base.dtype.element_ty), mask=co_ok[:, None] & ok[None, :])
+
+
+@triton.jit
+def _store_tile(y_base, acc, co, co_ok, l_out, L, bias_ptr, stride_bias, stride_yc, stride_yl,
+                HAS_BIAS: tl.constexpr):
+    """acc [CO, BLOCK_L] (+ bias) into y's row at columns l_out, in y's dtype."""
+    _store_at(y_base, acc, co, co_ok, l_out * stride_yl, l_out < L, bias_ptr, stride_bias, stride_yc, HAS_BIAS)
 
 
 @triton.jit
@@ -373,7 +440,7 @@ def _pout_combine(a_e, a_o, b_m, b_p, h0, h2, HALF: tl.constexpr):
 @triton.jit
 def _conv1d_kernel(
     x_ptr, w_ptr, bias_ptr, y_ptr,
-    C_IN, C_OUT, L, tiles_l, tiles_co,
+    C_IN, C_OUT, L, tiles_l, tiles_co, n_total,
     stride_xb, stride_xc, stride_xl,
     stride_wo, stride_wi, stride_wk, stride_wp,
     stride_yb, stride_yc, stride_yl, stride_bias,
@@ -382,7 +449,7 @@ def _conv1d_kernel(
     PRECISION: tl.constexpr, NUM_STAGES: tl.constexpr, ALIGN: tl.constexpr, GATHER: tl.constexpr,
     PREFETCH: tl.constexpr, PAIRS: tl.constexpr, SPLIT3: tl.constexpr,
     LM: tl.constexpr, CO_B: tl.constexpr, PRESPLIT: tl.constexpr, OUT: tl.constexpr, HALO: tl.constexpr,
-    PREFETCH_X: tl.constexpr,
+    PREFETCH_X: tl.constexpr, QUADS: tl.constexpr, FLAT: tl.constexpr, I64: tl.constexpr,
 ):
     # Programs of one sample are adjacent (its x columns stay in L2 for the other COUT tiles).
     # LM: the MMAs take L as M and COUT as N (acc [L, CO]). CO_B > 0: one COUT tile of BLOCK_CO
@@ -410,6 +477,24 @@ def _conv1d_kernel(
     co2_ok = co2 < C_OUT
     x_base = x_ptr + b.to(tl.int64) * stride_xb
     y_base = y_ptr + b.to(tl.int64) * stride_yb
+    # The tile's columns: x_off / y_off from x_base / y_base, lpos the position in its row, n_ok
+    # whether the column exists. FLAT ("pairs", "quads"): the B rows of L columns laid end to end,
+    # n_total = B * L columns in tiles of BLOCK_L that may hold the end of one row and the start of
+    # the next (b is then 0): no tile is padded past L (L = 200 in 256 columns wastes 22%).
+    if FLAT:
+        n = pid_l * BLOCK_L + tl.arange(0, BLOCK_L)
+        n_ok = n < n_total
+        bn = n // L
+        lpos = n % L
+        if I64:
+            bn = bn.to(tl.int64)
+        x_off = bn * stride_xb + lpos * stride_xl
+        y_off = bn * stride_yb + lpos * stride_yl
+    else:
+        n_ok = l_out < L
+        lpos = l_out
+        x_off = l_out * stride_xl
+        y_off = l_out * stride_yl
     if PAIRS:
         # KSIZE 3 on even and odd output columns apart. With pairs P_s[m] = (x[2(m+s)], x[2(m+s)+1]):
         #   y[2m]     = w0 . x[2m - 1] + w1 . x[2m]     + w2 . x[2m + 1] = w0 P_-1.odd + w1 P_0.even + w2 P_0.odd
@@ -427,18 +512,26 @@ def _conv1d_kernel(
             acc_o = tl.zeros([BLOCK_CO, HALF], dtype=tl.float32)
             acc_e2 = tl.zeros([CO_B if CO_B > 0 else 16, HALF], dtype=tl.float32)
             acc_o2 = tl.zeros([CO_B if CO_B > 0 else 16, HALF], dtype=tl.float32)
-        p_m = l_out - 2
-        p_p = l_out + 2
-        ok_m = ((p_m >= 0) & (p_m < L))[None, :]
-        ok_c = (l_out < L)[None, :]
-        ok_p = (p_p < L)[None, :]
+        if FLAT:  # the pair before and after, within the row (L even: no pair spans two rows)
+            off_m = x_off - 2 * stride_xl
+            off_p = x_off + 2 * stride_xl
+            ok_m = ((lpos >= 2) & n_ok)[None, :]
+            ok_p = ((lpos + 2 < L) & n_ok)[None, :]
+        else:
+            p_m = l_out - 2
+            p_p = l_out + 2
+            off_m = p_m * stride_xl
+            off_p = p_p * stride_xl
+            ok_m = ((p_m >= 0) & (p_m < L))[None, :]
+            ok_p = (p_p < L)[None, :]
+        ok_c = n_ok[None, :]
         for ci0 in tl.range(0, C_IN, BLOCK_CI, num_stages=NUM_STAGES):
             ci = ci0 + tl.arange(0, BLOCK_CI)
             ci_ok = ci < C_IN
             x_rows = x_base + ci[:, None] * stride_xc
-            x_m = tl.load(x_rows + p_m[None, :] * stride_xl, mask=ci_ok[:, None] & ok_m, other=0.0)
-            x_c = tl.load(x_rows + l_out[None, :] * stride_xl, mask=ci_ok[:, None] & ok_c, other=0.0)
-            x_p = tl.load(x_rows + p_p[None, :] * stride_xl, mask=ci_ok[:, None] & ok_p, other=0.0)
+            x_m = tl.load(x_rows + off_m[None, :], mask=ci_ok[:, None] & ok_m, other=0.0)
+            x_c = tl.load(x_rows + x_off[None, :], mask=ci_ok[:, None] & ok_c, other=0.0)
+            x_p = tl.load(x_rows + off_p[None, :], mask=ci_ok[:, None] & ok_p, other=0.0)
             _, odd_m = tl.split(tl.reshape(x_m, [BLOCK_CI, HALF, 2]))
             even_c, odd_c = tl.split(tl.reshape(x_c, [BLOCK_CI, HALF, 2]))
             even_p, _ = tl.split(tl.reshape(x_p, [BLOCK_CI, HALF, 2]))
@@ -460,10 +553,63 @@ def _conv1d_kernel(
                                               LM, PRECISION, SPLIT3, PRESPLIT)
         # The two parities interleaved (tl.join) for one vectorised store.
         acc = tl.reshape(tl.join(_as_co_l(acc_e, LM), _as_co_l(acc_o, LM)), [BLOCK_CO, BLOCK_L])
-        _store_tile(y_base, acc, co, co_ok, l_out, L, bias_ptr, stride_bias, stride_yc, stride_yl, HAS_BIAS)
+        _store_at(y_base, acc, co, co_ok, y_off, n_ok, bias_ptr, stride_bias, stride_yc, HAS_BIAS)
         if CO_B > 0:
             acc2 = tl.reshape(tl.join(_as_co_l(acc_e2, LM), _as_co_l(acc_o2, LM)), [CO_B, BLOCK_L])
-            _store_tile(y_base, acc2, co2, co2_ok, l_out, L, bias_ptr, stride_bias, stride_yc, stride_yl, HAS_BIAS)
+            _store_at(y_base, acc2, co2, co2_ok, y_off, n_ok, bias_ptr, stride_bias, stride_yc, HAS_BIAS)
+    elif QUADS:
+        # KSIZE 3 on the four phases of the column index apart (COUT as M). With q_r[m] = x[4m + r]:
+        #   y[4m]     = w0 x[4m - 1] + w1 q_0 + w2 q_1      y[4m + 1] = w0 q_0 + w1 q_1 + w2 q_2
+        #   y[4m + 2] = w0 q_1 + w1 q_2 + w2 q_3            y[4m + 3] = w0 q_2 + w1 q_3 + w2 x[4m + 4]
+        # The four q_r come from one aligned load of the tile; only x[4m - 1] and x[4m + 4] (a quarter
+        # tile each) are loaded apart. FP32 as bf16x3 then splits 1.5 tiles per CIN slice where
+        # "pairs" splits 2 (and loads 1.5 tiles where "pairs" loads 3); twelve dots of BLOCK_L / 4.
+        Q: tl.constexpr = BLOCK_L // 4
+        a0 = tl.zeros([BLOCK_CO, Q], dtype=tl.float32)
+        a1 = tl.zeros([BLOCK_CO, Q], dtype=tl.float32)
+        a2 = tl.zeros([BLOCK_CO, Q], dtype=tl.float32)
+        a3 = tl.zeros([BLOCK_CO, Q], dtype=tl.float32)
+        nq = pid_l * BLOCK_L + 4 * tl.arange(0, Q)  # each quad's first column
+        if FLAT:  # L a multiple of 4: no quad spans two rows
+            q_ok = nq < n_total
+            bq = nq // L
+            lq = nq % L
+            if I64:
+                bq = bq.to(tl.int64)
+            q_off = bq * stride_xb + lq * stride_xl
+        else:
+            q_ok = nq < L
+            lq = nq
+            q_off = nq * stride_xl
+        ok_qm = ((lq >= 1) & q_ok)[None, :]
+        ok_qp = ((lq + 4 < L) & q_ok)[None, :]
+        ok_c = n_ok[None, :]
+        for ci0 in tl.range(0, C_IN, BLOCK_CI, num_stages=NUM_STAGES):
+            ci = ci0 + tl.arange(0, BLOCK_CI)
+            ci_ok = ci < C_IN
+            x_rows = x_base + ci[:, None] * stride_xc
+            x_c = tl.load(x_rows + x_off[None, :], mask=ci_ok[:, None] & ok_c, other=0.0)
+            x_m = tl.load(x_rows + (q_off - stride_xl)[None, :], mask=ci_ok[:, None] & ok_qm, other=0.0)
+            x_p = tl.load(x_rows + (q_off + 4 * stride_xl)[None, :], mask=ci_ok[:, None] & ok_qp, other=0.0)
+            ev, od = tl.split(tl.reshape(x_c, [BLOCK_CI, Q, 2, 2]))  # columns 4m + {0, 2}, 4m + {1, 3}
+            q0, q2 = tl.split(ev)
+            q1, q3 = tl.split(od)
+            if SPLIT3:
+                mh, ml = _split_bf16(x_m)
+                q0h, q0l = _split_bf16(q0)
+                q1h, q1l = _split_bf16(q1)
+                q2h, q2l = _split_bf16(q2)
+                q3h, q3l = _split_bf16(q3)
+                ph, pl = _split_bf16(x_p)
+            else:
+                mh, ml, q0h, q0l, q1h, q1l, q2h, q2l, q3h, q3l, ph, pl = (x_m, x_m, q0, q0, q1, q1, q2, q2, q3, q3,
+                                                                          x_p, x_p)
+            a0, a1, a2, a3 = _quads_piece(w_ptr, co, co_ok, ci, ci_ok, stride_wo, stride_wi, stride_wk, stride_wp,
+                                          mh, ml, q0h, q0l, q1h, q1l, q2h, q2l, q3h, q3l, ph, pl, a0, a1, a2, a3,
+                                          PRECISION, SPLIT3, PRESPLIT)
+        # Interleaved back: [..., i, j] of the double join is phase 2i + j.
+        acc = tl.reshape(tl.join(tl.join(a0, a2), tl.join(a1, a3)), [BLOCK_CO, BLOCK_L])
+        _store_at(y_base, acc, co, co_ok, y_off, n_ok, bias_ptr, stride_bias, stride_yc, HAS_BIAS)
     elif OUT == 2:
         # KSIZE 3, "pairs_out": the shift moved to the output as in "out", on even and odd columns
         # apart (x_e[m] = x[2m], x_o[m] = x[2m + 1], both from one aligned load, split in registers):
@@ -693,16 +839,19 @@ def _plan(x: torch.Tensor, ksize: int, cfg: dict) -> dict:
     fp32 = x.dtype == torch.float32
     shift = cfg["fp32_shift" if fp32 else "shift"]
     pairs = shift == "pairs" and ksize == 3
-    split3 = (pairs or (shift in ("out", "pairs_out") and ksize == 3)) and fp32 and cfg["fp32_precision"] == "bf16x3"
+    quads = shift == "quads" and ksize == 3
+    split3 = (pairs or (shift in ("out", "pairs_out", "quads") and ksize == 3)) and fp32 \
+        and cfg["fp32_precision"] == "bf16x3"
     return {
         "shift": shift,
         "pairs": pairs,
+        "quads": quads,
         "split3": split3,
         "presplit": split3 and cfg["fp32_presplit"] and cfg["packed_weight"],
         # 1: "out", 2: "pairs_out" (KSIZE 3), which always take L as M (the accumulators' rows are
         # shifted: with COUT as M that would be a shift along the MMA's N, spread over lanes).
         "out": {"out": 1, "pairs_out": 2}.get(shift, 0) if ksize == 3 else 0,
-        "lm": (cfg["fp32_orient" if fp32 else "orient"] == "l_m" and shift != "prefetch")
+        "lm": (cfg["fp32_orient" if fp32 else "orient"] == "l_m" and shift not in ("prefetch", "quads"))
         or (shift in ("out", "pairs_out") and ksize == 3),
     }
 
@@ -734,13 +883,21 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
         block_co = max(16, 1 << (c_out.bit_length() - 1))
         if c_out > block_co:
             co_b = _pow2_at_most(block_co, c_out - block_co)
-    tiles_l, tiles_co = triton.cdiv(length, block_l), triton.cdiv(c_out, block_co + co_b)
+    # "pairs" / "quads" over the rows laid end to end (no pair or quad may span two rows).
+    flat = cfg["fp32_flat" if fp32 else "flat"] and ((plan["pairs"] and length % 2 == 0)
+                                                     or (plan["quads"] and length % 4 == 0))
+    tiles_l, tiles_co = triton.cdiv(batch * length if flat else length, block_l), triton.cdiv(c_out, block_co + co_b)
     ci_cfg = cfg["fp32_BLOCK_CI" if fp32 else "BLOCK_CI"]
-    if cfg["small_grid_BLOCK_CI"] and batch * tiles_co * tiles_l < sm_count(x.device):
+    if cfg["small_grid_BLOCK_CI"] and (1 if flat else batch) * tiles_co * tiles_l < sm_count(x.device):
         ci_cfg = cfg["small_grid_BLOCK_CI"]
     block_ci = _pow2_at_most(ci_cfg, c_in)
     # A stage of the CIN loop holds KSIZE weight slices and KSIZE x tiles in shared memory.
-    stages = pipeline_stages(cfg["num_stages"], ksize * x.element_size() * block_ci * (block_co + co_b + block_l))
+    if plan["quads"]:  # the weight slices (bf16 hi and lo when presplit) and 1.5 x tiles
+        w_bytes = 4 if plan["presplit"] else x.element_size()
+        stage_bytes = block_ci * (ksize * block_co * w_bytes + 3 * block_l * x.element_size() // 2)
+    else:
+        stage_bytes = ksize * x.element_size() * block_ci * (block_co + co_b + block_l)
+    stages = pipeline_stages(_fp32_cfg(cfg, "num_stages", fp32), stage_bytes)
     if cfg["packed_weight"] or plan["presplit"]:
         w = pack_weight(weight, plan["presplit"]) if packed is None else packed
         if plan["presplit"]:  # [2, KSIZE, COUT, CIN]: (COUT, CIN, KSIZE) strides, then hi -> lo
@@ -765,11 +922,13 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     gather = plan["shift"] in ("gather", "out", "pairs_out") and (tiles_l == 1 or ksize == 3)
     prefetch = plan["shift"] == "prefetch" and ksize == 3
     pairs = plan["pairs"]
-    if pairs and align == 1 and x.stride(2) == 1 and all(v % 2 == 0 for v in (x.stride(0), x.stride(1), length)):
+    if (pairs or plan["quads"]) and align == 1 and x.stride(2) == 1 and all(v % 2 == 0 for v in (x.stride(0), x.stride(1), length)):
         align = 2  # pair boundaries are 2-element aligned (what the pairs mode needs to stage its loads)
-    _conv1d_kernel[(batch * tiles_co * tiles_l,)](
+    # Element offsets past 2**31 need 64-bit column offsets in the flat tiling.
+    i64 = flat and max(sum((n - 1) * st for n, st in zip(t.shape, t.stride())) for t in (x, y)) >= 2**31
+    _conv1d_kernel[((1 if flat else batch) * tiles_co * tiles_l,)](
         x, w, bias if bias is not None else w, y,
-        c_in, c_out, length, tiles_l, tiles_co,
+        c_in, c_out, length, tiles_l, tiles_co, batch * length,
         *x.stride(), *w_strides, *y.stride(), bias.stride(0) if bias is not None else 0,
         KSIZE=ksize, PAD=ksize // 2, HAS_BIAS=bias is not None,
         BLOCK_CO=block_co, BLOCK_L=block_l, BLOCK_CI=block_ci,
@@ -781,6 +940,7 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
         # ("out", "pairs_out") unless one L tile covers the row, where they are the zero padding.
         HALO=tiles_l > 1 or cfg["one_tile_halo"],
         PREFETCH_X=cfg["prefetch_x"] and (gather or plan["out"] > 0),
+        QUADS=plan["quads"], FLAT=flat, I64=i64,
         num_warps=_fp32_cfg(cfg, "num_warps", fp32),
     )
     return y

@@ -189,6 +189,47 @@ CASES = {
             {"B": 2, "CIN": 40, "COUT": 24, "L": 75},
             ["float16", "float32"],
         ),
+        # The rows laid end to end ("flat"): tiles of 32 columns over B * L = 3 * 20 columns, so
+        # tiles hold the end of one row and the start of the next (the shifted columns must not
+        # cross it) and the last is partial; CIN in 2 slices (the last partial). pairs (L even) and
+        # quads (L a multiple of 4), FP32 as bf16x3 with the weight split on the host.
+        (
+            {
+                "shift": "pairs",
+                "flat": True,
+                "fp32_flat": True,
+                "BLOCK_CI": 16,
+                "fp32_BLOCK_CI": 16,
+                "small_grid_BLOCK_CI": 0,
+                "BLOCK_L": 32,
+                "fp32_BLOCK_L": 32,
+            },
+            {"B": 3, "CIN": 20, "COUT": 24, "L": 20},
+            ["float16", "float32"],
+        ),
+        (
+            {
+                "shift": "quads",
+                "fp32_shift": "quads",
+                "flat": True,
+                "fp32_flat": True,
+                "BLOCK_CI": 16,
+                "fp32_BLOCK_CI": 16,
+                "small_grid_BLOCK_CI": 0,
+                "BLOCK_L": 32,
+                "fp32_BLOCK_L": 32,
+            },
+            {"B": 3, "CIN": 20, "COUT": 70, "L": 20},
+            ["float16", "float32"],
+        ),
+        # quads per row: a ragged last tile (L 38 in tiles of 32, the quad at 36 half outside);
+        # with flat and L not a multiple of 4 (38) the rows are tiled apart; KSIZE 5 falls back.
+        (
+            {"shift": "quads", "fp32_shift": "quads", "BLOCK_L": 32, "fp32_BLOCK_L": 32, "fp32_flat": True},
+            {"B": 2, "CIN": 20, "COUT": 24, "L": 38},
+            ["float16", "float32"],
+        ),
+        ({"fp32_shift": "quads"}, {"B": 2, "CIN": 16, "COUT": 24, "L": 7, "KSIZE": 5}, ["float32"]),
         # The shift moved to the output: one tile per row (COUT 70 as 64 + 16), then 3 ragged L
         # tiles (the rows from the neighbour tiles as matrix-vector products) in CIN slices of 16
         # (the last partial), FP32 split in the kernel and as tf32x3 (COUT 24 as one padded tile);
