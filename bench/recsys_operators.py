@@ -77,21 +77,19 @@ VARIANTS = {
         {"split_n": False, "BLOCK_D": 64},
     ],
     "pffn": [
-        # Round 5, third sweep (default: split at B >= 512 and D > 128, else fused; tanh.approx
-        # GELU; persistent down kernel): exact GELU by erf_poly and by libdevice erf, the
-        # round-4 default, the down kernel's grid, fused everywhere.
-        {"gelu": "erf_poly"},
-        {"down_programs_per_sm": 0},
-        {"gelu": "erf_poly", "down_programs_per_sm": 0},
-        {"gelu": "erf"},
-        {"mode": "fused", "gelu": "erf", "small_d_num_stages": 0},
-        {"down_programs_per_sm": 1},
-        {"down_programs_per_sm": 3},
-        {"down_num_stages": 3},
-        {"mode": "fused"},
-        {"mode": "fused", "gelu": "erf_poly"},
-        {"up_num_stages": 3},
-        {"gelu": "tanh"},
+        # Session 6 (issue 16, B = 256 at 1.38x of a 2x target): the fused kernel's 64-row tiles
+        # re-read W1[b] and W2[b] (160 KB) from L2 four times per sample; 128-row tiles (8 warps)
+        # halve that. Compiled for sm_90a: BLOCK_M 128 / 8 warps 230 registers, 128 KiB shared
+        # memory (one program per SM); 64 rows / 8 warps 151 registers.
+        {"BLOCK_M": 128, "num_warps": 8},
+        {"BLOCK_M": 128, "num_warps": 8, "num_stages": 1},
+        {"BLOCK_M": 128, "num_warps": 8, "BLOCK_KC": 16, "num_stages": 3},
+        {"BLOCK_M": 128, "num_warps": 8, "BLOCK_KC": 64},
+        {"num_warps": 8},
+        {"BLOCK_KC": 16, "num_stages": 3},
+        {"BLOCK_KC": 64, "num_warps": 8},
+        {"num_stages": 3},
+        {"split_min_batch": 128},
     ],
     "mbdt": [
         {"row_blocks": 2},
@@ -329,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-sweep", action="store_true", help="time the default CONFIG only")
     parser.add_argument("--budget-s", type=float, default=1e9, help="no new variant is started after this many seconds")
     parser.add_argument("--sweep-shapes", type=int, help="sweep variants at the first N shapes (default SWEEP_SHAPES)")
+    parser.add_argument(
+        "--sweep-at", nargs="+", type=int, metavar="I", help="sweep variants at these shape indices only"
+    )
     parser.add_argument("--sweep-dtypes", nargs="+", metavar="DTYPE", help="sweep variants at these dtypes only")
     parser.add_argument(
         "--variants", nargs="+", type=int, metavar="I", help="sweep only these VARIANTS entries (0-based indices)"
@@ -408,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
                     or shapes.index(shape_text(case.params)) < (args.sweep_shapes or SWEEP_SHAPES.get(name, len(cases)))
                 )
                 sweep = sweep and (interpret or not args.sweep_dtypes or case.dtype in args.sweep_dtypes)
+                sweep = sweep and (
+                    interpret or not args.sweep_at or shapes.index(shape_text(case.params)) in args.sweep_at
+                )
                 row, ctx = run_case(rk, name, specs, case, args.seed, not interpret, sweep)
                 d = row["default"]
                 print(
