@@ -328,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=1e9, help="no new variant is started after this many seconds")
     parser.add_argument("--sweep-shapes", type=int, help="sweep variants at the first N shapes (default SWEEP_SHAPES)")
     parser.add_argument(
+        "--shapes-at", nargs="+", type=int, metavar="I", help="run only these shape indices of the spec (GPU)"
+    )
+    parser.add_argument(
         "--sweep-at", nargs="+", type=int, metavar="I", help="sweep variants at these shape indices only"
     )
     parser.add_argument("--sweep-dtypes", nargs="+", metavar="DTYPE", help="sweep variants at these dtypes only")
@@ -402,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
         # all swept shapes (so a sweep cut short by the budget still compares whole variants).
         kept = []
         shapes = list(dict.fromkeys(shape_text(c.params) for c in cases))
+        if args.shapes_at and not interpret:
+            cases = [c for c in cases if shapes.index(shape_text(c.params)) in args.shapes_at]
         for i, case in enumerate(cases):
             try:
                 sweep = not args.no_sweep and (
