@@ -27,9 +27,16 @@ TILES = [  # (BLOCK_M, BLOCK_N, warps, stages, Q in registers)
     (128, 128, 8, 2, True),
     (128, 64, 8, 2, True),
 ]
-# The warp-specialised kernel (last: a protocol error would hang it): (BLOCK_N, stages, persistent, ping-pong);
+# The warp-specialised kernel (last: a protocol error would hang it): (BLOCK_N, stages, persistent 0/1/2, ping-pong);
 # then persistent on 7 programs (several work units each at every shape).
-WS = [(128, 2, False, False), (128, 2, False, True), (128, 2, True, False), (128, 2, True, True), (128, 3, True, True)]
+WS = [
+    (128, 2, 0, False),
+    (128, 2, 0, True),
+    (128, 2, 1, True),
+    (128, 2, 2, False),
+    (128, 2, 2, True),
+    (128, 3, 1, True),
+]
 CONFIGS = (
     [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": s, "Q_IN_REGS": r} for m, n, w, s, r in TILES]
     + [
@@ -38,8 +45,8 @@ CONFIGS = (
     ]
     + [
         {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "num_stages": 2, "WS": True, "PERSISTENT": True}
-        | {"PROGRAMS": 7, "PINGPONG": pp}
-        for pp in (False, True)
+        | {"PROGRAMS": 7, "PINGPONG": pp, "PERSISTENT": p}
+        for p, pp in ((1, True), (2, False), (2, True))
     ]
 )
 CASES = [  # (batch, query heads, kv heads, seq, head dim): sequences of multiples of 16 as in the specs
