@@ -60,6 +60,7 @@ BASE = {
     "HOPPER_STAGES": 2,
     "HOPPER_PERSISTENT": 1,
     "HOPPER_PINGPONG": True,
+    "HOPPER_DEFER_STORE": False,
 }
 ROUND4 = {"BLOCK_M": 128, "num_warps": 8, "num_stages": 2, "MAXNREG": 128}  # the round-4 tl default
 # session 6: the Gluon kernel (_ikbo_hopper.py): loader warp + two consumer warpgroups, one candidate each
@@ -80,6 +81,14 @@ GLUON = {
         (64, 4, 0, True),
     ]
 }
+# second round: the output of an item stored under the next item's first Q K^T (HOPPER_DEFER_STORE)
+GLUON.update(
+    {
+        name + "_ds": dict(cfg, HOPPER_DEFER_STORE=True)
+        for name, cfg in list(GLUON.items())
+        if cfg["HOPPER_PERSISTENT"] and name in ("g_n128_s2_p1_pp", "g_n128_s2_p1", "g_n64_s3_p1_pp", "g_n64_s4_p1_pp")
+    }
+)
 # name -> CONFIG changes from BASE (the round-2 default). Why each: 128-row tiles halve the K/V bytes
 # read from L2 per FLOP (64-row tiles need ~7 TB/s of L2 reads at 474 TFLOP/s); 4 warps x 254
 # registers or 8 warps capped at 128 registers keep two programs an SM; persistent programs skip the
@@ -149,7 +158,8 @@ SWEEPS = {  # --variants sweep1 | sweep2 (sweep: both)
     "final": ["m64_n64_w4_s3", "m128_n64_w8_s2_r128", "m64_n64_w4_s3", "m128_n64_w8_s2_r128"],
     "ws": ["ws_n64_s2", "ws_n64_s3"],
     "ws2": ["m128_n64_w8_s2_r128", "ws_n64_s2", "ws_n128_s2"],
-    "gluon1": ["m128_n64_w8_s2_r128", *GLUON, "m128_n64_w8_s2_r128"],
+    "gluon1": ["m128_n64_w8_s2_r128", *(n for n in GLUON if not n.endswith("_ds")), "m128_n64_w8_s2_r128"],
+    "gluon1ds": ["m128_n64_w8_s2_r128", *GLUON, "m128_n64_w8_s2_r128"],
     "final2": ["m128_n64_w8_s2_r128", "m64_n64_w4_s3", "m128_n64_w8_s2_r128", "m64_n64_w4_s3"],
 }
 
@@ -297,7 +307,7 @@ HOPPER_CASES = [
 ]
 
 
-def check_hopper(out_dir: Path) -> None:
+def check_hopper(out_dir: Path, variants: list[str] | None = None, shard: str = "0/1") -> None:
     """Every GLUON variant (and 3-program persistent runs) against the fp32 computation on HOPPER_CASES."""
     kernel = load_module(REPO / "knowledge_base" / "kernels" / f"{NAME}.py", f"kb_{NAME}_check")
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -314,7 +324,10 @@ def check_hopper(out_dir: Path) -> None:
         v = torch.randn(users, heads, kv_len, dim, device="cuda", dtype=dtype, generator=gen)
         s = torch.einsum("chqd,chkd->chqk", q.float(), k[uid].float()) / dim**0.5
         expected = torch.einsum("chqk,chkd->chqd", s.softmax(-1), v[uid].float())
-        for name, cfg in GLUON.items():
+        index, shards = (int(x) for x in shard.split("/"))
+        for i, (name, cfg) in enumerate(GLUON.items()):
+            if (variants and name not in variants) or i % shards != index:
+                continue
             for programs in (0, 3):
                 if programs and not cfg["HOPPER_PERSISTENT"]:
                     continue
@@ -336,7 +349,8 @@ def check_hopper(out_dir: Path) -> None:
                 rows.append(row)
                 print(row, flush=True)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "ikbo_hopper_check.json").write_text(json.dumps(rows, indent=1))
+    suffix = "" if shard == "0/1" else "_" + shard.replace("/", "of")
+    (out_dir / f"ikbo_hopper_check{suffix}.json").write_text(json.dumps(rows, indent=1))
     bad = [r for r in rows if not r.get("ok")]
     print(f"check-hopper: {len(rows) - len(bad)} of {len(rows)} correct", flush=True)
 
@@ -369,6 +383,7 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     parser.add_argument("--warm-workers", type=int, default=12)
     parser.add_argument("--check-hopper", action="store_true", help="only check the Gluon variants on odd shapes")
+    parser.add_argument("--check-shard", default="0/1", help="i/n: this process checks every n-th variant from i")
     parser.add_argument("--warm-shard", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.warm_shard is not None:
@@ -376,7 +391,8 @@ def main() -> None:
         warm(args.variants, shard, shards)
         return
     if args.check_hopper:
-        check_hopper(Path(args.out))
+        names = None if args.variants in ("sweep", "gluon1") else SWEEPS.get(args.variants, args.variants.split(","))
+        check_hopper(Path(args.out), names, args.check_shard)
         return
     start = time.time()
     deadline = start + args.deadline_s

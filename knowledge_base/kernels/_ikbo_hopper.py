@@ -229,8 +229,11 @@ def _consumer(
     STAGES: gl.constexpr,
     PERSISTENT: gl.constexpr,
     PINGPONG: gl.constexpr,
+    DEFER_STORE: gl.constexpr,
 ):
-    """Consumer warpgroup ME: candidate c0 + ME of each item, against its user's key tiles."""
+    """Consumer warpgroup ME: candidate c0 + ME of each item, against its user's key tiles.
+    DEFER_STORE: an item's output is normalised and stored after the next item's first Q K^T is issued
+    (under that wgmma); O is not zeroed between items, the first tile's alpha = exp2(-inf) = 0 clears it."""
     dtype: gl.constexpr = q_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
@@ -251,6 +254,11 @@ def _consumer(
     token = _token()
     it = 0
     bi = 0
+    m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=row_s)
+    l_i = gl.full([ROWS], 0.0, gl.float32, layout=row_s)
+    o = gl.zeros([ROWS, HEAD_D], gl.float32, layout=o_layout)
+    done_cand = gl.program_id(0) * 0  # the candidate and head whose output O holds (DEFER_STORE)
+    done_h = done_cand
     step = gl.num_programs(0)  # PERSISTENT: items pid, pid + grid, ...; else the grid is one program an item
     for t in range(gl.program_id(0), n_items, step):
         h, c0, u0, u1 = _item(t, num_heads, num_cands, UID)
@@ -263,9 +271,10 @@ def _consumer(
             before = gl.where(mixed, n_kv, 0)
             after = 0
         turns = u0 == u1  # PINGPONG: take turns only when both consumers run the same loop
-        m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=row_s)
-        l_i = gl.full([ROWS], 0.0, gl.float32, layout=row_s)
-        o = gl.zeros([ROWS, HEAD_D], gl.float32, layout=o_layout)
+        if not DEFER_STORE:
+            m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=row_s)
+            l_i = gl.full([ROWS], 0.0, gl.float32, layout=row_s)
+            o = gl.zeros([ROWS, HEAD_D], gl.float32, layout=o_layout)
 
         mbarrier.wait(q_bar, bi & 1)
         q_op = q_smem.index(ME).load(q_layout)
@@ -284,6 +293,11 @@ def _consumer(
         s = warpgroup_mma(q_op, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
         if turns:
             token = _turn_pass(token, ME, PINGPONG)
+        if DEFER_STORE:  # masked, not branched: ptxas waits for an in-flight wgmma at a branch
+            _store_rows(O, o, l_i, done_cand, done_h, num_cands * (bi > 0).to(gl.int32), num_heads, rows, cols_d, row_o)
+            m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=row_s)
+            # the zeroed row sums through the asm wait: its branch keeps the stores above ahead of the wait
+            l_i = _wgmma_wait_behind(l_i * 0.0)
         s = warpgroup_mma_wait(0, deps=[s])
         mbarrier.arrive(k_free.index(stage))
         p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, offs_n, kv_len, qk_scale, ragged & (n_kv == 1))
@@ -323,11 +337,23 @@ def _consumer(
         mbarrier.arrive(v_free.index(last % STAGES))
         it = _release_tiles(k_ready, v_ready, k_free, v_free, it + n_kv, after, STAGES)
 
-        o = o / gl.convert_layout(l_i, row_o)[:, None]
-        cand = c0 + ME
-        ptrs = O + ((cand * num_heads + h) * ROWS + rows)[:, None].to(gl.int64) * HEAD_D + cols_d[None, :]
-        gl.store(ptrs, o.to(dtype), mask=(rows < ROWS)[:, None] & (cand < num_cands))
+        if DEFER_STORE:
+            done_cand = c0 + ME
+            done_h = h
+        else:
+            _store_rows(O, o, l_i, c0 + ME, h, num_cands, num_heads, rows, cols_d, row_o)
         bi += 1
+    if DEFER_STORE:
+        if bi > 0:
+            _store_rows(O, o, l_i, done_cand, done_h, num_cands, num_heads, rows, cols_d, row_o)
+
+
+@gluon.jit
+def _store_rows(O, o, l_i, cand, h, num_cands, num_heads, rows, cols_d, row_o: gl.constexpr):
+    """O[cand, h] = o / l (rows of a candidate past num_cands, the odd last one's partner, not stored)."""
+    o = o / gl.convert_layout(l_i, row_o)[:, None]
+    ptrs = O + ((cand * num_heads + h) * ROWS + rows)[:, None].to(gl.int64) * o.shape[1] + cols_d[None, :]
+    gl.store(ptrs, o.to(O.dtype.element_ty), mask=(rows < ROWS)[:, None] & (cand < num_cands))
 
 
 @gluon.jit
@@ -347,6 +373,7 @@ def _ikbo_fwd_hopper(
     STAGES: gl.constexpr,
     PERSISTENT: gl.constexpr,
     PINGPONG: gl.constexpr,
+    DEFER_STORE: gl.constexpr,
 ):
     """Grid: one program an item (or, PERSISTENT, fewer programs walking items pid, pid + grid, ...)."""
     dtype: gl.constexpr = q_desc.dtype
@@ -371,12 +398,14 @@ def _ikbo_fwd_hopper(
             (
                 _consumer,
                 (q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O, UID, num_cands,
-                 num_heads, kv_len, qk_scale, n_items, 0, BLOCK_N, HEAD_D, STAGES, PERSISTENT, PINGPONG),
+                 num_heads, kv_len, qk_scale, n_items, 0, BLOCK_N, HEAD_D, STAGES, PERSISTENT, PINGPONG,
+                 DEFER_STORE),
             ),
             (
                 _consumer,
                 (q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O, UID, num_cands,
-                 num_heads, kv_len, qk_scale, n_items, 1, BLOCK_N, HEAD_D, STAGES, PERSISTENT, PINGPONG),
+                 num_heads, kv_len, qk_scale, n_items, 1, BLOCK_N, HEAD_D, STAGES, PERSISTENT, PINGPONG,
+                 DEFER_STORE),
             ),
             (
                 _loader,
@@ -396,6 +425,7 @@ def hopper_config(config: dict) -> dict:
         "STAGES": config["HOPPER_STAGES"],
         "PERSISTENT": config["HOPPER_PERSISTENT"],
         "PINGPONG": config["HOPPER_PINGPONG"],
+        "DEFER_STORE": config.get("HOPPER_DEFER_STORE", False),
         "PROGRAMS": config.get("HOPPER_PROGRAMS", 0),  # persistent grid size override (tests)
     }
 
@@ -431,6 +461,6 @@ def attention(q, k, v, cand_to_user, out, config: dict) -> torch.Tensor:
     _ikbo_fwd_hopper[(programs,)](
         q_desc, k_desc, v_desc, out, cand_to_user, num_cands, heads, kv_len, 1.4426950408889634 / head_dim**0.5,
         n_items, BLOCK_N=block_n, HEAD_D=head_dim, STAGES=stages, PERSISTENT=bool(config["PERSISTENT"]),
-        PINGPONG=bool(config["PINGPONG"]), num_warps=4,
+        PINGPONG=bool(config["PINGPONG"]), DEFER_STORE=bool(config.get("DEFER_STORE")), num_warps=4,
     )  # fmt: skip
     return out
