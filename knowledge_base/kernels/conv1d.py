@@ -162,10 +162,11 @@ TUNABLES = {
     # so the pipeliner does not stage it with cp.async; compiled for sm_90a "gather" loads it with
     # 2-byte scalar loads (the layout tl.gather wants), each slice waiting on them.
     "prefetch_x": [False, True],
-    # "pairs" and "quads": tile the B rows of L columns laid end to end (B * L columns) instead of
-    # each row apart, so that no tile is padded past the row's end (L = 200 in 256 columns: 22%
-    # of the MMA and split work wasted). Needs L even ("pairs") or a multiple of 4 ("quads"), else
-    # ignored. "fp32_flat": the same for fp32 inputs.
+    # "pairs", "quads" and "load": tile the B rows of L columns laid end to end (B * L columns)
+    # instead of each row apart, so that no tile is padded past the row's end (L = 200 in 256
+    # columns: 22% of the MMA and split work wasted). "pairs" needs L even, "quads" a multiple of 4
+    # (else ignored); "load" becomes its own kernel (COUT as M; FP32 bf16x3 split in the kernel,
+    # the weight on the host). "fp32_flat": the same for fp32 inputs.
     "flat": [False, True],
     "fp32_flat": [False, True],
     # num_stages for fp32 inputs (0: num_stages); stages that do not fit in shared memory are dropped.
@@ -755,6 +756,31 @@ def _conv1d_kernel(
                          input_precision=PRECISION)
             x_m, x_c, x_p = nx_m, nx_c, nx_p
         _store_tile(y_base, acc, co, co_ok, l_out, L, bias_ptr, stride_bias, stride_yc, stride_yl, HAS_BIAS)
+    elif FLAT:
+        # "load" over the rows laid end to end (COUT as M): each tap's shifted x tile loaded on its
+        # own (element-aligned, which the pipelined loop stages asynchronously), masked where the
+        # shift leaves the row. FP32 bf16x3: the tile split here, the weight split on the host.
+        acc = tl.zeros([BLOCK_CO, BLOCK_L], dtype=tl.float32)
+        for ci0 in tl.range(0, C_IN, BLOCK_CI, num_stages=NUM_STAGES):
+            ci = ci0 + tl.arange(0, BLOCK_CI)
+            ci_ok = ci < C_IN
+            x_rows = x_base + ci[:, None] * stride_xc
+            for t in tl.static_range(KSIZE):
+                p = lpos + (t - PAD)
+                x = tl.load(x_rows + (x_off + (t - PAD) * stride_xl)[None, :],
+                            mask=ci_ok[:, None] & ((p >= 0) & (p < L) & n_ok)[None, :], other=0.0)
+                w = _load_w(w_ptr, co, co_ok, ci, ci_ok, t, stride_wo, stride_wi, stride_wk)
+                if SPLIT3:
+                    if PRESPLIT:
+                        wh = w
+                        wl = _load_w(w_ptr + stride_wp, co, co_ok, ci, ci_ok, t, stride_wo, stride_wi, stride_wk)
+                    else:
+                        wh, wl = _split_bf16(w)
+                    xh, xl = _split_bf16(x)
+                    acc = _mma3(wh, wl, xh, xl, acc, False)
+                else:
+                    acc = _mma(w, x, acc, False, PRECISION)
+        _store_at(y_base, acc, co, co_ok, y_off, n_ok, bias_ptr, stride_bias, stride_yc, HAS_BIAS)
     else:
         if LM:
             acc = tl.zeros([BLOCK_L, BLOCK_CO], dtype=tl.float32)
@@ -840,18 +866,21 @@ def _plan(x: torch.Tensor, ksize: int, cfg: dict) -> dict:
     shift = cfg["fp32_shift" if fp32 else "shift"]
     pairs = shift == "pairs" and ksize == 3
     quads = shift == "quads" and ksize == 3
-    split3 = (pairs or (shift in ("out", "pairs_out", "quads") and ksize == 3)) and fp32 \
+    # "load" with flat tiles: a kernel of its own (COUT as M, bf16x3 split in the kernel).
+    flat_load = shift == "load" and cfg["fp32_flat" if fp32 else "flat"]
+    split3 = (pairs or flat_load or (shift in ("out", "pairs_out", "quads") and ksize == 3)) and fp32 \
         and cfg["fp32_precision"] == "bf16x3"
     return {
         "shift": shift,
         "pairs": pairs,
         "quads": quads,
+        "flat_load": flat_load,
         "split3": split3,
         "presplit": split3 and cfg["fp32_presplit"] and cfg["packed_weight"],
         # 1: "out", 2: "pairs_out" (KSIZE 3), which always take L as M (the accumulators' rows are
         # shifted: with COUT as M that would be a shift along the MMA's N, spread over lanes).
         "out": {"out": 1, "pairs_out": 2}.get(shift, 0) if ksize == 3 else 0,
-        "lm": (cfg["fp32_orient" if fp32 else "orient"] == "l_m" and shift not in ("prefetch", "quads"))
+        "lm": (cfg["fp32_orient" if fp32 else "orient"] == "l_m" and shift not in ("prefetch", "quads") and not flat_load)
         or (shift in ("out", "pairs_out") and ksize == 3),
     }
 
@@ -884,8 +913,8 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
         if c_out > block_co:
             co_b = _pow2_at_most(block_co, c_out - block_co)
     # "pairs" / "quads" over the rows laid end to end (no pair or quad may span two rows).
-    flat = cfg["fp32_flat" if fp32 else "flat"] and ((plan["pairs"] and length % 2 == 0)
-                                                     or (plan["quads"] and length % 4 == 0))
+    flat = plan["flat_load"] or (cfg["fp32_flat" if fp32 else "flat"]
+                                 and ((plan["pairs"] and length % 2 == 0) or (plan["quads"] and length % 4 == 0)))
     tiles_l, tiles_co = triton.cdiv(batch * length if flat else length, block_l), triton.cdiv(c_out, block_co + co_b)
     ci_cfg = cfg["fp32_BLOCK_CI" if fp32 else "BLOCK_CI"]
     if cfg["small_grid_BLOCK_CI"] and (1 if flat else batch) * tiles_co * tiles_l < sm_count(x.device):

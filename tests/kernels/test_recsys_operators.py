@@ -222,6 +222,28 @@ CASES = {
             {"B": 3, "CIN": 20, "COUT": 70, "L": 20},
             ["float16", "float32"],
         ),
+        # Shifted loads over the rows laid end to end (any KSIZE, any L): KSIZE 3 and 5 in tiles of
+        # 32 columns across rows of 19, FP32 as bf16x3 with the weight split on the host.
+        (
+            {
+                "shift": "load",
+                "fp32_shift": "load",
+                "flat": True,
+                "fp32_flat": True,
+                "BLOCK_CI": 16,
+                "fp32_BLOCK_CI": 16,
+                "small_grid_BLOCK_CI": 0,
+                "BLOCK_L": 32,
+                "fp32_BLOCK_L": 32,
+            },
+            {"B": 3, "CIN": 20, "COUT": 24, "L": 19},
+            ["float16", "float32"],
+        ),
+        (
+            {"shift": "load", "fp32_shift": "load", "flat": True, "fp32_flat": True, "BLOCK_L": 32, "fp32_BLOCK_L": 32},
+            {"B": 3, "CIN": 16, "COUT": 24, "L": 19, "KSIZE": 5},
+            ["float16", "float32"],
+        ),
         # quads per row: a ragged last tile (L 38 in tiles of 32, the quad at 36 half outside);
         # with flat and L not a multiple of 4 (38) the rows are tiled apart; KSIZE 5 falls back.
         (
