@@ -351,7 +351,7 @@ def _consumer(
 @gluon.jit
 def _store_rows(O, o, l_i, cand, h, num_cands, num_heads, rows, cols_d, row_o: gl.constexpr):
     """O[cand, h] = o / l (rows of a candidate past num_cands, the odd last one's partner, not stored)."""
-    o = o / gl.convert_layout(l_i, row_o)[:, None]
+    o = o * gl.convert_layout(1.0 / l_i, row_o)[:, None]  # one reciprocal a row, not a division an element
     ptrs = O + ((cand * num_heads + h) * ROWS + rows)[:, None].to(gl.int64) * o.shape[1] + cols_d[None, :]
     gl.store(ptrs, o.to(O.dtype.element_ty), mask=(rows < ROWS)[:, None] & (cand < num_cands))
 
