@@ -69,6 +69,16 @@ VARIANTS = {
         {"fp32_shift": "quads", "fp32_flat": True, "fp32_BLOCK_CI": 16, "fp32_num_stages": 2},
         # Shifted loads over flat tiles: 9 dots of the whole tile width per CIN slice (pairs: 18 of half).
         {"fp32_shift": "load", "fp32_flat": True, "fp32_BLOCK_L": 128, "fp32_BLOCK_CI": 16, "fp32_num_stages": 2},
+        # The same capped at 128 registers (139 uncapped; compiled for sm_90a: no spills, 80 KiB of
+        # shared memory): two programs per SM.
+        {
+            "fp32_shift": "load",
+            "fp32_flat": True,
+            "fp32_BLOCK_L": 128,
+            "fp32_BLOCK_CI": 16,
+            "fp32_num_stages": 2,
+            "fp32_maxnreg": 128,
+        },
         {"fp32_shift": "load", "fp32_flat": True, "fp32_BLOCK_CI": 16, "fp32_num_stages": 2},
         {"fp32_shift": "load", "fp32_flat": True, "fp32_BLOCK_L": 64, "fp32_BLOCK_CI": 32, "fp32_num_stages": 2},
     ],

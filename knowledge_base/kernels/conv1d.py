@@ -109,6 +109,7 @@ CONFIG = {
     "flat": False,
     "fp32_flat": False,
     "fp32_num_stages": 0,
+    "fp32_maxnreg": 0,
 }
 
 TUNABLES = {
@@ -171,6 +172,10 @@ TUNABLES = {
     "fp32_flat": [False, True],
     # num_stages for fp32 inputs (0: num_stages); stages that do not fit in shared memory are dropped.
     "fp32_num_stages": [0, 1, 2, 3, 4],
+    # A register cap per thread for fp32 inputs (0: the compiler's choice): at 128 two 8-warp
+    # programs fit on an SM (the flat "load" kernel at BLOCK_L 128 takes 139 uncapped), which
+    # then overlap one's loads with the other's MMAs; the compiler spills what does not fit.
+    "fp32_maxnreg": [0, 128, 168],
 }
 
 
@@ -971,6 +976,7 @@ def conv1d_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
         PREFETCH_X=cfg["prefetch_x"] and (gather or plan["out"] > 0),
         QUADS=plan["quads"], FLAT=flat, I64=i64,
         num_warps=_fp32_cfg(cfg, "num_warps", fp32),
+        **({"maxnreg": cfg["fp32_maxnreg"]} if fp32 and cfg["fp32_maxnreg"] and x.is_cuda else {}),
     )
     return y
 

@@ -235,6 +235,7 @@ CASES = {
                 "small_grid_BLOCK_CI": 0,
                 "BLOCK_L": 32,
                 "fp32_BLOCK_L": 32,
+                "fp32_maxnreg": 128,
             },
             {"B": 3, "CIN": 20, "COUT": 24, "L": 19},
             ["float16", "float32"],

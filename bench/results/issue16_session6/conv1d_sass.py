@@ -59,9 +59,12 @@ def main() -> None:
     if kernel.needs_split_weight(x, w):  # what pack_weight(split=True) returns, without its kernel
         packed = torch.zeros(2, 3, 96, 96, dtype=torch.bfloat16)
     kernel.conv1d_forward(x, w, torch.zeros(96, dtype=dtype), packed)
+    if kernel.CONFIG.get("fp32_maxnreg") and dtype == torch.float32:  # passed on CUDA inputs only
+        rec.kwargs["maxnreg"] = kernel.CONFIG["fp32_maxnreg"]
     kernel._conv1d_kernel = jit
     kw = dict(rec.kwargs)
     num_warps = kw.pop("num_warps")
+    maxnreg = kw.pop("maxnreg", None)
     kw["ALIGN"] = 16 // x.element_size()  # what a 16-byte aligned CUDA input gets
     kw["PRECISION"] = kernel.CONFIG["fp32_precision"] if dtype == torch.float32 else "tf32"
     names = jit.arg_names
@@ -80,7 +83,9 @@ def main() -> None:
     for name in kw:
         signature[name] = "constexpr"
     compiled = triton.compile(
-        ASTSource(jit, signature, consts, attrs), target=GPUTarget("cuda", 90, 32), options=dict(num_warps=num_warps)
+        ASTSource(jit, signature, consts, attrs),
+        target=GPUTarget("cuda", 90, 32),
+        options=dict(num_warps=num_warps, maxnreg=maxnreg),
     )
     tmp = tempfile.mkdtemp()
     Path(tmp, "k.cubin").write_bytes(compiled.asm["cubin"])
