@@ -61,6 +61,7 @@ BASE = {
     "HOPPER_PERSISTENT": 1,
     "HOPPER_PINGPONG": True,
     "HOPPER_DEFER_STORE": False,
+    "HOPPER_TMA_STORE": False,
 }
 ROUND4 = {"BLOCK_M": 128, "num_warps": 8, "num_stages": 2, "MAXNREG": 128}  # the round-4 tl default
 # session 6: the Gluon kernel (_ikbo_hopper.py): loader warp + two consumer warpgroups, one candidate each
@@ -87,6 +88,14 @@ GLUON.update(
         name + "_ds": dict(cfg, HOPPER_DEFER_STORE=True)
         for name, cfg in list(GLUON.items())
         if cfg["HOPPER_PERSISTENT"] and name in ("g_n128_s2_p1_pp", "g_n128_s2_p1", "g_n64_s3_p1_pp", "g_n64_s4_p1_pp")
+    }
+)
+# the output through shared memory and one TMA copy a consumer (HOPPER_TMA_STORE)
+GLUON.update(
+    {
+        name + "_ts": dict(cfg, HOPPER_TMA_STORE=True)
+        for name, cfg in list(GLUON.items())
+        if name in ("g_n128_s2_p1_pp", "g_n128_s2_p1", "g_n64_s3_p1_pp", "g_n128_s2_p0_pp")
     }
 )
 # name -> CONFIG changes from BASE (the round-2 default). Why each: 128-row tiles halve the K/V bytes
@@ -159,7 +168,7 @@ SWEEPS = {  # --variants sweep1 | sweep2 (sweep: both)
     "ws": ["ws_n64_s2", "ws_n64_s3"],
     "ws2": ["m128_n64_w8_s2_r128", "ws_n64_s2", "ws_n128_s2"],
     "gluon1": ["m128_n64_w8_s2_r128", *(n for n in GLUON if not n.endswith("_ds")), "m128_n64_w8_s2_r128"],
-    "gluon1ds": ["m128_n64_w8_s2_r128", *GLUON, "m128_n64_w8_s2_r128"],
+    "gluon1ds": ["m128_n64_w8_s2_r128", *(n for n in GLUON if not n.endswith("_ts")), "m128_n64_w8_s2_r128"],
     "final2": ["m128_n64_w8_s2_r128", "m64_n64_w4_s3", "m128_n64_w8_s2_r128", "m64_n64_w4_s3"],
 }
 

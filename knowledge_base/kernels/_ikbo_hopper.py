@@ -207,6 +207,8 @@ def _release_tiles(k_ready, v_ready, k_free, v_free, it, n, STAGES: gl.constexpr
 
 @gluon.jit
 def _consumer(
+    o_desc,
+    o_smem,
     q_smem,
     k_smem,
     v_smem,
@@ -230,6 +232,7 @@ def _consumer(
     PERSISTENT: gl.constexpr,
     PINGPONG: gl.constexpr,
     DEFER_STORE: gl.constexpr,
+    TMA_STORE: gl.constexpr,
 ):
     """Consumer warpgroup ME: candidate c0 + ME of each item, against its user's key tiles.
     DEFER_STORE: an item's output is normalised and stored after the next item's first Q K^T is issued
@@ -294,7 +297,8 @@ def _consumer(
         if turns:
             token = _turn_pass(token, ME, PINGPONG)
         if DEFER_STORE:  # masked, not branched: ptxas waits for an in-flight wgmma at a branch
-            _store_rows(O, o, l_i, done_cand, done_h, num_cands * (bi > 0).to(gl.int32), num_heads, rows, cols_d, row_o)
+            _store_rows(O, o_desc, o_smem, o, l_i, done_cand, done_h, (done_cand < num_cands) & (bi > 0), num_cands,
+                        num_heads, rows, cols_d, row_o, TMA_STORE)  # fmt: skip
             m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=row_s)
             # the zeroed row sums through the asm wait: its branch keeps the stores above ahead of the wait
             l_i = _wgmma_wait_behind(l_i * 0.0)
@@ -341,23 +345,40 @@ def _consumer(
             done_cand = c0 + ME
             done_h = h
         else:
-            _store_rows(O, o, l_i, c0 + ME, h, num_cands, num_heads, rows, cols_d, row_o)
+            _store_rows(O, o_desc, o_smem, o, l_i, c0 + ME, h, c0 + ME < num_cands, num_cands, num_heads, rows, cols_d,
+                        row_o, TMA_STORE)  # fmt: skip
         bi += 1
     if DEFER_STORE:
         if bi > 0:
-            _store_rows(O, o, l_i, done_cand, done_h, num_cands, num_heads, rows, cols_d, row_o)
+            _store_rows(O, o_desc, o_smem, o, l_i, done_cand, done_h, done_cand < num_cands, num_cands, num_heads, rows,
+                        cols_d, row_o, TMA_STORE)  # fmt: skip
+    if TMA_STORE:
+        tma.store_wait(0)  # the last copy has read its shared buffer before the program ends
 
 
 @gluon.jit
-def _store_rows(O, o, l_i, cand, h, num_cands, num_heads, rows, cols_d, row_o: gl.constexpr):
-    """O[cand, h] = o / l (rows of a candidate past num_cands, the odd last one's partner, not stored)."""
+def _store_rows(
+    O, o_desc, o_smem, o, l_i, cand, h, valid, num_cands, num_heads, rows, cols_d, row_o: gl.constexpr,
+    TMA_STORE: gl.constexpr,
+):  # fmt: skip
+    """O[cand, h] = o / l where valid (the odd last candidate's partner and DEFER_STORE's first call are not).
+    TMA_STORE: through this consumer's shared buffer and one TMA copy (an invalid tile goes to rows past
+    the end of O, which TMA drops), else stores from registers."""
     o = o * gl.convert_layout(1.0 / l_i, row_o)[:, None]  # one reciprocal a row, not a division an element
-    ptrs = O + ((cand * num_heads + h) * ROWS + rows)[:, None].to(gl.int64) * o.shape[1] + cols_d[None, :]
-    gl.store(ptrs, o.to(O.dtype.element_ty), mask=(rows < ROWS)[:, None] & (cand < num_cands))
+    if TMA_STORE:
+        tma.store_wait(0)  # the previous copy out of o_smem has read it
+        o_smem.store(o.to(o_smem.dtype))
+        fence_async_shared()
+        row0 = gl.where(valid, (cand * num_heads + h) * ROWS, num_cands * num_heads * ROWS)
+        tma.async_copy_shared_to_global(o_desc, [row0, 0], o_smem)
+    else:
+        ptrs = O + ((cand * num_heads + h) * ROWS + rows)[:, None].to(gl.int64) * o.shape[1] + cols_d[None, :]
+        gl.store(ptrs, o.to(O.dtype.element_ty), mask=(rows < ROWS)[:, None] & valid)
 
 
 @gluon.jit
 def _ikbo_fwd_hopper(
+    o_desc,
     q_desc,
     k_desc,
     v_desc,
@@ -374,10 +395,15 @@ def _ikbo_fwd_hopper(
     PERSISTENT: gl.constexpr,
     PINGPONG: gl.constexpr,
     DEFER_STORE: gl.constexpr,
+    TMA_STORE: gl.constexpr,
 ):
     """Grid: one program an item (or, PERSISTENT, fewer programs walking items pid, pid + grid, ...)."""
     dtype: gl.constexpr = q_desc.dtype
     q_smem = gl.allocate_shared_memory(dtype, [2, ROWS, HEAD_D], q_desc.layout)
+    if TMA_STORE:
+        o_smem = gl.allocate_shared_memory(dtype, [2, ROWS, HEAD_D], o_desc.layout)
+    else:
+        o_smem = q_smem  # not used
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_D], k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_D], v_desc.layout)
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -397,15 +423,15 @@ def _ikbo_fwd_hopper(
         [
             (
                 _consumer,
-                (q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O, UID, num_cands,
-                 num_heads, kv_len, qk_scale, n_items, 0, BLOCK_N, HEAD_D, STAGES, PERSISTENT, PINGPONG,
-                 DEFER_STORE),
+                (o_desc, o_smem.index(0), q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free,
+                 O, UID, num_cands, num_heads, kv_len, qk_scale, n_items, 0, BLOCK_N, HEAD_D, STAGES, PERSISTENT,
+                 PINGPONG, DEFER_STORE, TMA_STORE),
             ),
             (
                 _consumer,
-                (q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O, UID, num_cands,
-                 num_heads, kv_len, qk_scale, n_items, 1, BLOCK_N, HEAD_D, STAGES, PERSISTENT, PINGPONG,
-                 DEFER_STORE),
+                (o_desc, o_smem.index(1), q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free,
+                 O, UID, num_cands, num_heads, kv_len, qk_scale, n_items, 1, BLOCK_N, HEAD_D, STAGES, PERSISTENT,
+                 PINGPONG, DEFER_STORE, TMA_STORE),
             ),
             (
                 _loader,
@@ -426,12 +452,14 @@ def hopper_config(config: dict) -> dict:
         "PERSISTENT": config["HOPPER_PERSISTENT"],
         "PINGPONG": config["HOPPER_PINGPONG"],
         "DEFER_STORE": config.get("HOPPER_DEFER_STORE", False),
+        "TMA_STORE": config.get("HOPPER_TMA_STORE", False),
         "PROGRAMS": config.get("HOPPER_PROGRAMS", 0),  # persistent grid size override (tests)
     }
 
 
-def descriptors(q, k, v, block_n: int):
-    """TMA descriptors over the [rows, D] views: 64-row Q boxes (one candidate at one head), block_n-row K/V."""
+def descriptors(q, k, v, block_n: int, out=None):
+    """TMA descriptors over the [rows, D] views: 64-row Q boxes (one candidate at one head), block_n-row K/V,
+    and (out given) 64-row output boxes."""
     head_dim = q.shape[-1]
     gdt = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
 
@@ -440,7 +468,8 @@ def descriptors(q, k, v, block_n: int):
         layout = gl.NVMMASharedLayout.get_default_for([rows, head_dim], gdt)
         return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [rows, head_dim], layout)
 
-    return desc(q, ROWS.value), desc(k, block_n), desc(v, block_n)
+    descs = (desc(q, ROWS.value), desc(k, block_n), desc(v, block_n))
+    return descs if out is None else descs + (desc(out, ROWS.value),)
 
 
 def attention(q, k, v, cand_to_user, out, config: dict) -> torch.Tensor:
@@ -450,17 +479,20 @@ def attention(q, k, v, cand_to_user, out, config: dict) -> torch.Tensor:
     kv_len = k.shape[2]
     block_n = config["BLOCK_N"]
     tile = block_n * head_dim * q.element_size()
-    # K and V stages that fit next to the two Q boxes in 227 KB of shared memory (2 at least)
-    stages = max(2, min(config["STAGES"], (232448 - 1024 - 2 * ROWS.value * head_dim * q.element_size()) // (2 * tile)))
+    box = ROWS.value * head_dim * q.element_size()
+    # K and V stages that fit next to the two Q (and output) boxes in 227 KB of shared memory (2 at least)
+    fixed = 1024 + (4 if config.get("TMA_STORE") else 2) * box
+    stages = max(2, min(config["STAGES"], (232448 - fixed) // (2 * tile)))
     n_items = triton.cdiv(num_cands, 2) * heads
     programs = n_items
     if config["PERSISTENT"]:
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count
         programs = min(n_items, config.get("PROGRAMS") or config["PERSISTENT"] * sms)
-    q_desc, k_desc, v_desc = descriptors(q, k, v, block_n)
+    q_desc, k_desc, v_desc, o_desc = descriptors(q, k, v, block_n, out)
     _ikbo_fwd_hopper[(programs,)](
-        q_desc, k_desc, v_desc, out, cand_to_user, num_cands, heads, kv_len, 1.4426950408889634 / head_dim**0.5,
+        o_desc, q_desc, k_desc, v_desc, out, cand_to_user, num_cands, heads, kv_len, 1.4426950408889634 / head_dim**0.5,
         n_items, BLOCK_N=block_n, HEAD_D=head_dim, STAGES=stages, PERSISTENT=bool(config["PERSISTENT"]),
-        PINGPONG=bool(config["PINGPONG"]), DEFER_STORE=bool(config.get("DEFER_STORE")), num_warps=4,
+        PINGPONG=bool(config["PINGPONG"]), DEFER_STORE=bool(config.get("DEFER_STORE")),
+        TMA_STORE=bool(config.get("TMA_STORE")), num_warps=4,
     )  # fmt: skip
     return out

@@ -58,6 +58,7 @@ CONFIG = {
     "HOPPER_PERSISTENT": 1,  # 0: one program an item (two candidates at one head); 1: one program an SM
     "HOPPER_PINGPONG": True,  # the two consumer warpgroups take turns issuing their wgmma groups
     "HOPPER_DEFER_STORE": False,  # an item's output stored under the next item's first Q K^T (persistent)
+    "HOPPER_TMA_STORE": False,  # the output through shared memory and a TMA copy (else stores from registers)
     "BLOCK_M": 128,  # candidate rows a program owns
     "BLOCK_N": 64,  # user-history keys per inner step
     "num_warps": 8,  # warps a program
@@ -78,6 +79,7 @@ TUNABLES = {
     "HOPPER_PERSISTENT": [0, 1],
     "HOPPER_PINGPONG": [False, True],
     "HOPPER_DEFER_STORE": [False, True],
+    "HOPPER_TMA_STORE": [False, True],
     "BLOCK_M": [32, 64, 128, 256],
     "BLOCK_N": [32, 64, 128],
     "num_warps": [4, 8],

@@ -47,7 +47,15 @@ def test_hopper_config_from_the_kernel_config(hopper):
     text = (KERNELS / "ikbo_target_attention.py").read_text()
     assert '"IMPL": ' in text and "_ikbo_hopper.hopper_config(config)" in text
     config = {"HOPPER_BLOCK_N": 64, "HOPPER_STAGES": 3, "HOPPER_PERSISTENT": 0, "HOPPER_PINGPONG": False}
-    expected = {"BLOCK_N": 64, "STAGES": 3, "PERSISTENT": 0, "PINGPONG": False, "DEFER_STORE": False, "PROGRAMS": 0}
+    expected = {
+        "BLOCK_N": 64,
+        "STAGES": 3,
+        "PERSISTENT": 0,
+        "PINGPONG": False,
+        "DEFER_STORE": False,
+        "TMA_STORE": False,
+    }
+    expected["PROGRAMS"] = 0
     assert hopper.hopper_config(config) == expected
 
 
@@ -91,10 +99,11 @@ cands, heads, users, kv_len, dim, block_n = 8, 2, 2, 256, 128, 128
 q = torch.empty(cands, heads, 64, dim, dtype=torch.bfloat16)
 k = torch.empty(users, heads, kv_len, dim, dtype=torch.bfloat16)
 uid = torch.zeros(cands, dtype=torch.int64)
+q_desc, k_desc, v_desc, o_desc = hopper.descriptors(q, k, k, block_n, q)
 kernel = hopper._ikbo_fwd_hopper.warmup(
-    *hopper.descriptors(q, k, k, block_n), q, uid, cands, heads, kv_len, 0.1, cands,
+    o_desc, q_desc, k_desc, v_desc, q, uid, cands, heads, kv_len, 0.1, cands,
     BLOCK_N=block_n, HEAD_D=dim, STAGES=2, PERSISTENT=True, PINGPONG=True, DEFER_STORE=True,
-    num_warps=4, grid=(1,),
+    TMA_STORE=False, num_warps=4, grid=(1,),
 )
 open(sys.argv[2], "wb").write(kernel.asm["cubin"])
 open(sys.argv[2] + ".ptx", "w").write(kernel.asm["ptx"])
