@@ -75,12 +75,16 @@ def test_unscreened(unscreened, scratch, spec, name, monkeypatch):
     evaluator = unscreened
     if name == "fork_bomb":  # 150 forks of a process holding torch: over 25 s on a loaded 2-core machine
         evaluator = Evaluator(device="interpret", timeout_s=120, screen=False, scratch_root=scratch)
+    elif name == "sleeps_past_timeout":  # it sleeps for an hour: 10 s show the timeout as well as 25 s
+        evaluator = Evaluator(device="interpret", timeout_s=10, screen=False, scratch_root=scratch)
     result = evaluator.evaluate(spec, hostile.source)
     if hostile.unscreened == "correct":
         assert result.correct, f"{result.failure}: {result.message}"
     else:
         assert result.failure == hostile.unscreened, (result.failure, result.message)
         assert result.fitness == 0.0
+    if name == "sleeps_past_timeout":  # timed out in the candidate's own call, not before it
+        assert "float32 trial 0" in result.message, result.message
     assert "sk-test-secret-do-not-leak" not in result.log + result.message
     # Nothing of the candidate outlives its verdict, and nothing it wrote escaped its scratch.
     assert not _processes_under(scratch)  # run_script returns once every process of the run is gone
