@@ -595,7 +595,7 @@ def _ws_consumer_flat(
     tile g - 1 even when that tile ended the previous block, so a block's first softmax overlaps the
     previous block's last P V, and that block's epilogue (normalise, store) comes right after, with no
     gap in this warpgroup's stream of wgmma. Q is wgmma's shared-memory operand (two Q buffers, used in
-    turn: a block's Q is released after its last Q K^T), so only O, P and S are in registers. For the
+    turn: a block's Q is released at the next block's first step), so only O, P and S are in registers. For the
     program's first step the "previous" P V is a zero P times the current K tile (finite: a V buffer
     may hold anything), and its store is masked off. kv_smem: K stages 0 ... STAGES - 1, then V."""
     ROWS: gl.constexpr = 64
@@ -672,7 +672,6 @@ def _ws_consumer_flat(
         token = _turn_pass(token, OTHER, PINGPONG)
         s = warpgroup_mma_wait(1, deps=[s])
         mbarrier.arrive(k_free.index(stage))
-        mbarrier.arrive(q_free.index(qb), pred=j == n_tiles - 1)  # the block's last Q K^T is done
         p, alpha, m_i, l_i = _scores_to_p(
             s, m_i, l_i, m0 + rows_s, offs_n + j * BLOCK_N, seq_len, qk_scale, j >= n_full, CAUSAL
         )
@@ -681,6 +680,10 @@ def _ws_consumer_flat(
         mbarrier.arrive(v_free.index(prev), pred=g > 0)
         p_op = gl.convert_layout(p.to(dtype), p_layout)
         if j == 0:  # o is the previous block's finished output (none before the first block)
+            # The previous block's Q buffer is free (its last Q K^T is long done): the loader may bring the
+            # next block's Q into it. Released here rather than after that Q K^T's wait: an arrive there,
+            # even predicated off, costs a warpgroup barrier every step.
+            mbarrier.arrive(q_free.index(1 - qb), pred=bi > 0)
             out = o / gl.convert_layout(l_prev, row_o)[:, None]
             ptrs = O + (prev_row0 + rows_o)[:, None].to(gl.int64) * HEAD_D + cols_o[None, :]
             gl.store(ptrs, out.to(dtype), mask=(prev_m0 + rows_o < seq_len)[:, None])
