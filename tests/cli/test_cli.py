@@ -144,14 +144,23 @@ def test_run_preflight_stops_before_any_model_call_or_run(problem, tmp_path):
 # -- 3. problem files resize and evaluate ---------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "shape", ["batch_size=2,height=4", "batch_size=2,input_shape=8,16", "batch_size=2*2,input_shape=(8, 16)"]
-)
-def test_a_resized_problem_file_evaluates(problem, tmp_path, shape):
-    good = _cli(["eval", problem, tmp_path / "good.py", "--device", "interpret", "--shape", shape, "--json"], tmp_path)
+RESIZES = ["batch_size=2,height=4", "batch_size=2,input_shape=8,16", "batch_size=2*2,input_shape=(8, 16)"]
+
+
+def test_a_resized_problem_file_evaluates(problem, tmp_path):
+    """Each way of writing a --shape (a constant another derives from, a tuple in either spelling, an
+    expression): one eval of all three, each its own shape (one process start instead of three)."""
+    args = [a for shape in RESIZES for a in ("--shape", shape)]
+    good = _cli(["eval", problem, tmp_path / "good.py", "--device", "interpret", *args, "--json"], tmp_path)
     assert good.returncode == 0, good.stderr
     result = json.loads(good.stdout)
-    assert result["correct"] and result["fitness"] is None and result["shapes"][0]["correct"]
+    assert result["correct"] and result["fitness"] is None
+    assert [s["correct"] for s in result["shapes"]] == [True] * len(RESIZES)
+    assert [s["params"] for s in result["shapes"]] == [
+        {"batch_size": 2, "height": 4},
+        {"batch_size": 2, "input_shape": [8, 16]},
+        {"batch_size": 4, "input_shape": [8, 16]},
+    ]
 
 
 def test_eval_exit_1_on_a_wrong_kernel_without_speedup_wording(problem, tmp_path):
