@@ -316,6 +316,47 @@ HOPPER_CASES = [
 ]
 
 
+def probe(name: str) -> None:
+    """One Gluon variant in this process: once at the spec shape, then on HOPPER_CASES (also on 3
+    programs when persistent), a line printed before each launch so that a hang names its case."""
+    spec, kernel, ref, case = setup()
+    cfg = dict(BASE, **GLUON[name])
+    inputs = make_inputs(ref, 1)
+    expected = fp32_reference(ref, inputs)
+    kernel.CONFIG.clear()
+    kernel.CONFIG.update(cfg)
+    print(f"LAUNCH {name} spec", flush=True)
+    out = kernel.ModelNew()(*inputs)
+    torch.cuda.synchronize()
+    err = (out.float() - expected).abs().max().item()
+    print(f"{'DONE' if err <= 0.02 else 'WRONG'} {name} spec max_abs_err={err:.4f}", flush=True)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    bad = err > 0.02
+    for cands, users, heads, kv_len, dim, dtype, how in HOPPER_CASES:
+        if how == "random":
+            uid = torch.randint(0, users, (cands,), device="cuda", generator=gen)
+        elif how == "sorted_even":
+            uid = torch.arange(cands, device="cuda") * users // cands
+        else:
+            uid = torch.randint(0, users, (cands,), device="cuda", generator=gen).sort().values
+        q = torch.randn(cands, heads, 64, dim, device="cuda", dtype=dtype, generator=gen)
+        k = torch.randn(users, heads, kv_len, dim, device="cuda", dtype=dtype, generator=gen)
+        v = torch.randn(users, heads, kv_len, dim, device="cuda", dtype=dtype, generator=gen)
+        s = torch.einsum("chqd,chkd->chqk", q.float(), k[uid].float()) / dim**0.5
+        want = torch.einsum("chqk,chkd->chqd", s.softmax(-1), v[uid].float())
+        for programs in (0, 3) if cfg["HOPPER_PERSISTENT"] else (0,):
+            kernel.CONFIG["HOPPER_PROGRAMS"] = programs
+            label = f"C{cands} U{users} H{heads} L{kv_len} D{dim} {str(dtype)[6:]} {how} programs={programs or 'all'}"
+            print(f"LAUNCH {name} {label}", flush=True)
+            poison_allocator(want.numel() * 2)
+            got = kernel.ikbo_target_attention(q, k, v, uid)
+            torch.cuda.synchronize()
+            err = (got.float() - want).abs().max().item()
+            bad |= not err <= 0.02
+            print(f"{'DONE' if err <= 0.02 else 'WRONG'} {name} {label} max_abs_err={err:.4f}", flush=True)
+    print(f"{'FAIL' if bad else 'PASS'} {name}", flush=True)
+
+
 def check_hopper(out_dir: Path, variants: list[str] | None = None, shard: str = "0/1") -> None:
     """Every GLUON variant (and 3-program persistent runs) against the fp32 computation on HOPPER_CASES."""
     kernel = load_module(REPO / "knowledge_base" / "kernels" / f"{NAME}.py", f"kb_{NAME}_check")
@@ -392,12 +433,16 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     parser.add_argument("--warm-workers", type=int, default=12)
     parser.add_argument("--check-hopper", action="store_true", help="only check the Gluon variants on odd shapes")
+    parser.add_argument("--probe", default=None, help="one GLUON variant: spec shape then HOPPER_CASES, progress lines")
     parser.add_argument("--check-shard", default="0/1", help="i/n: this process checks every n-th variant from i")
     parser.add_argument("--warm-shard", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.warm_shard is not None:
         shard, shards = (int(x) for x in args.warm_shard.split("/"))
         warm(args.variants, shard, shards)
+        return
+    if args.probe:
+        probe(args.probe)
         return
     if args.check_hopper:
         names = None if args.variants in ("sweep", "gluon1") else SWEEPS.get(args.variants, args.variants.split(","))
