@@ -4,6 +4,7 @@ a synthetic 2,000-node run written through the repository, a headless chromium, 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -59,9 +60,27 @@ def _answer_prompts(folder: Path, stop: threading.Event) -> None:
 
 
 @pytest.fixture(scope="session")
-def real_run(tmp_path_factory):
-    """(folder, SQLite URL, run id) of a 2-node softmax search under the interpreter, model calls recorded."""
-    where = tmp_path_factory.mktemp("review-run")
+def real_run(tmp_path_factory, worker_id):
+    """(folder, SQLite URL, run id) of a 2-node softmax search under the interpreter, model calls recorded.
+    Made once a session: under pytest-xdist the first worker to need it makes it and the others read it
+    (tests review copies of its database: copy_of)."""
+    if worker_id == "master":
+        return _real_run(tmp_path_factory.mktemp("review-run"))
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent  # this session's, common to all its workers
+    with FileLock(str(shared / "review-run.lock")):
+        made = shared / "review-run.json"
+        if made.exists():
+            where, db, run_id = json.loads(made.read_text())
+            return Path(where), db, run_id
+        (where := shared / "review-run").mkdir()
+        where, db, run_id = _real_run(where)
+        made.write_text(json.dumps([str(where), db, run_id]))
+        return where, db, run_id
+
+
+def _real_run(where: Path) -> tuple[Path, str, str]:
     db = f"sqlite:///{where / 'runs.db'}"
     answers = where / "model"
     answers.mkdir()
