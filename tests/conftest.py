@@ -9,6 +9,23 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import pytest  # noqa: E402
 
 
+def pytest_configure(config):
+    """Tests marked `xdist_group` share a fixture too slow to make once per worker (a real search,
+    an exported op's tests, a campaign, a Ray cluster): under pytest-xdist a group runs on one
+    worker. pyproject's `-n auto` distributes with `--dist load`, which ignores the mark; loadgroup
+    is load (each other test dispatched on its own) plus the groups, the largest sent first."""
+    if getattr(config.option, "dist", "no") == "load":
+        config.option.dist = "loadgroup"
+    if getattr(config, "workerinput", {}).get("kernelevolve_loadgroup"):
+        config.option.loadgroup = True  # a worker: it names each test of a group after its group
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """(pytest-xdist, on the controller) A worker re-reads the command line, so it is told of loadgroup."""
+    node.workerinput["kernelevolve_loadgroup"] = node.config.option.dist == "loadgroup"
+
+
 @pytest.fixture(autouse=True)
 def _fresh_settings():
     """kernelevolve.settings reads the environment once per process: once per test here, so a test's

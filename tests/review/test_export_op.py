@@ -10,6 +10,10 @@ import pytest
 
 from tests.review.conftest import copy_of, kernelevolve
 
+# Three tests read one `exported` (two exports and their generated tests, torch.compile included):
+# made once, on one worker.
+pytestmark = pytest.mark.xdist_group("review-export-op")
+
 
 @pytest.fixture(scope="module")
 def exported(real_run, tmp_path_factory):

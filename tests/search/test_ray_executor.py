@@ -25,6 +25,7 @@ from tests.search.test_cli import CLI, OPERATOR
 
 # A throw-away local cluster: no token to hand around.
 RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+pytestmark = pytest.mark.xdist_group("ray-cluster")  # one Ray head (ray_address) for the module, on one worker
 
 
 @pytest.fixture(scope="module")
