@@ -1,6 +1,6 @@
 """Campaigns end to end under the Triton interpreter: `kernelevolve suite` over the twelve
-KernelBench-style problems in problems/, with the solution files in solutions/ and with a scripted
-model (a local OpenAI-compatible server), kill -9 and --resume, and `kernelevolve score`.
+KernelBench-style problems in problems/, with the solution files in solutions/, and over four of them
+with a scripted model (a local OpenAI-compatible server), kill -9 and --resume, and `kernelevolve score`.
 
 Expected counts come from the files: solutions/ holds correct kernels for seven problems and a
 wrong one (a minimum for a maximum) for max_dim2; four problems have no solution file.
@@ -89,6 +89,7 @@ def solutions_campaign(tmp_path_factory):
     return db, score["campaign_id"], score, proc.stderr
 
 
+@pytest.mark.xdist_group("campaign-solutions")  # its module fixture made once, on one worker
 def test_solutions_campaign_counts_passes_failures_and_skips(solutions_campaign):
     db, campaign_id, score, log = solutions_campaign
     assert score["total"] == 12 and score["correct"] == len(SOLVED)
@@ -118,6 +119,7 @@ def test_solutions_campaign_counts_passes_failures_and_skips(solutions_campaign)
     )
 
 
+@pytest.mark.xdist_group("campaign-solutions")  # its module fixture made once, on one worker
 def test_kill_9_mid_campaign_then_resume_scores_as_uninterrupted(tmp_path, solutions_campaign):
     """A campaign killed with SIGKILL after some problems finished resumes where it stood: finished
     problems are not evaluated again, and its score matches the uninterrupted campaign's."""
@@ -192,31 +194,48 @@ def _model_env(tmp: Path, server) -> dict:
 SEARCH = ["--model", "openai:scripted", "--budget", "1", "--drafts", "1", "--device", "interpret", "--no-model-check"]
 
 
+# The search campaign's problems: one of each outcome (a correct draft, a wrong one, no code) and a
+# matmul scaled for the interpreter. The solutions campaign above evaluates all twelve problems' files.
+SCRIPTED = ["bmm", "matmul", "max_dim2", "relu"]
+
+
 @pytest.fixture(scope="module")
 def scripted_campaign(tmp_path_factory):
-    """One uninterrupted search campaign over all twelve problems with the scripted model."""
+    """One uninterrupted search campaign over four of the problems with the scripted model."""
     tmp = tmp_path_factory.mktemp("scripted")
     model = ScriptedModel()
     with FakeLLMServer(model) as server:
         proc = _cli(
-            ["suite", str(PROBLEMS), *SEARCH, "--parallel", "2", "--db", f"sqlite:///{tmp / 's.db'}", "--json"],
+            [
+                "suite",
+                *(str(PROBLEMS / f"{n}.py") for n in SCRIPTED),
+                *SEARCH,
+                "--parallel",
+                "2",
+                "--db",
+                f"sqlite:///{tmp / 's.db'}",
+                "--json",
+            ],
             _model_env(tmp, server),
         )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout), model.asked, proc.stderr
 
 
+@pytest.mark.xdist_group("campaign-scripted")  # its module fixture made once, on one worker
 def test_scripted_model_campaign(scripted_campaign):
     score, asked, log = scripted_campaign
-    assert sorted(asked) == sorted(SOLVED | WRONG | UNSOLVED)  # one draft per problem, nothing else
-    assert score["kind"] == "search" and score["total"] == 12 and score["correct"] == len(SOLVED)
-    assert score["failures"] == {"incorrect": 1, "no_code": len(UNSOLVED)}
+    assert sorted(asked) == SCRIPTED  # one draft per problem, nothing else
+    assert score["kind"] == "search" and score["total"] == 4 and score["correct"] == 2
+    assert score["failures"] == {"incorrect": 1, "no_code": 1}
     problems = _by_name(score)
-    assert {n for n, p in problems.items() if p["correct"]} == SOLVED
+    assert {n for n, p in problems.items() if p["correct"]} == SOLVED & set(SCRIPTED)
+    assert problems["matmul"]["shapes"] == "M=32,K=64,N=64"  # scaled for the interpreter, as with --solutions
     assert all(p["nodes"] == 1 and p["run_id"] for p in problems.values())
     assert re.search(r"\] relu: node 0 draft: correct \(untimed\)", log)  # live progress per node
 
 
+@pytest.mark.xdist_group("campaign-scripted")  # its module fixture made once, on one worker
 def test_kill_9_mid_search_campaign_then_resume(tmp_path, scripted_campaign):
     """The same with searches: killed after some problems finished, resumed with the model still
     there; the problems' results equal the uninterrupted campaign's."""
