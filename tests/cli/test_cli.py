@@ -380,9 +380,9 @@ def test_preflight_names_a_reference_that_raises(tmp_path):
 
 def test_preflight_names_a_reference_too_slow_for_the_timeout(tmp_path):
     ref = _reference(tmp_path, "slow.py", "        time.sleep(600)\n        return x")
-    proc = _cli(["eval", ref, tmp_path / "good.py", "--device", "interpret", "--timeout", "10"], tmp_path)
+    proc = _cli(["eval", ref, tmp_path / "good.py", "--device", "interpret", "--timeout", "5"], tmp_path)
     line = _one_line_error(proc)
-    assert "the reference slow.py cannot run" in line and "no result after 10s" in line
+    assert "the reference slow.py cannot run" in line and "no result after 5s" in line
 
 
 def test_preflight_on_a_module_without_constants_says_so(tmp_path):
