@@ -79,11 +79,17 @@ CONFIG = {
     # each of a 128-row block, Q in registers, 240 registers) run on their own (HOPPER_BLOCK_N, _STAGES).
     # Third call: 11% (full) and 17% (causal) faster than the best non-WS configuration.
     "HOPPER_WS": True,
-    # HOPPER_WS: one program an SM taking 128-row blocks in turn (else one a block). Not tuned: in the H200
-    # check (round 4 call 5) one causal case of 20 was wrong before a proxy fence was added, not re-run since.
-    "HOPPER_PERSISTENT": False,
+    # HOPPER_WS: 0 = one program a 128-row block; 1 = one program an SM taking work units (causal: a heavy
+    # and a light block of one head) in turn, a loop of blocks; 2 = the same with one loop over all of a
+    # program's key tiles, the next block's first Q K^T issued with the previous block's last P V (Q a
+    # shared-memory wgmma operand, two buffers). 1 and 2: compiled for sm_90a, not yet run on a GPU (issue
+    # 17 session 6: bench/results/attention_issue17_session6/flash_README.md); round 4's 1 was wrong in 1 of
+    # 20 checks before its proxy fence.
+    "HOPPER_PERSISTENT": 0,
     # HOPPER_WS: the two consumer warpgroups take turns issuing their wgmma (FlashAttention-3's ping-pong,
     # named barriers 8 and 9): one warpgroup's softmax runs while the other's products are on the tensor cores.
+    # Compiled for sm_90a (each turn issues its wgmma, SASS checked by tests/kernels/test_flash_hopper.py), not
+    # yet run on a GPU.
     "HOPPER_PINGPONG": False,
 }
 
@@ -102,8 +108,8 @@ TUNABLES = {
     "HOPPER_STAGES": [2, 3],
     "HOPPER_Q_IN_REGS": [False, True],
     "HOPPER_WS": [False, True],
-    "HOPPER_PERSISTENT": [False],  # True not verified on a GPU since its fix (see CONFIG)
-    "HOPPER_PINGPONG": [False, True],
+    "HOPPER_PERSISTENT": [0],  # 1, 2: not yet run on a GPU (see CONFIG)
+    "HOPPER_PINGPONG": [False],  # True: not yet run on a GPU (see CONFIG)
 }
 
 
