@@ -39,6 +39,11 @@ Choices that matter for speed:
   128-row Q TMA tile, which [C, H, Lq, D] queries only give after a head-major copy of Q; on the
   H200 that kernel alone took 280 us (BLOCK_N 128) against 288 us for the default, but the copy
   (87 us) and the fix-up launch (13.5 us) make the path 0.38-0.41 ms: off by default.
+- IMPL "gluon" (issue 17 session 6, not yet measured on a GPU, so off by default): _ikbo_hopper.py's
+  Gluon kernel, a loader warp and two consumer warpgroups with one candidate (one 64-row Q box of the
+  [C*H*Lq, D] view) each, so no head-major copy; each consumer runs the async-wgmma pipelined loop
+  (softmax of one key tile under the previous tile's P V), optionally ping-ponging with the other
+  (named barriers), persistent, with deferred or TMA output stores (HOPPER_* keys).
 """
 
 import torch
