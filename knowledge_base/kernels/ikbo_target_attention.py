@@ -39,7 +39,8 @@ Choices that matter for speed:
   128-row Q TMA tile, which [C, H, Lq, D] queries only give after a head-major copy of Q; on the
   H200 that kernel alone took 280 us (BLOCK_N 128) against 288 us for the default, but the copy
   (87 us) and the fix-up launch (13.5 us) make the path 0.38-0.41 ms: off by default.
-- IMPL "gluon" (issue 17 session 6, not yet measured on a GPU, so off by default): _ikbo_hopper.py's
+- IMPL "gluon" (the default on Hopper; issue 17 session 6: 0.2354 ms = 584 TFLOP/s on an H200 by
+  do_bench with the L2 flushed, 0.228 ms = 603 TFLOP/s through kernelevolve eval): _ikbo_hopper.py's
   Gluon kernel, a loader warp and two consumer warpgroups with one candidate (one 64-row Q box of the
   [C*H*Lq, D] view) each, so no head-major copy; each consumer runs the async-wgmma pipelined loop
   (softmax of one key tile under the previous tile's P V), optionally ping-ponging with the other
@@ -57,13 +58,15 @@ import _ikbo_hopper
 CONFIG = {
     # "gluon": on a Hopper GPU with 64 queries a candidate, _ikbo_hopper.py's warp-specialised kernel
     # (HOPPER_* settings); everywhere else (and under the interpreter) the tl kernel below (the other keys).
-    "IMPL": "triton",
+    # H200, issue 17 session 6 (bench/results/attention_issue17_session6/ikbo_README.md): gluon, BLOCK_N 128,
+    # 2 stages, persistent, ping-pong, TMA store 0.2354 ms (584 TFLOP/s) against the tl kernel's 0.2945.
+    "IMPL": "gluon",
     "HOPPER_BLOCK_N": 128,  # keys a step
     "HOPPER_STAGES": 2,  # K/V tiles in flight (TMA ring buffers)
     "HOPPER_PERSISTENT": 1,  # 0: one program an item (two candidates at one head); 1: one program an SM
     "HOPPER_PINGPONG": True,  # the two consumer warpgroups take turns issuing their wgmma groups
     "HOPPER_DEFER_STORE": False,  # an item's output stored under the next item's first Q K^T (persistent)
-    "HOPPER_TMA_STORE": False,  # the output through shared memory and a TMA copy (else stores from registers)
+    "HOPPER_TMA_STORE": True,  # the output through shared memory and a TMA copy (else stores from registers)
     "BLOCK_M": 128,  # candidate rows a program owns
     "BLOCK_N": 64,  # user-history keys per inner step
     "num_warps": 8,  # warps a program
