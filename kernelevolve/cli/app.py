@@ -157,6 +157,8 @@ def shapes_or_fail(spec, shape_options: list[str] | None) -> list[dict] | None:
 
 def resolve_device(device: str | None) -> str:
     """`cuda` when asked for and present; default: cuda if a GPU is visible, else interpret."""
+    if device == "interpret":  # no torch import: seconds saved in every interpreter run's parent process
+        return device
     import torch
 
     if device is None:
