@@ -65,29 +65,30 @@ CONFIG = {  # H200 (bench/results/attention_issue17_h200_round3): prepass 0.385 
     "LAZY_RESCALE": False,  # prepass: rescale acc and l only when a row max grows by more than 2^8 (flash_attention.py)
     # prepass on a Hopper GPU: "gluon" = _flash_hopper.py's kernel (async wgmma, softmax overlapping P V)
     # with the HOPPER_* tiles; "triton" = the tl kernel _mqa_bf16_attention (also used everywhere else).
-    # H200 round 4: the tl kernel stays (0.380 / 0.542-0.572 ms causal / full); the Gluon kernels, warp-
-    # specialised included, 0.391-0.405 / 0.589-0.63 (blocks of only 1-8 key tiles at S = 1024).
-    "IMPL": "triton",
+    # H200 round 4: tl kernel 0.380 / 0.542-0.572 ms causal / full, one-block Gluon kernels 0.391-0.405 /
+    # 0.589-0.63 (blocks of only 1-8 key tiles at S = 1024). Session 6: warp-specialised, persistent across
+    # blocks (HOPPER_PERSISTENT 2) with ping-pong 0.338 / 0.518 ms (tl 0.380 / 0.562 in the same run).
+    "IMPL": "gluon",
     "HOPPER_BLOCK_M": 128,
-    "HOPPER_BLOCK_N": 64,
+    "HOPPER_BLOCK_N": 128,
     "HOPPER_WARPS": 4,
     "HOPPER_STAGES": 2,
     "HOPPER_Q_IN_REGS": False,  # Q K^T with Q as the register operand (Q read from shared memory once)
     # Warp-specialised Gluon kernel: a loader warp issues the TMA copies, two consumer warpgroups (64 rows
     # each of a 128-row block, Q in registers, 240 registers) run on their own (HOPPER_BLOCK_N, _STAGES).
-    "HOPPER_WS": False,
+    "HOPPER_WS": True,
     # HOPPER_WS: 0 = one program a 128-row block; 1 = one program an SM taking work units (causal: a heavy
     # and a light block of one head) in turn, a loop of blocks; 2 = the same with one loop over all of a
     # program's key tiles, the next block's first Q K^T issued with the previous block's last P V (Q a
-    # shared-memory wgmma operand, two buffers). 1 and 2: compiled for sm_90a, not yet run on a GPU (issue
-    # 17 session 6: bench/results/attention_issue17_session6/flash_README.md); round 4's 1 was wrong in 1 of
-    # 20 checks before its proxy fence.
-    "HOPPER_PERSISTENT": 0,
+    # shared-memory wgmma operand, two buffers). H200, issue 17 session 6 (bench/results/
+    # attention_issue17_session6/flash_README.md): all correct (spec and ragged shapes); flash best with 1 +
+    # PINGPONG (1.62 / 1.04 ms full / causal, 1.12x / 1.00x cuDNN; kernelevolve eval 1.008x / 1.007x), the
+    # int8 prefill with 2 + PINGPONG (0.90x bf16 SDPA; eval 0.93x / 0.95x).
+    "HOPPER_PERSISTENT": 2,
     # HOPPER_WS: the two consumer warpgroups take turns issuing their wgmma (FlashAttention-3's ping-pong,
     # named barriers 8 and 9): one warpgroup's softmax runs while the other's products are on the tensor cores.
-    # Compiled for sm_90a (each turn issues its wgmma, SASS checked by tests/kernels/test_flash_hopper.py), not
-    # yet run on a GPU.
-    "HOPPER_PINGPONG": False,
+    # Each turn issues its wgmma (SASS checked by tests/kernels/test_flash_hopper.py); correct on the H200.
+    "HOPPER_PINGPONG": True,
 }
 
 TUNABLES = {
@@ -106,8 +107,8 @@ TUNABLES = {
     "HOPPER_STAGES": [2, 3],
     "HOPPER_Q_IN_REGS": [False, True],
     "HOPPER_WS": [False, True],
-    "HOPPER_PERSISTENT": [0],  # 1, 2: not yet run on a GPU (see CONFIG)
-    "HOPPER_PINGPONG": [False],  # True: not yet run on a GPU (see CONFIG)
+    "HOPPER_PERSISTENT": [0, 1, 2],
+    "HOPPER_PINGPONG": [False, True],
 }
 
 

@@ -331,7 +331,7 @@ def main() -> None:
         spec = REPO / "specs" / f"{OPS[op]}.yaml"
         try:
             proc = subprocess.run(
-                ["kernelevolve", "eval", str(spec), str(path), "--device", "cuda", "--json"],
+                [sys.executable, "-m", "kernelevolve", "eval", str(spec), str(path), "--device", "cuda", "--json"],
                 capture_output=True, text=True, timeout=max(20.0, min(60.0, left)), cwd=REPO,
             )  # fmt: skip
             (out / f"flash_eval_{OPS[op]}.json").write_text(proc.stdout)
