@@ -28,9 +28,10 @@ Choices that matter for speed:
   the same algorithm with the wgmma issued asynchronously by hand, so that a tile's softmax runs
   while the previous tile's P V product is on the tensor cores (Triton 3.6's tl.dot waits for
   every wgmma at once, and tl.range(warp_specialize=True) does not compile for sm_90), and warp
-  specialised (HOPPER_WS: a loader warp, two consumer warpgroups of 64 rows): on an H200 at
-  B4 H32 S4096 D128, 0.98x SDPA (cuDNN) full and 1.00-1.04x causal (two runs), against 0.86-0.88x
-  for the tl kernel.
+  specialised (HOPPER_WS: a loader warp, two consumer warpgroups of 64 rows), persistent (one program
+  an SM taking equal-cost work units) with ping-pong between the consumers: on an H200 at B4 H32 S4096
+  D128, kernelevolve eval 1.008x / 1.007x (full / causal) of the compiled SDPA reference, 1.12x / 1.00x
+  of SDPA's cuDNN backend in bench/results/attention_issue17_session6, against 0.86-0.88x for the tl kernel.
   HOPPER_* keys are its settings. Everywhere else (and under the interpreter) the tl kernel below runs.
 - Occupancy decides on Hopper for the tl kernel. At head dim 128, BLOCK_M=128 with num_warps=4 (about 255 registers
   per thread, no spills) and num_stages=2 (96 KB of shared memory) lets two programs share an SM;
