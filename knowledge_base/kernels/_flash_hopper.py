@@ -36,15 +36,15 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
-    tma,
     warpgroup_mma,
     warpgroup_mma_wait,
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-# The TMA tile load: Triton 3.6 names it async_copy_global_to_shared; later releases call it
-# async_load (same arguments) and make the old name raise.
-_tma_load = getattr(tma, "async_load", tma.async_copy_global_to_shared)
+from _hopper_gluon import tma_load as _tma_load
+from _hopper_gluon import turn_pass as _turn_pass
+from _hopper_gluon import turn_wait as _turn_wait
+from _hopper_gluon import wgmma_wait_behind as _wait_after
 
 
 def usable(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
@@ -91,21 +91,6 @@ def _scores_to_p(s, m_i, l_i, offs_m, cols, seq_len, qk_scale, masked, CAUSAL: g
     alpha = gl.exp2(m_i - m_new)
     l_i = l_i * alpha + gl.sum(p, 1)
     return p, alpha, m_new, l_i
-
-
-@gluon.jit
-def _wait_after(x):
-    """wgmma.wait_group 0 placed after x is computed. ptxas hoists a plain wait to the top of its basic
-    block, above the softmax it should overlap; here the wait sits behind a branch on x (never
-    taken: x is a sum of exponentials, never negative), which it cannot hoist over."""
-    return gl.inline_asm_elementwise(
-        "{ .reg .pred neg; setp.lt.f32 neg, $1, 0f00000000; @neg bra skip; wgmma.wait_group.sync.aligned 0; skip: mov.b32 $0, $1; }",
-        "=r,r",
-        [x],
-        dtype=gl.float32,
-        is_pure=False,
-        pack=1,
-    )
 
 
 @gluon.jit
@@ -374,36 +359,6 @@ def _ws_load_block(
         _tma_load(v_desc, [row, 0], v_ready.index(stage), kv_smem.index(STAGES + stage))
         it += 1
     return it
-
-
-@gluon.jit
-def _named_barrier(token, ASM: gl.constexpr):
-    """One named-barrier instruction (bar.sync / bar.arrive id, threads) per thread: token is a scalar,
-    so the inline asm is emitted once; is_pure=False keeps it in program order with the wgmma issues."""
-    return gl.inline_asm_elementwise(ASM + " mov.b32 $0, $1;", "=r,r", [token], dtype=gl.int32, is_pure=False, pack=1)
-
-
-@gluon.jit
-def _turn_wait(token, ME: gl.constexpr, PINGPONG: gl.constexpr):
-    """PINGPONG: wait for my turn to issue wgmma (named barrier 8 + ME, 256 threads: my 128 threads'
-    bar.sync and the other consumer's 128 threads' bar.arrive)."""
-    if PINGPONG:
-        if ME == 0:
-            token = _named_barrier(token, "bar.sync 8, 256;")
-        else:
-            token = _named_barrier(token, "bar.sync 9, 256;")
-    return token
-
-
-@gluon.jit
-def _turn_pass(token, OTHER: gl.constexpr, PINGPONG: gl.constexpr):
-    """PINGPONG: the other consumer's turn (arrive on its barrier)."""
-    if PINGPONG:
-        if OTHER == 0:
-            token = _named_barrier(token, "bar.arrive 8, 256;")
-        else:
-            token = _named_barrier(token, "bar.arrive 9, 256;")
-    return token
 
 
 @gluon.jit

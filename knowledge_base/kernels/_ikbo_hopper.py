@@ -44,8 +44,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-# Triton 3.6 names the TMA tile load async_copy_global_to_shared; later releases call it async_load.
-_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+from _hopper_gluon import tma_load as _tma_load
+from _hopper_gluon import turn_pass as _turn_pass
+from _hopper_gluon import turn_wait as _turn_wait
+from _hopper_gluon import wgmma_wait_behind as _wgmma_wait_behind
 
 ROWS = gl.constexpr(64)  # query rows a consumer warpgroup owns: one candidate's queries at one head
 
@@ -136,35 +138,6 @@ def _token():
 
 
 @gluon.jit
-def _named_barrier(token, ASM: gl.constexpr):
-    """Run one barrier instruction per thread (token: one element a thread); returns the token."""
-    return gl.inline_asm_elementwise(ASM + " mov.b32 $0, $1;", "=r,r", [token], dtype=gl.int32, is_pure=False, pack=1)
-
-
-@gluon.jit
-def _turn_wait(token, ME: gl.constexpr, PINGPONG: gl.constexpr):
-    """PINGPONG: wait until the other consumer has issued its wgmma group (bar.sync on my barrier:
-    my 128 threads plus its 128 arrivals)."""
-    if PINGPONG:
-        if ME == 0:
-            token = _named_barrier(token, "bar.sync 8, 256;")
-        else:
-            token = _named_barrier(token, "bar.sync 9, 256;")
-    return token
-
-
-@gluon.jit
-def _turn_pass(token, ME: gl.constexpr, PINGPONG: gl.constexpr):
-    """PINGPONG: let the other consumer issue its next wgmma group (arrive on its barrier)."""
-    if PINGPONG:
-        if ME == 0:
-            token = _named_barrier(token, "bar.arrive 9, 256;")
-        else:
-            token = _named_barrier(token, "bar.arrive 8, 256;")
-    return token
-
-
-@gluon.jit
 def _softmax_step(s, m_i, l_i, cols, kv_len, qk_scale, masked):
     """Fold a raw score tile into the running (max, sum): P (fp32), O's rescale alpha, new max and sum.
     `masked` (runtime: the ragged last key tile) drops columns past kv_len (the next head's rows)."""
@@ -175,21 +148,6 @@ def _softmax_step(s, m_i, l_i, cols, kv_len, qk_scale, masked):
     alpha = gl.exp2(m_i - m_new)
     l_i = l_i * alpha + gl.sum(p, 1)
     return p, alpha, m_new, l_i
-
-
-@gluon.jit
-def _wgmma_wait_behind(x):
-    """`wgmma.wait_group 0` after x is computed: behind a branch on x (a sum of exponentials, never
-    negative, so never taken) that ptxas cannot hoist the wait over."""
-    return gl.inline_asm_elementwise(
-        "{ .reg .pred skipw; setp.lt.f32 skipw, $1, 0f00000000; @skipw bra done; "
-        "wgmma.wait_group.sync.aligned 0; done: mov.b32 $0, $1; }",
-        "=r,r",
-        [x],
-        dtype=gl.float32,
-        is_pure=False,
-        pack=1,
-    )
 
 
 @gluon.jit
@@ -288,14 +246,14 @@ def _consumer(
 
         if ME == 1:
             if turns:
-                token = _turn_pass(token, 1, PINGPONG)  # consumer 0 issues first
+                token = _turn_pass(token, 0, PINGPONG)  # consumer 0 issues first
         stage = it % STAGES
         mbarrier.wait(k_ready.index(stage), (it // STAGES) & 1)
         if turns:
             token = _turn_wait(token, ME, PINGPONG)
         s = warpgroup_mma(q_op, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
         if turns:
-            token = _turn_pass(token, ME, PINGPONG)
+            token = _turn_pass(token, 1 - ME, PINGPONG)
         if DEFER_STORE:  # masked, not branched: ptxas waits for an in-flight wgmma at a branch
             _store_rows(O, o_desc, o_smem, o, l_i, done_cand, done_h, (done_cand < num_cands) & (bi > 0), num_cands,
                         num_heads, rows, cols_d, row_o, TMA_STORE)  # fmt: skip
@@ -318,7 +276,7 @@ def _consumer(
             o = o * gl.convert_layout(alpha, row_o)[:, None]  # O is not in flight here
             o = warpgroup_mma(p_op, v_smem.index(prev), o, is_async=True)
             if turns:
-                token = _turn_pass(token, ME, PINGPONG)
+                token = _turn_pass(token, 1 - ME, PINGPONG)
             s = warpgroup_mma_wait(1, deps=[s])  # S_j done, P_{j-1} V_{j-1} may still run
             mbarrier.arrive(k_free.index(stage))
             p, alpha, m_i, l_i = _softmax_step(
@@ -336,7 +294,7 @@ def _consumer(
         o = warpgroup_mma(p_op, v_smem.index(last % STAGES), o, is_async=True)
         if ME == 0:
             if turns:
-                token = _turn_pass(token, 0, PINGPONG)  # consumer 1's last group; consumer 1 passes no more
+                token = _turn_pass(token, 1, PINGPONG)  # consumer 1's last group; consumer 1 passes no more
         o, p_op = warpgroup_mma_wait(0, deps=[o, p_op])
         mbarrier.arrive(v_free.index(last % STAGES))
         it = _release_tiles(k_ready, v_ready, k_free, v_free, it + n_kv, after, STAGES)
