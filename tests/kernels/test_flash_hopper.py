@@ -9,16 +9,15 @@ wgmma wait above them), without spills.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from kernelevolve.paths import KNOWLEDGE_BASE
+from tests.kernels.sm90 import compile_script, tool
 
 KERNELS = KNOWLEDGE_BASE / "kernels"
 
@@ -58,28 +57,7 @@ def test_hopper_config_from_kernel_configs(hopper):
 # Run in a fresh interpreter: with TRITON_INTERPRET set when triton is imported (as in this suite),
 # Gluon's own helper functions are interpreter objects and nothing compiles.
 COMPILE = """
-import sys
-import torch
-from triton.backends.compiler import GPUTarget
-from triton.experimental.gluon import language as gl
-from triton.runtime import driver
-
-sys.path.insert(0, sys.argv[1])
 import _flash_hopper as hopper
-
-
-class HopperTarget:  # just enough of a driver for the JIT to compile (not launch) for sm_90a
-    def get_current_device(self):
-        return 0
-
-    def get_current_stream(self, device=None):
-        return 0
-
-    def get_current_target(self):
-        return GPUTarget("cuda", 90, 32)
-
-
-driver.set_active(HopperTarget())
 batch, heads, seq, dim, rows = 1, 2, 4096, 128, 128
 q = torch.empty(batch, heads, seq, dim, dtype=torch.bfloat16)
 
@@ -104,27 +82,19 @@ open(sys.argv[2], "wb").write(kernel.asm["cubin"])
 """
 
 
-def _tool(name: str) -> Path:
-    import triton
-
-    return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
-
-
 def _compile_sass(tmp_path, which: str) -> str:
     """The kernel compiled for sm_90a, its SASS; asserts no spills."""
     cubin = tmp_path / "k.cubin"
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
-    subprocess.run([sys.executable, "-c", COMPILE, str(KERNELS), str(cubin), which], env=env, check=True, timeout=300)
+    compile_script(COMPILE, [str(KERNELS), str(cubin), which], tmp_path / "cache")
     usage = subprocess.run(
-        [_tool("cuobjdump"), "--dump-resource-usage", cubin], capture_output=True, text=True, check=True
+        [tool("cuobjdump"), "--dump-resource-usage", cubin], capture_output=True, text=True, check=True
     ).stdout
     regs = int(re.search(r"REG:(\d+)", usage).group(1))
     assert regs <= 255 and "LOCAL:0" in usage and "STACK:0" in usage, usage  # no spills
-    return subprocess.run([_tool("nvdisasm"), "-c", cubin], capture_output=True, text=True, check=True).stdout
+    return subprocess.run([tool("nvdisasm"), "-c", cubin], capture_output=True, text=True, check=True).stdout
 
 
-@pytest.mark.skipif(not _tool("nvdisasm").exists(), reason="Triton's nvdisasm not shipped here")
+@pytest.mark.skipif(not tool("nvdisasm").exists(), reason="Triton's nvdisasm not shipped here")
 def test_compiles_for_sm90_with_softmax_before_the_wait(tmp_path):
     sass = _compile_sass(tmp_path, "plain")
     # The key loop: after its wait for S_j (1 group left in flight), the exponentials of the tile come
@@ -134,7 +104,7 @@ def test_compiles_for_sm90_with_softmax_before_the_wait(tmp_path):
     assert before_wait.count("MUFU.EX2") >= 64, "softmax not overlapping the P V wgmma"
 
 
-@pytest.mark.skipif(not _tool("nvdisasm").exists(), reason="Triton's nvdisasm not shipped here")
+@pytest.mark.skipif(not tool("nvdisasm").exists(), reason="Triton's nvdisasm not shipped here")
 def test_warp_specialised_pingpong_compiles_for_sm90(tmp_path):
     """The persistent ping-pong kernel (causal, PERSISTENT=2: one loop over all of a program's tiles): each
     consumer issues its wgmma only inside its turn (between bar.sync on its named barrier and bar.arrive on

@@ -10,7 +10,6 @@ the P V wgmma, with the ping-pong named barriers on ids the compiler's own barri
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import pytest
 import torch
 
 from kernelevolve.paths import KNOWLEDGE_BASE
+from tests.kernels.sm90 import compile_script, tool
 
 from .conftest import load_kernel, load_reference, poisoned_allocations
 
@@ -74,27 +74,7 @@ def test_gluon_config_falls_back_to_the_tl_kernel_on_cpu(tmp_path):
 # Run in a fresh interpreter: with TRITON_INTERPRET set when triton is imported (as in this suite),
 # Gluon's helpers are interpreter objects and nothing compiles.
 COMPILE = """
-import sys
-import torch
-from triton.backends.compiler import GPUTarget
-from triton.runtime import driver
-
-sys.path.insert(0, sys.argv[1])
 import _ikbo_hopper as hopper
-
-
-class HopperTarget:  # just enough of a driver for the JIT to compile (not launch) for sm_90a
-    def get_current_device(self):
-        return 0
-
-    def get_current_stream(self, device=None):
-        return 0
-
-    def get_current_target(self):
-        return GPUTarget("cuda", 90, 32)
-
-
-driver.set_active(HopperTarget())
 cands, heads, users, kv_len, dim, block_n = 8, 2, 2, 256, 128, 128
 q = torch.empty(cands, heads, 64, dim, dtype=torch.bfloat16)
 k = torch.empty(users, heads, kv_len, dim, dtype=torch.bfloat16)
@@ -110,27 +90,19 @@ open(sys.argv[2] + ".ptx", "w").write(kernel.asm["ptx"])
 """
 
 
-def _tool(name: str) -> Path:
-    import triton
-
-    return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
-
-
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    if not _tool("nvdisasm").exists():
+    if not tool("nvdisasm").exists():
         pytest.skip("Triton's nvdisasm not shipped here")
     tmp = tmp_path_factory.mktemp("ikbo_hopper")
     cubin = tmp / "k.cubin"
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(tmp / "cache")
-    subprocess.run([sys.executable, "-c", COMPILE, str(KERNELS), str(cubin)], env=env, check=True, timeout=300)
+    compile_script(COMPILE, [str(KERNELS), str(cubin)], tmp / "cache")
     return cubin
 
 
 def test_compiles_for_sm90_without_spills(compiled):
     usage = subprocess.run(
-        [_tool("cuobjdump"), "--dump-resource-usage", compiled], capture_output=True, text=True, check=True
+        [tool("cuobjdump"), "--dump-resource-usage", compiled], capture_output=True, text=True, check=True
     ).stdout
     assert int(re.search(r"REG:(\d+)", usage).group(1)) <= 255 and "LOCAL:0" in usage, usage
 
@@ -142,13 +114,13 @@ def test_no_stack_frame_on_the_measured_triton(compiled):
         # Triton 3.9 keeps a 48-byte stack frame in this kernel; 3.6 is the release measured on the H200.
         pytest.skip(f"stack frame checked on Triton 3.6 only (this is {triton.__version__})")
     usage = subprocess.run(
-        [_tool("cuobjdump"), "--dump-resource-usage", compiled], capture_output=True, text=True, check=True
+        [tool("cuobjdump"), "--dump-resource-usage", compiled], capture_output=True, text=True, check=True
     ).stdout
     assert "STACK:0" in usage, usage
 
 
 def test_each_consumer_runs_its_softmax_before_the_p_v_wait(compiled):
-    sass = subprocess.run([_tool("nvdisasm"), "-c", compiled], capture_output=True, text=True, check=True).stdout
+    sass = subprocess.run([tool("nvdisasm"), "-c", compiled], capture_output=True, text=True, check=True).stdout
     # The key loop of each of the two consumers: after the wait for S_j (1 group left in flight), the
     # tile's 64 exponentials (and alpha's) come before the wait for P_{j-1} V_{j-1} (0 left).
     loops = sass.split("WARPGROUP.DEPBAR.LE gsb0, 0x1")[1:]
