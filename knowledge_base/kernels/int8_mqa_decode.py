@@ -49,6 +49,8 @@ import triton.language as tl
 from _int8_kv import int8_scores, int8_update, load_scales
 from _launch_heuristics import sm_count
 
+import _decode_hopper
+
 # H200 round 4 (bench/results/attention_issue17_h200_round4/decode_README.md): device time per call
 # in a CUDA graph with L2 flushed at B256 KV1024 / B128 KV2048 / B64 KV4096 / B64 KV4096 Q_LEN 4,
 # this CONFIG: 29.2 / 32.2 / 36.0 / 50.0 us (2.3 / 2.1 / 1.9 / 1.4 TB/s of KV cache; 1.3-1.5x SDPA
@@ -96,6 +98,16 @@ CONFIG = {
     # memory by the pipeliner and read back: less shared-memory traffic per KV byte. Round 4: 37%
     # slower at B256 (the register tile is repacked byte by byte: 80% more instructions).
     "V_IN_REGS": False,
+    # "auto": on a Hopper GPU with 16 packed query rows and head dim 128, _decode_hopper.py's Gluon
+    # kernel (K/V tiles in registers only, int8 MMA for q K^T); elsewhere this file's tl kernel.
+    # "triton": always the tl kernel.
+    "IMPL": "auto",
+    # The Gluon kernel: warps per program (each streams its own keys), keys per warp and step, steps
+    # whose loads are issued together, and programs per SM the split count aims at.
+    "REGS_WARPS": 4,
+    "REGS_KEYS": 16,
+    "REGS_UNROLL": 1,
+    "REGS_CTAS_PER_SM": 3,
 }
 
 TUNABLES = {
@@ -110,6 +122,11 @@ TUNABLES = {
     "LAUNCH": ["jit", "cached"],
     "WARP_SPLIT": [False, True],
     "V_IN_REGS": [False, True],
+    "IMPL": ["auto", "triton"],
+    "REGS_WARPS": [2, 4, 8],
+    "REGS_KEYS": [16, 32],
+    "REGS_UNROLL": [1, 2],
+    "REGS_CTAS_PER_SM": [1, 2, 3, 4, 6],
 }
 
 
@@ -589,6 +606,8 @@ def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
     q = q if q.is_contiguous() else q.contiguous()
     k_codes, k_scale = _rows_unit_stride(k_codes, k_scale)
     v_codes, v_scale = _rows_unit_stride(v_codes, v_scale)
+    if CONFIG["IMPL"] == "auto" and inline_ptx_ok(q) and _decode_hopper.usable(q, k_codes):
+        return _decode_hopper.decode(q, k_codes, k_scale, v_codes, v_scale, arrival_counters, CONFIG)
     if plan is None:
         plan = _PLANS[key] = _make_plan(q, k_codes, k_scale, v_codes, v_scale)
     out = torch.empty_like(q)

@@ -1,0 +1,384 @@
+"""int8 multi-query decode with the KV tiles in registers only (Gluon, Hopper), used by int8_mqa_decode.py
+for 16 packed query rows and head dim 128 on compute capability 9.x.
+
+Why: the tl kernel (int8_mqa_decode.py) stages every int8 K/V tile through shared memory, converts it,
+writes the V tile back in fp16 and reads it again with ldmatrix.trans; Nsight Compute put it at 57% of
+DRAM peak, bound by shared memory and instruction issue (bench/results/attention_issue17_h200_round4).
+Here no K/V byte touches shared memory:
+
+- Each warp streams its own keys with its own softmax state (the warps are the leading axis of every
+  tensor; the mma_v2 layout has them on that axis), merged once after the loop.
+- S = q K^T runs on int8 tensor cores (mma m16n8k32 s8): the K tile is loaded straight into the B
+  operand. q is split into two int8 parts, q ~ (hi + lo / 127) * max|q| / 127 (error below
+  max|q| / 16000 per element, finer than bf16), two MMAs, exact int32 sums.
+- The reduction over the head dim may run in any order that q and K share: the dims are permuted
+  (`k_perm`) so that each thread's B-operand bytes of a key are 2 x 16 contiguous bytes in memory,
+  loaded with 16-byte loads. A reshape/permute of the loaded tile gives the operand layout exactly
+  (converted with assert_trivial: no data movement).
+- P V runs in fp16 (m16n8k16): P comes from the S accumulator without moving (the FA2 identity),
+  the V operand needs two consecutive keys per 32-bit register at one output dim. The output dims
+  are permuted so that a thread's 16 dims are contiguous in memory (one 16-byte load a key); one
+  inline-PTX block turns two such words (4 dims of two keys) into four fp16x2 key pairs: two byte
+  interleaves and four permutes into the mantissa of fp16 1024 (1024 + (x ^ 0x80) = x + 1152, no
+  subtract). The 1152 bias is removed once at the end: a fifth n-tile multiplies P by ones, which
+  accumulates sum_k P[r, k] with every rescale, and O = acc - 1152 * that sum.
+- The K scale multiplies the score tile, the V scale P (divided by the split's largest V scale, so P
+  fits fp16 whatever the scales).
+"""
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import mma_v2
+
+HEAD_DIM = gl.constexpr(128)
+ROWS = gl.constexpr(16)
+
+
+def usable(q: torch.Tensor, kc: torch.Tensor) -> bool:
+    """16 packed query rows (heads x new tokens), head dim 128, on a Hopper GPU."""
+    batch, heads, q_len, head_dim = q.shape
+    return (
+        q.is_cuda
+        and torch.cuda.get_device_capability(q.device)[0] == 9
+        and heads * q_len == ROWS.value
+        and head_dim == HEAD_DIM.value
+        and q.dtype in (torch.bfloat16, torch.float16)
+    )
+
+
+@gluon.constexpr_function
+def _log2(x) -> int:
+    return int(getattr(x, "value", x)).bit_length() - 1
+
+
+@gluon.constexpr_function
+def k_layout(warps: int, keys: int) -> gl.DistributedLinearLayout:
+    """[warps, keys, 128 bytes] of K codes as loaded: per thread 2 x 16 contiguous bytes of one key
+    (dims 16t..16t+15 and 64+16t..., t = lane % 4), keys over lane // 4 and the registers. Under
+    k_perm it is the int8 mma B-operand layout (registers k1 k2 k16 k32 k64 n8 n16.., lanes k4 k8
+    n1 n2 n4)."""
+    return gl.DistributedLinearLayout(
+        reg_bases=[[0, 0, 1], [0, 0, 2], [0, 0, 4], [0, 0, 8], [0, 0, 64]]
+        + [[0, 8 << i, 0] for i in range(_log2(keys) - 3)],
+        lane_bases=[[0, 0, 16], [0, 0, 32], [0, 1, 0], [0, 2, 0], [0, 4, 0]],
+        warp_bases=[[1 << i, 0, 0] for i in range(_log2(warps))],
+        block_bases=[],
+        shape=[warps, keys, HEAD_DIM.value],
+    )
+
+
+@gluon.constexpr_function
+def v_layout(warps: int, keys: int, pairs: bool) -> gl.DistributedLinearLayout:
+    """[warps, keys, 128 bytes] of V codes: per thread 16 contiguous bytes (dims 16g.., g = lane // 4)
+    of keys 2t, 2t+1, 2t+8, 2t+9 (+16.., t = lane % 4). pairs=False: registers in load order (16-byte
+    loads); pairs=True: 4 dims of key 2t then the same 4 dims of key 2t+1, the order the conversion
+    takes them in (the same 32-bit words, renamed)."""
+    dims = [[0, 0, 1], [0, 0, 2], [0, 0, 4], [0, 0, 8]]
+    keys_reg = [[0, 1, 0]] + [[0, 8 << i, 0] for i in range(_log2(keys) - 3)]
+    regs = dims[:2] + keys_reg[:1] + dims[2:] + keys_reg[1:] if pairs else dims + keys_reg
+    return gl.DistributedLinearLayout(
+        reg_bases=regs,
+        lane_bases=[[0, 2, 0], [0, 4, 0], [0, 0, 16], [0, 0, 32], [0, 0, 64]],
+        warp_bases=[[1 << i, 0, 0] for i in range(_log2(warps))],
+        block_bases=[],
+        shape=[warps, keys, HEAD_DIM.value],
+    )
+
+
+@gluon.jit
+def k_perm(k):
+    """Logical dim k of the q . K reduction -> the byte of the K row it reads (a permutation of the
+    dim bits: k = i + 4t + 16h + 32j + 64u -> i + 4h + 8j + 16t + 64u)."""
+    return (k & 3) | (((k >> 4) & 1) << 2) | (((k >> 5) & 1) << 3) | (((k >> 2) & 3) << 4) | (k & 64)
+
+
+@gluon.jit
+def out_dim(n):
+    """Logical output column n of the P V product -> head dim: n = g + 8r -> 16g + r."""
+    return (n & 7) * 16 + (n >> 3)
+
+
+@gluon.jit
+def _k_operand(kx, W: gl.constexpr, NK: gl.constexpr, DB8: gl.constexpr):
+    """[W, NK, 128] K codes as loaded -> [W, 128, NK] B operand with the head dim in k_perm order."""
+    k7 = gl.reshape(kx, [W, NK, 2, 4, 2, 2, 4])  # byte = 64u + 16t + 8j + 4h + i
+    k7 = gl.permute(k7, (0, 2, 4, 5, 3, 6, 1))  # -> [W, u, j, h, t, i, NK]
+    return gl.convert_layout(gl.reshape(k7, [W, HEAD_DIM, NK]), DB8, assert_trivial=True)
+
+
+# Two words of V codes (4 dims of key 2t, the same dims of key 2t+1) -> four fp16x2 pairs
+# (key 2t, key 2t+1) of one dim each, value code + 1152: bytes interleaved, then each byte
+# (^ 0x80 = code + 128) under 0x64 (fp16 1024 + byte).
+_V_PAIRS_PTX = gl.constexpr("""{
+    .reg .b32 a, b, lo, hi;
+    xor.b32 a, $4, 0x80808080;
+    xor.b32 b, $5, 0x80808080;
+    prmt.b32 lo, a, b, 0x5140;
+    prmt.b32 hi, a, b, 0x7362;
+    prmt.b32 $0, lo, 0x64646464, 0x5140;
+    prmt.b32 $1, lo, 0x64646464, 0x7362;
+    prmt.b32 $2, hi, 0x64646464, 0x5140;
+    prmt.b32 $3, hi, 0x64646464, 0x7362;
+    }""")
+
+
+@gluon.jit
+def _v_operand(vx, W: gl.constexpr, NK: gl.constexpr, V_PAIRS: gl.constexpr, DB16: gl.constexpr):
+    """[W, NK, 128] V codes as loaded -> [W, NK, 128] fp16 B operand (codes + 1152) with the output
+    dims in out_dim order. The inline PTX writes key pairs where the tensor's layout says dim pairs:
+    the reshape/permute below names the elements for what they hold."""
+    vx = gl.convert_layout(vx, V_PAIRS)  # the same 32-bit registers in another order
+    y = gl.inline_asm_elementwise(
+        _V_PAIRS_PTX, "=r,=r,=r,=r,r,r", [vx], dtype=gl.float16, is_pure=True, pack=8
+    )
+    # y's element (key = 2kh + kb, dim = 16g + 4m + 2d1 + d0) holds key 2kh + d0, dim 16g + 4m + 2kb + d1
+    y7 = gl.reshape(y, [W, NK // 2, 2, 8, 4, 2, 2])  # [W, kh, kb, g, m, d1, d0]
+    y7 = gl.permute(y7, (0, 1, 6, 4, 2, 5, 3))  # -> [W, kh, key bit, m, dim bit 1, dim bit 0, g]
+    return gl.convert_layout(gl.reshape(y7, [W, NK, HEAD_DIM]), DB16)
+
+
+@gluon.jit
+def _split_max(base, lo, hi, W: gl.constexpr):
+    """max of the fp32 values base[lo:hi] (bf16/fp16 scales), 0 if none."""
+    L1: gl.constexpr = gl.BlockedLayout([4], [32], [W], [0])
+    offs = gl.arange(0, 128 * W, layout=L1)
+    top = gl.zeros([128 * W], gl.float32, L1)
+    for start in range(lo, hi, 128 * W):
+        idx = start + offs
+        top = gl.maximum(top, gl.load(base + idx, mask=idx < hi, other=0.0).to(gl.float32))
+    return gl.max(top, 0)
+
+
+@gluon.jit
+def _load_step(k_base, v_base, ks_base, vs_base, start, hi, k_off, v_off, k_rows, v_rows, s_rows, EVEN: gl.constexpr):
+    """One step's K and V codes (each warp its NK keys) and their scales."""
+    cols = start + s_rows
+    live = cols < hi
+    k_sc = gl.load(ks_base + cols, mask=live, other=0.0).to(gl.float32)
+    v_sc = gl.load(vs_base + cols, mask=live, other=0.0).to(gl.float32)
+    if EVEN:
+        kx = gl.load(k_base + start * HEAD_DIM + k_off)
+        vx = gl.load(v_base + start * HEAD_DIM + v_off)
+    else:
+        kx = gl.load(k_base + start * HEAD_DIM + k_off, mask=(start + k_rows) < hi, other=0)
+        vx = gl.load(v_base + start * HEAD_DIM + v_off, mask=(start + v_rows) < hi, other=0)
+    return kx, vx, k_sc, v_sc, live
+
+
+@gluon.jit
+def _step(
+    kx, vx, k_sc, v_sc, live, q_hi, q_lo, row_mult, v_inv, m_i, l_i, acc, p_sum, ones, zero_s,
+    W: gl.constexpr, NK: gl.constexpr, EVEN: gl.constexpr,
+    DB8: gl.constexpr, DA16: gl.constexpr, DB16: gl.constexpr, LV_PAIRS: gl.constexpr,
+):  # fmt: skip
+    """Fold one step's keys into each warp's (max, sum, acc, sum of P)."""
+    kt = _k_operand(kx, W, NK, DB8)
+    s_hi = mma_v2(q_hi, kt, zero_s)
+    s_lo = mma_v2(q_lo, kt, zero_s)
+    t = (s_hi * 127 + s_lo).to(gl.float32) * k_sc[:, None, :]
+    if not EVEN:
+        t = gl.where(live[:, None, :], t, float("-inf"))
+    m_new = gl.maximum(m_i, gl.max(t, 2) * row_mult)
+    m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)  # a warp with no live key yet
+    p = gl.exp2(t * row_mult[:, :, None] - m_safe[:, :, None])
+    alpha = gl.exp2(m_i - m_safe)
+    l_i = l_i * alpha + gl.sum(p, 2)
+    pv = gl.convert_layout((p * (v_sc * v_inv)[:, None, :]).to(gl.float16), DA16, assert_trivial=True)
+    vt = _v_operand(vx, W, NK, LV_PAIRS, DB16)
+    acc = mma_v2(pv, vt, acc * alpha[:, :, None])
+    p_sum = mma_v2(pv, ones, p_sum * alpha[:, :, None])
+    return m_new, l_i, acc, p_sum
+
+
+@gluon.jit
+def _decode_regs_kernel(
+    Q, KC, KS, VC, VS, O, PART_ACC, PART_ML, COUNTERS,
+    kv_len, split_len, stride_kb, stride_vb, stride_ksb, stride_vsb, qk_scale,
+    W: gl.constexpr, NK: gl.constexpr, UNROLL: gl.constexpr, SPLIT: gl.constexpr, EVEN: gl.constexpr,
+):  # fmt: skip
+    MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[W, 1, 1], instr_shape=[1, 16, 8])
+    DA8: gl.constexpr = gl.DotOperandLayout(0, MMA, 4)
+    DB8: gl.constexpr = gl.DotOperandLayout(1, MMA, 4)
+    DA16: gl.constexpr = gl.DotOperandLayout(0, MMA, 2)
+    DB16: gl.constexpr = gl.DotOperandLayout(1, MMA, 2)
+    LK: gl.constexpr = k_layout(W, NK)
+    LV: gl.constexpr = v_layout(W, NK, False)
+    LV_PAIRS: gl.constexpr = v_layout(W, NK, True)
+    ROW_L: gl.constexpr = gl.SliceLayout(2, MMA)  # [W, 16] per-row state
+    COL_L: gl.constexpr = gl.SliceLayout(1, MMA)  # [W, NK] per-key scales
+    STEP: gl.constexpr = W * NK
+
+    b = gl.program_id(0)
+    split = gl.program_id(1)
+    n_splits = gl.num_programs(1)
+    lo = split * split_len
+    hi = gl.minimum(lo + split_len, kv_len)
+
+    # q [16, 128] (row r = head * Q_LEN + token) in the A operand's layout, dims in k_perm order,
+    # split into int8 hi + lo / 127 in units of max|q_r| / 127.
+    rq = gl.arange(0, ROWS, layout=gl.SliceLayout(0, gl.SliceLayout(2, DA8)))
+    kq = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, gl.SliceLayout(1, DA8)))
+    wq = gl.arange(0, W, layout=gl.SliceLayout(1, gl.SliceLayout(2, DA8)))
+    q_off = (wq * 0)[:, None, None] + rq[None, :, None] * HEAD_DIM + k_perm(kq)[None, None, :]
+    qf = gl.load(Q + b.to(gl.int64) * (ROWS * HEAD_DIM) + q_off).to(gl.float32)
+    top = gl.max(gl.abs(qf), 2)
+    top = gl.where(top > 0, top, 1.0)
+    x = qf * (127.0 / top)[:, :, None]
+    q_hi = x.to(gl.int32)  # toward zero: |x - hi| < 1
+    q_lo = ((x - q_hi.to(gl.float32)) * 127.0).to(gl.int32)
+    q_hi = q_hi.to(gl.int8)
+    q_lo = q_lo.to(gl.int8)
+    # scores in the exp2 domain: (127 hi.k + lo.k) * k_scale * row_mult
+    row_mult = gl.convert_layout(top * (qk_scale / (127.0 * 127.0)), ROW_L)
+
+    k_base = KC + b.to(gl.int64) * stride_kb
+    v_base = VC + b.to(gl.int64) * stride_vb
+    ks_base = KS + b.to(gl.int64) * stride_ksb
+    vs_base = VS + b.to(gl.int64) * stride_vsb
+    # P * v_scale / v_top <= 1 (fits fp16); acc in units of v_top
+    v_top = gl.maximum(_split_max(vs_base, lo, hi, W), 1e-30)
+    v_inv = 1.0 / v_top
+
+    # per-warp key offsets of one step: warp w takes keys start + w * NK ...
+    wk = gl.arange(0, W, layout=gl.SliceLayout(1, gl.SliceLayout(2, LK)))
+    nk = gl.arange(0, NK, layout=gl.SliceLayout(0, gl.SliceLayout(2, LK)))
+    ck = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, gl.SliceLayout(1, LK)))
+    k_rows = wk[:, None, None] * NK + nk[None, :, None]
+    k_off = k_rows * HEAD_DIM + ck[None, None, :]
+    wv = gl.arange(0, W, layout=gl.SliceLayout(1, gl.SliceLayout(2, LV)))
+    nv = gl.arange(0, NK, layout=gl.SliceLayout(0, gl.SliceLayout(2, LV)))
+    cv = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, gl.SliceLayout(1, LV)))
+    v_rows = wv[:, None, None] * NK + nv[None, :, None]
+    v_off = v_rows * HEAD_DIM + cv[None, None, :]
+    ws = gl.arange(0, W, layout=gl.SliceLayout(1, COL_L))
+    ns = gl.arange(0, NK, layout=gl.SliceLayout(0, COL_L))
+    s_rows = ws[:, None] * NK + ns[None, :]
+
+    m_i = gl.full([W, ROWS], float("-inf"), gl.float32, ROW_L)
+    l_i = gl.zeros([W, ROWS], gl.float32, ROW_L)
+    acc = gl.zeros([W, ROWS, HEAD_DIM], gl.float32, MMA)
+    p_sum = gl.zeros([W, ROWS, 8], gl.float32, MMA)  # sum_k P_f16[r, k] in every column
+    ones = gl.full([W, NK, 8], 1.0, gl.float16, DB16)
+    zero_s = gl.zeros([W, ROWS, NK], gl.int32, MMA)
+
+    for start in range(lo, hi, STEP * UNROLL):
+        kx, vx, k_sc, v_sc, live = _load_step(
+            k_base, v_base, ks_base, vs_base, start, hi, k_off, v_off, k_rows, v_rows, s_rows, EVEN
+        )
+        if UNROLL == 2:  # the second step's loads issued before the first step's math
+            kx2, vx2, k_sc2, v_sc2, live2 = _load_step(
+                k_base, v_base, ks_base, vs_base, start + STEP, hi, k_off, v_off, k_rows, v_rows, s_rows, EVEN
+            )
+        m_i, l_i, acc, p_sum = _step(
+            kx, vx, k_sc, v_sc, live, q_hi, q_lo, row_mult, v_inv, m_i, l_i, acc, p_sum, ones, zero_s,
+            W, NK, EVEN, DB8, DA16, DB16, LV_PAIRS,
+        )  # fmt: skip
+        if UNROLL == 2:
+            m_i, l_i, acc, p_sum = _step(
+                kx2, vx2, k_sc2, v_sc2, live2, q_hi, q_lo, row_mult, v_inv, m_i, l_i, acc, p_sum, ones, zero_s,
+                W, NK, EVEN, DB8, DA16, DB16, LV_PAIRS,
+            )  # fmt: skip
+
+    # merge the warps: weights exp2(m_w - m), bias removed, back to the unit of v_top
+    m = gl.max(m_i, 0)
+    m_safe = gl.where(m == float("-inf"), 0.0, m)
+    wgt = gl.exp2(m_i - m_safe[None, :])
+    l = gl.sum(wgt * l_i, 0)
+    bias = gl.max(p_sum, 2) * 1152.0
+    o = gl.sum((acc - bias[:, :, None]) * (wgt * v_top)[:, :, None], 0)  # [16, 128] in logical columns
+    OL: gl.constexpr = gl.SliceLayout(0, MMA)
+    ro = gl.arange(0, ROWS, layout=gl.SliceLayout(1, OL))
+    no = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, OL))
+    o_cols = ro[:, None] * HEAD_DIM + out_dim(no)[None, :]
+    if SPLIT:
+        part = (b * n_splits + split) * ROWS
+        gl.store(PART_ACC + part * HEAD_DIM + o_cols, o)
+        RL: gl.constexpr = gl.SliceLayout(1, OL)
+        rl = gl.arange(0, ROWS, layout=RL)
+        gl.store(PART_ML + 2 * (part + rl), gl.convert_layout(m, RL))
+        gl.store(PART_ML + 2 * (part + rl) + 1, gl.convert_layout(l, RL))
+        # the batch element's last split to finish merges them all (acq_rel atomic) and resets the counter
+        if gl.atomic_add(COUNTERS + b, 1) == n_splits - 1:
+            _combine(PART_ACC, PART_ML, O, b, n_splits, W)
+            gl.atomic_xchg(COUNTERS + b, 0)
+    else:
+        out = o / gl.convert_layout(l, gl.SliceLayout(1, OL))[:, None]
+        gl.store(O + b.to(gl.int64) * (ROWS * HEAD_DIM) + o_cols, out.to(O.dtype.element_ty))
+
+
+@gluon.jit
+def _combine(PART_ACC, PART_ML, O, b, n_splits, W: gl.constexpr):
+    """out = sum_s exp2(m_s - m) acc_s / sum_s exp2(m_s - m) l_s over batch element b's splits."""
+    L: gl.constexpr = gl.BlockedLayout([1, 4], [2, 16], [W, 1], [1, 0])
+    r = gl.arange(0, ROWS, layout=gl.SliceLayout(1, L))
+    c = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, L))
+    first = b * n_splits * ROWS
+    m = gl.full([ROWS], float("-inf"), gl.float32, gl.SliceLayout(1, L))
+    for s in range(n_splits):
+        m = gl.maximum(m, gl.load(PART_ML + 2 * (first + s * ROWS + r)))
+    m = gl.where(m == float("-inf"), 0.0, m)
+    l = gl.zeros([ROWS], gl.float32, gl.SliceLayout(1, L))
+    acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, L)
+    for s in range(n_splits):
+        part = first + s * ROWS
+        w = gl.exp2(gl.load(PART_ML + 2 * (part + r)) - m)
+        l += w * gl.load(PART_ML + 2 * (part + r) + 1)
+        acc += w[:, None] * gl.load(PART_ACC + (part + r)[:, None] * HEAD_DIM + c[None, :])
+    out = acc / l[:, None]
+    gl.store(O + b.to(gl.int64) * (ROWS * HEAD_DIM) + r[:, None] * HEAD_DIM + c[None, :], out.to(O.dtype.element_ty))
+
+
+class _Plan:
+    __slots__ = ("grid", "split_len", "even", "part_acc", "part_ml", "counters", "consts")
+
+
+_PLANS: dict = {}
+
+
+def split_plan(batch: int, kv_len: int, sms: int, step: int, ctas_per_sm: int) -> tuple[int, int]:
+    """(splits, keys per split): about ctas_per_sm programs per SM over the grid, never more than fit
+    at once when the batch alone does not fill them, each split a whole number of steps."""
+    steps = triton.cdiv(kv_len, step)
+    splits = max(1, min(steps, (ctas_per_sm * sms) // batch))
+    split_len = triton.cdiv(steps, splits) * step
+    return triton.cdiv(kv_len, split_len), split_len
+
+
+def decode(q, kc, ks, vc, vs, counters_of, config: dict) -> torch.Tensor:
+    """softmax(q K^T / sqrt(128)) V for 16 packed query rows; q [B, HQ, QL, 128] contiguous, codes
+    [B, KV, 128] with rows 128 bytes apart, scales [B, KV] unit stride (int8_mqa_decode checks)."""
+    batch, _, _, _ = q.shape
+    kv_len = kc.shape[1]
+    warps, keys, unroll = config["REGS_WARPS"], config["REGS_KEYS"], config["REGS_UNROLL"]
+    key = (batch, kv_len, kc.stride(0), vc.stride(0), ks.stride(0), vs.stride(0), q.device, warps, keys, unroll, config["REGS_CTAS_PER_SM"])
+    plan = _PLANS.get(key)
+    if plan is None:
+        step = warps * keys * unroll
+        sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+        splits, split_len = split_plan(batch, kv_len, sms, step, config["REGS_CTAS_PER_SM"])
+        plan = _Plan()
+        plan.grid = (batch, splits)
+        plan.split_len = split_len
+        plan.even = kv_len % step == 0 and split_len % step == 0
+        if splits > 1:
+            plan.part_acc = torch.empty(batch * splits * ROWS * HEAD_DIM, dtype=torch.float32, device=q.device)
+            plan.part_ml = torch.empty(batch * splits * ROWS * 2, dtype=torch.float32, device=q.device)
+            plan.counters = counters_of(q.device, batch)
+        else:
+            plan.part_acc = plan.part_ml = plan.counters = None
+        plan.consts = dict(W=warps, NK=keys, UNROLL=unroll, SPLIT=splits > 1, EVEN=plan.even, num_warps=warps)
+        _PLANS[key] = plan
+    out = torch.empty_like(q)
+    dummy = out if plan.part_acc is None else None
+    _decode_regs_kernel[plan.grid](
+        q, kc, ks, vc, vs, out,
+        dummy if dummy is not None else plan.part_acc,
+        dummy if dummy is not None else plan.part_ml,
+        dummy if dummy is not None else plan.counters,
+        kv_len, plan.split_len, kc.stride(0), vc.stride(0), ks.stride(0), vs.stride(0),
+        1.4426950408889634 / HEAD_DIM.value**0.5,
+        **plan.consts,
+    )  # fmt: skip
+    return out
