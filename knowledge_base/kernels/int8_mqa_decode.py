@@ -101,7 +101,7 @@ CONFIG = {
     # "auto": on a Hopper GPU with 16 packed query rows and head dim 128, _decode_hopper.py's Gluon
     # kernel (K/V tiles in registers only, int8 MMA for q K^T); elsewhere this file's tl kernel.
     # "triton": always the tl kernel.
-    "IMPL": "auto",
+    "IMPL": "triton",
     # The Gluon kernel: warps per program (each streams its own keys), keys per warp and step, steps
     # whose loads are issued together, and programs per SM the split count aims at.
     "REGS_WARPS": 4,
