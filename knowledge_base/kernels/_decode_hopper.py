@@ -13,7 +13,7 @@ Here no K/V byte touches shared memory:
   max|q| / 16000 per element, finer than bf16), two MMAs, exact int32 sums.
 - The reduction over the head dim may run in any order that q and K share: the dims are permuted
   (`k_perm`) so that each thread's B-operand bytes of a key are 2 x 16 contiguous bytes in memory,
-  loaded with 16-byte loads. A reshape/permute of the loaded tile gives the operand layout exactly
+  copied with 16-byte copies. A reshape/permute of the loaded tile gives the operand layout exactly
   (converted with assert_trivial: no data movement).
 - P V runs in fp16 (m16n8k16): P comes from the S accumulator without moving (the FA2 identity),
   the V operand needs two consecutive keys per 32-bit register at one output dim. The output dims
@@ -30,21 +30,29 @@ import torch
 import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 
 HEAD_DIM = gl.constexpr(128)
 ROWS = gl.constexpr(16)
 
 
-def usable(q: torch.Tensor, kc: torch.Tensor) -> bool:
-    """16 packed query rows (heads x new tokens), head dim 128, on a Hopper GPU."""
+def usable(q: torch.Tensor, kc: torch.Tensor, ks: torch.Tensor, vc: torch.Tensor, vs: torch.Tensor) -> bool:
+    """16 packed query rows (heads x new tokens), head dim 128, an even KV length, on a Hopper GPU, and
+    every copy aligned: cp.async copies 16 bytes of codes and 4 bytes of scales at a time, so the codes' batch
+    stride must be a multiple of 16 bytes and the scales' of 16 elements (what the JIT specialises on)."""
     batch, heads, q_len, head_dim = q.shape
     return (
         q.is_cuda
         and torch.cuda.get_device_capability(q.device)[0] == 9
         and heads * q_len == ROWS.value
         and head_dim == HEAD_DIM.value
+        and kc.shape[1] % 2 == 0
         and q.dtype in (torch.bfloat16, torch.float16)
+        and ks.dtype in (torch.bfloat16, torch.float16)
+        and vs.dtype in (torch.bfloat16, torch.float16)
+        and all(t.data_ptr() % 16 == 0 and t.stride(0) % 16 == 0 for t in (kc, vc))
+        and all(t.data_ptr() % 16 == 0 and t.stride(0) % 16 == 0 for t in (ks, vs))
     )
 
 
@@ -55,14 +63,13 @@ def _log2(x) -> int:
 
 @gluon.constexpr_function
 def k_layout(warps: int, keys: int) -> gl.DistributedLinearLayout:
-    """[warps, keys, 128 bytes] of K codes as loaded: per thread 2 x 16 contiguous bytes of one key
-    (dims 16t..16t+15 and 64+16t..., t = lane % 4), keys over lane // 4 and the registers. Under
-    k_perm it is the int8 mma B-operand layout (registers k1 k2 k16 k32 k64 n8 n16.., lanes k4 k8
-    n1 n2 n4)."""
+    """[warps, keys, 128 bytes] of K codes as loaded: per thread 32 contiguous bytes of one key (dims
+    32t..32t+31, t = lane % 4), keys over lane // 4 and the registers. Under k_perm it is the int8 mma
+    B-operand layout (registers k1 k2 k16 k32 k64 n8 n16.., lanes k4 k8 n1 n2 n4)."""
     return gl.DistributedLinearLayout(
-        reg_bases=[[0, 0, 1], [0, 0, 2], [0, 0, 4], [0, 0, 8], [0, 0, 64]]
+        reg_bases=[[0, 0, 1], [0, 0, 2], [0, 0, 4], [0, 0, 8], [0, 0, 16]]
         + [[0, 8 << i, 0] for i in range(_log2(keys) - 3)],
-        lane_bases=[[0, 0, 16], [0, 0, 32], [0, 1, 0], [0, 2, 0], [0, 4, 0]],
+        lane_bases=[[0, 0, 32], [0, 0, 64], [0, 1, 0], [0, 2, 0], [0, 4, 0]],
         warp_bases=[[1 << i, 0, 0] for i in range(_log2(warps))],
         block_bases=[],
         shape=[warps, keys, HEAD_DIM.value],
@@ -87,11 +94,21 @@ def v_layout(warps: int, keys: int, pairs: bool) -> gl.DistributedLinearLayout:
     )
 
 
+
+@gluon.constexpr_function
+def kv_smem_layout(rank: int) -> gl.SwizzledSharedLayout:
+    """Codes in shared memory as rows of 128 bytes, 16-byte chunk c of row r stored at chunk c ^ (r % 8): the
+    8 lanes of a quarter-warp then read 8 different 4-bank groups (K: chunks 0, 2, 4, 6 of an even key and
+    1, 3, 5, 7 of the odd one; V: 2 chunks each of keys 0, 2, 4, 6). Each thread reads back exactly the
+    bytes it copied in."""
+    return gl.SwizzledSharedLayout(vec=16, per_phase=1, max_phase=8, order=list(range(rank - 1, -1, -1)))
+
+
 @gluon.jit
 def k_perm(k):
     """Logical dim k of the q . K reduction -> the byte of the K row it reads (a permutation of the
-    dim bits: k = i + 4t + 16h + 32j + 64u -> i + 4h + 8j + 16t + 64u)."""
-    return (k & 3) | (((k >> 4) & 1) << 2) | (((k >> 5) & 1) << 3) | (((k >> 2) & 3) << 4) | (k & 64)
+    dim bits: k = i + 4t + 16h + 32j + 64u -> i + 4h + 8j + 16u + 32t)."""
+    return (k & 3) | (((k >> 4) & 1) << 2) | (((k >> 5) & 1) << 3) | (((k >> 6) & 1) << 4) | (((k >> 2) & 3) << 5)
 
 
 @gluon.jit
@@ -103,8 +120,8 @@ def out_dim(n):
 @gluon.jit
 def _k_operand(kx, W: gl.constexpr, NK: gl.constexpr, DB8: gl.constexpr):
     """[W, NK, 128] K codes as loaded -> [W, 128, NK] B operand with the head dim in k_perm order."""
-    k7 = gl.reshape(kx, [W, NK, 2, 4, 2, 2, 4])  # byte = 64u + 16t + 8j + 4h + i
-    k7 = gl.permute(k7, (0, 2, 4, 5, 3, 6, 1))  # -> [W, u, j, h, t, i, NK]
+    k7 = gl.reshape(kx, [W, NK, 4, 2, 2, 2, 4])  # byte = 32t + 16u + 8j + 4h + i
+    k7 = gl.permute(k7, (0, 3, 4, 5, 2, 6, 1))  # -> [W, u, j, h, t, i, NK]
     return gl.convert_layout(gl.reshape(k7, [W, HEAD_DIM, NK]), DB8, assert_trivial=True)
 
 
@@ -142,35 +159,42 @@ def _v_operand(vx, W: gl.constexpr, NK: gl.constexpr, V_PAIRS: gl.constexpr, DB1
 @gluon.jit
 def _split_max(base, lo, hi, W: gl.constexpr):
     """max of the fp32 values base[lo:hi] (bf16/fp16 scales), 0 if none."""
-    L1: gl.constexpr = gl.BlockedLayout([4], [32], [W], [0])
-    offs = gl.arange(0, 128 * W, layout=L1)
-    top = gl.zeros([128 * W], gl.float32, L1)
-    for start in range(lo, hi, 128 * W):
+    L1: gl.constexpr = gl.BlockedLayout([8], [32], [W], [0])
+    offs = gl.arange(0, 256 * W, layout=L1)
+    top = gl.zeros([256 * W], gl.float32, L1)
+    for start in range(lo, hi, 256 * W):
         idx = start + offs
         top = gl.maximum(top, gl.load(base + idx, mask=idx < hi, other=0.0).to(gl.float32))
     return gl.max(top, 0)
 
 
 @gluon.jit
-def _load_step(k_base, v_base, ks_base, vs_base, start, hi, k_off, v_off, k_rows, v_rows, s_rows, EVEN: gl.constexpr):
-    """One step's K and V codes (each warp its NK keys) and their scales."""
+def _copy_step(
+    k_dst, v_dst, ks_dst, vs_dst, k_base, v_base, ks_base, vs_base, start, hi, k_off, v_off, k_rows, v_rows, s_rows
+):
+    """cp.async of one step's K and V codes and scales (each warp its NK keys; zeros past the split's end),
+    one commit group."""
+    cp.async_copy_global_to_shared(k_dst, k_base + start * HEAD_DIM + k_off, mask=(start + k_rows) < hi)
+    cp.async_copy_global_to_shared(v_dst, v_base + start * HEAD_DIM + v_off, mask=(start + v_rows) < hi)
     cols = start + s_rows
-    live = cols < hi
-    k_sc = gl.load(ks_base + cols, mask=live, other=0.0).to(gl.float32)
-    v_sc = gl.load(vs_base + cols, mask=live, other=0.0).to(gl.float32)
-    if EVEN:
-        kx = gl.load(k_base + start * HEAD_DIM + k_off)
-        vx = gl.load(v_base + start * HEAD_DIM + v_off)
-    else:
-        kx = gl.load(k_base + start * HEAD_DIM + k_off, mask=(start + k_rows) < hi, other=0)
-        vx = gl.load(v_base + start * HEAD_DIM + v_off, mask=(start + v_rows) < hi, other=0)
-    return kx, vx, k_sc, v_sc, live
+    pair_live = (start + (s_rows // 2) * 2) < hi  # the same for both scales of a 4-byte copy (KV_LEN is even)
+    cp.async_copy_global_to_shared(ks_dst, ks_base + cols, mask=pair_live)
+    cp.async_copy_global_to_shared(vs_dst, vs_base + cols, mask=pair_live)
+    cp.commit_group()
+
+
+@gluon.jit
+def _q_operand(q8, W: gl.constexpr, DA8: gl.constexpr):
+    """[W, 16, 128] int8 in head-dim order -> the A operand with the dims in k_perm order (once a program)."""
+    q7 = gl.reshape(q8, [W, ROWS, 4, 2, 2, 2, 4])  # dim = 32t + 16u + 8j + 4h + i
+    q7 = gl.permute(q7, (0, 1, 3, 4, 5, 2, 6))  # -> [W, 16, u, j, h, t, i]
+    return gl.convert_layout(gl.reshape(q7, [W, ROWS, HEAD_DIM]), DA8)
 
 
 @gluon.jit
 def _step(
     kx, vx, k_sc, v_sc, live, q_hi, q_lo, row_mult, v_inv, m_i, l_i, acc, p_sum, ones, zero_s,
-    W: gl.constexpr, NK: gl.constexpr, EVEN: gl.constexpr,
+    W: gl.constexpr, NK: gl.constexpr, EVEN: gl.constexpr, LAZY: gl.constexpr,
     DB8: gl.constexpr, DA16: gl.constexpr, DB16: gl.constexpr, LV_PAIRS: gl.constexpr,
 ):  # fmt: skip
     """Fold one step's keys into each warp's (max, sum, acc, sum of P)."""
@@ -181,22 +205,41 @@ def _step(
     if not EVEN:
         t = gl.where(live[:, None, :], t, float("-inf"))
     m_new = gl.maximum(m_i, gl.max(t, 2) * row_mult)
-    m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)  # a warp with no live key yet
-    p = gl.exp2(t * row_mult[:, :, None] - m_safe[:, :, None])
-    alpha = gl.exp2(m_i - m_safe)
-    l_i = l_i * alpha + gl.sum(p, 2)
+    if LAZY:
+        # FlashAttention-4's conditional rescale: keep the stale max (P up to 2^8, still inside fp16 and
+        # exact in the sums) until some row's max grows by more than 8 (log2 units); one warp a program,
+        # so the branch is uniform. NaN (no live key yet) never rescales.
+        grow = gl.max(gl.max(m_new - m_i, 1), 0)
+        if grow > 8.0:
+            m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
+            alpha = gl.exp2(m_i - m_safe)
+            acc = acc * alpha[:, :, None]
+            p_sum = p_sum * alpha[:, :, None]
+            l_i = l_i * alpha
+            m_i = m_new
+        m_safe = gl.where(m_i == float("-inf"), 0.0, m_i)
+        p = gl.exp2(t * row_mult[:, :, None] - m_safe[:, :, None])
+        l_i = l_i + gl.sum(p, 2)
+    else:
+        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)  # a warp with no live key yet
+        p = gl.exp2(t * row_mult[:, :, None] - m_safe[:, :, None])
+        alpha = gl.exp2(m_i - m_safe)
+        l_i = l_i * alpha + gl.sum(p, 2)
+        acc = acc * alpha[:, :, None]
+        p_sum = p_sum * alpha[:, :, None]
+        m_i = m_new
     pv = gl.convert_layout((p * (v_sc * v_inv)[:, None, :]).to(gl.float16), DA16, assert_trivial=True)
     vt = _v_operand(vx, W, NK, LV_PAIRS, DB16)
-    acc = mma_v2(pv, vt, acc * alpha[:, :, None])
-    p_sum = mma_v2(pv, ones, p_sum * alpha[:, :, None])
-    return m_new, l_i, acc, p_sum
+    acc = mma_v2(pv, vt, acc)
+    p_sum = mma_v2(pv, ones, p_sum)
+    return m_i, l_i, acc, p_sum
 
 
 @gluon.jit
 def _decode_regs_kernel(
     Q, KC, KS, VC, VS, O, PART_ACC, PART_ML, COUNTERS,
     kv_len, split_len, stride_kb, stride_vb, stride_ksb, stride_vsb, qk_scale,
-    W: gl.constexpr, NK: gl.constexpr, UNROLL: gl.constexpr, SPLIT: gl.constexpr, EVEN: gl.constexpr,
+    W: gl.constexpr, NK: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, EVEN: gl.constexpr,
 ):  # fmt: skip
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[W, 1, 1], instr_shape=[1, 16, 8])
     DA8: gl.constexpr = gl.DotOperandLayout(0, MMA, 4)
@@ -209,39 +252,19 @@ def _decode_regs_kernel(
     ROW_L: gl.constexpr = gl.SliceLayout(2, MMA)  # [W, 16] per-row state
     COL_L: gl.constexpr = gl.SliceLayout(1, MMA)  # [W, NK] per-key scales
     STEP: gl.constexpr = W * NK
+    SCALE_SMEM: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
 
     b = gl.program_id(0)
     split = gl.program_id(1)
     n_splits = gl.num_programs(1)
     lo = split * split_len
     hi = gl.minimum(lo + split_len, kv_len)
-
-    # q [16, 128] (row r = head * Q_LEN + token) in the A operand's layout, dims in k_perm order,
-    # split into int8 hi + lo / 127 in units of max|q_r| / 127.
-    rq = gl.arange(0, ROWS, layout=gl.SliceLayout(0, gl.SliceLayout(2, DA8)))
-    kq = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, gl.SliceLayout(1, DA8)))
-    wq = gl.arange(0, W, layout=gl.SliceLayout(1, gl.SliceLayout(2, DA8)))
-    q_off = (wq * 0)[:, None, None] + rq[None, :, None] * HEAD_DIM + k_perm(kq)[None, None, :]
-    qf = gl.load(Q + b.to(gl.int64) * (ROWS * HEAD_DIM) + q_off).to(gl.float32)
-    top = gl.max(gl.abs(qf), 2)
-    top = gl.where(top > 0, top, 1.0)
-    x = qf * (127.0 / top)[:, :, None]
-    q_hi = x.to(gl.int32)  # toward zero: |x - hi| < 1
-    q_lo = ((x - q_hi.to(gl.float32)) * 127.0).to(gl.int32)
-    q_hi = q_hi.to(gl.int8)
-    q_lo = q_lo.to(gl.int8)
-    # scores in the exp2 domain: (127 hi.k + lo.k) * k_scale * row_mult
-    row_mult = gl.convert_layout(top * (qk_scale / (127.0 * 127.0)), ROW_L)
-
     k_base = KC + b.to(gl.int64) * stride_kb
     v_base = VC + b.to(gl.int64) * stride_vb
     ks_base = KS + b.to(gl.int64) * stride_ksb
     vs_base = VS + b.to(gl.int64) * stride_vsb
-    # P * v_scale / v_top <= 1 (fits fp16); acc in units of v_top
-    v_top = gl.maximum(_split_max(vs_base, lo, hi, W), 1e-30)
-    v_inv = 1.0 / v_top
 
-    # per-warp key offsets of one step: warp w takes keys start + w * NK ...
+    # per-warp offsets of one step: warp w takes keys start + w * NK ...
     wk = gl.arange(0, W, layout=gl.SliceLayout(1, gl.SliceLayout(2, LK)))
     nk = gl.arange(0, NK, layout=gl.SliceLayout(0, gl.SliceLayout(2, LK)))
     ck = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, gl.SliceLayout(1, LK)))
@@ -256,6 +279,39 @@ def _decode_regs_kernel(
     ns = gl.arange(0, NK, layout=gl.SliceLayout(0, COL_L))
     s_rows = ws[:, None] * NK + ns[None, :]
 
+    # First the copies: STAGES - 1 steps of codes and scales in flight (cp.async into rings of
+    # shared-memory stages: no registers held, nothing for the compiler to sink, no scoreboard shared
+    # with the math), issued before the prologue below so that its latency overlaps theirs.
+    k_smem = gl.allocate_shared_memory(gl.int8, [STAGES, W, NK, HEAD_DIM], kv_smem_layout(3))
+    v_smem = gl.allocate_shared_memory(gl.int8, [STAGES, W, NK, HEAD_DIM], kv_smem_layout(3))
+    ks_smem = gl.allocate_shared_memory(KS.dtype.element_ty, [STAGES, W, NK], SCALE_SMEM)
+    vs_smem = gl.allocate_shared_memory(VS.dtype.element_ty, [STAGES, W, NK], SCALE_SMEM)
+    for i in gl.static_range(STAGES - 1):
+        _copy_step(
+            k_smem.index(i), v_smem.index(i), ks_smem.index(i), vs_smem.index(i), k_base, v_base, ks_base, vs_base,
+            lo + i * STEP, hi, k_off, v_off, k_rows, v_rows, s_rows,
+        )  # fmt: skip
+
+    # q [16, 128] (row r = head * Q_LEN + token), 16 contiguous bytes a load, split into int8
+    # hi + lo / 127 in units of max|q_r| / 127, then the dims in k_perm order in the A operand's layout.
+    QL: gl.constexpr = gl.BlockedLayout([1, 1, 8], [1, 2, 16], [W, 1, 1], [2, 1, 0])
+    rq = gl.arange(0, ROWS, layout=gl.SliceLayout(0, gl.SliceLayout(2, QL)))
+    cq = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, gl.SliceLayout(1, QL)))
+    wq = gl.arange(0, W, layout=gl.SliceLayout(1, gl.SliceLayout(2, QL)))
+    q_off = (wq * 0)[:, None, None] + rq[None, :, None] * HEAD_DIM + cq[None, None, :]
+    qf = gl.load(Q + b.to(gl.int64) * (ROWS * HEAD_DIM) + q_off).to(gl.float32)
+    # P * v_scale / v_top <= 1 (fits fp16); acc in units of v_top
+    v_top = gl.maximum(_split_max(vs_base, lo, hi, W), 1e-30)
+    v_inv = 1.0 / v_top
+    top = gl.max(gl.abs(qf), 2)
+    top = gl.where(top > 0, top, 1.0)
+    x = qf * (127.0 / top)[:, :, None]
+    hi_i = x.to(gl.int32)  # toward zero: |x - hi| < 1
+    q_hi = _q_operand(hi_i.to(gl.int8), W, DA8)
+    q_lo = _q_operand(((x - hi_i.to(gl.float32)) * 127.0).to(gl.int32).to(gl.int8), W, DA8)
+    # scores in the exp2 domain: (127 hi.k + lo.k) * k_scale * row_mult
+    row_mult = gl.convert_layout(top * (qk_scale / (127.0 * 127.0)), ROW_L)
+
     m_i = gl.full([W, ROWS], float("-inf"), gl.float32, ROW_L)
     l_i = gl.zeros([W, ROWS], gl.float32, ROW_L)
     acc = gl.zeros([W, ROWS, HEAD_DIM], gl.float32, MMA)
@@ -263,23 +319,25 @@ def _decode_regs_kernel(
     ones = gl.full([W, NK, 8], 1.0, gl.float16, DB16)
     zero_s = gl.zeros([W, ROWS, NK], gl.int32, MMA)
 
-    for start in range(lo, hi, STEP * UNROLL):
-        kx, vx, k_sc, v_sc, live = _load_step(
-            k_base, v_base, ks_base, vs_base, start, hi, k_off, v_off, k_rows, v_rows, s_rows, EVEN
-        )
-        if UNROLL == 2:  # the second step's loads issued before the first step's math
-            kx2, vx2, k_sc2, v_sc2, live2 = _load_step(
-                k_base, v_base, ks_base, vs_base, start + STEP, hi, k_off, v_off, k_rows, v_rows, s_rows, EVEN
-            )
+    stage = 0
+    for start in range(lo, hi, STEP):
+        ahead = (stage + STAGES - 1) % STAGES
+        _copy_step(
+            k_smem.index(ahead), v_smem.index(ahead), ks_smem.index(ahead), vs_smem.index(ahead),
+            k_base, v_base, ks_base, vs_base, start + (STAGES - 1) * STEP, hi, k_off, v_off, k_rows, v_rows, s_rows,
+        )  # fmt: skip
+        cp.wait_group(STAGES - 1)
+        kx = k_smem.index(stage).load(LK)
+        vx = v_smem.index(stage).load(LV)
+        k_sc = ks_smem.index(stage).load(COL_L).to(gl.float32)
+        v_sc = vs_smem.index(stage).load(COL_L).to(gl.float32)
+        live = (start + s_rows) < hi
         m_i, l_i, acc, p_sum = _step(
             kx, vx, k_sc, v_sc, live, q_hi, q_lo, row_mult, v_inv, m_i, l_i, acc, p_sum, ones, zero_s,
-            W, NK, EVEN, DB8, DA16, DB16, LV_PAIRS,
+            W, NK, EVEN, W == 1, DB8, DA16, DB16, LV_PAIRS,
         )  # fmt: skip
-        if UNROLL == 2:
-            m_i, l_i, acc, p_sum = _step(
-                kx2, vx2, k_sc2, v_sc2, live2, q_hi, q_lo, row_mult, v_inv, m_i, l_i, acc, p_sum, ones, zero_s,
-                W, NK, EVEN, DB8, DA16, DB16, LV_PAIRS,
-            )  # fmt: skip
+        stage = (stage + 1) % STAGES
+    cp.wait_group(0)
 
     # merge the warps: weights exp2(m_w - m), bias removed, back to the unit of v_top
     m = gl.max(m_i, 0)
@@ -351,11 +409,11 @@ def decode(q, kc, ks, vc, vs, counters_of, config: dict) -> torch.Tensor:
     [B, KV, 128] with rows 128 bytes apart, scales [B, KV] unit stride (int8_mqa_decode checks)."""
     batch, _, _, _ = q.shape
     kv_len = kc.shape[1]
-    warps, keys, unroll = config["REGS_WARPS"], config["REGS_KEYS"], config["REGS_UNROLL"]
-    key = (batch, kv_len, kc.stride(0), vc.stride(0), ks.stride(0), vs.stride(0), q.device, warps, keys, unroll, config["REGS_CTAS_PER_SM"])
+    warps, keys, stages = config["REGS_WARPS"], config["REGS_KEYS"], config["REGS_STAGES"]
+    key = (batch, kv_len, kc.stride(0), vc.stride(0), ks.stride(0), vs.stride(0), q.device, warps, keys, stages, config["REGS_CTAS_PER_SM"])
     plan = _PLANS.get(key)
     if plan is None:
-        step = warps * keys * unroll
+        step = warps * keys
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count
         splits, split_len = split_plan(batch, kv_len, sms, step, config["REGS_CTAS_PER_SM"])
         plan = _Plan()
@@ -368,7 +426,7 @@ def decode(q, kc, ks, vc, vs, counters_of, config: dict) -> torch.Tensor:
             plan.counters = counters_of(q.device, batch)
         else:
             plan.part_acc = plan.part_ml = plan.counters = None
-        plan.consts = dict(W=warps, NK=keys, UNROLL=unroll, SPLIT=splits > 1, EVEN=plan.even, num_warps=warps)
+        plan.consts = dict(W=warps, NK=keys, STAGES=stages, SPLIT=splits > 1, EVEN=plan.even, num_warps=warps)
         _PLANS[key] = plan
     out = torch.empty_like(q)
     dummy = out if plan.part_acc is None else None

@@ -106,7 +106,7 @@ CONFIG = {
     # whose loads are issued together, and programs per SM the split count aims at.
     "REGS_WARPS": 4,
     "REGS_KEYS": 16,
-    "REGS_UNROLL": 1,
+    "REGS_STAGES": 4,
     "REGS_CTAS_PER_SM": 3,
 }
 
@@ -123,10 +123,10 @@ TUNABLES = {
     "WARP_SPLIT": [False, True],
     "V_IN_REGS": [False, True],
     "IMPL": ["auto", "triton"],
-    "REGS_WARPS": [2, 4, 8],
+    "REGS_WARPS": [1, 2, 4, 8],
     "REGS_KEYS": [16, 32],
-    "REGS_UNROLL": [1, 2],
-    "REGS_CTAS_PER_SM": [1, 2, 3, 4, 6],
+    "REGS_STAGES": [2, 4],
+    "REGS_CTAS_PER_SM": [1, 2, 3, 4, 6, 8, 10, 12],
 }
 
 
@@ -606,7 +606,7 @@ def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
     q = q if q.is_contiguous() else q.contiguous()
     k_codes, k_scale = _rows_unit_stride(k_codes, k_scale)
     v_codes, v_scale = _rows_unit_stride(v_codes, v_scale)
-    if CONFIG["IMPL"] == "auto" and inline_ptx_ok(q) and _decode_hopper.usable(q, k_codes):
+    if CONFIG["IMPL"] == "auto" and inline_ptx_ok(q) and _decode_hopper.usable(q, k_codes, k_scale, v_codes, v_scale):
         return _decode_hopper.decode(q, k_codes, k_scale, v_codes, v_scale, arrival_counters, CONFIG)
     if plan is None:
         plan = _PLANS[key] = _make_plan(q, k_codes, k_scale, v_codes, v_scale)
