@@ -1,6 +1,6 @@
 """Run one configuration of bench/decode_regs_run.py a few times at one shape (for Nsight Compute).
 
-    ncu ... python bench/decode_regs_profile.py CONFIG BATCH KV_LEN Q_LEN
+ncu ... python bench/decode_regs_profile.py CONFIG BATCH KV_LEN Q_LEN
 """
 
 import sys

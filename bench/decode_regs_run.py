@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -30,6 +31,7 @@ CONFIGS = {  # name: CONFIG overrides of int8_mqa_decode.py (w warps, k keys a w
     "w4k16s4c3": dict(GLUON, REGS_WARPS=4, REGS_KEYS=16, REGS_STAGES=4, REGS_CTAS_PER_SM=3),
     "w4k16s4c2": dict(GLUON, REGS_WARPS=4, REGS_KEYS=16, REGS_STAGES=4, REGS_CTAS_PER_SM=2),
     "w4k32s2c2": dict(GLUON, REGS_WARPS=4, REGS_KEYS=32, REGS_STAGES=2, REGS_CTAS_PER_SM=2),
+    "w4k32s3c2": dict(GLUON, REGS_WARPS=4, REGS_KEYS=32, REGS_STAGES=3, REGS_CTAS_PER_SM=2),
     "w2k16s4c6": dict(GLUON, REGS_WARPS=2, REGS_KEYS=16, REGS_STAGES=4, REGS_CTAS_PER_SM=6),
     "w1k16s4c8": dict(GLUON, REGS_WARPS=1, REGS_KEYS=16, REGS_STAGES=4, REGS_CTAS_PER_SM=8),
 }
@@ -77,7 +79,18 @@ def child(name: str) -> None:
         diff = ((out.float() - want) / scale).abs()
         ok = bool(torch.isfinite(out).all()) and bool((diff <= 0.02 + 0.02 * (want / scale).abs()).all())
         path = "gluon" if kernel.CONFIG["IMPL"] == "auto" and hopper.usable(*xs) else "tl"
-        print(json.dumps({"config": name, "check": label, "path": path, "correct": ok, "max_abs_err": round(diff.max().item(), 5)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "config": name,
+                    "check": label,
+                    "path": path,
+                    "correct": ok,
+                    "max_abs_err": round(diff.max().item(), 5),
+                }
+            ),
+            flush=True,
+        )
         return ok
 
     ok = True
@@ -131,6 +144,11 @@ def main() -> None:
     parser.add_argument("--out", required=True, type=Path, help="folder for decode_regs.jsonl and decode_regs.md")
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated, of: {', '.join(CONFIGS)}")
     parser.add_argument("--timeout-s", type=float, default=90.0, help="per configuration")
+    parser.add_argument(
+        "--eval-best",
+        action="store_true",
+        help="then `kernelevolve eval` of the fastest configuration right everywhere",
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -161,6 +179,48 @@ def main() -> None:
     md = table(rows)
     (args.out / "decode_regs.md").write_text(md + "\n")
     print(md)
+    if args.eval_best:
+        evaluate_best(rows, args.out)
+
+
+def evaluate_best(rows: list[dict], out: Path) -> None:
+    """kernelevolve eval of the configuration with the smallest geometric-mean graph time over the spec's
+    shapes, among those right on every check (a copy of the kernel file with that CONFIG)."""
+    import math
+
+    right = {r["config"] for r in rows if r.get("all_correct")}
+    times: dict[str, list[float]] = {}
+    for r in rows:
+        if r.get("config") in right and "graph_us" in r and r.get("graph_correct"):
+            times.setdefault(r["config"], []).append(r["graph_us"])
+    full = {k: v for k, v in times.items() if len(v) == len(SPEC_SHAPES)}
+    if not full:
+        print("eval: no configuration right everywhere with every shape timed")
+        return
+    best = min(full, key=lambda k: math.prod(full[k]) ** (1 / len(full[k])))
+    text = (REPO / "knowledge_base" / "kernels" / "int8_mqa_decode.py").read_text()
+    start = text.index("\nCONFIG = {")
+    end = text.index("\n}", start)
+    block = text[start:end]
+    for key, value in CONFIGS[best].items():
+        block = re.sub(rf'(\n    "{key}": )[^\n]*,', lambda m: f"{m.group(1)}{value!r},", block)
+    candidate = out / f"candidate_{best}.py"
+    candidate.write_text(text[:start] + block + text[end:])
+    cmd = [
+        sys.executable,
+        "-m",
+        "kernelevolve",
+        "eval",
+        "specs/int8_mqa_decode.yaml",
+        str(candidate),
+        "--device",
+        "cuda",
+        "--json",
+    ]
+    print("eval:", best, " ".join(cmd[1:]), flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=240)
+    (out / f"eval_{best}.json").write_text(proc.stdout)
+    print(proc.stdout[-3000:], proc.stderr[-1500:], flush=True)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ Here no K/V byte touches shared memory:
   operand. q is split into two int8 parts, q ~ (hi + lo / 127) * max|q| / 127 (error below
   max|q| / 16000 per element, finer than bf16), two MMAs, exact int32 sums.
 - The reduction over the head dim may run in any order that q and K share: the dims are permuted
-  (`k_perm`) so that each thread's B-operand bytes of a key are 2 x 16 contiguous bytes in memory,
+  (the reshape/permute in `_k_operand`, the same in `_q_operand`) so that each thread's B-operand bytes of a key are 2 x 16 contiguous bytes in memory,
   copied with 16-byte copies. A reshape/permute of the loaded tile gives the operand layout exactly
   (converted with assert_trivial: no data movement).
 - P V runs in fp16 (m16n8k16): P comes from the S accumulator without moving (the FA2 identity),
@@ -64,8 +64,9 @@ def _log2(x) -> int:
 @gluon.constexpr_function
 def k_layout(warps: int, keys: int) -> gl.DistributedLinearLayout:
     """[warps, keys, 128 bytes] of K codes as loaded: per thread 32 contiguous bytes of one key (dims
-    32t..32t+31, t = lane % 4), keys over lane // 4 and the registers. Under k_perm it is the int8 mma
-    B-operand layout (registers k1 k2 k16 k32 k64 n8 n16.., lanes k4 k8 n1 n2 n4)."""
+    32t..32t+31, t = lane % 4), keys over lane // 4 and the registers. Reshaped and permuted it is the int8 mma
+    B-operand layout (registers k1 k2 k16 k32 k64 n8 n16.., lanes k4 k8 n1 n2 n4): logical dim
+    k = i + 4t + 16h + 32j + 64u reads byte i + 4h + 8j + 16u + 32t of the row."""
     return gl.DistributedLinearLayout(
         reg_bases=[[0, 0, 1], [0, 0, 2], [0, 0, 4], [0, 0, 8], [0, 0, 16]]
         + [[0, 8 << i, 0] for i in range(_log2(keys) - 3)],
@@ -105,13 +106,6 @@ def kv_smem_layout(rank: int) -> gl.SwizzledSharedLayout:
 
 
 @gluon.jit
-def k_perm(k):
-    """Logical dim k of the q . K reduction -> the byte of the K row it reads (a permutation of the
-    dim bits: k = i + 4t + 16h + 32j + 64u -> i + 4h + 8j + 16u + 32t)."""
-    return (k & 3) | (((k >> 4) & 1) << 2) | (((k >> 5) & 1) << 3) | (((k >> 6) & 1) << 4) | (((k >> 2) & 3) << 5)
-
-
-@gluon.jit
 def out_dim(n):
     """Logical output column n of the P V product -> head dim: n = g + 8r -> 16g + r."""
     return (n & 7) * 16 + (n >> 3)
@@ -119,7 +113,7 @@ def out_dim(n):
 
 @gluon.jit
 def _k_operand(kx, W: gl.constexpr, NK: gl.constexpr, DB8: gl.constexpr):
-    """[W, NK, 128] K codes as loaded -> [W, 128, NK] B operand with the head dim in k_perm order."""
+    """[W, NK, 128] K codes as loaded -> [W, 128, NK] B operand, head dims reordered (see k_layout)."""
     k7 = gl.reshape(kx, [W, NK, 4, 2, 2, 2, 4])  # byte = 32t + 16u + 8j + 4h + i
     k7 = gl.permute(k7, (0, 3, 4, 5, 2, 6, 1))  # -> [W, u, j, h, t, i, NK]
     return gl.convert_layout(gl.reshape(k7, [W, HEAD_DIM, NK]), DB8, assert_trivial=True)
@@ -185,10 +179,19 @@ def _copy_step(
 
 @gluon.jit
 def _q_operand(q8, W: gl.constexpr, DA8: gl.constexpr):
-    """[W, 16, 128] int8 in head-dim order -> the A operand with the dims in k_perm order (once a program)."""
-    q7 = gl.reshape(q8, [W, ROWS, 4, 2, 2, 2, 4])  # dim = 32t + 16u + 8j + 4h + i
+    """[16, 128] int8 in head-dim order -> [W, 16, 128], every warp the whole tile, in the A operand's
+    layout with the dims in the K tile's order (once a program)."""
+    q3 = gl.expand_dims(gl.convert_layout(q8, gl.SliceLayout(0, DA8)), 0)
+    q3 = q3 + gl.zeros([W, ROWS, HEAD_DIM], gl.int8, DA8)
+    q7 = gl.reshape(q3, [W, ROWS, 4, 2, 2, 2, 4])  # dim = 32t + 16u + 8j + 4h + i
     q7 = gl.permute(q7, (0, 1, 3, 4, 5, 2, 6))  # -> [W, 16, u, j, h, t, i]
     return gl.convert_layout(gl.reshape(q7, [W, ROWS, HEAD_DIM]), DA8)
+
+
+@gluon.jit
+def _row_operand(v, W: gl.constexpr, ROW_L: gl.constexpr):
+    """[16] per-row values -> [W, 16], every warp all rows."""
+    return gl.expand_dims(gl.convert_layout(v, gl.SliceLayout(0, ROW_L)), 0) + gl.zeros([W, ROWS], gl.float32, ROW_L)
 
 
 @gluon.jit
@@ -292,25 +295,24 @@ def _decode_regs_kernel(
             lo + i * STEP, hi, k_off, v_off, k_rows, v_rows, s_rows,
         )  # fmt: skip
 
-    # q [16, 128] (row r = head * Q_LEN + token), 16 contiguous bytes a load, split into int8
-    # hi + lo / 127 in units of max|q_r| / 127, then the dims in k_perm order in the A operand's layout.
-    QL: gl.constexpr = gl.BlockedLayout([1, 1, 8], [1, 2, 16], [W, 1, 1], [2, 1, 0])
-    rq = gl.arange(0, ROWS, layout=gl.SliceLayout(0, gl.SliceLayout(2, QL)))
-    cq = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, gl.SliceLayout(1, QL)))
-    wq = gl.arange(0, W, layout=gl.SliceLayout(1, gl.SliceLayout(2, QL)))
-    q_off = (wq * 0)[:, None, None] + rq[None, :, None] * HEAD_DIM + cq[None, None, :]
-    qf = gl.load(Q + b.to(gl.int64) * (ROWS * HEAD_DIM) + q_off).to(gl.float32)
+    # q [16, 128] (row r = head * Q_LEN + token), 16 contiguous bytes a load, the rows spread over the
+    # warps, split into int8 hi + lo / 127 in units of max|q_r| / 127; then every warp takes the whole
+    # tile (through shared memory, once) with the dims in the K tile's order in the A operand's layout.
+    QL: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [W, 1], [1, 0])
+    rq = gl.arange(0, ROWS, layout=gl.SliceLayout(1, QL))
+    cq = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, QL))
+    qf = gl.load(Q + b.to(gl.int64) * (ROWS * HEAD_DIM) + rq[:, None] * HEAD_DIM + cq[None, :]).to(gl.float32)
     # P * v_scale / v_top <= 1 (fits fp16); acc in units of v_top
     v_top = gl.maximum(_split_max(vs_base, lo, hi, W), 1e-30)
     v_inv = 1.0 / v_top
-    top = gl.max(gl.abs(qf), 2)
+    top = gl.max(gl.abs(qf), 1)
     top = gl.where(top > 0, top, 1.0)
-    x = qf * (127.0 / top)[:, :, None]
+    x = qf * (127.0 / top)[:, None]
     hi_i = x.to(gl.int32)  # toward zero: |x - hi| < 1
     q_hi = _q_operand(hi_i.to(gl.int8), W, DA8)
     q_lo = _q_operand(((x - hi_i.to(gl.float32)) * 127.0).to(gl.int32).to(gl.int8), W, DA8)
     # scores in the exp2 domain: (127 hi.k + lo.k) * k_scale * row_mult
-    row_mult = gl.convert_layout(top * (qk_scale / (127.0 * 127.0)), ROW_L)
+    row_mult = _row_operand(top * (qk_scale / (127.0 * 127.0)), W, ROW_L)
 
     m_i = gl.full([W, ROWS], float("-inf"), gl.float32, ROW_L)
     l_i = gl.zeros([W, ROWS], gl.float32, ROW_L)

@@ -49,8 +49,6 @@ import triton.language as tl
 from _int8_kv import int8_scores, int8_update, load_scales
 from _launch_heuristics import sm_count
 
-import _decode_hopper
-
 # H200 round 4 (bench/results/attention_issue17_h200_round4/decode_README.md): device time per call
 # in a CUDA graph with L2 flushed at B256 KV1024 / B128 KV2048 / B64 KV4096 / B64 KV4096 Q_LEN 4,
 # this CONFIG: 29.2 / 32.2 / 36.0 / 50.0 us (2.3 / 2.1 / 1.9 / 1.4 TB/s of KV cache; 1.3-1.5x SDPA
@@ -98,9 +96,12 @@ CONFIG = {
     # memory by the pipeliner and read back: less shared-memory traffic per KV byte. Round 4: 37%
     # slower at B256 (the register tile is repacked byte by byte: 80% more instructions).
     "V_IN_REGS": False,
-    # "auto": on a Hopper GPU with 16 packed query rows and head dim 128, _decode_hopper.py's Gluon
-    # kernel (K/V tiles in registers only, int8 MMA for q K^T); elsewhere this file's tl kernel.
-    # "triton": always the tl kernel.
+    # "auto": on a Hopper GPU with 16 packed query rows, head dim 128 and aligned strides,
+    # _decode_hopper.py's Gluon kernel (no K/V byte through registers of the compiler's choosing: cp.async
+    # rings, int8 MMA for q K^T, V pairs by PRMT); elsewhere this file's tl kernel. "triton": always the
+    # tl kernel. Session 7 (H200, bench/results/attention_issue17_session7): the Gluon kernel is correct
+    # everywhere but slower, 36.1 / 40.9 / 42.0 us against 28.2 / 30.6 / 34.9 us (CUDA graph, L2
+    # flushed, Q_LEN 1 shapes), so "triton" stays the default.
     "IMPL": "triton",
     # The Gluon kernel: warps per program (each streams its own keys), keys per warp and step, steps
     # whose loads are issued together, and programs per SM the split count aims at.
@@ -606,8 +607,11 @@ def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
     q = q if q.is_contiguous() else q.contiguous()
     k_codes, k_scale = _rows_unit_stride(k_codes, k_scale)
     v_codes, v_scale = _rows_unit_stride(v_codes, v_scale)
-    if CONFIG["IMPL"] == "auto" and inline_ptx_ok(q) and _decode_hopper.usable(q, k_codes, k_scale, v_codes, v_scale):
-        return _decode_hopper.decode(q, k_codes, k_scale, v_codes, v_scale, arrival_counters, CONFIG)
+    if CONFIG["IMPL"] == "auto" and inline_ptx_ok(q):
+        import _decode_hopper  # Gluon: imported only where it can run
+
+        if _decode_hopper.usable(q, k_codes, k_scale, v_codes, v_scale):
+            return _decode_hopper.decode(q, k_codes, k_scale, v_codes, v_scale, arrival_counters, CONFIG)
     if plan is None:
         plan = _PLANS[key] = _make_plan(q, k_codes, k_scale, v_codes, v_scale)
     out = torch.empty_like(q)
