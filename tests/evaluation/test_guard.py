@@ -84,6 +84,26 @@ def test_kernel_monitor_counts_launches_and_torch_compute():
     assert "torch.exp x1" in m.verdict()
 
 
+def test_kernel_monitor_counts_a_compiled_kernel_launched_directly():
+    """A launcher that keeps Triton's compiled kernel and calls its `run` (skipping the JIT's argument
+    binding, as int8_mqa_decode's cached launch does) launches a Triton kernel: it counts, by the kernel's
+    name, once; through the JIT it still counts once (the JIT calls the same `run` inside)."""
+    from triton.compiler.compiler import CompiledKernel
+
+    calls = []
+    kernel = CompiledKernel.__new__(CompiledKernel)  # what JITFunction returns, its launcher stubbed (no GPU)
+    kernel.name = "_decode_split"
+    kernel._run = lambda *args: calls.append(args)
+    with KernelMonitor() as m:
+        kernel.run(1, 1, 1, 0, None)
+    assert calls == [(1, 1, 1, 0, None)] and m.launches == {"_decode_split": 1} and m.verdict() is None
+    assert CompiledKernel.__dict__["run"].fget(kernel) is kernel._run  # restored on exit
+    x = torch.randn(16)
+    with KernelMonitor() as m:
+        _copy_kernel[(1,)](x, torch.empty_like(x), 16, BLOCK=16)
+    assert m.launches == {"_copy_kernel": 1}
+
+
 def test_input_guard_sees_writes_and_aliasing():
     x = torch.randn(4, 4)
     guard = InputGuard([x, 3])

@@ -276,6 +276,42 @@ class KernelMonitor(TorchFunctionMode):
                 self.compute_ops[name] = self.compute_ops.get(name, 0) + 1
         return func(*args, **(kwargs or {}))
 
+    def _record(self, names: list[str]) -> None:
+        off = self.home_stream is not None and torch.cuda.current_stream().cuda_stream != self.home_stream
+        for name in names:
+            self.launches[name] = self.launches.get(name, 0) + 1
+            if off:
+                self.off_stream[name] = self.off_stream.get(name, 0) + 1
+
+    def _wrap_compiled_run(self) -> None:
+        """A compiled Triton kernel launched directly (CompiledKernel.run, as a launcher that skips the JIT's
+        argument binding does) is a Triton kernel too: the `run` property hands out a counting launcher."""
+        try:
+            from triton.compiler.compiler import CompiledKernel
+        except ImportError:
+            return
+        original = CompiledKernel.__dict__.get("run")
+        if not isinstance(original, property):
+            return
+        monitor = self
+
+        def counted(kernel):
+            launcher = original.fget(kernel)
+
+            def launch(*args, **kwargs):
+                if monitor._depth == 0:
+                    monitor._record([getattr(kernel, "name", None) or "kernel"])
+                monitor._depth += 1
+                try:
+                    return launcher(*args, **kwargs)
+                finally:
+                    monitor._depth -= 1
+
+            return launch
+
+        CompiledKernel.run = property(counted)
+        self._patched.append((CompiledKernel, "run", original))
+
     def _wrap(self, cls: type, attr: str) -> None:
         original = cls.__dict__.get(attr)
         if original is None:
@@ -292,11 +328,7 @@ class KernelMonitor(TorchFunctionMode):
                 or "kernel"
             ]
             if monitor._depth == 0:
-                off = monitor.home_stream is not None and torch.cuda.current_stream().cuda_stream != monitor.home_stream
-                for name in names:
-                    monitor.launches[name] = monitor.launches.get(name, 0) + 1
-                    if off:
-                        monitor.off_stream[name] = monitor.off_stream.get(name, 0) + 1
+                monitor._record(names)
             monitor._depth += 1
             try:
                 return original(fn_self, *args, **kwargs)
@@ -310,6 +342,7 @@ class KernelMonitor(TorchFunctionMode):
         from triton.runtime.jit import JITFunction
 
         self._wrap(JITFunction, "run")
+        self._wrap_compiled_run()
         try:
             from triton.runtime.interpreter import InterpretedFunction
 
