@@ -26,12 +26,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SPEC_SHAPES = [(256, 1024, 1), (128, 2048, 1), (64, 4096, 1), (64, 4096, 4)]
 GLUON = {"IMPL": "auto"}
-CONFIGS = {  # name: CONFIG overrides of int8_mqa_decode.py (w warps, k keys a warp-step, s stages, c programs/SM)
+CONFIGS = {  # name: CONFIG overrides of int8_mqa_decode.py (w warps, k keys a warp-step, s stages, c programs/SM, L lazy rescale)
     "tl": {"IMPL": "triton"},
     "w4k16s4c3": dict(GLUON, REGS_WARPS=4, REGS_KEYS=16, REGS_STAGES=4, REGS_CTAS_PER_SM=3),
     "w4k16s4c2": dict(GLUON, REGS_WARPS=4, REGS_KEYS=16, REGS_STAGES=4, REGS_CTAS_PER_SM=2),
     "w4k32s2c2": dict(GLUON, REGS_WARPS=4, REGS_KEYS=32, REGS_STAGES=2, REGS_CTAS_PER_SM=2),
     "w4k32s3c2": dict(GLUON, REGS_WARPS=4, REGS_KEYS=32, REGS_STAGES=3, REGS_CTAS_PER_SM=2),
+    "w4k32s2c2L": dict(GLUON, REGS_WARPS=4, REGS_KEYS=32, REGS_STAGES=2, REGS_CTAS_PER_SM=2, REGS_LAZY_RESCALE=True),
+    "w4k32s3c2L": dict(GLUON, REGS_WARPS=4, REGS_KEYS=32, REGS_STAGES=3, REGS_CTAS_PER_SM=2, REGS_LAZY_RESCALE=True),
+    "w4k16s4c3L": dict(GLUON, REGS_WARPS=4, REGS_KEYS=16, REGS_STAGES=4, REGS_CTAS_PER_SM=3, REGS_LAZY_RESCALE=True),
     "w2k16s4c6": dict(GLUON, REGS_WARPS=2, REGS_KEYS=16, REGS_STAGES=4, REGS_CTAS_PER_SM=6),
     "w1k16s4c8": dict(GLUON, REGS_WARPS=1, REGS_KEYS=16, REGS_STAGES=4, REGS_CTAS_PER_SM=8),
 }

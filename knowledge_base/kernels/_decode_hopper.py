@@ -106,12 +106,6 @@ def kv_smem_layout(rank: int) -> gl.SwizzledSharedLayout:
 
 
 @gluon.jit
-def out_dim(n):
-    """Logical output column n of the P V product -> head dim: n = g + 8r -> 16g + r."""
-    return (n & 7) * 16 + (n >> 3)
-
-
-@gluon.jit
 def _k_operand(kx, W: gl.constexpr, NK: gl.constexpr, DB8: gl.constexpr):
     """[W, NK, 128] K codes as loaded -> [W, 128, NK] B operand, head dims reordered (see k_layout)."""
     k7 = gl.reshape(kx, [W, NK, 4, 2, 2, 2, 4])  # byte = 32t + 16u + 8j + 4h + i
@@ -138,7 +132,7 @@ _V_PAIRS_PTX = gl.constexpr("""{
 @gluon.jit
 def _v_operand(vx, W: gl.constexpr, NK: gl.constexpr, V_PAIRS: gl.constexpr, DB16: gl.constexpr):
     """[W, NK, 128] V codes as loaded -> [W, NK, 128] fp16 B operand (codes + 1152) with the output
-    dims in out_dim order. The inline PTX writes key pairs where the tensor's layout says dim pairs:
+    dims reordered (n = g + 8r is head dim 16g + r). The inline PTX writes key pairs where the tensor's layout says dim pairs:
     the reshape/permute below names the elements for what they hold."""
     vx = gl.convert_layout(vx, V_PAIRS)  # the same 32-bit registers in another order
     y = gl.inline_asm_elementwise(
@@ -164,16 +158,26 @@ def _split_max(base, lo, hi, W: gl.constexpr):
 
 @gluon.jit
 def _copy_step(
-    k_dst, v_dst, ks_dst, vs_dst, k_base, v_base, ks_base, vs_base, start, hi, k_off, v_off, k_rows, v_rows, s_rows
-):
-    """cp.async of one step's K and V codes and scales (each warp its NK keys; zeros past the split's end),
-    one commit group."""
-    cp.async_copy_global_to_shared(k_dst, k_base + start * HEAD_DIM + k_off, mask=(start + k_rows) < hi)
-    cp.async_copy_global_to_shared(v_dst, v_base + start * HEAD_DIM + v_off, mask=(start + v_rows) < hi)
+    k_dst, v_dst, ks_dst, vs_dst, k_base, v_base, ks_base, vs_base, start, hi, k_off, v_off, k_rows, v_rows, s_rows,
+    EVEN: gl.constexpr,
+):  # fmt: skip
+    """cp.async of one step's K and V codes and scales (each warp its NK keys), one commit group. EVEN:
+    every step whole, and a step past the split's end (prefetched, never used) re-reads its last step:
+    no predicates. Else zeros past the end."""
     cols = start + s_rows
-    pair_live = (start + (s_rows // 2) * 2) < hi  # the same for both scales of a 4-byte copy (KV_LEN is even)
-    cp.async_copy_global_to_shared(ks_dst, ks_base + cols, mask=pair_live)
-    cp.async_copy_global_to_shared(vs_dst, vs_base + cols, mask=pair_live)
+    if EVEN:
+        start = gl.minimum(start, hi - k_rows.shape[0] * k_rows.shape[1])
+        cols = start + s_rows
+        cp.async_copy_global_to_shared(k_dst, k_base + start * HEAD_DIM + k_off)
+        cp.async_copy_global_to_shared(v_dst, v_base + start * HEAD_DIM + v_off)
+        cp.async_copy_global_to_shared(ks_dst, ks_base + cols)
+        cp.async_copy_global_to_shared(vs_dst, vs_base + cols)
+    else:
+        cp.async_copy_global_to_shared(k_dst, k_base + start * HEAD_DIM + k_off, mask=(start + k_rows) < hi)
+        cp.async_copy_global_to_shared(v_dst, v_base + start * HEAD_DIM + v_off, mask=(start + v_rows) < hi)
+        pair_live = (start + (s_rows // 2) * 2) < hi  # the same for both scales of a 4-byte copy (KV_LEN is even)
+        cp.async_copy_global_to_shared(ks_dst, ks_base + cols, mask=pair_live)
+        cp.async_copy_global_to_shared(vs_dst, vs_base + cols, mask=pair_live)
     cp.commit_group()
 
 
@@ -210,8 +214,9 @@ def _step(
     m_new = gl.maximum(m_i, gl.max(t, 2) * row_mult)
     if LAZY:
         # FlashAttention-4's conditional rescale: keep the stale max (P up to 2^8, still inside fp16 and
-        # exact in the sums) until some row's max grows by more than 8 (log2 units); one warp a program,
-        # so the branch is uniform. NaN (no live key yet) never rescales.
+        # exact in the sums) until some row's max grows by more than 8 (log2 units), so most steps skip the
+        # [16, 128] multiply; the condition is reduced over the program (uniform branch). NaN (no live key
+        # yet) never rescales.
         grow = gl.max(gl.max(m_new - m_i, 1), 0)
         if grow > 8.0:
             m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
@@ -242,7 +247,8 @@ def _step(
 def _decode_regs_kernel(
     Q, KC, KS, VC, VS, O, PART_ACC, PART_ML, COUNTERS,
     kv_len, split_len, stride_kb, stride_vb, stride_ksb, stride_vsb, qk_scale,
-    W: gl.constexpr, NK: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, EVEN: gl.constexpr,
+    W: gl.constexpr, NK: gl.constexpr, STAGES: gl.constexpr, LAZY: gl.constexpr, SPLIT: gl.constexpr,
+    EVEN: gl.constexpr,
 ):  # fmt: skip
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[W, 1, 1], instr_shape=[1, 16, 8])
     DA8: gl.constexpr = gl.DotOperandLayout(0, MMA, 4)
@@ -292,7 +298,7 @@ def _decode_regs_kernel(
     for i in gl.static_range(STAGES - 1):
         _copy_step(
             k_smem.index(i), v_smem.index(i), ks_smem.index(i), vs_smem.index(i), k_base, v_base, ks_base, vs_base,
-            lo + i * STEP, hi, k_off, v_off, k_rows, v_rows, s_rows,
+            lo + i * STEP, hi, k_off, v_off, k_rows, v_rows, s_rows, EVEN,
         )  # fmt: skip
 
     # q [16, 128] (row r = head * Q_LEN + token), 16 contiguous bytes a load, the rows spread over the
@@ -327,6 +333,7 @@ def _decode_regs_kernel(
         _copy_step(
             k_smem.index(ahead), v_smem.index(ahead), ks_smem.index(ahead), vs_smem.index(ahead),
             k_base, v_base, ks_base, vs_base, start + (STAGES - 1) * STEP, hi, k_off, v_off, k_rows, v_rows, s_rows,
+            EVEN,
         )  # fmt: skip
         cp.wait_group(STAGES - 1)
         kx = k_smem.index(stage).load(LK)
@@ -336,26 +343,33 @@ def _decode_regs_kernel(
         live = (start + s_rows) < hi
         m_i, l_i, acc, p_sum = _step(
             kx, vx, k_sc, v_sc, live, q_hi, q_lo, row_mult, v_inv, m_i, l_i, acc, p_sum, ones, zero_s,
-            W, NK, EVEN, W == 1, DB8, DA16, DB16, LV_PAIRS,
+            W, NK, EVEN, LAZY, DB8, DA16, DB16, LV_PAIRS,
         )  # fmt: skip
         stage = (stage + 1) % STAGES
     cp.wait_group(0)
 
-    # merge the warps: weights exp2(m_w - m), bias removed, back to the unit of v_top
+    # merge the warps: weights exp2(m_w - m), bias removed, back to the unit of v_top; the weighted
+    # tiles go through shared memory in head-dim order and each warp sums a quarter of the rows of all
+    # of them (a reduction over the warp axis would leave every warp with every sum)
     m = gl.max(m_i, 0)
     m_safe = gl.where(m == float("-inf"), 0.0, m)
     wgt = gl.exp2(m_i - m_safe[None, :])
     l = gl.sum(wgt * l_i, 0)
     bias = gl.max(p_sum, 2) * 1152.0
-    o = gl.sum((acc - bias[:, :, None]) * (wgt * v_top)[:, :, None], 0)  # [16, 128] in logical columns
-    OL: gl.constexpr = gl.SliceLayout(0, MMA)
+    o_w = (acc - bias[:, :, None]) * (wgt * v_top)[:, :, None]  # [W, 16, 128], columns n = g + 8r
+    o_w = gl.reshape(gl.permute(gl.reshape(o_w, [W, ROWS, 16, 8]), (0, 1, 3, 2)), [W, ROWS, HEAD_DIM])
+    red = gl.allocate_shared_memory(gl.float32, [W, ROWS, HEAD_DIM], gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]))
+    red.store(o_w)  # now dim 16g + r
+    EL: gl.constexpr = gl.BlockedLayout([W, 1, 4], [1, 1, 32], [1, W, 1], [2, 1, 0])
+    OL: gl.constexpr = gl.SliceLayout(0, EL)
+    o = gl.sum(red.load(EL), 0)  # [16, 128]
     ro = gl.arange(0, ROWS, layout=gl.SliceLayout(1, OL))
-    no = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, OL))
-    o_cols = ro[:, None] * HEAD_DIM + out_dim(no)[None, :]
+    co = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, OL))
+    o_cols = ro[:, None] * HEAD_DIM + co[None, :]
+    RL: gl.constexpr = gl.SliceLayout(1, OL)
     if SPLIT:
         part = (b * n_splits + split) * ROWS
         gl.store(PART_ACC + part * HEAD_DIM + o_cols, o)
-        RL: gl.constexpr = gl.SliceLayout(1, OL)
         rl = gl.arange(0, ROWS, layout=RL)
         gl.store(PART_ML + 2 * (part + rl), gl.convert_layout(m, RL))
         gl.store(PART_ML + 2 * (part + rl) + 1, gl.convert_layout(l, RL))
@@ -364,7 +378,7 @@ def _decode_regs_kernel(
             _combine(PART_ACC, PART_ML, O, b, n_splits, W)
             gl.atomic_xchg(COUNTERS + b, 0)
     else:
-        out = o / gl.convert_layout(l, gl.SliceLayout(1, OL))[:, None]
+        out = o / gl.convert_layout(l, RL)[:, None]
         gl.store(O + b.to(gl.int64) * (ROWS * HEAD_DIM) + o_cols, out.to(O.dtype.element_ty))
 
 
@@ -412,7 +426,8 @@ def decode(q, kc, ks, vc, vs, counters_of, config: dict) -> torch.Tensor:
     batch, _, _, _ = q.shape
     kv_len = kc.shape[1]
     warps, keys, stages = config["REGS_WARPS"], config["REGS_KEYS"], config["REGS_STAGES"]
-    key = (batch, kv_len, kc.stride(0), vc.stride(0), ks.stride(0), vs.stride(0), q.device, warps, keys, stages, config["REGS_CTAS_PER_SM"])
+    lazy = bool(config.get("REGS_LAZY_RESCALE", False))
+    key = (batch, kv_len, kc.stride(0), vc.stride(0), ks.stride(0), vs.stride(0), q.device, warps, keys, stages, lazy, config["REGS_CTAS_PER_SM"])
     plan = _PLANS.get(key)
     if plan is None:
         step = warps * keys
@@ -428,7 +443,7 @@ def decode(q, kc, ks, vc, vs, counters_of, config: dict) -> torch.Tensor:
             plan.counters = counters_of(q.device, batch)
         else:
             plan.part_acc = plan.part_ml = plan.counters = None
-        plan.consts = dict(W=warps, NK=keys, STAGES=stages, SPLIT=splits > 1, EVEN=plan.even, num_warps=warps)
+        plan.consts = dict(W=warps, NK=keys, STAGES=stages, LAZY=lazy, SPLIT=splits > 1, EVEN=plan.even, num_warps=warps)
         _PLANS[key] = plan
     out = torch.empty_like(q)
     dummy = out if plan.part_acc is None else None

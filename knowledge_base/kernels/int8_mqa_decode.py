@@ -109,6 +109,9 @@ CONFIG = {
     "REGS_KEYS": 16,
     "REGS_STAGES": 4,
     "REGS_CTAS_PER_SM": 3,
+    # Rescale the accumulator only when some row's max has grown by more than 2^8 (FlashAttention-4's
+    # conditional rescale; one program-wide reduction and branch a step instead of a [16, 128] multiply).
+    "REGS_LAZY_RESCALE": False,
 }
 
 TUNABLES = {
@@ -126,8 +129,9 @@ TUNABLES = {
     "IMPL": ["auto", "triton"],
     "REGS_WARPS": [1, 2, 4, 8],
     "REGS_KEYS": [16, 32],
-    "REGS_STAGES": [2, 4],
+    "REGS_STAGES": [2, 3, 4],
     "REGS_CTAS_PER_SM": [1, 2, 3, 4, 6, 8, 10, 12],
+    "REGS_LAZY_RESCALE": [False, True],
 }
 
 

@@ -82,7 +82,7 @@ part = torch.empty(16, dtype=torch.float32)
 kernel = dh._decode_regs_kernel.warmup(
     q, codes, scales, codes, scales, q, part, part, torch.empty(1, dtype=torch.int32),
     kv, 256, 1024 * 128, 1024 * 128, 1024, 1024, 0.1,
-    W=4, NK=32, STAGES=2, SPLIT=True, EVEN=False, num_warps=4, grid=(1,),
+    W=4, NK=32, STAGES=2, LAZY=False, SPLIT=True, EVEN=False, num_warps=4, grid=(1,),
 )
 open(sys.argv[2], "wb").write(kernel.asm["cubin"])
 """
