@@ -157,6 +157,8 @@ def main() -> None:
     if args.child:
         return child(args.child)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.eval:
+        return evaluate(args.eval, args.out)
     rows = []
     for name in args.configs.split(","):
         if name not in CONFIGS:
@@ -200,7 +202,13 @@ def evaluate_best(rows: list[dict], out: Path) -> None:
     if not full:
         print("eval: no configuration right everywhere with every shape timed")
         return
-    best = min(full, key=lambda k: math.prod(full[k]) ** (1 / len(full[k])))
+    evaluate(min(full, key=lambda k: math.prod(full[k]) ** (1 / len(full[k]))), out)
+
+
+def evaluate(best: str, out: Path) -> None:
+    """A copy of the kernel file with CONFIGS[best] as its CONFIG, through `kernelevolve eval --device cuda`."""
+    if best not in CONFIGS:
+        sys.exit(f"decode_regs_run: unknown configuration {best!r} (known: {', '.join(CONFIGS)})")
     text = (REPO / "knowledge_base" / "kernels" / "int8_mqa_decode.py").read_text()
     start = text.index("\nCONFIG = {")
     end = text.index("\n}", start)

@@ -106,9 +106,9 @@ CONFIG = {
     # The Gluon kernel: warps per program (each streams its own keys), keys per warp and step, steps
     # whose loads are issued together, and programs per SM the split count aims at.
     "REGS_WARPS": 4,
-    "REGS_KEYS": 16,
-    "REGS_STAGES": 4,
-    "REGS_CTAS_PER_SM": 3,
+    "REGS_KEYS": 32,
+    "REGS_STAGES": 2,
+    "REGS_CTAS_PER_SM": 2,
     # Rescale the accumulator only when some row's max has grown by more than 2^8 (FlashAttention-4's
     # conditional rescale; one program-wide reduction and branch a step instead of a [16, 128] multiply).
     "REGS_LAZY_RESCALE": False,
