@@ -152,6 +152,7 @@ def main() -> None:
         action="store_true",
         help="then `kernelevolve eval` of the fastest configuration right everywhere",
     )
+    parser.add_argument("--eval", default=None, help="only `kernelevolve eval` of this configuration (no timing runs)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

@@ -1,30 +1,38 @@
-"""int8 multi-query decode with the KV tiles in registers only (Gluon, Hopper), used by int8_mqa_decode.py
-for 16 packed query rows and head dim 128 on compute capability 9.x.
+"""int8 multi-query decode with no K/V byte in a layout of the compiler's choosing (Gluon, Hopper), used by
+int8_mqa_decode.py with IMPL "auto" for 16 packed query rows and head dim 128 on compute capability 9.x.
 
-Why: the tl kernel (int8_mqa_decode.py) stages every int8 K/V tile through shared memory, converts it,
-writes the V tile back in fp16 and reads it again with ldmatrix.trans; Nsight Compute put it at 57% of
-DRAM peak, bound by shared memory and instruction issue (bench/results/attention_issue17_h200_round4).
-Here no K/V byte touches shared memory:
+Why: the tl kernel (int8_mqa_decode.py) converts every int8 K/V tile after shared memory, writes the V
+tile back in fp16 and reads it again with ldmatrix.trans; Nsight Compute put it at 57% of DRAM peak,
+bound by shared memory and instruction issue (bench/results/attention_issue17_h200_round4). Here:
 
 - Each warp streams its own keys with its own softmax state (the warps are the leading axis of every
-  tensor; the mma_v2 layout has them on that axis), merged once after the loop.
-- S = q K^T runs on int8 tensor cores (mma m16n8k32 s8): the K tile is loaded straight into the B
-  operand. q is split into two int8 parts, q ~ (hi + lo / 127) * max|q| / 127 (error below
-  max|q| / 16000 per element, finer than bf16), two MMAs, exact int32 sums.
-- The reduction over the head dim may run in any order that q and K share: the dims are permuted
-  (the reshape/permute in `_k_operand`, the same in `_q_operand`) so that each thread's B-operand bytes of a key are 2 x 16 contiguous bytes in memory,
-  copied with 16-byte copies. A reshape/permute of the loaded tile gives the operand layout exactly
-  (converted with assert_trivial: no data movement).
-- P V runs in fp16 (m16n8k16): P comes from the S accumulator without moving (the FA2 identity),
-  the V operand needs two consecutive keys per 32-bit register at one output dim. The output dims
-  are permuted so that a thread's 16 dims are contiguous in memory (one 16-byte load a key); one
-  inline-PTX block turns two such words (4 dims of two keys) into four fp16x2 key pairs: two byte
-  interleaves and four permutes into the mantissa of fp16 1024 (1024 + (x ^ 0x80) = x + 1152, no
-  subtract). The 1152 bias is removed once at the end: a fifth n-tile multiplies P by ones, which
-  accumulates sum_k P[r, k] with every rescale, and O = acc - 1152 * that sum.
+  tensor; the mma_v2 layout has them on that axis), merged once after the loop through shared memory.
+- Codes and scales come in by cp.async into rings of shared-memory stages (16-byte copies, XOR-swizzled
+  rows) and go back out 16 bytes at a time to the thread that copied them, straight into the MMA operands:
+  nothing is written back, nothing is converted for K.
+- S = q K^T runs on int8 tensor cores (mma m16n8k32 s8). q is split once into two int8 parts,
+  q ~ (hi + lo / 127) * max|q| / 127 (error below max|q| / 16000 per element, finer than bf16), two MMAs,
+  exact int32 sums.
+- The reduction over the head dim may run in any order that q and K share: the dims are permuted (the
+  reshape/permute in `_k_operand`, the same in `_q_operand`) so that each thread's B-operand bytes of a
+  key are 32 contiguous bytes. The reshape/permute gives the operand layout exactly (assert_trivial).
+- P V runs in fp16 (m16n8k16): P comes from the S accumulator without moving (the FA2 identity); the V
+  operand needs two keys per 32-bit register at one output dim. The output dims are permuted so that a
+  thread's 16 dims of a key are contiguous; one inline-PTX block turns two such words (4 dims of two
+  keys) into four fp16x2 key pairs: two byte interleaves and four permutes into the mantissa of fp16
+  1024 (1024 + (x ^ 0x80) = x + 1152, no subtract). The 1152 bias is removed once at the end: a fifth
+  n-tile multiplies P by ones, which accumulates sum_k P[r, k] through every rescale, and
+  O = acc - 1152 * that sum.
 - The K scale multiplies the score tile, the V scale P (divided by the split's largest V scale, so P
   fits fp16 whatever the scales).
+
+Measured (H200, session 7, bench/results/attention_issue17_session7): correct on every check; as fast as
+the tl kernel overall, not faster (0.95x at B256 KV1024, 1.06x at B64 KV4096; evaluator fitness 3.95
+against 3.99), so it is not the default. What bounds it: the fixed costs of each program (q's split, the
+V-scale maximum, the merge and their barriers drew 38% of the stall samples with 8 steps a warp) and the
+wait for each step's copies.
 """
+
 
 import torch
 import triton
@@ -288,9 +296,17 @@ def _decode_regs_kernel(
     ns = gl.arange(0, NK, layout=gl.SliceLayout(0, COL_L))
     s_rows = ws[:, None] * NK + ns[None, :]
 
+    # q [16, 128] (row r = head * Q_LEN + token), 16 contiguous bytes a load, the rows spread over the
+    # warps, split into int8 hi + lo / 127 in units of max|q_r| / 127; then every warp takes the whole
+    # tile (through shared memory, once) with the dims in the K tile's order in the A operand's layout.
+    QL: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [W, 1], [1, 0])
+    rq = gl.arange(0, ROWS, layout=gl.SliceLayout(1, QL))
+    cq = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, QL))
+    qf = gl.load(Q + b.to(gl.int64) * (ROWS * HEAD_DIM) + rq[:, None] * HEAD_DIM + cq[None, :]).to(gl.float32)
     # First the copies: STAGES - 1 steps of codes and scales in flight (cp.async into rings of
     # shared-memory stages: no registers held, nothing for the compiler to sink, no scoreboard shared
-    # with the math), issued before the prologue below so that its latency overlaps theirs.
+    # with the math), issued after q's load above (it would queue behind
+    # them) and before the math on q and the split's V-scale maximum, so that their latencies overlap.
     k_smem = gl.allocate_shared_memory(gl.int8, [STAGES, W, NK, HEAD_DIM], kv_smem_layout(3))
     v_smem = gl.allocate_shared_memory(gl.int8, [STAGES, W, NK, HEAD_DIM], kv_smem_layout(3))
     ks_smem = gl.allocate_shared_memory(KS.dtype.element_ty, [STAGES, W, NK], SCALE_SMEM)
@@ -301,13 +317,6 @@ def _decode_regs_kernel(
             lo + i * STEP, hi, k_off, v_off, k_rows, v_rows, s_rows, EVEN,
         )  # fmt: skip
 
-    # q [16, 128] (row r = head * Q_LEN + token), 16 contiguous bytes a load, the rows spread over the
-    # warps, split into int8 hi + lo / 127 in units of max|q_r| / 127; then every warp takes the whole
-    # tile (through shared memory, once) with the dims in the K tile's order in the A operand's layout.
-    QL: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [W, 1], [1, 0])
-    rq = gl.arange(0, ROWS, layout=gl.SliceLayout(1, QL))
-    cq = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, QL))
-    qf = gl.load(Q + b.to(gl.int64) * (ROWS * HEAD_DIM) + rq[:, None] * HEAD_DIM + cq[None, :]).to(gl.float32)
     # P * v_scale / v_top <= 1 (fits fp16); acc in units of v_top
     v_top = gl.maximum(_split_max(vs_base, lo, hi, W), 1e-30)
     v_inv = 1.0 / v_top

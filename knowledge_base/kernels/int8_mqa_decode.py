@@ -33,6 +33,9 @@ Decode is bound by reading the KV cache. What makes that read efficient:
   they are loaded one KV step ahead (PREFETCH_SCALES).
 - The host side: LAUNCH = "cached" keeps, per input shape, the grid, the split buffers and Triton's
   compiled kernel, and launches it directly (no argument binding).
+- IMPL = "auto" takes _decode_hopper.py's Gluon kernel where it can run (Hopper, 16 packed rows, head
+  dim 128, aligned strides): K/V copied by cp.async and read straight into int8 / fp16 MMA operands.
+  As fast as this kernel overall on the H200, not faster (session 7); "triton" is the default.
 What bounds it (H200, Nsight Compute, B256 KV1024): 57% of DRAM peak; 8 warps per SM (shared memory
 for 3 stages of K/V tiles and the fp16 V tile), 1.4 instructions issued per cycle, stalls on shared
 memory (short scoreboard) first: the loop is latency-bound per SM, and more, smaller programs did
@@ -99,9 +102,10 @@ CONFIG = {
     # "auto": on a Hopper GPU with 16 packed query rows, head dim 128 and aligned strides,
     # _decode_hopper.py's Gluon kernel (no K/V byte through registers of the compiler's choosing: cp.async
     # rings, int8 MMA for q K^T, V pairs by PRMT); elsewhere this file's tl kernel. "triton": always the
-    # tl kernel. Session 7 (H200, bench/results/attention_issue17_session7): the Gluon kernel is correct
-    # everywhere but slower, 36.1 / 40.9 / 42.0 us against 28.2 / 30.6 / 34.9 us (CUDA graph, L2
-    # flushed, Q_LEN 1 shapes), so "triton" stays the default.
+    # tl kernel. Session 7 (H200, bench/results/attention_issue17_session7, CUDA graph, L2 flushed, the
+    # Q_LEN 1 shapes): Gluon 29.5 / 32.1 / 32.9 us, tl 28.0 / 30.5 / 34.9 us in the same run; evaluator
+    # fitness 3.95 against 3.99. Not faster overall, and launched through the JIT (30-100 us of host time
+    # a call): "triton" stays the default.
     "IMPL": "triton",
     # The Gluon kernel: warps per program (each streams its own keys), keys per warp and step, steps
     # whose loads are issued together, and programs per SM the split count aims at.
