@@ -1,0 +1,73 @@
+"""How fast can one launch read an int8 MQA decode's KV cache on this GPU? A Triton kernel that only reads the
+spec's K and V codes and scales (16-byte loads, summed into one word a program so nothing is optimised away),
+timed the way bench/decode_regs_run.py times the decode kernels (a CUDA graph, L2 flushed before each call):
+the floor for any decode kernel that reads the same bytes in one launch.
+
+    python bench/decode_read_roofline.py [--out FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+REPO = Path(__file__).resolve().parents[1]
+SHAPES = [(256, 1024), (128, 2048), (64, 4096)]
+
+
+@triton.jit
+def _read_words(X, OUT, n_words, BLOCK: tl.constexpr, PER_PROGRAM: tl.constexpr):
+    """Sum of PER_PROGRAM blocks of int32 words (xor-folded), one word a program."""
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], dtype=tl.int32)
+    for i in range(PER_PROGRAM):
+        idx = (pid * PER_PROGRAM + i) * BLOCK + offs
+        acc ^= tl.load(X + idx, mask=idx < n_words, other=0)
+    tl.store(OUT + pid, tl.sum(acc, 0))
+
+
+def read_all(words: torch.Tensor, out: torch.Tensor, per_program: int, block: int) -> torch.Tensor:
+    n = words.numel()
+    grid = (triton.cdiv(n, block * per_program),)
+    _read_words[grid](words, out, n, BLOCK=block, PER_PROGRAM=per_program, num_warps=4)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None, help="JSON file for the results")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("decode_read_roofline: needs a CUDA GPU")
+    sys.path.insert(0, str(REPO / "bench"))
+    from attention_bench import graph_us
+
+    rows = []
+    for batch, kv_len in SHAPES:
+        # K and V codes and bf16 scales, as one buffer of int32 words (the same bytes, one launch)
+        nbytes = 2 * batch * kv_len * 128 + 2 * 2 * batch * kv_len
+        words = torch.randint(-(2**31), 2**31 - 1, (nbytes // 4,), dtype=torch.int32, device="cuda")
+        best = None
+        for per_program, block in ((4, 1024), (8, 1024), (16, 1024), (8, 2048)):
+            out = torch.empty(triton.cdiv(words.numel(), block * per_program), dtype=torch.int32, device="cuda")
+            us, _ = graph_us(lambda: read_all(words, out, per_program, block))
+            row = {"shape": [batch, kv_len], "MB": round(nbytes / 1e6, 1), "per_program": per_program, "block": block}
+            row.update(graph_us=round(us, 2), TB_s=round(nbytes / us / 1e6, 3))
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+            best = row if best is None or row["graph_us"] < best["graph_us"] else best
+        print(f"B{batch} KV{kv_len}: best read {best['graph_us']} us = {best['TB_s']} TB/s", flush=True)
+        del words
+    if args.out:
+        args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
