@@ -1,0 +1,41 @@
+"""int8 MQA prefill for Nsight Compute: the spec's shape (B32 S1024, 16 query heads on one int8 KV head),
+the file's default and SDPA on the pre-dequantised bf16 cache, causal and full, each warmed up and then run
+once inside an NVTX range "measure" (profile only those: ncu --nvtx --nvtx-include "measure/").
+
+    ncu --nvtx --nvtx-include "measure/" --section SpeedOfLight ... python bench/prefill_profile.py
+"""
+
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "bench"), str(REPO / "knowledge_base" / "kernels")]
+from attention_bench import load_module  # noqa: E402
+
+kernel = load_module(REPO / "knowledge_base" / "kernels" / "int8_mqa_prefill.py", "int8_mqa_prefill")
+ref = load_module(REPO / "specs" / "int8_mqa_prefill.py", "ref_prefill")
+torch.manual_seed(0)
+q = torch.randn(32, 16, 1024, 128, device="cuda").to(torch.bfloat16)
+kc, ks = ref.quantize(torch.randn(32, 1024, 128, device="cuda"))
+vc, vs = ref.quantize(torch.randn(32, 1024, 128, device="cuda"))
+ks, vs = ks.to(torch.bfloat16), vs.to(torch.bfloat16)
+k = ref.dequantize(kc, ks, torch.bfloat16).unsqueeze(1)
+v = ref.dequantize(vc, vs, torch.bfloat16).unsqueeze(1)
+runs = []
+for causal in (True, False):
+    runs.append(lambda c=causal: kernel.int8_mqa_prefill(q, kc, ks, vc, vs, c))
+    runs.append(lambda c=causal: F.scaled_dot_product_attention(q, k, v, is_causal=c, enable_gqa=True))
+with torch.no_grad():
+    for run in runs:
+        run()
+        run()
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_push("measure")
+    for run in runs:
+        run()
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
+print("ok")
