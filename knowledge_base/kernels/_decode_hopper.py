@@ -172,10 +172,10 @@ def _copy_step(
     """cp.async of one step's K and V codes and scales (each warp its NK keys), one commit group. EVEN:
     every step whole, and a step past the split's end (prefetched, never used) re-reads its last step:
     no predicates. Else zeros past the end."""
-    cols = start + s_rows
     if EVEN:
         start = gl.minimum(start, hi - k_rows.shape[0] * k_rows.shape[1])
-        cols = start + s_rows
+    cols = start + s_rows
+    if EVEN:
         cp.async_copy_global_to_shared(k_dst, k_base + start * HEAD_DIM + k_off)
         cp.async_copy_global_to_shared(v_dst, v_base + start * HEAD_DIM + v_off)
         cp.async_copy_global_to_shared(ks_dst, ks_base + cols)
@@ -436,7 +436,8 @@ def decode(q, kc, ks, vc, vs, counters_of, config: dict) -> torch.Tensor:
     kv_len = kc.shape[1]
     warps, keys, stages = config["REGS_WARPS"], config["REGS_KEYS"], config["REGS_STAGES"]
     lazy = bool(config.get("REGS_LAZY_RESCALE", False))
-    key = (batch, kv_len, kc.stride(0), vc.stride(0), ks.stride(0), vs.stride(0), q.device, warps, keys, stages, lazy, config["REGS_CTAS_PER_SM"])
+    key = (batch, kv_len, kc.stride(0), vc.stride(0), ks.stride(0), vs.stride(0), q.device)
+    key += (warps, keys, stages, lazy, config["REGS_CTAS_PER_SM"])
     plan = _PLANS.get(key)
     if plan is None:
         step = warps * keys
@@ -455,12 +456,12 @@ def decode(q, kc, ks, vc, vs, counters_of, config: dict) -> torch.Tensor:
         plan.consts = dict(W=warps, NK=keys, STAGES=stages, LAZY=lazy, SPLIT=splits > 1, EVEN=plan.even, num_warps=warps)
         _PLANS[key] = plan
     out = torch.empty_like(q)
-    dummy = out if plan.part_acc is None else None
+    split = plan.part_acc is not None  # else out stands in for the split buffers (not read or written)
     _decode_regs_kernel[plan.grid](
         q, kc, ks, vc, vs, out,
-        dummy if dummy is not None else plan.part_acc,
-        dummy if dummy is not None else plan.part_ml,
-        dummy if dummy is not None else plan.counters,
+        plan.part_acc if split else out,
+        plan.part_ml if split else out,
+        plan.counters if split else out,
         kv_len, plan.split_len, kc.stride(0), vc.stride(0), ks.stride(0), vs.stride(0),
         1.4426950408889634 / HEAD_DIM.value**0.5,
         **plan.consts,
