@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import time
@@ -114,7 +113,8 @@ def child(name: str) -> None:
             for _ in range(2):  # the split counters back at zero between calls
                 kernel.int8_mqa_decode(*xs)
             us, out = graph_us(lambda: kernel.int8_mqa_decode(*xs))
-            graph_ok = bool(((out.float() - expected(xs)).abs() <= 0.02 + 0.02 * expected(xs).abs()).all())
+            want = expected(xs)
+            graph_ok = bool(((out.float() - want).abs() <= 0.02 + 0.02 * want.abs()).all())
             ms = bench(lambda: kernel.int8_mqa_decode(*xs))
         nbytes = kv_bytes(batch, kv_len)
         row = {"config": name, "shape": [batch, kv_len, q_len], "graph_us": round(us, 2), "graph_correct": graph_ok}
@@ -212,14 +212,11 @@ def evaluate(best: str, out: Path) -> None:
     """A copy of the kernel file with CONFIGS[best] as its CONFIG, through `kernelevolve eval --device cuda`."""
     if best not in CONFIGS:
         sys.exit(f"decode_regs_run: unknown configuration {best!r} (known: {', '.join(CONFIGS)})")
-    text = (REPO / "knowledge_base" / "kernels" / "int8_mqa_decode.py").read_text()
-    start = text.index("\nCONFIG = {")
-    end = text.index("\n}", start)
-    block = text[start:end]
-    for key, value in CONFIGS[best].items():
-        block = re.sub(rf'(\n    "{key}": )[^\n]*,', lambda m: f"{m.group(1)}{value!r},", block)
+    from kernelevolve.operators.tunables import rewrite_config
+
+    text = rewrite_config((REPO / "knowledge_base" / "kernels" / "int8_mqa_decode.py").read_text(), CONFIGS[best])
     candidate = out / f"candidate_{best}.py"
-    candidate.write_text(text[:start] + block + text[end:])
+    candidate.write_text(text)
     cmd = [
         sys.executable,
         "-m",

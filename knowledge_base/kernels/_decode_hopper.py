@@ -104,13 +104,11 @@ def v_layout(warps: int, keys: int, pairs: bool) -> gl.DistributedLinearLayout:
 
 
 
-@gluon.constexpr_function
-def kv_smem_layout(rank: int) -> gl.SwizzledSharedLayout:
-    """Codes in shared memory as rows of 128 bytes, 16-byte chunk c of row r stored at chunk c ^ (r % 8): the
-    8 lanes of a quarter-warp then read 8 different 4-bank groups (K: chunks 0, 2, 4, 6 of an even key and
-    1, 3, 5, 7 of the odd one; V: 2 chunks each of keys 0, 2, 4, 6). Each thread reads back exactly the
-    bytes it copied in."""
-    return gl.SwizzledSharedLayout(vec=16, per_phase=1, max_phase=8, order=list(range(rank - 1, -1, -1)))
+# Codes in shared memory ([stages, warps, keys, 128 bytes]) as rows of 128 bytes, 16-byte chunk c of row r
+# stored at chunk c ^ (r % 8): the 8 lanes of a quarter-warp then read 8 different 4-bank groups (K: chunks
+# 0, 2, 4, 6 of an even key and 1, 3, 5, 7 of the odd one; V: 2 chunks each of keys 0, 2, 4, 6). Each thread
+# reads back exactly the bytes it copied in. The layout names the per-stage dims ([warps, keys, bytes]).
+KV_SMEM = gl.constexpr(gl.SwizzledSharedLayout(vec=16, per_phase=1, max_phase=8, order=[2, 1, 0]))
 
 
 @gluon.jit
@@ -307,8 +305,8 @@ def _decode_regs_kernel(
     # shared-memory stages: no registers held, nothing for the compiler to sink, no scoreboard shared
     # with the math), issued after q's load above (it would queue behind
     # them) and before the math on q and the split's V-scale maximum, so that their latencies overlap.
-    k_smem = gl.allocate_shared_memory(gl.int8, [STAGES, W, NK, HEAD_DIM], kv_smem_layout(3))
-    v_smem = gl.allocate_shared_memory(gl.int8, [STAGES, W, NK, HEAD_DIM], kv_smem_layout(3))
+    k_smem = gl.allocate_shared_memory(gl.int8, [STAGES, W, NK, HEAD_DIM], KV_SMEM)
+    v_smem = gl.allocate_shared_memory(gl.int8, [STAGES, W, NK, HEAD_DIM], KV_SMEM)
     ks_smem = gl.allocate_shared_memory(KS.dtype.element_ty, [STAGES, W, NK], SCALE_SMEM)
     vs_smem = gl.allocate_shared_memory(VS.dtype.element_ty, [STAGES, W, NK], SCALE_SMEM)
     for i in gl.static_range(STAGES - 1):
