@@ -33,11 +33,33 @@ def _read_words(X, OUT, n_words, BLOCK: tl.constexpr, PER_PROGRAM: tl.constexpr)
     tl.store(OUT + pid, tl.sum(acc, 0))
 
 
-def read_all(words: torch.Tensor, out: torch.Tensor, per_program: int, block: int) -> torch.Tensor:
+@triton.jit
+def _read_words_unrolled(X, OUT, n_words, BLOCK: tl.constexpr, PER_PROGRAM: tl.constexpr):
+    """As _read_words, the blocks' loads unrolled (all of a program's loads in flight at once)."""
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], dtype=tl.int32)
+    for i in tl.static_range(PER_PROGRAM):
+        idx = (pid * PER_PROGRAM + i) * BLOCK + offs
+        acc ^= tl.load(X + idx, mask=idx < n_words, other=0)
+    tl.store(OUT + pid, tl.sum(acc, 0))
+
+
+def read_all(
+    words: torch.Tensor, out: torch.Tensor, per_program: int, block: int, warps: int = 4, unrolled: bool = False
+) -> torch.Tensor:
     n = words.numel()
     grid = (triton.cdiv(n, block * per_program),)
-    _read_words[grid](words, out, n, BLOCK=block, PER_PROGRAM=per_program, num_warps=4)
+    kernel = _read_words_unrolled if unrolled else _read_words
+    kernel[grid](words, out, n, BLOCK=block, PER_PROGRAM=per_program, num_warps=warps)
     return out
+
+
+# (per_program, block, warps, unrolled): session 7's four launch shapes, then smaller work a program,
+# more warps, unrolled loads
+SWEEP = [(4, 1024, 4, False), (8, 1024, 4, False), (16, 1024, 4, False), (8, 2048, 4, False)] + [
+    (p, b, w, u) for u in (False, True) for w in (4, 8) for b in (512, 1024, 2048) for p in (1, 2, 4)
+]
 
 
 def main() -> None:
@@ -50,20 +72,22 @@ def main() -> None:
     from attention_bench import graph_us
 
     rows = []
-    for batch, kv_len in SHAPES:
+    # The three shapes hold the same bytes (68.2 MB); then one 1 GB read for the steady-state bandwidth.
+    sizes = {(batch, kv_len): 2 * batch * kv_len * 128 + 2 * 2 * batch * kv_len for batch, kv_len in SHAPES}
+    sizes = {"spec": sizes[SHAPES[0]], "1GB": 2**30} if len(set(sizes.values())) == 1 else sizes
+    for label, nbytes in sizes.items():
         # K and V codes and bf16 scales, as one buffer of int32 words (the same bytes, one launch)
-        nbytes = 2 * batch * kv_len * 128 + 2 * 2 * batch * kv_len
         words = torch.randint(-(2**31), 2**31 - 1, (nbytes // 4,), dtype=torch.int32, device="cuda")
         best = None
-        for per_program, block in ((4, 1024), (8, 1024), (16, 1024), (8, 2048)):
+        for per_program, block, warps, unrolled in SWEEP if label != "1GB" else SWEEP[:1]:
             out = torch.empty(triton.cdiv(words.numel(), block * per_program), dtype=torch.int32, device="cuda")
-            us, _ = graph_us(lambda: read_all(words, out, per_program, block))
-            row = {"shape": [batch, kv_len], "MB": round(nbytes / 1e6, 1), "per_program": per_program, "block": block}
-            row.update(graph_us=round(us, 2), TB_s=round(nbytes / us / 1e6, 3))
+            us, _ = graph_us(lambda: read_all(words, out, per_program, block, warps, unrolled))
+            row = {"size": str(label), "MB": round(nbytes / 1e6, 1), "per_program": per_program, "block": block}
+            row.update(warps=warps, unrolled=unrolled, graph_us=round(us, 2), TB_s=round(nbytes / us / 1e6, 3))
             print(json.dumps(row), flush=True)
             rows.append(row)
             best = row if best is None or row["graph_us"] < best["graph_us"] else best
-        print(f"B{batch} KV{kv_len}: best read {best['graph_us']} us = {best['TB_s']} TB/s", flush=True)
+        print(f"{label}: best read {best['graph_us']} us = {best['TB_s']} TB/s", flush=True)
         del words
     if args.out:
         args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows}, indent=1))

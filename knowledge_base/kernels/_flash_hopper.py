@@ -390,10 +390,10 @@ def _ws_consumer(
     instead of refilling them. PINGPONG: the two consumers take turns issuing their wgmma (FlashAttention-3's
     ping-pong: one's softmax runs while the other's products are on the tensor cores); both run the same
     number of turns (their blocks are the same), consumer 0 first."""
-    if PERSISTENT == 2:
+    if PERSISTENT >= 2:
         _ws_consumer_flat(
             q_smem, kv_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O, seq_len, kv_group,
-            qk_scale, n_m, n_units, ME, CAUSAL, BLOCK_N, HEAD_D, STAGES, PINGPONG,
+            qk_scale, n_m, n_units, ME, CAUSAL, BLOCK_N, HEAD_D, STAGES, PINGPONG, PERSISTENT == 3,
         )  # fmt: skip
     else:
         token = gl.program_id(0) * 0
@@ -544,13 +544,17 @@ def _ws_consumer_flat(
     HEAD_D: gl.constexpr,
     STAGES: gl.constexpr,
     PINGPONG: gl.constexpr,
+    Q_REGS: gl.constexpr,
 ):
-    """Persistent consumer ME (PERSISTENT == 2) as one loop over all the key tiles of all its blocks,
+    """Persistent consumer ME (PERSISTENT == 2 or 3) as one loop over all the key tiles of all its blocks,
     the pipeline running across block boundaries: step g issues S_g = Q K_g^T and the P V product of
     tile g - 1 even when that tile ended the previous block, so a block's first softmax overlaps the
     previous block's last P V, and that block's epilogue (normalise, store) comes right after, with no
-    gap in this warpgroup's stream of wgmma. Q is wgmma's shared-memory operand (two Q buffers, used in
-    turn: a block's Q is released at the next block's first step), so only O, P and S are in registers. For the
+    gap in this warpgroup's stream of wgmma. PERSISTENT == 2: Q is wgmma's shared-memory operand (two Q
+    buffers, used in turn: a block's Q is released at the next block's first step), so only O, P and S are in
+    registers. Q_REGS (PERSISTENT == 3): Q is read into registers at a block's first step and its one buffer
+    released there (the loader brings the next block's Q during this block), so each step's wgmma read only
+    K and V from shared memory, and the freed 32 KB leave room for a third K/V stage. For the
     program's first step the "previous" P V is a zero P times the current K tile (finite: a V buffer
     may hold anything), and its store is masked off. kv_smem: K stages 0 ... STAGES - 1, then V."""
     ROWS: gl.constexpr = 64
@@ -606,6 +610,8 @@ def _ws_consumer_flat(
     l_prev = gl.full([ROWS], 1.0, gl.float32, layout=row_s)
     prev_row0 = pid * 0
     prev_m0 = seq_len  # no rows: nothing stored before the first block
+    q_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)
+    q_regs = gl.zeros([ROWS, HEAD_D], dtype, layout=q_layout)  # Q_REGS: the current block's Q
     for g in range(total):
         stage = g % STAGES
         prev = (g + STAGES - 1) % STAGES
@@ -617,8 +623,16 @@ def _ws_consumer_flat(
         # cannot prove uniform (the predicated wait's skip), which would serialise S_g and P V. The Q
         # buffer stays complete until this consumer releases it at the block's last tile; the first step
         # waits for V_0 (always loaded) in place of a previous tile's V.
-        mbarrier.wait(q_bar.index(qb), (bi // 2) & 1)
-        q_op = q_smem.index(qb).slice(ME * ROWS, ROWS)
+        if Q_REGS:
+            if j == 0:  # a new block: its Q into registers, the buffer back to the loader
+                mbarrier.wait(q_bar.index(0), bi & 1)
+                q_regs = q_smem.index(0).slice(ME * ROWS, ROWS).load(q_layout)
+                fence_async_shared()  # read through the generic proxy, next written by TMA
+                mbarrier.arrive(q_free.index(0))
+            q_op = q_regs
+        else:
+            mbarrier.wait(q_bar.index(qb), (bi // 2) & 1)
+            q_op = q_smem.index(qb).slice(ME * ROWS, ROWS)
         mbarrier.wait(k_ready.index(stage), (g // STAGES) & 1)
         token = _turn_wait(token, ME, PINGPONG)
         s = warpgroup_mma(q_op, kv_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
@@ -638,7 +652,8 @@ def _ws_consumer_flat(
             # The previous block's Q buffer is free (its last Q K^T is long done): the loader may bring the
             # next block's Q into it. Released here rather than after that Q K^T's wait: an arrive there,
             # even predicated off, costs a warpgroup barrier every step.
-            mbarrier.arrive(q_free.index(1 - qb), pred=bi > 0)
+            if not Q_REGS:
+                mbarrier.arrive(q_free.index(1 - qb), pred=bi > 0)
             out = o / gl.convert_layout(l_prev, row_o)[:, None]
             ptrs = O + (prev_row0 + rows_o)[:, None].to(gl.int64) * HEAD_D + cols_o[None, :]
             gl.store(ptrs, out.to(dtype), mask=(prev_m0 + rows_o < seq_len)[:, None])
@@ -702,7 +717,7 @@ def _flash_fwd_hopper_ws(
     into the next block while the consumers finish the current one."""
     ROWS: gl.constexpr = 64
     dtype: gl.constexpr = q_desc.dtype
-    QB: gl.constexpr = 2 if PERSISTENT == 2 else 1  # Q buffers (cross-block pipeline: double-buffered)
+    QB: gl.constexpr = 2 if PERSISTENT == 2 else 1  # Q buffers (cross-block pipeline, Q from shared memory: two)
     q_smem = gl.allocate_shared_memory(dtype, [QB, 2 * ROWS, HEAD_D], q_desc.layout)
     # K stages 0 ... STAGES - 1 and V stages after them in one buffer (the cross-block consumer picks its
     # first P V operand by a runtime index: a K tile for the program's first block, where P is zero).
@@ -782,7 +797,8 @@ def attention(
         n_m = triton.cdiv(seq_len, 128)
         n_blocks = n_m * bh
         programs, n_units = n_blocks, n_blocks
-        persistent = int(config.get("PERSISTENT", 0))  # 0 (False), 1 (True): per-block loop, 2: one flat loop
+        # 0 (False), 1 (True): per-block loop; 2: one flat loop (Q from shared memory); 3: the same, Q in registers
+        persistent = int(config.get("PERSISTENT", 0))
         if persistent:  # at most one program an SM, each taking work units in turn
             n_units = bh * (triton.cdiv(n_m, 2) if causal else n_m)
             programs = config.get("PROGRAMS") or torch.cuda.get_device_properties(q.device).multi_processor_count

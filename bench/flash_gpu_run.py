@@ -1,8 +1,8 @@
-"""Issue 17, session 6: the flash-attention / int8 MQA prefill variants of the warp-specialised Gluon kernel on
-one GPU, each variant in its own subprocess with a short timeout (a hang names its variant and does not stop
-the others), then `kernelevolve eval` of the fastest variant that was right everywhere.
+"""The flash-attention / int8 MQA prefill variants of the warp-specialised Gluon kernel (issue 17) on one GPU,
+each variant in its own subprocess with a short timeout (a hang names its variant and does not stop the
+others), then `kernelevolve eval` of the fastest variant that was right everywhere.
 
-    python bench/results/attention_issue17_session6/flash_gpu_run.py --out DIR [--budget-s 140]
+    python bench/flash_gpu_run.py --out DIR [--budget-s 140] [--runs p2_pp:prefill,p3_pp:prefill,...]
 
 1. warm: every (variant, shape) compiled in parallel processes without launching a Gluon kernel
    (JITFunction.warmup in place of the launch), so the timed processes find Triton's cache warm;
@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[1]
 KERNELS = REPO / "knowledge_base" / "kernels"
 WS = {"IMPL": "gluon", "HOPPER_WS": True, "HOPPER_BLOCK_N": 128, "HOPPER_STAGES": 2}
 VARIANTS = {  # name: CONFIG overrides (over the kernel file's CONFIG)
@@ -36,6 +36,8 @@ VARIANTS = {  # name: CONFIG overrides (over the kernel file's CONFIG)
     "p1_pp": dict(WS, HOPPER_PERSISTENT=1, HOPPER_PINGPONG=True),
     "p2": dict(WS, HOPPER_PERSISTENT=2, HOPPER_PINGPONG=False),
     "p2_pp": dict(WS, HOPPER_PERSISTENT=2, HOPPER_PINGPONG=True),
+    "p3_pp": dict(WS, HOPPER_PERSISTENT=3, HOPPER_PINGPONG=True),  # the flat loop with Q in registers
+    "p3s3_pp": dict(WS, HOPPER_PERSISTENT=3, HOPPER_PINGPONG=True, HOPPER_STAGES=3),
 }
 PREFILL_ONLY = {"tl": {"IMPL": "triton"}}  # int8_mqa_prefill's round-4 default (prepass + tl kernel)
 OPS = {"flash": "flash_attention", "prefill": "int8_mqa_prefill"}
@@ -230,6 +232,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--budget-s", type=float, default=140.0)
+    parser.add_argument("--runs", default=None, help="VARIANT:OP,... in the order to run (default: session 6's nine)")
     parser.add_argument("--worker", nargs=4, metavar=("WHAT", "VARIANT", "OP", "PART"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     out = Path(args.out)
@@ -255,6 +258,15 @@ def main() -> None:
         ("p1_pp", "prefill"),
         ("ws_pp", "prefill"),
     ]
+    if args.runs:
+        order = [tuple(run.split(":")) for run in args.runs.split(",")]
+        unknown = [
+            run for run in order if len(run) != 2 or run[0] not in {**VARIANTS, **PREFILL_ONLY} or run[1] not in OPS
+        ]
+        if unknown:
+            sys.exit(
+                f"flash_gpu_run: unknown VARIANT:OP {unknown}; variants {sorted({**VARIANTS, **PREFILL_ONLY})}, ops {sorted(OPS)}"
+            )
     me = [sys.executable, __file__, "--out", str(out), "--worker"]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     # 1. warm, in parallel (one process a variant and shape): no Gluon kernel launched
