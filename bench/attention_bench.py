@@ -413,24 +413,37 @@ def compile_in_parallel(only: str, workers: int, budget_s: float) -> float:
 FLUSH_BYTES = 256 << 20  # above the H200's 50 MB L2, as do_bench's flush
 
 
-def graph_us(fn, n: int = 20, reps: int = 5) -> tuple[float, object]:
+def graph_us(fn, n: int = 20, reps: int = 5, flush_by: str = "write") -> tuple[float, object]:
     """Device time of one call as a CUDA graph runs it (how decode is served: no host time), L2
     flushed before each call: a graph of n (flush, call) pairs minus a graph of n flushes, per call,
-    median over reps replays. Also returns the last captured call's output (to be checked)."""
-    flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    median over reps replays. Also returns the last captured call's output (to be checked).
+    flush_by "write" zeroes 256 MB (do_bench's flush: the call then starts with an L2 full of dirty
+    lines to write back); "read" reads 256 MB (the call starts with an L2 of clean, unrelated lines,
+    as after a kernel that only read, e.g. a projection's weights)."""
+    if flush_by not in ("write", "read"):
+        raise ValueError(f"graph_us: flush_by is 'write' or 'read', not {flush_by!r}")
+    flush = torch.zeros(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+
+    def evict() -> None:
+        if flush_by == "write":
+            flush.zero_()
+        else:
+            flush.max()
+
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         fn()
+        evict()
     torch.cuda.current_stream().wait_stream(side)
     both, flushes = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
     with torch.cuda.graph(both):
         for _ in range(n):
-            flush.zero_()
+            evict()
             out = fn()
     with torch.cuda.graph(flushes):
         for _ in range(n):
-            flush.zero_()
+            evict()
 
     def replay_ms(graph) -> float:
         times = []

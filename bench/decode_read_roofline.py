@@ -3,7 +3,7 @@ spec's K and V codes and scales (16-byte loads, summed into one word a program s
 timed the way bench/decode_regs_run.py times the decode kernels (a CUDA graph, L2 flushed before each call):
 the floor for any decode kernel that reads the same bytes in one launch.
 
-    python bench/decode_read_roofline.py [--out FILE.json]
+    python bench/decode_read_roofline.py [--out FILE.json] [--sweep full|best] [--flush-by write|read]
 """
 
 from __future__ import annotations
@@ -60,11 +60,18 @@ def read_all(
 SWEEP = [(4, 1024, 4, False), (8, 1024, 4, False), (16, 1024, 4, False), (8, 2048, 4, False)] + [
     (p, b, w, u) for u in (False, True) for w in (4, 8) for b in (512, 1024, 2048) for p in (1, 2, 4)
 ]
+# --sweep best: the six fastest of SWEEP on the H200 (session 8, call 1: 22.09-22.40 us), session 7's first
+BEST = [(4, 1024, 4, False), (4, 1024, 8, False), (2, 512, 4, False), (1, 2048, 8, True), (2, 1024, 4, True)]
+BEST += [(1, 1024, 4, True), (4, 512, 8, True)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="JSON file for the results")
+    parser.add_argument("--sweep", choices=["full", "best"], default="full", help="launch shapes to time")
+    parser.add_argument(
+        "--flush-by", choices=["write", "read"], default="write", help="how L2 is flushed before each call (graph_us)"
+    )
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("decode_read_roofline: needs a CUDA GPU")
@@ -79,10 +86,13 @@ def main() -> None:
         # K and V codes and bf16 scales, as one buffer of int32 words (the same bytes, one launch)
         words = torch.randint(-(2**31), 2**31 - 1, (nbytes // 4,), dtype=torch.int32, device="cuda")
         best = None
-        for per_program, block, warps, unrolled in SWEEP if label != "1GB" else SWEEP[:1]:
+        for per_program, block, warps, unrolled in (
+            (SWEEP if args.sweep == "full" else BEST) if label != "1GB" else SWEEP[:1]
+        ):
             out = torch.empty(triton.cdiv(words.numel(), block * per_program), dtype=torch.int32, device="cuda")
-            us, _ = graph_us(lambda: read_all(words, out, per_program, block, warps, unrolled))
+            us, _ = graph_us(lambda: read_all(words, out, per_program, block, warps, unrolled), flush_by=args.flush_by)
             row = {"size": str(label), "MB": round(nbytes / 1e6, 1), "per_program": per_program, "block": block}
+            row["flush_by"] = args.flush_by
             row.update(warps=warps, unrolled=unrolled, graph_us=round(us, 2), TB_s=round(nbytes / us / 1e6, 3))
             print(json.dumps(row), flush=True)
             rows.append(row)

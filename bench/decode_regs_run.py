@@ -45,7 +45,7 @@ def kv_bytes(batch: int, kv_len: int) -> int:
     return 2 * batch * kv_len * 128 + 2 * 2 * batch * kv_len  # int8 codes + bf16 scales, K and V
 
 
-def child(name: str) -> None:
+def child(name: str, flush_by: str = "write") -> None:
     """One configuration: checks, then timings; one JSON line per result."""
     import torch
 
@@ -112,18 +112,19 @@ def child(name: str) -> None:
         with torch.no_grad():
             for _ in range(2):  # the split counters back at zero between calls
                 kernel.int8_mqa_decode(*xs)
-            us, out = graph_us(lambda: kernel.int8_mqa_decode(*xs))
+            us, out = graph_us(lambda: kernel.int8_mqa_decode(*xs), flush_by=flush_by)
             want = expected(xs)
             graph_ok = bool(((out.float() - want).abs() <= 0.02 + 0.02 * want.abs()).all())
             ms = bench(lambda: kernel.int8_mqa_decode(*xs))
         nbytes = kv_bytes(batch, kv_len)
         row = {"config": name, "shape": [batch, kv_len, q_len], "graph_us": round(us, 2), "graph_correct": graph_ok}
+        row["flush_by"] = flush_by
         row.update({"KV_TB/s": round(nbytes / us / 1e6, 3), "do_bench_us": round(ms * 1e3, 2)})
         if name == "tl":  # the baselines, once
             k = ref.dequantize(xs[1], xs[2], torch.bfloat16).unsqueeze(1)
             v = ref.dequantize(xs[3], xs[4], torch.bfloat16).unsqueeze(1)
             sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(xs[0], k, v, enable_gqa=True)  # noqa: E731
-            row["sdpa_bf16_graph_us"] = round(graph_us(sdpa)[0], 2)
+            row["sdpa_bf16_graph_us"] = round(graph_us(sdpa, flush_by=flush_by)[0], 2)
         print(json.dumps(row), flush=True)
     print(json.dumps({"config": name, "all_correct": ok}), flush=True)
 
@@ -155,10 +156,13 @@ def main() -> None:
         help="then `kernelevolve eval` of the fastest configuration right everywhere",
     )
     parser.add_argument("--eval", default=None, help="only `kernelevolve eval` of this configuration (no timing runs)")
+    parser.add_argument(
+        "--flush-by", choices=["write", "read"], default="write", help="how L2 is flushed before each graph-timed call"
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return child(args.child)
+        return child(args.child, args.flush_by)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.eval:
         return evaluate(args.eval, args.out)
@@ -169,7 +173,7 @@ def main() -> None:
         start = time.time()
         try:
             proc = subprocess.run(
-                [sys.executable, __file__, "--out", str(args.out), "--child", name],
+                [sys.executable, __file__, "--out", str(args.out), "--child", name, "--flush-by", args.flush_by],
                 capture_output=True, text=True, timeout=args.timeout_s,
             )  # fmt: skip
             lines, err = proc.stdout.splitlines(), proc.stderr.strip().splitlines()[-3:] if proc.returncode else []

@@ -36,12 +36,6 @@ VARIANTS = {  # name: CONFIG overrides (over the kernel file's CONFIG)
     "p1_pp": dict(WS, HOPPER_PERSISTENT=1, HOPPER_PINGPONG=True),
     "p2": dict(WS, HOPPER_PERSISTENT=2, HOPPER_PINGPONG=False),
     "p2_pp": dict(WS, HOPPER_PERSISTENT=2, HOPPER_PINGPONG=True),
-    "p3_pp": dict(WS, HOPPER_PERSISTENT=3, HOPPER_PINGPONG=True),  # the flat loop with Q in registers
-    "p3s3_pp": dict(WS, HOPPER_PERSISTENT=3, HOPPER_PINGPONG=True, HOPPER_STAGES=3),
-    # the softmax's row max and sum as trees (HOPPER_TREE)
-    "p1_pp_t": dict(WS, HOPPER_PERSISTENT=1, HOPPER_PINGPONG=True, HOPPER_TREE=True),
-    "p2_pp_t": dict(WS, HOPPER_PERSISTENT=2, HOPPER_PINGPONG=True, HOPPER_TREE=True),
-    "p3s3_pp_t": dict(WS, HOPPER_PERSISTENT=3, HOPPER_PINGPONG=True, HOPPER_STAGES=3, HOPPER_TREE=True),
 }
 PREFILL_ONLY = {"tl": {"IMPL": "triton"}}  # int8_mqa_prefill's round-4 default (prepass + tl kernel)
 OPS = {"flash": "flash_attention", "prefill": "int8_mqa_prefill"}

@@ -77,44 +77,19 @@ def _causal_select(s, rows, cols):
 
 
 @gluon.jit
-def _row_tree(x, IS_MAX: gl.constexpr, LEVELS: gl.constexpr):
-    """Row max (IS_MAX) or sum of x [R, N] whose columns c and c + N / 2 sit in the same thread for LEVELS
-    halvings (a wgmma accumulator: down to 8 columns). gl.max / gl.sum fold a thread's 2 x 32 values of a
-    128-column tile in one dependent chain each (~32 x 4 cycles of latency on the softmax's critical path):
-    halving first, with independent elementwise ops, leaves chains of N / 2^LEVELS."""
-    for _ in gl.static_range(LEVELS):
-        a, b = gl.split(gl.permute(gl.reshape(x, [x.shape[0], 2, x.shape[1] // 2]), (0, 2, 1)))
-        if IS_MAX:
-            x = gl.maximum(a, b)
-        else:
-            x = a + b
-    if IS_MAX:
-        return gl.max(x, 1)
-    else:
-        return gl.sum(x, 1)
-
-
-@gluon.jit
-def _scores_to_p(s, m_i, l_i, offs_m, cols, seq_len, qk_scale, masked, CAUSAL: gl.constexpr, TREE: gl.constexpr):
+def _scores_to_p(s, m_i, l_i, offs_m, cols, seq_len, qk_scale, masked, CAUSAL: gl.constexpr):
     """Fold one raw score tile into the running (max, sum): returns P (fp32), the rescale factor
     alpha for O, and the new (max, sum). `masked` (a runtime flag) applies the causal and
-    sequence-end masks; interior tiles skip the where(). TREE: the row max and sum as trees of that
-    many halvings (_row_tree), 0: gl.max / gl.sum."""
+    sequence-end masks; interior tiles skip the where()."""
     if masked:
         if CAUSAL:  # keys past the row; a row inside the sequence sees no key past its end
             s = _causal_select(s, offs_m[:, None], cols[None, :])
         else:
             s = gl.where(cols[None, :] < seq_len, s, float("-inf"))
-    if TREE:
-        m_new = gl.maximum(m_i, gl.convert_layout(_row_tree(s, True, TREE), m_i.type.layout) * qk_scale)
-    else:
-        m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+    m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
     p = gl.exp2(s * qk_scale - m_new[:, None])  # softmax scale * log2(e) folded in: one FMA a score
     alpha = gl.exp2(m_i - m_new)
-    if TREE:
-        l_i = l_i * alpha + gl.convert_layout(_row_tree(p, False, TREE), m_i.type.layout)
-    else:
-        l_i = l_i * alpha + gl.sum(p, 1)
+    l_i = l_i * alpha + gl.sum(p, 1)
     return p, alpha, m_new, l_i
 
 
@@ -133,7 +108,6 @@ def _flash_fwd_hopper(
     HEAD_D: gl.constexpr,
     STAGES: gl.constexpr,
     Q_IN_REGS: gl.constexpr,
-    TREE: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """One program: BLOCK_M query rows of one query head (rows pid_bh * S + m0 ... of the [B*H*S, D]
@@ -204,7 +178,7 @@ def _flash_fwd_hopper(
     mbarrier.wait(k_bars.index(0), 0)
     s = warpgroup_mma(q_op, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
     s = warpgroup_mma_wait(0, deps=[s])
-    p, alpha, m_i, l_i = _scores_to_p(s, m_i, l_i, offs_m, offs_n, seq_len, qk_scale, n_full <= 0, CAUSAL, TREE)
+    p, alpha, m_i, l_i = _scores_to_p(s, m_i, l_i, offs_m, offs_n, seq_len, qk_scale, n_full <= 0, CAUSAL)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
     live = STAGES < n_tiles
     mbarrier.expect(k_bars.index(0), k_desc.block_type.nbytes, pred=live)
@@ -221,7 +195,7 @@ def _flash_fwd_hopper(
         o = warpgroup_mma(p_op, v_smem.index(prev), o, is_async=True)
         s = warpgroup_mma_wait(1, deps=[s])  # S_j done, P_{j-1} V_{j-1} still in flight
         p, alpha, m_i, l_i = _scores_to_p(
-            s, m_i, l_i, offs_m, offs_n + j * BLOCK_N, seq_len, qk_scale, j >= n_full, CAUSAL, TREE
+            s, m_i, l_i, offs_m, offs_n + j * BLOCK_N, seq_len, qk_scale, j >= n_full, CAUSAL
         )
         l_i = _wait_after(l_i)  # the real wait, behind the exponentials (l_i sums them)
         o, p_op = warpgroup_mma_wait(0, deps=[o, p_op])  # for the compiler; p_op's registers live until here
@@ -410,17 +384,16 @@ def _ws_consumer(
     STAGES: gl.constexpr,
     PERSISTENT: gl.constexpr,
     PINGPONG: gl.constexpr,
-    TREE: gl.constexpr,
 ):
     """Consumer warpgroup ME: rows 64 * ME ... + 64 of each of the program's 128-row blocks (its slice of
     the Q tile), the same pipelined loop as _flash_fwd_hopper, releasing K/V stages to the loader
     instead of refilling them. PINGPONG: the two consumers take turns issuing their wgmma (FlashAttention-3's
     ping-pong: one's softmax runs while the other's products are on the tensor cores); both run the same
     number of turns (their blocks are the same), consumer 0 first."""
-    if PERSISTENT >= 2:
+    if PERSISTENT == 2:
         _ws_consumer_flat(
             q_smem, kv_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O, seq_len, kv_group,
-            qk_scale, n_m, n_units, ME, CAUSAL, BLOCK_N, HEAD_D, STAGES, PINGPONG, PERSISTENT == 3, TREE,
+            qk_scale, n_m, n_units, ME, CAUSAL, BLOCK_N, HEAD_D, STAGES, PINGPONG,
         )  # fmt: skip
     else:
         token = gl.program_id(0) * 0
@@ -438,7 +411,6 @@ def _ws_consumer(
                     it, token = _ws_consume_block(
                         q_smem, kv_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O, seq_len, kv_group,
                         qk_scale, pid_bh, pid_m, it, bi, token, ME, CAUSAL, BLOCK_N, HEAD_D, STAGES, PERSISTENT, PINGPONG,
-                        TREE,
                     )  # fmt: skip
                     bi += 1
         else:  # one block: straight-line code, the counters constants
@@ -446,7 +418,6 @@ def _ws_consumer(
             it, token = _ws_consume_block(
                 q_smem, kv_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O, seq_len, kv_group,
                 qk_scale, pid_bh, pid_m, 0, 0, token, ME, CAUSAL, BLOCK_N, HEAD_D, STAGES, PERSISTENT, PINGPONG,
-                TREE,
             )  # fmt: skip
         if ME == 0:
             token = _turn_wait(token, 0, PINGPONG)  # consumer 1's last pass: no barrier left half-arrived
@@ -478,7 +449,6 @@ def _ws_consume_block(
     STAGES: gl.constexpr,
     PERSISTENT: gl.constexpr,
     PINGPONG: gl.constexpr,
-    TREE: gl.constexpr,
 ):
     """Consumer ME's work for block (pid_bh, pid_m) (the program's bi-th, first tile the it-th): returns
     the tile counter after it and the ping-pong token."""
@@ -516,7 +486,7 @@ def _ws_consume_block(
     token = _turn_pass(token, OTHER, PINGPONG)
     s = warpgroup_mma_wait(0, deps=[s])
     mbarrier.arrive(k_free.index(it % STAGES))
-    p, alpha, m_i, l_i = _scores_to_p(s, m_i, l_i, offs_m, offs_n, seq_len, qk_scale, n_full <= 0, CAUSAL, TREE)
+    p, alpha, m_i, l_i = _scores_to_p(s, m_i, l_i, offs_m, offs_n, seq_len, qk_scale, n_full <= 0, CAUSAL)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
     for j in range(1, n_tiles):
         cur = it + j
@@ -532,7 +502,7 @@ def _ws_consume_block(
         s = warpgroup_mma_wait(1, deps=[s])
         mbarrier.arrive(k_free.index(stage))
         p, alpha, m_i, l_i = _scores_to_p(
-            s, m_i, l_i, offs_m, offs_n + j * BLOCK_N, seq_len, qk_scale, j >= n_full, CAUSAL, TREE
+            s, m_i, l_i, offs_m, offs_n + j * BLOCK_N, seq_len, qk_scale, j >= n_full, CAUSAL
         )
         l_i = _wait_after(l_i)
         o, p_op = warpgroup_mma_wait(0, deps=[o, p_op])
@@ -574,18 +544,13 @@ def _ws_consumer_flat(
     HEAD_D: gl.constexpr,
     STAGES: gl.constexpr,
     PINGPONG: gl.constexpr,
-    Q_REGS: gl.constexpr,
-    TREE: gl.constexpr,
 ):
-    """Persistent consumer ME (PERSISTENT == 2 or 3) as one loop over all the key tiles of all its blocks,
+    """Persistent consumer ME (PERSISTENT == 2) as one loop over all the key tiles of all its blocks,
     the pipeline running across block boundaries: step g issues S_g = Q K_g^T and the P V product of
     tile g - 1 even when that tile ended the previous block, so a block's first softmax overlaps the
     previous block's last P V, and that block's epilogue (normalise, store) comes right after, with no
-    gap in this warpgroup's stream of wgmma. PERSISTENT == 2: Q is wgmma's shared-memory operand (two Q
-    buffers, used in turn: a block's Q is released at the next block's first step), so only O, P and S are in
-    registers. Q_REGS (PERSISTENT == 3): Q is read into registers at a block's first step and its one buffer
-    released there (the loader brings the next block's Q during this block), so each step's wgmma read only
-    K and V from shared memory, and the freed 32 KB leave room for a third K/V stage. For the
+    gap in this warpgroup's stream of wgmma. Q is wgmma's shared-memory operand (two Q buffers, used in
+    turn: a block's Q is released at the next block's first step), so only O, P and S are in registers. For the
     program's first step the "previous" P V is a zero P times the current K tile (finite: a V buffer
     may hold anything), and its store is masked off. kv_smem: K stages 0 ... STAGES - 1, then V."""
     ROWS: gl.constexpr = 64
@@ -641,8 +606,6 @@ def _ws_consumer_flat(
     l_prev = gl.full([ROWS], 1.0, gl.float32, layout=row_s)
     prev_row0 = pid * 0
     prev_m0 = seq_len  # no rows: nothing stored before the first block
-    q_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)
-    q_regs = gl.zeros([ROWS, HEAD_D], dtype, layout=q_layout)  # Q_REGS: the current block's Q
     for g in range(total):
         stage = g % STAGES
         prev = (g + STAGES - 1) % STAGES
@@ -654,16 +617,8 @@ def _ws_consumer_flat(
         # cannot prove uniform (the predicated wait's skip), which would serialise S_g and P V. The Q
         # buffer stays complete until this consumer releases it at the block's last tile; the first step
         # waits for V_0 (always loaded) in place of a previous tile's V.
-        if Q_REGS:
-            if j == 0:  # a new block: its Q into registers, the buffer back to the loader
-                mbarrier.wait(q_bar.index(0), bi & 1)
-                q_regs = q_smem.index(0).slice(ME * ROWS, ROWS).load(q_layout)
-                fence_async_shared()  # read through the generic proxy, next written by TMA
-                mbarrier.arrive(q_free.index(0))
-            q_op = q_regs
-        else:
-            mbarrier.wait(q_bar.index(qb), (bi // 2) & 1)
-            q_op = q_smem.index(qb).slice(ME * ROWS, ROWS)
+        mbarrier.wait(q_bar.index(qb), (bi // 2) & 1)
+        q_op = q_smem.index(qb).slice(ME * ROWS, ROWS)
         mbarrier.wait(k_ready.index(stage), (g // STAGES) & 1)
         token = _turn_wait(token, ME, PINGPONG)
         s = warpgroup_mma(q_op, kv_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
@@ -673,7 +628,7 @@ def _ws_consumer_flat(
         s = warpgroup_mma_wait(1, deps=[s])
         mbarrier.arrive(k_free.index(stage))
         p, alpha, m_i, l_i = _scores_to_p(
-            s, m_i, l_i, m0 + rows_s, offs_n + j * BLOCK_N, seq_len, qk_scale, j >= n_full, CAUSAL, TREE
+            s, m_i, l_i, m0 + rows_s, offs_n + j * BLOCK_N, seq_len, qk_scale, j >= n_full, CAUSAL
         )
         l_i = _wait_after(l_i)
         o, p_op = warpgroup_mma_wait(0, deps=[o, p_op])
@@ -683,8 +638,7 @@ def _ws_consumer_flat(
             # The previous block's Q buffer is free (its last Q K^T is long done): the loader may bring the
             # next block's Q into it. Released here rather than after that Q K^T's wait: an arrive there,
             # even predicated off, costs a warpgroup barrier every step.
-            if not Q_REGS:
-                mbarrier.arrive(q_free.index(1 - qb), pred=bi > 0)
+            mbarrier.arrive(q_free.index(1 - qb), pred=bi > 0)
             out = o / gl.convert_layout(l_prev, row_o)[:, None]
             ptrs = O + (prev_row0 + rows_o)[:, None].to(gl.int64) * HEAD_D + cols_o[None, :]
             gl.store(ptrs, out.to(dtype), mask=(prev_m0 + rows_o < seq_len)[:, None])
@@ -739,7 +693,6 @@ def _flash_fwd_hopper_ws(
     STAGES: gl.constexpr,
     PERSISTENT: gl.constexpr,
     PINGPONG: gl.constexpr,
-    TREE: gl.constexpr,
 ):
     """Warp-specialised variant (FlashAttention-3's layout): 128-row query blocks, one loader warp issuing
     every TMA copy, and two consumer warpgroups (64 rows each, Q as the register operand, 240 registers a
@@ -749,7 +702,7 @@ def _flash_fwd_hopper_ws(
     into the next block while the consumers finish the current one."""
     ROWS: gl.constexpr = 64
     dtype: gl.constexpr = q_desc.dtype
-    QB: gl.constexpr = 2 if PERSISTENT == 2 else 1  # Q buffers (cross-block pipeline, Q from shared memory: two)
+    QB: gl.constexpr = 2 if PERSISTENT == 2 else 1  # Q buffers (cross-block pipeline: double-buffered)
     q_smem = gl.allocate_shared_memory(dtype, [QB, 2 * ROWS, HEAD_D], q_desc.layout)
     # K stages 0 ... STAGES - 1 and V stages after them in one buffer (the cross-block consumer picks its
     # first P V operand by a runtime index: a K tile for the program's first block, where P is zero).
@@ -774,13 +727,13 @@ def _flash_fwd_hopper_ws(
                 _ws_consumer,
                 (q_smem, kv_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O,
                  seq_len, kv_group, qk_scale, n_m, n_units, 0, CAUSAL, BLOCK_N, HEAD_D, STAGES, PERSISTENT,
-                 PINGPONG, TREE),
+                 PINGPONG),
             ),
             (
                 _ws_consumer,
                 (q_smem, kv_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O,
                  seq_len, kv_group, qk_scale, n_m, n_units, 1, CAUSAL, BLOCK_N, HEAD_D, STAGES, PERSISTENT,
-                 PINGPONG, TREE),
+                 PINGPONG),
             ),
             (
                 _ws_loader,
@@ -804,7 +757,6 @@ def hopper_config(config: dict) -> dict:
         "WS": config.get("HOPPER_WS", False),
         "PERSISTENT": config.get("HOPPER_PERSISTENT", False),
         "PINGPONG": config.get("HOPPER_PINGPONG", False),
-        "TREE": config.get("HOPPER_TREE", False),
     }
 
 
@@ -826,14 +778,11 @@ def attention(
         return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [rows, head_dim], layout)
 
     qk_scale = 1.4426950408889634 / head_dim**0.5
-    # TREE: the softmax's row max and sum halved down to 8 columns (log2(block_n / 8) levels) before the chains
-    tree = (block_n // 8).bit_length() - 1 if config.get("TREE", False) else 0
     if config.get("WS", False):  # loader warp + two consumer warpgroups of 64 rows: 128-row blocks
         n_m = triton.cdiv(seq_len, 128)
         n_blocks = n_m * bh
         programs, n_units = n_blocks, n_blocks
-        # 0 (False), 1 (True): per-block loop; 2: one flat loop (Q from shared memory); 3: the same, Q in registers
-        persistent = int(config.get("PERSISTENT", 0))
+        persistent = int(config.get("PERSISTENT", 0))  # 0 (False), 1 (True): per-block loop, 2: one flat loop
         if persistent:  # at most one program an SM, each taking work units in turn
             n_units = bh * (triton.cdiv(n_m, 2) if causal else n_m)
             programs = config.get("PROGRAMS") or torch.cuda.get_device_properties(q.device).multi_processor_count
@@ -843,7 +792,7 @@ def attention(
         _flash_fwd_hopper_ws[(programs,)](
             desc(q, 128), desc(k, block_n), desc(v, block_n), out, seq_len, kv_group, qk_scale, n_m, n_units,
             CAUSAL=bool(causal), BLOCK_N=block_n, HEAD_D=head_dim, STAGES=stages, PERSISTENT=persistent,
-            PINGPONG=bool(config.get("PINGPONG", False)), TREE=tree, num_warps=4,
+            PINGPONG=bool(config.get("PINGPONG", False)), num_warps=4,
         )  # fmt: skip
         return out
     grid = (triton.cdiv(seq_len, block_m), bh)
@@ -861,7 +810,6 @@ def attention(
         HEAD_D=head_dim,
         STAGES=stages,
         Q_IN_REGS=bool(config.get("Q_IN_REGS", False)),
-        TREE=tree,
         num_warps=config["num_warps"],
     )
     return out

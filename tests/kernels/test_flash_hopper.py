@@ -50,7 +50,7 @@ def test_hopper_config_from_kernel_configs(hopper):
         "HOPPER_Q_IN_REGS": True,
     }
     expected = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "Q_IN_REGS": True}
-    expected.update(WS=False, PERSISTENT=False, PINGPONG=False, TREE=False)
+    expected.update(WS=False, PERSISTENT=False, PINGPONG=False)
     assert hopper.hopper_config(config) == expected
 
 
@@ -71,12 +71,12 @@ def desc(t):
 if sys.argv[3] == "ws":  # warp-specialised, persistent (one loop over all tiles), ping-pong, causal
     kernel = hopper._flash_fwd_hopper_ws.warmup(
         desc(q), desc(q), desc(q), q, seq, 1, 0.1, seq // rows, heads * seq // rows // 2,
-        CAUSAL=True, BLOCK_N=rows, HEAD_D=dim, STAGES=2, PERSISTENT=2, PINGPONG=True, TREE=0, num_warps=4, grid=(1,),
+        CAUSAL=True, BLOCK_N=rows, HEAD_D=dim, STAGES=2, PERSISTENT=2, PINGPONG=True, num_warps=4, grid=(1,),
     )
 else:
     kernel = hopper._flash_fwd_hopper.warmup(
         desc(q), desc(q), desc(q), q, seq, 1, 0.1,
-        CAUSAL=True, BLOCK_M=rows, BLOCK_N=rows, HEAD_D=dim, STAGES=2, Q_IN_REGS=False, TREE=0, num_warps=8, grid=(1,),
+        CAUSAL=True, BLOCK_M=rows, BLOCK_N=rows, HEAD_D=dim, STAGES=2, Q_IN_REGS=False, num_warps=8, grid=(1,),
     )
 open(sys.argv[2], "wb").write(kernel.asm["cubin"])
 """
