@@ -35,9 +35,11 @@ Decode is bound by reading the KV cache. What makes that read efficient:
   compiled kernel, and launches it directly (no argument binding).
 - IMPL = "auto" takes _decode_hopper.py's Gluon kernel where it can run (Hopper, 16 packed rows, head
   dim 128, aligned strides): K/V copied by cp.async and read straight into int8 / fp16 MMA operands.
-  As fast as this kernel overall on the H200, not faster (session 7); "triton" is the default.
-The floor (H200, session 7): a kernel that only reads the same bytes takes 22.6 us (3.0 TB/s) when timed
-like this one (CUDA graph, L2 flushed); this kernel takes 28.0 us at B256 KV1024.
+  As fast as this kernel overall on the H200 with L2 flushed by writing, 1.06-1.22x faster with a clean
+  L2 (session 8), but launched through the JIT (30-100 us of host time): "triton" is the default.
+The floor (H200, session 8): a kernel that only reads the same bytes takes 22.3 us (3.05 TB/s) when timed
+like this one (CUDA graph, L2 flushed by writing: its dirty lines are written back during the call), 16.8 us
+(4.06 TB/s) after a flush by reading; this kernel takes 28.0 / 26.4 us at B256 KV1024 (the two flushes).
 What bounds it (H200, Nsight Compute, B256 KV1024): 57% of DRAM peak; 8 warps per SM (shared memory
 for 3 stages of K/V tiles and the fp16 V tile), 1.4 instructions issued per cycle, stalls on shared
 memory (short scoreboard) first: the loop is latency-bound per SM, and more, smaller programs did
