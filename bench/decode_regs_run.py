@@ -27,6 +27,7 @@ SPEC_SHAPES = [(256, 1024, 1), (128, 2048, 1), (64, 4096, 1), (64, 4096, 4)]
 GLUON = {"IMPL": "auto"}
 CONFIGS = {  # name: CONFIG overrides of int8_mqa_decode.py (w warps, k keys a warp-step, s stages, c programs/SM, L lazy rescale)
     "tl": {"IMPL": "triton"},
+    "default": {},  # the file's CONFIG as it is
     "w4k16s4c3": dict(GLUON, REGS_WARPS=4, REGS_KEYS=16, REGS_STAGES=4, REGS_CTAS_PER_SM=3),
     "w4k16s4c2": dict(GLUON, REGS_WARPS=4, REGS_KEYS=16, REGS_STAGES=4, REGS_CTAS_PER_SM=2),
     "w4k32s2c2": dict(GLUON, REGS_WARPS=4, REGS_KEYS=32, REGS_STAGES=2, REGS_CTAS_PER_SM=2),
@@ -81,14 +82,18 @@ def child(name: str, flush_by: str = "write") -> None:
         return torch.einsum("bhqk,bkd->bhqd", torch.softmax(s, -1), v)
 
     def check(label, xs, relative=False):
-        with torch.no_grad():
-            out = poisoned(lambda: kernel.int8_mqa_decode(*xs))
-            torch.cuda.synchronize()
         want = expected(xs)
         scale = want.abs().amax() if relative else 1.0
-        diff = ((out.float() - want) / scale).abs()
-        ok = bool(torch.isfinite(out).all()) and bool((diff <= 0.02 + 0.02 * (want / scale).abs()).all())
-        path = "gluon" if kernel.CONFIG["IMPL"] == "auto" and hopper.usable(*xs) else "tl"
+        ok, worst = True, 0.0
+        for _ in range(2):  # the first call through the JIT, the second by the plan's direct launch
+            with torch.no_grad():
+                out = poisoned(lambda: kernel.int8_mqa_decode(*xs))
+                torch.cuda.synchronize()
+            diff = ((out.float() - want) / scale).abs()
+            ok &= bool(torch.isfinite(out).all()) and bool((diff <= 0.02 + 0.02 * (want / scale).abs()).all())
+            worst = max(worst, diff.max().item())
+        gluon = kernel.CONFIG["IMPL"] == "auto" and hopper.usable(*xs) and kernel._gluon_batch(xs[0])
+        path = "gluon" if gluon else "tl"
         print(
             json.dumps(
                 {
@@ -96,7 +101,7 @@ def child(name: str, flush_by: str = "write") -> None:
                     "check": label,
                     "path": path,
                     "correct": ok,
-                    "max_abs_err": round(diff.max().item(), 5),
+                    "max_abs_err": round(worst, 5),
                 }
             ),
             flush=True,

@@ -33,9 +33,9 @@ V-scale maximum, the merge and their barriers drew 38% of the stall samples with
 wait for each step's copies.
 """
 
-
 import torch
 import triton
+from _cached_launch import launch, launchable
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
@@ -103,7 +103,6 @@ def v_layout(warps: int, keys: int, pairs: bool) -> gl.DistributedLinearLayout:
     )
 
 
-
 # Codes in shared memory ([stages, warps, keys, 128 bytes]) as rows of 128 bytes, 16-byte chunk c of row r
 # stored at chunk c ^ (r % 8): the 8 lanes of a quarter-warp then read 8 different 4-bank groups (K: chunks
 # 0, 2, 4, 6 of an even key and 1, 3, 5, 7 of the odd one; V: 2 chunks each of keys 0, 2, 4, 6). Each thread
@@ -141,9 +140,7 @@ def _v_operand(vx, W: gl.constexpr, NK: gl.constexpr, V_PAIRS: gl.constexpr, DB1
     dims reordered (n = g + 8r is head dim 16g + r). The inline PTX writes key pairs where the tensor's layout says dim pairs:
     the reshape/permute below names the elements for what they hold."""
     vx = gl.convert_layout(vx, V_PAIRS)  # the same 32-bit registers in another order
-    y = gl.inline_asm_elementwise(
-        _V_PAIRS_PTX, "=r,=r,=r,=r,r,r", [vx], dtype=gl.float16, is_pure=True, pack=8
-    )
+    y = gl.inline_asm_elementwise(_V_PAIRS_PTX, "=r,=r,=r,=r,r,r", [vx], dtype=gl.float16, is_pure=True, pack=8)
     # y's element (key = 2kh + kb, dim = 16g + 4m + 2d1 + d0) holds key 2kh + d0, dim 16g + 4m + 2kb + d1
     y7 = gl.reshape(y, [W, NK // 2, 2, 8, 4, 2, 2])  # [W, kh, kb, g, m, d1, d0]
     y7 = gl.permute(y7, (0, 1, 6, 4, 2, 5, 3))  # -> [W, kh, key bit, m, dim bit 1, dim bit 0, g]
@@ -412,7 +409,7 @@ def _combine(PART_ACC, PART_ML, O, b, n_splits, W: gl.constexpr):
 
 
 class _Plan:
-    __slots__ = ("grid", "split_len", "even", "part_acc", "part_ml", "counters", "consts")
+    __slots__ = ("grid", "split_len", "even", "part_acc", "part_ml", "counters", "consts", "rest", "compiled")
 
 
 _PLANS: dict = {}
@@ -451,17 +448,25 @@ def decode(q, kc, ks, vc, vs, counters_of, config: dict) -> torch.Tensor:
             plan.counters = counters_of(q.device, batch)
         else:
             plan.part_acc = plan.part_ml = plan.counters = None
-        plan.consts = dict(W=warps, NK=keys, STAGES=stages, LAZY=lazy, SPLIT=splits > 1, EVEN=plan.even, num_warps=warps)
+        plan.consts = dict(
+            W=warps, NK=keys, STAGES=stages, LAZY=lazy, SPLIT=splits > 1, EVEN=plan.even, num_warps=warps
+        )
+        # what follows the tensors in a direct launch: every other parameter in order, constexprs too
+        qk_scale = 1.4426950408889634 / HEAD_DIM.value**0.5
+        plan.rest = (kv_len, plan.split_len, kc.stride(0), vc.stride(0), ks.stride(0), vs.stride(0), qk_scale)
+        plan.rest += tuple(v for k, v in plan.consts.items() if k != "num_warps")
+        plan.compiled = None
         _PLANS[key] = plan
     out = torch.empty_like(q)
     split = plan.part_acc is not None  # else out stands in for the split buffers (not read or written)
-    _decode_regs_kernel[plan.grid](
-        q, kc, ks, vc, vs, out,
-        plan.part_acc if split else out,
-        plan.part_ml if split else out,
-        plan.counters if split else out,
-        kv_len, plan.split_len, kc.stride(0), vc.stride(0), ks.stride(0), vs.stride(0),
-        1.4426950408889634 / HEAD_DIM.value**0.5,
-        **plan.consts,
-    )  # fmt: skip
+    tensors = (q, kc, ks, vc, vs, out) + ((plan.part_acc, plan.part_ml, plan.counters) if split else (out,) * 3)
+    if plan.compiled is not None:
+        try:
+            if launch(plan.compiled, plan.grid, tensors, plan.rest):
+                return out
+        except Exception:  # an incompatible Triton: this plan launches through the JIT from now on
+            plan.compiled = None
+    compiled = _decode_regs_kernel[plan.grid](*tensors, *plan.rest[:7], **plan.consts)
+    if config.get("LAUNCH", "cached") == "cached" and launchable(compiled):
+        plan.compiled = compiled
     return out

@@ -33,10 +33,11 @@ Decode is bound by reading the KV cache. What makes that read efficient:
   they are loaded one KV step ahead (PREFETCH_SCALES).
 - The host side: LAUNCH = "cached" keeps, per input shape, the grid, the split buffers and Triton's
   compiled kernel, and launches it directly (no argument binding).
-- IMPL = "auto" takes _decode_hopper.py's Gluon kernel where it can run (Hopper, 16 packed rows, head
-  dim 128, aligned strides): K/V copied by cp.async and read straight into int8 / fp16 MMA operands.
-  As fast as this kernel overall on the H200 with L2 flushed by writing, 1.06-1.22x faster with a clean
-  L2 (session 8), but launched through the JIT (30-100 us of host time): "triton" is the default.
+- IMPL = "auto" (the default) takes _decode_hopper.py's Gluon kernel where it can run (Hopper, 16 packed
+  rows, head dim 128, aligned strides) and the batch fits in one wave of its programs: K/V copied by
+  cp.async and read straight into int8 / fp16 MMA operands, 8 warps a program, launched directly from
+  its plan like this kernel (_cached_launch.py). 1.03-1.31x this kernel at B128 / B64 on the H200
+  (session 8); larger batches and Q_LEN 4 stay here.
 The floor (H200, session 8): a kernel that only reads the same bytes takes 22.3 us (3.05 TB/s) when timed
 like this one (CUDA graph, L2 flushed by writing: its dirty lines are written back during the call), 16.8 us
 (4.06 TB/s) after a flush by reading; this kernel takes 28.0 / 26.4 us at B256 KV1024 (the two flushes).
@@ -54,6 +55,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from _int8_kv import int8_scores, int8_update, load_scales
+from _cached_launch import launch, launchable
 from _launch_heuristics import sm_count
 
 # H200 round 4 (bench/results/attention_issue17_h200_round4/decode_README.md): device time per call
@@ -105,18 +107,22 @@ CONFIG = {
     "V_IN_REGS": False,
     # "auto": on a Hopper GPU with 16 packed query rows, head dim 128 and aligned strides,
     # _decode_hopper.py's Gluon kernel (no K/V byte through registers of the compiler's choosing: cp.async
-    # rings, int8 MMA for q K^T, V pairs by PRMT); elsewhere this file's tl kernel. "triton": always the
-    # tl kernel. Session 7 (H200, bench/results/attention_issue17_session7, CUDA graph, L2 flushed, the
-    # Q_LEN 1 shapes): Gluon 29.5 / 32.1 / 32.9 us, tl 28.0 / 30.5 / 34.9 us in the same run; evaluator
-    # fitness 3.95 against 3.99. Not faster overall, and launched through the JIT (30-100 us of host time
-    # a call): "triton" stays the default.
-    "IMPL": "triton",
+    # rings, int8 MMA for q K^T, V pairs by PRMT), where REGS_ONE_WAVE allows; elsewhere this file's tl
+    # kernel. "triton": always the tl kernel. H200, session 8 (bench/results/attention_issue17_session8, CUDA
+    # graph; tl in the same run), 8 warps and one program an SM: B128 KV2048 / B64 KV4096 24.4 / 26.8 us
+    # against 29.5 / 35.0 with L2 left clean (1.21x / 1.31x), 29.8 / 31.8 against 30.6 / 34.3 with L2 flushed
+    # by writing (1.03x / 1.08x); evaluator 0.0329 / 0.0352 ms against 0.0334 / 0.0377. At B256 (more
+    # programs than one wave) the tl kernel: 4-warp Gluon programs were 0.95x there with the write flush.
+    "IMPL": "auto",
     # The Gluon kernel: warps per program (each streams its own keys), keys per warp and step, steps
     # whose loads are issued together, and programs per SM the split count aims at.
-    "REGS_WARPS": 4,
+    "REGS_WARPS": 8,
     "REGS_KEYS": 32,
     "REGS_STAGES": 2,
-    "REGS_CTAS_PER_SM": 2,
+    "REGS_CTAS_PER_SM": 1,
+    # The Gluon kernel only where the batch fits in one wave of REGS_CTAS_PER_SM programs an SM (the
+    # splits fill the rest); larger batches take the tl kernel.
+    "REGS_ONE_WAVE": True,
     # Rescale the accumulator only when some row's max has grown by more than 2^8 (FlashAttention-4's
     # conditional rescale; one program-wide reduction and branch a step instead of a [16, 128] multiply).
     "REGS_LAZY_RESCALE": False,
@@ -140,6 +146,7 @@ TUNABLES = {
     "REGS_STAGES": [2, 3, 4],
     "REGS_CTAS_PER_SM": [1, 2, 3, 4, 6, 8, 10, 12],
     "REGS_LAZY_RESCALE": [False, True],
+    "REGS_ONE_WAVE": [False, True],
 }
 
 
@@ -619,12 +626,13 @@ def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
     q = q if q.is_contiguous() else q.contiguous()
     k_codes, k_scale = _rows_unit_stride(k_codes, k_scale)
     v_codes, v_scale = _rows_unit_stride(v_codes, v_scale)
-    if CONFIG["IMPL"] == "auto" and inline_ptx_ok(q):
+    if CONFIG["IMPL"] == "auto" and inline_ptx_ok(q) and _gluon_batch(q):
         import _decode_hopper  # Gluon: imported only where it can run
 
-        if _decode_hopper.usable(q, k_codes, k_scale, v_codes, v_scale):
+        if _decode_hopper.usable(q, k_codes, k_scale, v_codes, v_scale):  # also this call's pointers
+            _PLANS[key] = plan or _GLUON  # the inputs are checked: not again for this shape
             return _decode_hopper.decode(q, k_codes, k_scale, v_codes, v_scale, arrival_counters, CONFIG)
-    if plan is None:
+    if plan is None or plan is _GLUON:
         plan = _PLANS[key] = _make_plan(q, k_codes, k_scale, v_codes, v_scale)
     out = torch.empty_like(q)
     part_acc = out if plan.part_acc is None else plan.part_acc
@@ -644,7 +652,7 @@ def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
         and DIRECT_LAUNCH_ERROR is None
         and inline_ptx_ok(q)
         and plan.combine is None
-        and _launchable(compiled)
+        and launchable(compiled)
     ):
         plan.compiled = compiled
     if plan.combine is not None:
@@ -653,45 +661,18 @@ def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
 
 
 DIRECT_LAUNCH_ERROR = None  # why the direct launch failed, if it did (then every plan takes the JIT)
+_GLUON = object()  # _PLANS' entry for a shape the Gluon kernel served (its own plans are in _decode_hopper)
 
 
-def _launchable(compiled) -> bool:
-    return all(hasattr(compiled, a) for a in ("run", "function", "packed_metadata"))
+def _gluon_batch(q: torch.Tensor) -> bool:
+    """REGS_ONE_WAVE: the Gluon kernel only where the batch alone fits in one wave of its programs (its
+    splits then fill the SMs); larger batches take the tl kernel."""
+    return not CONFIG["REGS_ONE_WAVE"] or q.shape[0] <= CONFIG["REGS_CTAS_PER_SM"] * sm_count(q.device)
 
 
 def _direct_launch(plan: _Plan, args: tuple) -> bool:
-    """Launch the plan's compiled kernel without the JIT's argument binding: the same call the JIT
-    makes once it has found the kernel (Triton 3.x). Only for arguments the kernel was specialised
-    for: 16-byte aligned pointers (shapes and strides are in the plan's key); False to take the JIT."""
-    if knobs_hook() is not None or any(a.data_ptr() & 15 for a in args):
-        return False
-    ck = plan.compiled
-    device = triton.runtime.driver.active.get_current_device()
-    stream = triton.runtime.driver.active.get_current_stream(device)
-    ck.run(
-        plan.grid[0],
-        plan.grid[1],
-        1,
-        stream,
-        ck.function,
-        ck.packed_metadata,
-        None,
-        None,
-        None,
-        *args,
-        *plan.tail,
-        *plan.const_args,
-    )
-    return True
-
-
-def knobs_hook():
-    """Triton's launch hook if one is installed (a profiler such as proton): then launches go
-    through the JIT. Triton 3.6 keeps an empty HookChain there when none is (never None)."""
-    hook = triton.knobs.runtime.launch_enter_hook
-    if hook is None or getattr(hook, "calls", None) == []:
-        return None
-    return hook
+    """The plan's compiled kernel launched directly (_cached_launch.launch); False to take the JIT."""
+    return launch(plan.compiled, plan.grid, args, plan.tail + plan.const_args)
 
 
 class ModelNew(nn.Module):

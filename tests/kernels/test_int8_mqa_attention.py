@@ -148,14 +148,18 @@ def test_decode_direct_launch_only_without_a_launch_hook():
     launch may run); a profiler's hook in the chain sends launches through the JIT."""
     import triton
 
-    kernel = load_kernel("int8_mqa_decode")
-    assert kernel.knobs_hook() is None
+    load_kernel("int8_mqa_decode")  # puts the kernels folder on the path
+    import _cached_launch
+
+    assert _cached_launch.knobs_hook() is None
     chain = triton.knobs.runtime.launch_enter_hook
     if hasattr(chain, "add"):
         hook = lambda *args: None  # noqa: E731
         chain.add(hook)
         try:
-            assert kernel.knobs_hook() is not None
+            assert _cached_launch.knobs_hook() is not None
+            # and then a direct launch declines (nothing launched: the JIT runs the kernel and the hook)
+            assert _cached_launch.launch(None, (1,), (), ()) is False
         finally:
             chain.remove(hook)
 
