@@ -55,6 +55,16 @@ def test_v_pairs_ptx_gives_key_pairs_of_code_plus_1152():
                 assert (lo, hi) == (codes[m] + 1152, codes[4 + m] + 1152), (codes, m, lo, hi)
 
 
+def test_gluon_only_where_the_batch_fits_one_wave(tmp_path):
+    """REGS_ONE_WAVE: the Gluon kernel is considered only for batches within REGS_CTAS_PER_SM programs an SM
+    (the interpreter's device counts 4 SMs); without it, for every batch."""
+    kernel = load_kernel("int8_mqa_decode", tmp_path, REGS_CTAS_PER_SM=2, REGS_ONE_WAVE=True)
+    fits, too_many = torch.zeros(8, 16, 1, 128), torch.zeros(9, 16, 1, 128)
+    assert kernel._gluon_batch(fits) and not kernel._gluon_batch(too_many)
+    kernel = load_kernel("int8_mqa_decode", tmp_path, REGS_CTAS_PER_SM=2, REGS_ONE_WAVE=False)
+    assert kernel._gluon_batch(too_many)
+
+
 def test_decode_auto_keeps_the_tl_kernel_off_hopper(tmp_path):
     """IMPL auto on the CPU interpreter (no Hopper GPU): the tl kernel runs and is right."""
     kernel = load_kernel("int8_mqa_decode", tmp_path, IMPL="auto", BLOCK_N=32)
@@ -82,21 +92,22 @@ part = torch.empty(16, dtype=torch.float32)
 kernel = dh._decode_regs_kernel.warmup(
     q, codes, scales, codes, scales, q, part, part, torch.empty(1, dtype=torch.int32),
     kv, 256, 1024 * 128, 1024 * 128, 1024, 1024, 0.1,
-    W=4, NK=32, STAGES=2, LAZY=False, SPLIT=True, EVEN=False, num_warps=4, grid=(1,),
+    W=int(sys.argv[3]), NK=32, STAGES=2, LAZY=False, SPLIT=True, EVEN=False, num_warps=int(sys.argv[3]), grid=(1,),
 )
 open(sys.argv[2], "wb").write(kernel.asm["cubin"])
 """
 
 
 @pytest.mark.skipif(not tool("nvdisasm").exists(), reason="Triton's nvdisasm not shipped here")
-def test_compiles_for_sm90_to_the_designed_loop(tmp_path):
+@pytest.mark.parametrize("warps", [4, 8])  # 8: the default (int8_mqa_decode.CONFIG["REGS_WARPS"])
+def test_compiles_for_sm90_to_the_designed_loop(tmp_path, warps):
     import triton
 
     if not triton.__version__.startswith("3.6."):
         # the Gluon layouts and cp.async API used here are those of Triton 3.6, the release measured on the H200
         pytest.skip(f"the Gluon decode kernel is built for Triton 3.6 (this is {triton.__version__})")
     cubin = tmp_path / "k.cubin"
-    compile_script(COMPILE, [str(KERNELS), str(cubin)], tmp_path / "cache")
+    compile_script(COMPILE, [str(KERNELS), str(cubin), str(warps)], tmp_path / "cache")
     usage = subprocess.run(
         [tool("cuobjdump"), "--dump-resource-usage", cubin], capture_output=True, text=True, check=True
     ).stdout
