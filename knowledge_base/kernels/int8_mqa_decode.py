@@ -93,8 +93,9 @@ CONFIG = {
     # 64 packed rows, cast from 64.
     "CONVERT": "auto",
     # "jit": launch through the @triton.jit wrapper every call; "cached": the plan of the shape
-    # (grid, split buffers, compiled kernel) is kept and the compiled kernel launched directly.
-    # Round 4 (B256, host time per call): 16.3 us cached, 30.3 us through the JIT.
+    # (grid, split buffers, compiled kernel) is kept and the compiled kernel launched directly
+    # (_cached_launch.py; the tl and the Gluon kernel alike). Round 4 (B256, host time per call): 16.3 us
+    # cached, 30.3 us through the JIT; the Gluon kernel through its JIT took 30-100 us (session 7).
     "LAUNCH": "cached",
     # f16 only: each warp streams its own keys with its own softmax state, merged after the loop
     # (no cross-warp reduction or layout exchange per step; each warp holds a whole accumulator).
