@@ -52,7 +52,7 @@ def kv_bytes(batch: int, kv_len: int) -> int:
     return 2 * batch * kv_len * 128 + 2 * 2 * batch * kv_len  # int8 codes + bf16 scales, K and V
 
 
-def child(name: str, flush_by: str = "write") -> None:
+def child(name: str, flush_by: str = "write", shapes: list | None = None) -> None:
     """One configuration: checks, then timings; one JSON line per result."""
     import torch
 
@@ -117,9 +117,9 @@ def child(name: str, flush_by: str = "write") -> None:
     xs[0] = xs[0] * torch.tensor([1e5, 1e-6, 1.0, 3e4] * 4, dtype=torch.bfloat16, device="cuda")[None, :, None, None]
     xs[4] = xs[4] * 1e-6
     ok &= check("B2 KV256 q rows 1e5..1e-6, V scales 1e-6", xs, relative=True)
-    for batch, kv_len, q_len in SPEC_SHAPES:
+    for batch, kv_len, q_len in shapes or SPEC_SHAPES:
         xs = make(batch, kv_len, q_len, seed=5)
-        ok &= check(f"spec B{batch} KV{kv_len} Q{q_len}", xs)
+        ok &= check(f"{'' if shapes else 'spec '}B{batch} KV{kv_len} Q{q_len}", xs)
         with torch.no_grad():
             for _ in range(2):  # the split counters back at zero between calls
                 kernel.int8_mqa_decode(*xs)
@@ -170,10 +170,19 @@ def main() -> None:
     parser.add_argument(
         "--flush-by", choices=["write", "read"], default="write", help="how L2 is flushed before each graph-timed call"
     )
+    parser.add_argument(
+        "--shapes", default=None, help="B:KV_LEN:Q_LEN,... to time instead of the spec's shapes (all checks still run)"
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    try:
+        shapes = [tuple(int(x) for x in item.split(":")) for item in args.shapes.split(",")] if args.shapes else None
+    except ValueError:
+        sys.exit(f"decode_regs_run: --shapes wants B:KV_LEN:Q_LEN,... (got {args.shapes!r})")
+    if shapes and any(len(shape) != 3 for shape in shapes):
+        sys.exit(f"decode_regs_run: --shapes wants B:KV_LEN:Q_LEN,... (got {args.shapes!r})")
     if args.child:
-        return child(args.child, args.flush_by)
+        return child(args.child, args.flush_by, shapes)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.eval:
         return evaluate(args.eval, args.out)
@@ -184,7 +193,8 @@ def main() -> None:
         start = time.time()
         try:
             proc = subprocess.run(
-                [sys.executable, __file__, "--out", str(args.out), "--child", name, "--flush-by", args.flush_by],
+                [sys.executable, __file__, "--out", str(args.out), "--child", name, "--flush-by", args.flush_by]
+                + (["--shapes", args.shapes] if args.shapes else []),
                 capture_output=True, text=True, timeout=args.timeout_s,
             )  # fmt: skip
             lines, err = proc.stdout.splitlines(), proc.stderr.strip().splitlines()[-3:] if proc.returncode else []
