@@ -26,11 +26,12 @@ bound by shared memory and instruction issue (bench/results/attention_issue17_h2
 - The K scale multiplies the score tile, the V scale P (divided by the split's largest V scale, so P
   fits fp16 whatever the scales).
 
-Measured (H200, session 7, bench/results/attention_issue17_session7): correct on every check; as fast as
-the tl kernel overall, not faster (0.95x at B256 KV1024, 1.06x at B64 KV4096; evaluator fitness 3.95
-against 3.99), so it is not the default. What bounds it: the fixed costs of each program (q's split, the
-V-scale maximum, the merge and their barriers drew 38% of the stall samples with 8 steps a warp) and the
-wait for each step's copies.
+Measured (H200, sessions 7 and 8, bench/results/attention_issue17_session7 and _session8): correct on every
+check. With 4 warps and 2 programs an SM it is as fast as the tl kernel with L2 flushed by writing (0.95x at
+B256 KV1024, 1.06x at B64 KV4096), 1.06-1.22x with a clean L2; with 8 warps and one program an SM where the
+batch fits in one wave (int8_mqa_decode's default since session 8) 1.02-1.09x / 1.23-1.31x at B128 and B64.
+What bounds it: the fixed costs of each program (q's split, the V-scale maximum, the merge and their barriers
+drew 38% of the stall samples with 8 steps a warp) and the wait for each step's copies.
 """
 
 import torch
@@ -45,13 +46,18 @@ HEAD_DIM = gl.constexpr(128)
 ROWS = gl.constexpr(16)
 
 
+BUILT_FOR_TRITON = "3.6."  # the Gluon layout and cp.async API this kernel is written in (3.9's differ: no compile)
+
+
 def usable(q: torch.Tensor, kc: torch.Tensor, ks: torch.Tensor, vc: torch.Tensor, vs: torch.Tensor) -> bool:
-    """16 packed query rows (heads x new tokens), head dim 128, an even KV length, on a Hopper GPU, and
-    every copy aligned: cp.async copies 16 bytes of codes and 4 bytes of scales at a time, so the codes' batch
-    stride must be a multiple of 16 bytes and the scales' of 16 elements (what the JIT specialises on)."""
+    """Triton 3.6, 16 packed query rows (heads x new tokens), head dim 128, an even KV length, on a Hopper
+    GPU, and every copy aligned: cp.async copies 16 bytes of codes and 4 bytes of scales at a time, so the
+    codes' batch stride must be a multiple of 16 bytes and the scales' of 16 elements (what the JIT
+    specialises on). Elsewhere int8_mqa_decode keeps its tl kernel."""
     batch, heads, q_len, head_dim = q.shape
     return (
-        q.is_cuda
+        triton.__version__.startswith(BUILT_FOR_TRITON)
+        and q.is_cuda
         and torch.cuda.get_device_capability(q.device)[0] == 9
         and heads * q_len == ROWS.value
         and head_dim == HEAD_DIM.value

@@ -65,6 +65,39 @@ def test_gluon_only_where_the_batch_fits_one_wave(tmp_path):
     assert kernel._gluon_batch(too_many)
 
 
+def test_gluon_kernel_only_on_the_triton_it_is_written_for(monkeypatch):
+    """The Gluon decode kernel does not compile on Triton 3.9 (its Gluon API differs): usable() is False
+    there for inputs it takes on 3.6, so IMPL auto (the default) keeps the tl kernel rather than failing.
+    Stand-ins for CUDA tensors on a Hopper GPU (none here)."""
+    import triton
+
+    class OnHopper:
+        is_cuda, device = True, "cuda:0"
+
+        def __init__(self, shape, dtype):
+            self.shape, self.dtype = shape, dtype
+
+        def data_ptr(self):
+            return 1 << 20
+
+        def stride(self, dim):
+            return self.shape[-1] * (128 if len(self.shape) == 3 else 1)
+
+    q = OnHopper((2, 16, 1, 128), torch.bfloat16)
+    kc, ks = OnHopper((2, 64, 128), torch.int8), OnHopper((2, 64), torch.bfloat16)
+    sys.path.insert(0, str(KERNELS))
+    try:
+        import _decode_hopper
+
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+        monkeypatch.setattr(triton, "__version__", "3.6.0")
+        assert _decode_hopper.usable(q, kc, ks, kc, ks)  # what it serves on the Triton it is written for
+        monkeypatch.setattr(triton, "__version__", "3.9.0")
+        assert not _decode_hopper.usable(q, kc, ks, kc, ks)
+    finally:
+        sys.path.remove(str(KERNELS))
+
+
 def test_decode_auto_keeps_the_tl_kernel_off_hopper(tmp_path):
     """IMPL auto on the CPU interpreter (no Hopper GPU): the tl kernel runs and is right."""
     kernel = load_kernel("int8_mqa_decode", tmp_path, IMPL="auto", BLOCK_N=32)
