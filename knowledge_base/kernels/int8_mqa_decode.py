@@ -33,11 +33,11 @@ Decode is bound by reading the KV cache. What makes that read efficient:
   they are loaded one KV step ahead (PREFETCH_SCALES).
 - The host side: LAUNCH = "cached" keeps, per input shape, the grid, the split buffers and Triton's
   compiled kernel, and launches it directly (no argument binding).
-- IMPL = "auto" (the default) takes _decode_hopper.py's Gluon kernel where it can run (Hopper, 16 packed
-  rows, head dim 128, aligned strides) and the batch fits in one wave of its programs: K/V copied by
-  cp.async and read straight into int8 / fp16 MMA operands, 8 warps a program, launched directly from
-  its plan like this kernel (_cached_launch.py). 1.03-1.31x this kernel at B128 / B64 on the H200
-  (session 8); larger batches and Q_LEN 4 stay here.
+- IMPL = "auto" (the default) takes _decode_hopper.py's Gluon kernel where it can run (Hopper, Triton
+  3.6, 16 packed rows, head dim 128, aligned strides) and the batch fits in one wave of its programs: K/V
+  copied by cp.async and read straight into int8 / fp16 MMA operands, 8 warps a program, launched directly
+  from its plan like this kernel (_cached_launch.py). 1.02-1.31x this kernel at B128 / B64 on the H200
+  (session 8); larger batches, Q_LEN 4 and other Triton releases stay here.
 The floor (H200, session 8): a kernel that only reads the same bytes takes 22.3 us (3.05 TB/s) when timed
 like this one (CUDA graph, L2 flushed by writing: its dirty lines are written back during the call), 16.8 us
 (4.06 TB/s) after a flush by reading; this kernel takes 28.0 / 26.4 us at B256 KV1024 (the two flushes).
