@@ -80,8 +80,9 @@ def main() -> None:
 
     rows = []
     # The three shapes hold the same bytes (68.2 MB); then one 1 GB read for the steady-state bandwidth.
-    sizes = {(batch, kv_len): 2 * batch * kv_len * 128 + 2 * 2 * batch * kv_len for batch, kv_len in SHAPES}
-    sizes = {"spec": sizes[SHAPES[0]], "1GB": 2**30} if len(set(sizes.values())) == 1 else sizes
+    spec_bytes = {2 * batch * kv_len * 128 + 2 * 2 * batch * kv_len for batch, kv_len in SHAPES}
+    assert len(spec_bytes) == 1, spec_bytes
+    sizes = {"spec": spec_bytes.pop(), "1GB": 2**30}
     for label, nbytes in sizes.items():
         # K and V codes and bf16 scales, as one buffer of int32 words (the same bytes, one launch)
         words = torch.randint(-(2**31), 2**31 - 1, (nbytes // 4,), dtype=torch.int32, device="cuda")

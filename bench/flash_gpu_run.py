@@ -210,19 +210,11 @@ def run(variant: str, op: str, out: Path) -> None:
 
 def candidate(op: str, overrides: dict, directory: Path) -> Path:
     """The kernel file with CONFIG's values for these keys replaced (the source otherwise unchanged)."""
-    source = (KERNELS / f"{OPS[op]}.py").read_text()
-    lines = source.splitlines(keepends=True)
-    start = next(i for i, line in enumerate(lines) if line.startswith("CONFIG = {"))
-    end = next(i for i in range(start, len(lines)) if lines[i].startswith("}"))
-    for i in range(start, end):
-        for key, value in overrides.items():
-            prefix = f'    "{key}": '
-            if lines[i].startswith(prefix):
-                comment = lines[i].split("#", 1)[1] if "#" in lines[i] else None
-                text = json.dumps(value) if isinstance(value, str) else repr(value)
-                lines[i] = f"{prefix}{text},{'  #' + comment if comment else chr(10)}"
+    sys.path.insert(0, str(REPO))
+    from kernelevolve.operators.tunables import rewrite_config
+
     path = directory / f"{OPS[op]}.py"
-    path.write_text("".join(lines))
+    path.write_text(rewrite_config((KERNELS / f"{OPS[op]}.py").read_text(), overrides))
     return path
 
 

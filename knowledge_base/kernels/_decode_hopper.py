@@ -415,7 +415,18 @@ def _combine(PART_ACC, PART_ML, O, b, n_splits, W: gl.constexpr):
 
 
 class _Plan:
-    __slots__ = ("grid", "split_len", "even", "part_acc", "part_ml", "counters", "consts", "rest", "compiled")
+    __slots__ = (
+        "grid",
+        "split_len",
+        "even",
+        "part_acc",
+        "part_ml",
+        "counters",
+        "consts",
+        "scalars",
+        "const_args",
+        "compiled",
+    )
 
 
 _PLANS: dict = {}
@@ -457,22 +468,22 @@ def decode(q, kc, ks, vc, vs, counters_of, config: dict) -> torch.Tensor:
         plan.consts = dict(
             W=warps, NK=keys, STAGES=stages, LAZY=lazy, SPLIT=splits > 1, EVEN=plan.even, num_warps=warps
         )
-        # what follows the tensors in a direct launch: every other parameter in order, constexprs too
+        plan.const_args = tuple(v for k, v in plan.consts.items() if k != "num_warps")
+        assert _decode_regs_kernel.arg_names[-len(plan.const_args) :] == list(plan.consts)[:-1]
         qk_scale = 1.4426950408889634 / HEAD_DIM.value**0.5
-        plan.rest = (kv_len, plan.split_len, kc.stride(0), vc.stride(0), ks.stride(0), vs.stride(0), qk_scale)
-        plan.rest += tuple(v for k, v in plan.consts.items() if k != "num_warps")
+        plan.scalars = (kv_len, plan.split_len, kc.stride(0), vc.stride(0), ks.stride(0), vs.stride(0), qk_scale)
         plan.compiled = None
         _PLANS[key] = plan
     out = torch.empty_like(q)
     split = plan.part_acc is not None  # else out stands in for the split buffers (not read or written)
     tensors = (q, kc, ks, vc, vs, out) + ((plan.part_acc, plan.part_ml, plan.counters) if split else (out,) * 3)
     if plan.compiled is not None:
-        try:
-            if launch(plan.compiled, plan.grid, tensors, plan.rest):
+        try:  # the launcher takes every parameter in order, constexprs too (num_warps is an option)
+            if launch(plan.compiled, plan.grid, tensors, plan.scalars + plan.const_args):
                 return out
         except Exception:  # an incompatible Triton: this plan launches through the JIT from now on
             plan.compiled = None
-    compiled = _decode_regs_kernel[plan.grid](*tensors, *plan.rest[:7], **plan.consts)
+    compiled = _decode_regs_kernel[plan.grid](*tensors, *plan.scalars, **plan.consts)
     if config.get("LAUNCH", "cached") == "cached" and launchable(compiled):
         plan.compiled = compiled
     return out

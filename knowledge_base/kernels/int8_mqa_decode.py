@@ -542,6 +542,7 @@ class _Plan:
 
 
 _PLANS: dict = {}
+_GLUON_SHAPES: dict = {}  # per _PLANS key: whether the Gluon kernel may serve the shape (its plans: _decode_hopper)
 
 
 def _make_plan(q, kc, ks, vc, vs) -> _Plan:
@@ -617,23 +618,24 @@ def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
         v_scale.stride(), k_codes.dtype, v_codes.dtype, k_scale.shape, v_scale.shape, k_scale.dtype, v_scale.dtype,
         tuple(CONFIG.values()),
     )  # fmt: skip
-    plan = _PLANS.get(key)
-    if plan is None:
+    gluon = _GLUON_SHAPES.get(key)
+    if gluon is None:  # a new shape: checked once, and whether the Gluon kernel may serve it
         check_inputs("int8_mqa_decode", q, k_codes, k_scale, v_codes, v_scale)
         if q.numel() == 0:
             return torch.empty_like(q)
         if k_codes.shape[1] == 0:
             raise ValueError("int8_mqa_decode: an empty KV cache (KV_LEN = 0) has no attention output")
+        gluon = _GLUON_SHAPES[key] = CONFIG["IMPL"] == "auto" and inline_ptx_ok(q) and _gluon_batch(q)
     q = q if q.is_contiguous() else q.contiguous()
     k_codes, k_scale = _rows_unit_stride(k_codes, k_scale)
     v_codes, v_scale = _rows_unit_stride(v_codes, v_scale)
-    if CONFIG["IMPL"] == "auto" and inline_ptx_ok(q) and _gluon_batch(q):
+    if gluon:
         import _decode_hopper  # Gluon: imported only where it can run
 
         if _decode_hopper.usable(q, k_codes, k_scale, v_codes, v_scale):  # also this call's pointers
-            _PLANS[key] = plan or _GLUON  # the inputs are checked: not again for this shape
             return _decode_hopper.decode(q, k_codes, k_scale, v_codes, v_scale, arrival_counters, CONFIG)
-    if plan is None or plan is _GLUON:
+    plan = _PLANS.get(key)
+    if plan is None:
         plan = _PLANS[key] = _make_plan(q, k_codes, k_scale, v_codes, v_scale)
     out = torch.empty_like(q)
     part_acc = out if plan.part_acc is None else plan.part_acc
@@ -662,7 +664,6 @@ def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
 
 
 DIRECT_LAUNCH_ERROR = None  # why the direct launch failed, if it did (then every plan takes the JIT)
-_GLUON = object()  # _PLANS' entry for a shape the Gluon kernel served (its own plans are in _decode_hopper)
 
 
 def _gluon_batch(q: torch.Tensor) -> bool:
