@@ -54,6 +54,11 @@ def usable(q: torch.Tensor, kc: torch.Tensor, ks: torch.Tensor, vc: torch.Tensor
     GPU, and every copy aligned: cp.async copies 16 bytes of codes and 4 bytes of scales at a time, so the
     codes' batch stride must be a multiple of 16 bytes and the scales' of 16 elements (what the JIT
     specialises on). Elsewhere int8_mqa_decode keeps its tl kernel."""
+    return shape_usable(q, kc, ks, vc, vs) and aligned(kc, ks, vc, vs)
+
+
+def shape_usable(q: torch.Tensor, kc: torch.Tensor, ks: torch.Tensor, vc: torch.Tensor, vs: torch.Tensor) -> bool:
+    """usable() but for the pointers: what the shapes, strides, dtypes and device decide (once per shape)."""
     batch, heads, q_len, head_dim = q.shape
     return (
         triton.__version__.startswith(BUILT_FOR_TRITON)
@@ -65,9 +70,13 @@ def usable(q: torch.Tensor, kc: torch.Tensor, ks: torch.Tensor, vc: torch.Tensor
         and q.dtype in (torch.bfloat16, torch.float16)
         and ks.dtype in (torch.bfloat16, torch.float16)
         and vs.dtype in (torch.bfloat16, torch.float16)
-        and all(t.data_ptr() % 16 == 0 and t.stride(0) % 16 == 0 for t in (kc, vc))
-        and all(t.data_ptr() % 16 == 0 and t.stride(0) % 16 == 0 for t in (ks, vs))
+        and all(t.stride(0) % 16 == 0 for t in (kc, vc, ks, vs))
     )
+
+
+def aligned(kc: torch.Tensor, ks: torch.Tensor, vc: torch.Tensor, vs: torch.Tensor) -> bool:
+    """usable()'s part that changes from call to call: 16-byte aligned K/V codes and scales."""
+    return kc.data_ptr() % 16 == 0 and vc.data_ptr() % 16 == 0 and ks.data_ptr() % 16 == 0 and vs.data_ptr() % 16 == 0
 
 
 @gluon.constexpr_function
@@ -441,17 +450,16 @@ def split_plan(batch: int, kv_len: int, sms: int, step: int, ctas_per_sm: int) -
     return triton.cdiv(kv_len, split_len), split_len
 
 
-def decode(q, kc, ks, vc, vs, counters_of, config: dict) -> torch.Tensor:
+def decode(q, kc, ks, vc, vs, counters_of, config: dict, key: tuple) -> torch.Tensor:
     """softmax(q K^T / sqrt(128)) V for 16 packed query rows; q [B, HQ, QL, 128] contiguous, codes
-    [B, KV, 128] with rows 128 bytes apart, scales [B, KV] unit stride (int8_mqa_decode checks)."""
-    batch, _, _, _ = q.shape
-    kv_len = kc.shape[1]
-    warps, keys, stages = config["REGS_WARPS"], config["REGS_KEYS"], config["REGS_STAGES"]
-    lazy = bool(config.get("REGS_LAZY_RESCALE", False))
-    key = (batch, kv_len, kc.stride(0), vc.stride(0), ks.stride(0), vs.stride(0), q.device)
-    key += (warps, keys, stages, lazy, config["REGS_CTAS_PER_SM"])
+    [B, KV, 128] with rows 128 bytes apart, scales [B, KV] unit stride (int8_mqa_decode checks). key: the
+    caller's plan key, holding every shape, stride, dtype and config value this call's plan depends on."""
     plan = _PLANS.get(key)
     if plan is None:
+        batch, _, _, _ = q.shape
+        kv_len = kc.shape[1]
+        warps, keys, stages = config["REGS_WARPS"], config["REGS_KEYS"], config["REGS_STAGES"]
+        lazy = bool(config.get("REGS_LAZY_RESCALE", False))
         step = warps * keys
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count
         splits, split_len = split_plan(batch, kv_len, sms, step, config["REGS_CTAS_PER_SM"])

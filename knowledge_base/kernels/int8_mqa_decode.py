@@ -542,6 +542,7 @@ class _Plan:
 
 
 _PLANS: dict = {}
+_decode_hopper = None  # the Gluon kernel's module, imported by _gluon_serves where it can run
 _GLUON_SHAPES: dict = {}  # per _PLANS key: whether the Gluon kernel may serve the shape (its plans: _decode_hopper)
 
 
@@ -625,15 +626,13 @@ def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
             return torch.empty_like(q)
         if k_codes.shape[1] == 0:
             raise ValueError("int8_mqa_decode: an empty KV cache (KV_LEN = 0) has no attention output")
-        gluon = _GLUON_SHAPES[key] = CONFIG["IMPL"] == "auto" and inline_ptx_ok(q) and _gluon_batch(q)
     q = q if q.is_contiguous() else q.contiguous()
     k_codes, k_scale = _rows_unit_stride(k_codes, k_scale)
     v_codes, v_scale = _rows_unit_stride(v_codes, v_scale)
-    if gluon:
-        import _decode_hopper  # Gluon: imported only where it can run
-
-        if _decode_hopper.usable(q, k_codes, k_scale, v_codes, v_scale):  # also this call's pointers
-            return _decode_hopper.decode(q, k_codes, k_scale, v_codes, v_scale, arrival_counters, CONFIG)
+    if gluon is None:
+        gluon = _GLUON_SHAPES[key] = _gluon_serves(q, k_codes, k_scale, v_codes, v_scale)
+    if gluon and _decode_hopper.aligned(k_codes, k_scale, v_codes, v_scale):  # this call's pointers
+        return _decode_hopper.decode(q, k_codes, k_scale, v_codes, v_scale, arrival_counters, CONFIG, key)
     plan = _PLANS.get(key)
     if plan is None:
         plan = _PLANS[key] = _make_plan(q, k_codes, k_scale, v_codes, v_scale)
@@ -670,6 +669,17 @@ def _gluon_batch(q: torch.Tensor) -> bool:
     """REGS_ONE_WAVE: the Gluon kernel only where the batch alone fits in one wave of its programs (its
     splits then fill the SMs); larger batches take the tl kernel."""
     return not CONFIG["REGS_ONE_WAVE"] or q.shape[0] <= CONFIG["REGS_CTAS_PER_SM"] * sm_count(q.device)
+
+
+def _gluon_serves(q, k_codes, k_scale, v_codes, v_scale) -> bool:
+    """Whether _decode_hopper's Gluon kernel may serve this shape (IMPL auto; once per shape: then only the
+    pointers' alignment is checked a call)."""
+    global _decode_hopper
+    if not (CONFIG["IMPL"] == "auto" and inline_ptx_ok(q) and _gluon_batch(q)):
+        return False
+    import _decode_hopper  # Gluon: imported only where it can run
+
+    return _decode_hopper.shape_usable(q, k_codes, k_scale, v_codes, v_scale)
 
 
 def _direct_launch(plan: _Plan, args: tuple) -> bool:
