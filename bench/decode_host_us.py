@@ -7,25 +7,13 @@ is bound by the host.
 """
 
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "bench"), str(REPO / "knowledge_base" / "kernels")]
-from attention_bench import load_module  # noqa: E402
-
-
-def host_us(fn, n: int = 200) -> float:
-    fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(n):
-        fn()
-    us = (time.perf_counter() - start) / n * 1e6
-    torch.cuda.synchronize()
-    return round(us, 1)
+from attention_bench import host_us, load_module  # noqa: E402
 
 
 def main() -> None:
@@ -41,15 +29,15 @@ def main() -> None:
     kc, ks = ref.quantize(torch.randn(batch, kv_len, 128, device="cuda"))
     vc, vs = ref.quantize(torch.randn(batch, kv_len, 128, device="cuda"))
     xs = (q, kc, ks.to(torch.bfloat16), vc, vs.to(torch.bfloat16))
-    print("default (IMPL auto):", host_us(lambda: kernel.int8_mqa_decode(*xs)), "us")
+    print("default (IMPL auto):", round(host_us(lambda: kernel.int8_mqa_decode(*xs), n=200), 1), "us")
     plan = next(iter(_decode_hopper._PLANS.values()), None)
     if plan is not None and plan.compiled is not None:
         out = torch.empty_like(q)
         tensors = (q, kc, xs[2], vc, xs[4], out, out, out, out)
         launch = lambda: _cached_launch.launch(plan.compiled, plan.grid, tensors, plan.scalars + plan.const_args)  # noqa: E731
-        print("Gluon direct launch alone:", host_us(launch), "us")
+        print("Gluon direct launch alone:", round(host_us(launch, n=200), 1), "us")
     kernel.CONFIG["IMPL"] = "triton"
-    print("IMPL triton:", host_us(lambda: kernel.int8_mqa_decode(*xs)), "us")
+    print("IMPL triton:", round(host_us(lambda: kernel.int8_mqa_decode(*xs), n=200), 1), "us")
 
 
 if __name__ == "__main__":
