@@ -45,6 +45,15 @@ CONFIGS = {  # name: CONFIG overrides of int8_mqa_decode.py (w warps, k keys a w
     "w4k32s2c4": dict(GLUON, REGS_WARPS=4, REGS_KEYS=32, REGS_STAGES=2, REGS_CTAS_PER_SM=4),
     "w8k32s2c1": dict(GLUON, REGS_WARPS=8, REGS_KEYS=32, REGS_STAGES=2, REGS_CTAS_PER_SM=1),
     "w8k32s2c2": dict(GLUON, REGS_WARPS=8, REGS_KEYS=32, REGS_STAGES=2, REGS_CTAS_PER_SM=2),
+    # session 9: more stages at 8 warps (V: the running V-scale maximum, since the only one), 4 warps for every batch
+    "w8k32s2c1V": dict(GLUON, REGS_WARPS=8, REGS_KEYS=32, REGS_STAGES=2, REGS_CTAS_PER_SM=1),
+    "w8k32s3c1": dict(GLUON, REGS_WARPS=8, REGS_KEYS=32, REGS_STAGES=3, REGS_CTAS_PER_SM=1),
+    "w8k32s3c1V": dict(GLUON, REGS_WARPS=8, REGS_KEYS=32, REGS_STAGES=3, REGS_CTAS_PER_SM=1),
+    "w8k16s4c1V": dict(GLUON, REGS_WARPS=8, REGS_KEYS=16, REGS_STAGES=4, REGS_CTAS_PER_SM=1),
+    "w8k16s6c1V": dict(GLUON, REGS_WARPS=8, REGS_KEYS=16, REGS_STAGES=6, REGS_CTAS_PER_SM=1),
+    "w4k32s2c2Vall": dict(
+        GLUON, REGS_WARPS=4, REGS_KEYS=32, REGS_STAGES=2, REGS_CTAS_PER_SM=2, REGS_ONE_WAVE=False
+    ),
 }
 
 
@@ -93,7 +102,7 @@ def child(name: str, flush_by: str = "write", shapes: list | None = None) -> Non
             ok &= bool(torch.isfinite(out).all()) and bool((diff <= 0.02 + 0.02 * (want / scale).abs()).all())
             worst = max(worst, diff.max().item())
         gluon = kernel.CONFIG["IMPL"] == "auto" and hopper.usable(*xs) and kernel._gluon_batch(xs[0])
-        path = "gluon" if gluon else "tl"
+        path = "gluon w%dc%d" % gluon if gluon else "tl"
         print(
             json.dumps(
                 {

@@ -23,8 +23,8 @@ bound by shared memory and instruction issue (bench/results/attention_issue17_h2
   1024 (1024 + (x ^ 0x80) = x + 1152, no subtract). The 1152 bias is removed once at the end: a fifth
   n-tile multiplies P by ones, which accumulates sum_k P[r, k] through every rescale, and
   O = acc - 1152 * that sum.
-- The K scale multiplies the score tile, the V scale P (divided by the split's largest V scale, so P
-  fits fp16 whatever the scales).
+- The K scale multiplies the score tile, the V scale P (divided by the largest V scale the warp has seen so
+  far, so P fits fp16 whatever the scales; a larger one rescales the warp's accumulator as a larger max does).
 
 Measured (H200, sessions 7 and 8, bench/results/attention_issue17_session7 and _session8): correct on every
 check. With 4 warps and 2 programs an SM it is as fast as the tl kernel with L2 flushed by writing (0.95x at
@@ -51,10 +51,10 @@ BUILT_FOR_TRITON = "3.6."  # the Gluon layout and cp.async API this kernel is wr
 
 def usable(q: torch.Tensor, kc: torch.Tensor, ks: torch.Tensor, vc: torch.Tensor, vs: torch.Tensor) -> bool:
     """Triton 3.6, 16 packed query rows (heads x new tokens), head dim 128, an even KV length, on a Hopper
-    GPU, and every copy aligned: cp.async copies 16 bytes of codes and 4 bytes of scales at a time, so the
-    codes' batch stride must be a multiple of 16 bytes and the scales' of 16 elements (what the JIT
+    GPU, and every copy aligned: cp.async copies 16 bytes of q and codes and 4 bytes of scales at a time, so
+    the codes' batch stride must be a multiple of 16 bytes and the scales' of 16 elements (what the JIT
     specialises on). Elsewhere int8_mqa_decode keeps its tl kernel."""
-    return shape_usable(q, kc, ks, vc, vs) and aligned(kc, ks, vc, vs)
+    return shape_usable(q, kc, ks, vc, vs) and aligned(q, kc, ks, vc, vs)
 
 
 def shape_usable(q: torch.Tensor, kc: torch.Tensor, ks: torch.Tensor, vc: torch.Tensor, vs: torch.Tensor) -> bool:
@@ -74,9 +74,9 @@ def shape_usable(q: torch.Tensor, kc: torch.Tensor, ks: torch.Tensor, vc: torch.
     )
 
 
-def aligned(kc: torch.Tensor, ks: torch.Tensor, vc: torch.Tensor, vs: torch.Tensor) -> bool:
-    """usable()'s part that changes from call to call: 16-byte aligned K/V codes and scales."""
-    return kc.data_ptr() % 16 == 0 and vc.data_ptr() % 16 == 0 and ks.data_ptr() % 16 == 0 and vs.data_ptr() % 16 == 0
+def aligned(*tensors: torch.Tensor) -> bool:
+    """usable()'s part that changes from call to call: 16-byte aligned q, K/V codes and scales."""
+    return all(t.data_ptr() % 16 == 0 for t in tensors)
 
 
 @gluon.constexpr_function
@@ -163,18 +163,6 @@ def _v_operand(vx, W: gl.constexpr, NK: gl.constexpr, V_PAIRS: gl.constexpr, DB1
 
 
 @gluon.jit
-def _split_max(base, lo, hi, W: gl.constexpr):
-    """max of the fp32 values base[lo:hi] (bf16/fp16 scales), 0 if none."""
-    L1: gl.constexpr = gl.BlockedLayout([8], [32], [W], [0])
-    offs = gl.arange(0, 256 * W, layout=L1)
-    top = gl.zeros([256 * W], gl.float32, L1)
-    for start in range(lo, hi, 256 * W):
-        idx = start + offs
-        top = gl.maximum(top, gl.load(base + idx, mask=idx < hi, other=0.0).to(gl.float32))
-    return gl.max(top, 0)
-
-
-@gluon.jit
 def _copy_step(
     k_dst, v_dst, ks_dst, vs_dst, k_base, v_base, ks_base, vs_base, start, hi, k_off, v_off, k_rows, v_rows, s_rows,
     EVEN: gl.constexpr,
@@ -218,11 +206,11 @@ def _row_operand(v, W: gl.constexpr, ROW_L: gl.constexpr):
 
 @gluon.jit
 def _step(
-    kx, vx, k_sc, v_sc, live, q_hi, q_lo, row_mult, v_inv, m_i, l_i, acc, p_sum, ones, zero_s,
+    kx, vx, k_sc, v_sc, live, q_hi, q_lo, row_mult, v_top, m_i, l_i, acc, p_sum, ones, zero_s,
     W: gl.constexpr, NK: gl.constexpr, EVEN: gl.constexpr, LAZY: gl.constexpr,
-    DB8: gl.constexpr, DA16: gl.constexpr, DB16: gl.constexpr, LV_PAIRS: gl.constexpr,
+    DB8: gl.constexpr, DA16: gl.constexpr, DB16: gl.constexpr, LV_PAIRS: gl.constexpr, ROW_L: gl.constexpr,
 ):  # fmt: skip
-    """Fold one step's keys into each warp's (max, sum, acc, sum of P)."""
+    """Fold one step's keys into each warp's (max, sum, acc, sum of P, largest V scale so far)."""
     kt = _k_operand(kx, W, NK, DB8)
     s_hi = mma_v2(q_hi, kt, zero_s)
     s_lo = mma_v2(q_lo, kt, zero_s)
@@ -230,19 +218,28 @@ def _step(
     if not EVEN:
         t = gl.where(live[:, None, :], t, float("-inf"))
     m_new = gl.maximum(m_i, gl.max(t, 2) * row_mult)
+    # Each warp's acc (and sum of P) is in units of the largest V scale it has seen so far, so that P times
+    # the V scale over it fits fp16 (no pass over the split's scales before the loop: 0.9 us at B128 on
+    # the H200); a larger one rescales them along with the max's alpha.
+    top_new = gl.maximum(v_top, gl.max(v_sc, 1))
+    shrink = gl.expand_dims(gl.convert_layout(v_top / top_new, gl.SliceLayout(1, ROW_L)), 1)
+    v_top = top_new
+    v_w = v_sc / top_new[:, None]
     if LAZY:
         # FlashAttention-4's conditional rescale: keep the stale max (P up to 2^8, still inside fp16 and
-        # exact in the sums) until some row's max grows by more than 8 (log2 units), so most steps skip the
-        # [16, 128] multiply; the condition is reduced over the program (uniform branch). NaN (no live key
-        # yet) never rescales.
+        # exact in the sums) until some row's max grows by more than 8 (log2 units) or some warp's V scale
+        # grows, so most steps skip the [16, 128] multiply; the condition is reduced over the program
+        # (uniform branch). NaN (no live key yet) never rescales.
         grow = gl.max(gl.max(m_new - m_i, 1), 0)
-        if grow > 8.0:
-            m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
+        if (grow > 8.0) | (gl.min(gl.min(shrink, 1), 0) < 1.0):
+            m_next = gl.where(grow > 8.0, m_new, m_i)
+            m_safe = gl.where(m_next == float("-inf"), 0.0, m_next)
             alpha = gl.exp2(m_i - m_safe)
+            l_i = l_i * alpha
+            alpha = alpha * shrink
             acc = acc * alpha[:, :, None]
             p_sum = p_sum * alpha[:, :, None]
-            l_i = l_i * alpha
-            m_i = m_new
+            m_i = m_next
         m_safe = gl.where(m_i == float("-inf"), 0.0, m_i)
         p = gl.exp2(t * row_mult[:, :, None] - m_safe[:, :, None])
         l_i = l_i + gl.sum(p, 2)
@@ -251,14 +248,15 @@ def _step(
         p = gl.exp2(t * row_mult[:, :, None] - m_safe[:, :, None])
         alpha = gl.exp2(m_i - m_safe)
         l_i = l_i * alpha + gl.sum(p, 2)
+        alpha = alpha * shrink
         acc = acc * alpha[:, :, None]
         p_sum = p_sum * alpha[:, :, None]
         m_i = m_new
-    pv = gl.convert_layout((p * (v_sc * v_inv)[:, None, :]).to(gl.float16), DA16, assert_trivial=True)
+    pv = gl.convert_layout((p * v_w[:, None, :]).to(gl.float16), DA16, assert_trivial=True)
     vt = _v_operand(vx, W, NK, LV_PAIRS, DB16)
     acc = mma_v2(pv, vt, acc)
     p_sum = mma_v2(pv, ones, p_sum)
-    return m_i, l_i, acc, p_sum
+    return m_i, l_i, acc, p_sum, v_top
 
 
 @gluon.jit
@@ -312,11 +310,16 @@ def _decode_regs_kernel(
     QL: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [W, 1], [1, 0])
     rq = gl.arange(0, ROWS, layout=gl.SliceLayout(1, QL))
     cq = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, QL))
-    qf = gl.load(Q + b.to(gl.int64) * (ROWS * HEAD_DIM) + rq[:, None] * HEAD_DIM + cq[None, :]).to(gl.float32)
-    # First the copies: STAGES - 1 steps of codes and scales in flight (cp.async into rings of
-    # shared-memory stages: no registers held, nothing for the compiler to sink, no scoreboard shared
-    # with the math), issued after q's load above (it would queue behind
-    # them) and before the math on q and the split's V-scale maximum, so that their latencies overlap.
+    # q comes by cp.async too, in a commit group of its own ahead of the K/V copies: each thread reads back
+    # the 16 bytes it copied once that group has landed, while the K/V copies are still in flight. (A plain
+    # load had its bf16 -> fp32 conversion scheduled before the K/V copies were issued: q's latency and
+    # the first step's in series, ~0.8 us at B128.)
+    q_smem = gl.allocate_shared_memory(Q.dtype.element_ty, [ROWS, HEAD_DIM], SCALE_SMEM)
+    cp.async_copy_global_to_shared(q_smem, Q + b.to(gl.int64) * (ROWS * HEAD_DIM) + rq[:, None] * HEAD_DIM + cq[None, :])
+    cp.commit_group()
+    # Then STAGES - 1 steps of codes and scales in flight (cp.async into rings of shared-memory stages: no
+    # registers held, nothing for the compiler to sink, no scoreboard shared with the math), before the
+    # math on q, so that their latencies overlap.
     k_smem = gl.allocate_shared_memory(gl.int8, [STAGES, W, NK, HEAD_DIM], KV_SMEM)
     v_smem = gl.allocate_shared_memory(gl.int8, [STAGES, W, NK, HEAD_DIM], KV_SMEM)
     ks_smem = gl.allocate_shared_memory(KS.dtype.element_ty, [STAGES, W, NK], SCALE_SMEM)
@@ -328,8 +331,9 @@ def _decode_regs_kernel(
         )  # fmt: skip
 
     # P * v_scale / v_top <= 1 (fits fp16); acc in units of v_top
-    v_top = gl.maximum(_split_max(vs_base, lo, hi, W), 1e-30)
-    v_inv = 1.0 / v_top
+    v_top = gl.full([W], 1e-30, gl.float32, gl.SliceLayout(1, COL_L))  # each warp's largest V scale so far
+    cp.wait_group(STAGES - 1)  # q's group (the K/V copies may still be in flight)
+    qf = q_smem.load(QL).to(gl.float32)
     top = gl.max(gl.abs(qf), 1)
     top = gl.where(top > 0, top, 1.0)
     x = qf * (127.0 / top)[:, None]
@@ -360,9 +364,9 @@ def _decode_regs_kernel(
         k_sc = ks_smem.index(stage).load(COL_L).to(gl.float32)
         v_sc = vs_smem.index(stage).load(COL_L).to(gl.float32)
         live = (start + s_rows) < hi
-        m_i, l_i, acc, p_sum = _step(
-            kx, vx, k_sc, v_sc, live, q_hi, q_lo, row_mult, v_inv, m_i, l_i, acc, p_sum, ones, zero_s,
-            W, NK, EVEN, LAZY, DB8, DA16, DB16, LV_PAIRS,
+        m_i, l_i, acc, p_sum, v_top = _step(
+            kx, vx, k_sc, v_sc, live, q_hi, q_lo, row_mult, v_top, m_i, l_i, acc, p_sum, ones, zero_s,
+            W, NK, EVEN, LAZY, DB8, DA16, DB16, LV_PAIRS, ROW_L,
         )  # fmt: skip
         stage = (stage + 1) % STAGES
     cp.wait_group(0)
@@ -375,16 +379,21 @@ def _decode_regs_kernel(
     wgt = gl.exp2(m_i - m_safe[None, :])
     l = gl.sum(wgt * l_i, 0)
     bias = gl.max(p_sum, 2) * 1152.0
-    o_w = (acc - bias[:, :, None]) * (wgt * v_top)[:, :, None]  # [W, 16, 128], columns n = g + 8r
-    o_w = gl.reshape(gl.permute(gl.reshape(o_w, [W, ROWS, 16, 8]), (0, 1, 3, 2)), [W, ROWS, HEAD_DIM])
-    red = gl.allocate_shared_memory(gl.float32, [W, ROWS, HEAD_DIM], gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]))
-    red.store(o_w)  # now dim 16g + r
+    wgt = wgt * gl.expand_dims(gl.convert_layout(v_top, gl.SliceLayout(1, ROW_L)), 1)
+    o_w = (acc - bias[:, :, None]) * wgt[:, :, None]  # [W, 16, 128], column n holds head dim 16 (n % 8) + n // 8
+    # The tiles go to shared memory as the MMA layout holds them (8 bytes a thread: rows 512 bytes apart, the
+    # 4 threads of a row 8 bytes apart), 32-byte units of a row XOR-swizzled by row % 4: a half-warp's 16
+    # stores then hit 16 different 8-byte bank pairs. (Unswizzled, or permuted to head-dim order first,
+    # every thread of a warp hit the same banks: 32 wavefronts a store, 3 us a call at B128 KV2048.)
+    red_l: gl.constexpr = gl.SwizzledSharedLayout(vec=8, per_phase=1, max_phase=4, order=[2, 1, 0])
+    red = gl.allocate_shared_memory(gl.float32, [W, ROWS, HEAD_DIM], red_l)
+    red.store(o_w)
     EL: gl.constexpr = gl.BlockedLayout([W, 1, 4], [1, 1, 32], [1, W, 1], [2, 1, 0])
     OL: gl.constexpr = gl.SliceLayout(0, EL)
-    o = gl.sum(red.load(EL), 0)  # [16, 128]
+    o = gl.sum(red.load(EL), 0)  # [16, 128], columns as in o_w
     ro = gl.arange(0, ROWS, layout=gl.SliceLayout(1, OL))
     co = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, OL))
-    o_cols = ro[:, None] * HEAD_DIM + co[None, :]
+    o_cols = ro[:, None] * HEAD_DIM + ((co % 8) * 16 + co // 8)[None, :]  # head-dim order in memory
     RL: gl.constexpr = gl.SliceLayout(1, OL)
     if SPLIT:
         part = (b * n_splits + split) * ROWS
@@ -450,19 +459,20 @@ def split_plan(batch: int, kv_len: int, sms: int, step: int, ctas_per_sm: int) -
     return triton.cdiv(kv_len, split_len), split_len
 
 
-def decode(q, kc, ks, vc, vs, counters_of, config: dict, key: tuple) -> torch.Tensor:
+def decode(q, kc, ks, vc, vs, counters_of, config: dict, key: tuple, warps: int, ctas_per_sm: int) -> torch.Tensor:
     """softmax(q K^T / sqrt(128)) V for 16 packed query rows; q [B, HQ, QL, 128] contiguous, codes
-    [B, KV, 128] with rows 128 bytes apart, scales [B, KV] unit stride (int8_mqa_decode checks). key: the
-    caller's plan key, holding every shape, stride, dtype and config value this call's plan depends on."""
+    [B, KV, 128] with rows 128 bytes apart, scales [B, KV] unit stride (int8_mqa_decode checks), by programs
+    of `warps` warps, about `ctas_per_sm` an SM. key: the caller's plan key, holding every shape, stride,
+    dtype and config value this call's plan depends on."""
     plan = _PLANS.get(key)
     if plan is None:
         batch, _, _, _ = q.shape
         kv_len = kc.shape[1]
-        warps, keys, stages = config["REGS_WARPS"], config["REGS_KEYS"], config["REGS_STAGES"]
+        keys, stages = config["REGS_KEYS"], config["REGS_STAGES"]
         lazy = bool(config.get("REGS_LAZY_RESCALE", False))
         step = warps * keys
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-        splits, split_len = split_plan(batch, kv_len, sms, step, config["REGS_CTAS_PER_SM"])
+        splits, split_len = split_plan(batch, kv_len, sms, step, ctas_per_sm)
         plan = _Plan()
         plan.grid = (batch, splits)
         plan.split_len = split_len

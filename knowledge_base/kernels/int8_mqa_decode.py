@@ -121,8 +121,12 @@ CONFIG = {
     "REGS_KEYS": 32,
     "REGS_STAGES": 2,
     "REGS_CTAS_PER_SM": 1,
-    # The Gluon kernel only where the batch fits in one wave of REGS_CTAS_PER_SM programs an SM (the
-    # splits fill the rest); larger batches take the tl kernel.
+    # Batches beyond one wave of those programs: REGS_WIDE_WARPS warps and REGS_WIDE_CTAS_PER_SM programs an
+    # SM (the same keys a warp-step and stages).
+    "REGS_WIDE_WARPS": 4,
+    "REGS_WIDE_CTAS_PER_SM": 2,
+    # The Gluon kernel only where the batch fits in one wave of its programs (the splits fill the rest);
+    # larger batches take the tl kernel.
     "REGS_ONE_WAVE": True,
     # Rescale the accumulator only when some row's max has grown by more than 2^8 (FlashAttention-4's
     # conditional rescale; one program-wide reduction and branch a step instead of a [16, 128] multiply).
@@ -144,8 +148,10 @@ TUNABLES = {
     "IMPL": ["auto", "triton"],
     "REGS_WARPS": [1, 2, 4, 8],
     "REGS_KEYS": [16, 32],
-    "REGS_STAGES": [2, 3, 4],
+    "REGS_STAGES": [2, 3, 4, 6],
     "REGS_CTAS_PER_SM": [1, 2, 3, 4, 6, 8, 10, 12],
+    "REGS_WIDE_WARPS": [2, 4, 8],
+    "REGS_WIDE_CTAS_PER_SM": [1, 2, 3, 4, 6],
     "REGS_LAZY_RESCALE": [False, True],
     "REGS_ONE_WAVE": [False, True],
 }
@@ -543,7 +549,7 @@ class _Plan:
 
 _PLANS: dict = {}
 _decode_hopper = None  # the Gluon kernel's module, imported by _gluon_serves where it can run
-_GLUON_SHAPES: dict = {}  # per _PLANS key: whether the Gluon kernel may serve the shape (its plans: _decode_hopper)
+_GLUON_SHAPES: dict = {}  # per _PLANS key: (warps, programs an SM) of the Gluon kernel that serves it, or None
 
 
 def _make_plan(q, kc, ks, vc, vs) -> _Plan:
@@ -631,8 +637,8 @@ def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
     v_codes, v_scale = _rows_unit_stride(v_codes, v_scale)
     if gluon is None:
         gluon = _GLUON_SHAPES[key] = _gluon_serves(q, k_codes, k_scale, v_codes, v_scale)
-    if gluon and _decode_hopper.aligned(k_codes, k_scale, v_codes, v_scale):  # this call's pointers
-        return _decode_hopper.decode(q, k_codes, k_scale, v_codes, v_scale, arrival_counters, CONFIG, key)
+    if gluon and _decode_hopper.aligned(q, k_codes, k_scale, v_codes, v_scale):  # this call's pointers
+        return _decode_hopper.decode(q, k_codes, k_scale, v_codes, v_scale, arrival_counters, CONFIG, key, *gluon)
     plan = _PLANS.get(key)
     if plan is None:
         plan = _PLANS[key] = _make_plan(q, k_codes, k_scale, v_codes, v_scale)
@@ -665,21 +671,30 @@ def int8_mqa_decode(q, k_codes, k_scale, v_codes, v_scale):
 DIRECT_LAUNCH_ERROR = None  # why the direct launch failed, if it did (then every plan takes the JIT)
 
 
-def _gluon_batch(q: torch.Tensor) -> bool:
-    """REGS_ONE_WAVE: the Gluon kernel only where the batch alone fits in one wave of its programs (its
-    splits then fill the SMs); larger batches take the tl kernel."""
-    return not CONFIG["REGS_ONE_WAVE"] or q.shape[0] <= CONFIG["REGS_CTAS_PER_SM"] * sm_count(q.device)
+def _gluon_batch(q: torch.Tensor) -> tuple[int, int] | None:
+    """(warps, programs an SM) of the Gluon kernel for this batch: REGS_WARPS / REGS_CTAS_PER_SM where the
+    batch fits in one wave of those programs (their splits then fill the SMs), else the REGS_WIDE_ pair where
+    it fits in one wave of those; None (the tl kernel) beyond. Without REGS_ONE_WAVE, always the first."""
+    batch, sms = q.shape[0], sm_count(q.device)
+    for warps, ctas in (
+        (CONFIG["REGS_WARPS"], CONFIG["REGS_CTAS_PER_SM"]),
+        (CONFIG["REGS_WIDE_WARPS"], CONFIG["REGS_WIDE_CTAS_PER_SM"]),
+    ):
+        if not CONFIG["REGS_ONE_WAVE"] or batch <= ctas * sms:
+            return warps, ctas
+    return None
 
 
-def _gluon_serves(q, k_codes, k_scale, v_codes, v_scale) -> bool:
-    """Whether _decode_hopper's Gluon kernel may serve this shape (IMPL auto; once per shape: then only the
-    pointers' alignment is checked a call)."""
+def _gluon_serves(q, k_codes, k_scale, v_codes, v_scale) -> tuple[int, int] | None:
+    """_gluon_batch's (warps, programs an SM) where _decode_hopper's Gluon kernel may serve this shape (IMPL
+    auto), else None (once per shape: then only the pointers' alignment is checked a call)."""
     global _decode_hopper
-    if not (CONFIG["IMPL"] == "auto" and inline_ptx_ok(q) and _gluon_batch(q)):
-        return False
+    launch_shape = _gluon_batch(q) if CONFIG["IMPL"] == "auto" and inline_ptx_ok(q) else None
+    if launch_shape is None:
+        return None
     import _decode_hopper  # Gluon: imported only where it can run
 
-    return _decode_hopper.shape_usable(q, k_codes, k_scale, v_codes, v_scale)
+    return launch_shape if _decode_hopper.shape_usable(q, k_codes, k_scale, v_codes, v_scale) else None
 
 
 def _direct_launch(plan: _Plan, args: tuple) -> bool:

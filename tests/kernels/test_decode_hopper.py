@@ -56,13 +56,15 @@ def test_v_pairs_ptx_gives_key_pairs_of_code_plus_1152():
 
 
 def test_gluon_only_where_the_batch_fits_one_wave(tmp_path):
-    """REGS_ONE_WAVE: the Gluon kernel is considered only for batches within REGS_CTAS_PER_SM programs an SM
-    (the interpreter's device counts 4 SMs); without it, for every batch."""
-    kernel = load_kernel("int8_mqa_decode", tmp_path, REGS_CTAS_PER_SM=2, REGS_ONE_WAVE=True)
-    fits, too_many = torch.zeros(8, 16, 1, 128), torch.zeros(9, 16, 1, 128)
-    assert kernel._gluon_batch(fits) and not kernel._gluon_batch(too_many)
-    kernel = load_kernel("int8_mqa_decode", tmp_path, REGS_CTAS_PER_SM=2, REGS_ONE_WAVE=False)
-    assert kernel._gluon_batch(too_many)
+    """REGS_ONE_WAVE: a batch within one wave of REGS_CTAS_PER_SM programs an SM takes REGS_WARPS warps, one
+    within one wave of the REGS_WIDE_ pair those, a larger one the tl kernel (the interpreter's device counts 4
+    SMs); without REGS_ONE_WAVE, every batch the first."""
+    config = dict(REGS_WARPS=8, REGS_CTAS_PER_SM=1, REGS_WIDE_WARPS=4, REGS_WIDE_CTAS_PER_SM=3)
+    kernel = load_kernel("int8_mqa_decode", tmp_path, REGS_ONE_WAVE=True, **config)
+    batch = lambda b: torch.zeros(b, 16, 1, 128)  # noqa: E731
+    assert [kernel._gluon_batch(batch(b)) for b in (1, 4, 5, 12, 13)] == [(8, 1), (8, 1), (4, 3), (4, 3), None]
+    kernel = load_kernel("int8_mqa_decode", tmp_path, REGS_ONE_WAVE=False, **config)
+    assert kernel._gluon_batch(batch(13)) == (8, 1)
 
 
 def test_gluon_kernel_only_on_the_triton_it_is_written_for(monkeypatch):
