@@ -315,7 +315,9 @@ def _decode_regs_kernel(
     # load had its bf16 -> fp32 conversion scheduled before the K/V copies were issued: q's latency and
     # the first step's in series, ~0.8 us at B128.)
     q_smem = gl.allocate_shared_memory(Q.dtype.element_ty, [ROWS, HEAD_DIM], SCALE_SMEM)
-    cp.async_copy_global_to_shared(q_smem, Q + b.to(gl.int64) * (ROWS * HEAD_DIM) + rq[:, None] * HEAD_DIM + cq[None, :])
+    cp.async_copy_global_to_shared(
+        q_smem, Q + b.to(gl.int64) * (ROWS * HEAD_DIM) + rq[:, None] * HEAD_DIM + cq[None, :]
+    )
     cp.commit_group()
     # Then STAGES - 1 steps of codes and scales in flight (cp.async into rings of shared-memory stages: no
     # registers held, nothing for the compiler to sink, no scoreboard shared with the math), before the
@@ -371,16 +373,13 @@ def _decode_regs_kernel(
         stage = (stage + 1) % STAGES
     cp.wait_group(0)
 
-    # merge the warps: weights exp2(m_w - m), bias removed, back to the unit of v_top; the weighted
-    # tiles go through shared memory in head-dim order and each warp sums a quarter of the rows of all
-    # of them (a reduction over the warp axis would leave every warp with every sum)
-    m = gl.max(m_i, 0)
-    m_safe = gl.where(m == float("-inf"), 0.0, m)
-    wgt = gl.exp2(m_i - m_safe[None, :])
-    l = gl.sum(wgt * l_i, 0)
+    # Merge the warps. Each warp stores its tile as it leaves the loop (bias removed, in the unit of its
+    # own V-scale maximum, not yet weighted) with its row maxima and sums; after one barrier each thread
+    # weighs and sums all W tiles at its 4 columns of a row (the weights exp2(m_w - m) from the stored
+    # maxima). No cross-warp reduction before the stores: the merge cost 5 barriers in a row before.
     bias = gl.max(p_sum, 2) * 1152.0
-    wgt = wgt * gl.expand_dims(gl.convert_layout(v_top, gl.SliceLayout(1, ROW_L)), 1)
-    o_w = (acc - bias[:, :, None]) * wgt[:, :, None]  # [W, 16, 128], column n holds head dim 16 (n % 8) + n // 8
+    v_w = gl.expand_dims(gl.convert_layout(v_top, gl.SliceLayout(1, ROW_L)), 1)
+    o_w = (acc - bias[:, :, None]) * v_w[:, :, None]  # [W, 16, 128], column n holds head dim 16 (n % 8) + n // 8
     # The tiles go to shared memory as the MMA layout holds them (8 bytes a thread: rows 512 bytes apart, the
     # 4 threads of a row 8 bytes apart), 32-byte units of a row XOR-swizzled by row % 4: a half-warp's 16
     # stores then hit 16 different 8-byte bank pairs. (Unswizzled, or permuted to head-dim order first,
@@ -388,9 +387,18 @@ def _decode_regs_kernel(
     red_l: gl.constexpr = gl.SwizzledSharedLayout(vec=8, per_phase=1, max_phase=4, order=[2, 1, 0])
     red = gl.allocate_shared_memory(gl.float32, [W, ROWS, HEAD_DIM], red_l)
     red.store(o_w)
+    m_smem = gl.allocate_shared_memory(gl.float32, [W, ROWS], SCALE_SMEM)
+    l_smem = gl.allocate_shared_memory(gl.float32, [W, ROWS], SCALE_SMEM)
+    m_smem.store(m_i)
+    l_smem.store(l_i)
     EL: gl.constexpr = gl.BlockedLayout([W, 1, 4], [1, 1, 32], [1, W, 1], [2, 1, 0])
     OL: gl.constexpr = gl.SliceLayout(0, EL)
-    o = gl.sum(red.load(EL), 0)  # [16, 128], columns as in o_w
+    WL: gl.constexpr = gl.SliceLayout(2, EL)  # [W, 16]: a thread's row of every warp, in its registers
+    m_all = m_smem.load(WL)
+    m = gl.max(m_all, 0)
+    wgt = gl.exp2(m_all - gl.where(m == float("-inf"), 0.0, m)[None, :])  # a warp with no live key: 0
+    l = gl.sum(wgt * l_smem.load(WL), 0)
+    o = gl.sum(red.load(EL) * wgt[:, :, None], 0)  # [16, 128], columns as in o_w
     ro = gl.arange(0, ROWS, layout=gl.SliceLayout(1, OL))
     co = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, OL))
     o_cols = ro[:, None] * HEAD_DIM + ((co % 8) * 16 + co // 8)[None, :]  # head-dim order in memory
