@@ -26,12 +26,12 @@ bound by shared memory and instruction issue (bench/results/attention_issue17_h2
 - The K scale multiplies the score tile, the V scale P (divided by the largest V scale the warp has seen so
   far, so P fits fp16 whatever the scales; a larger one rescales the warp's accumulator as a larger max does).
 
-Measured (H200, sessions 7 and 8, bench/results/attention_issue17_session7 and _session8): correct on every
-check. With 4 warps and 2 programs an SM it is as fast as the tl kernel with L2 flushed by writing (0.95x at
-B256 KV1024, 1.06x at B64 KV4096), 1.06-1.22x with a clean L2; with 8 warps and one program an SM where the
-batch fits in one wave (int8_mqa_decode's default since session 8) 1.02-1.09x / 1.23-1.31x at B128 and B64.
-What bounds it: the fixed costs of each program (q's split, the V-scale maximum, the merge and their barriers
-drew 38% of the stall samples with 8 steps a warp) and the wait for each step's copies.
+Measured (H200, bench/results/attention_issue17_session9): correct on every check. With a clean L2 20.85 /
+20.83 / 23.44 us at B256 KV1024 (4 warps, two programs an SM) / B128 KV2048 / B64 KV4096 (8 warps, one an SM),
+3.27 / 3.27 / 2.91 TB/s of KV cache, 1.28-1.47x the tl kernel; 1.06-1.22x with L2 flushed by writing. What
+bounds it: it streams at the 1 GB read rate (4.4-4.7 TB/s, the slope over KV lengths); what is left above the
+floor is fixed cost a program (~6 us against the read-only kernel's ~1.8): launch with 134 KB of shared memory,
+the first copies' latency, the merge and, with splits, the last split's combine.
 """
 
 import torch

@@ -34,14 +34,15 @@ Decode is bound by reading the KV cache. What makes that read efficient:
 - The host side: LAUNCH = "cached" keeps, per input shape, the grid, the split buffers and Triton's
   compiled kernel, and launches it directly (no argument binding).
 - IMPL = "auto" (the default) takes _decode_hopper.py's Gluon kernel where it can run (Hopper, Triton
-  3.6, 16 packed rows, head dim 128, aligned strides) and the batch fits in one wave of its programs: K/V
-  copied by cp.async and read straight into int8 / fp16 MMA operands, 8 warps a program, launched directly
-  from its plan like this kernel (_cached_launch.py). 1.02-1.31x this kernel at B128 / B64 on the H200
-  (session 8); larger batches, Q_LEN 4 and other Triton releases stay here.
+  3.6, 16 packed rows, head dim 128, aligned strides) and the batch fits in one wave of its programs (8
+  warps and one program an SM, else 4 warps and two): K/V copied by cp.async and read straight into int8 /
+  fp16 MMA operands, launched directly from its plan like this kernel (_cached_launch.py). On the H200
+  (session 9, CUDA graph, clean L2) 20.9 / 20.8 / 23.4 us at B256 KV1024 / B128 KV2048 / B64 KV4096
+  (3.27 / 3.27 / 2.91 TB/s), 1.28-1.47x this kernel; Q_LEN 4 and other Triton releases stay here.
 The floor (H200, session 8): a kernel that only reads the same bytes takes 22.3 us (3.05 TB/s) when timed
 like this one (CUDA graph, L2 flushed by writing: its dirty lines are written back during the call), 16.8 us
 (4.06 TB/s) after a flush by reading; this kernel takes 28.0 / 26.4 us at B256 KV1024 (the two flushes).
-What bounds it (H200, Nsight Compute, B256 KV1024): 57% of DRAM peak; 8 warps per SM (shared memory
+This kernel, what bounds it (H200, Nsight Compute, B256 KV1024): 57% of DRAM peak; 8 warps per SM (shared memory
 for 3 stages of K/V tiles and the fp16 V tile), 1.4 instructions issued per cycle, stalls on shared
 memory (short scoreboard) first: the loop is latency-bound per SM, and more, smaller programs did
 not raise the per-SM rate (bench/results/attention_issue17_h200_round4/README.md).
@@ -109,11 +110,10 @@ CONFIG = {
     # "auto": on a Hopper GPU with 16 packed query rows, head dim 128 and aligned strides,
     # _decode_hopper.py's Gluon kernel (no K/V byte through registers of the compiler's choosing: cp.async
     # rings, int8 MMA for q K^T, V pairs by PRMT), where REGS_ONE_WAVE allows; elsewhere this file's tl
-    # kernel. "triton": always the tl kernel. H200, session 8 (bench/results/attention_issue17_session8, CUDA
-    # graph; tl in the same run), 8 warps and one program an SM: B128 KV2048 / B64 KV4096 24.4 / 26.8 us
-    # against 29.5 / 35.0 with L2 left clean (1.21x / 1.31x), 29.8 / 31.8 against 30.6 / 34.3 with L2 flushed
-    # by writing (1.03x / 1.08x); evaluator 0.0329 / 0.0352 ms against 0.0334 / 0.0377. At B256 (more
-    # programs than one wave) the tl kernel: 4-warp Gluon programs were 0.95x there with the write flush.
+    # kernel. "triton": always the tl kernel. H200, session 9 (bench/results/attention_issue17_session9, CUDA
+    # graph; tl in the same run): B256 KV1024 / B128 KV2048 / B64 KV4096 20.85 / 20.83 / 23.44 us against
+    # 26.61 / 29.28 / 34.44 with L2 left clean (1.28x / 1.41x / 1.47x), 26.21 / 27.03 / 28.52 against
+    # 27.68 / 30.53 / 34.67 with L2 flushed by writing (1.06x / 1.13x / 1.22x); evaluator fitness 4.36 (session 8: 4.04).
     "IMPL": "auto",
     # The Gluon kernel: warps per program (each streams its own keys), keys per warp and step, steps
     # whose loads are issued together, and programs per SM the split count aims at.
