@@ -41,7 +41,14 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("decode_launch_floor: needs a CUDA GPU")
     rows = []
-    for programs, warps, smem in [(128, 8, 0), (128, 8, 128 * 1024), (256, 4, 0), (256, 4, 64 * 1024)]:
+    for programs, warps, smem in [
+        (128, 8, 0),
+        (128, 8, 32 * 1024),
+        (128, 8, 64 * 1024),
+        (128, 8, 128 * 1024),
+        (256, 4, 0),
+        (256, 4, 64 * 1024),
+    ]:
         x = torch.empty(programs * 32 * warps, dtype=torch.int32, device="cuda")
         call = lambda: _touch[(programs,)](x, SMEM=smem, W=warps, num_warps=warps)  # noqa: E731
         call()

@@ -47,6 +47,8 @@ CONFIGS = {  # name: CONFIG overrides of int8_mqa_decode.py (w warps, k keys a w
     "w8k32s2c2": dict(GLUON, REGS_WARPS=8, REGS_KEYS=32, REGS_STAGES=2, REGS_CTAS_PER_SM=2),
     # session 9 (first timed before the running V-scale maximum replaced the pre-pass, as "...V")
     "w8k32s3c1": dict(GLUON, REGS_WARPS=8, REGS_KEYS=32, REGS_STAGES=3, REGS_CTAS_PER_SM=1),
+    "w8k16s2c1": dict(GLUON, REGS_WARPS=8, REGS_KEYS=16, REGS_STAGES=2, REGS_CTAS_PER_SM=1),
+    "w8k16s3c1": dict(GLUON, REGS_WARPS=8, REGS_KEYS=16, REGS_STAGES=3, REGS_CTAS_PER_SM=1),
     "w8k16s4c1": dict(GLUON, REGS_WARPS=8, REGS_KEYS=16, REGS_STAGES=4, REGS_CTAS_PER_SM=1),
     "w8k16s6c1": dict(GLUON, REGS_WARPS=8, REGS_KEYS=16, REGS_STAGES=6, REGS_CTAS_PER_SM=1),
     "w4k32s2c2all": dict(GLUON, REGS_WARPS=4, REGS_KEYS=32, REGS_STAGES=2, REGS_CTAS_PER_SM=2, REGS_ONE_WAVE=False),
