@@ -1,0 +1,168 @@
+"""Where a call of the Gluon int8 decode kernel spends its time, per program: %globaltimer stamps at the
+program's start, after q's split (the loop about to start), after the loop, after the warp merge and at the
+end, with the SM it ran on. The stamps go into a copy of knowledge_base/kernels/_decode_hopper.py made here
+(a STAMPS pointer after the kernel's tensors; the file itself is not changed), launched as decode() would
+launch it, in a CUDA graph after an L2 flush (attention_bench.graph_us), so that the first stamp of a
+replay is comparable across programs.
+
+    python bench/decode_timeline.py [--shapes B:KV,...] [--flush-by read|write] [--out FILE.json]
+
+Per shape: the median over programs of each phase, the spread of start and end times over the grid, and
+the last program's phases (the one that sets the call's time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+KERNELS = REPO / "knowledge_base" / "kernels"
+PHASES = ["start", "q ready", "loop done", "merged", "end"]
+
+STAMP_FN = """
+
+@gluon.jit
+def _stamp(STAMPS, slot: gl.constexpr, W: gl.constexpr):
+    L: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
+    i = gl.arange(0, 32 * W, layout=L)
+    t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [i], dtype=gl.int64, is_pure=False, pack=1)
+    sm = gl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [i], dtype=gl.int32, is_pure=False, pack=1)
+    pid = gl.program_id(0) * gl.num_programs(1) + gl.program_id(1)
+    gl.store(STAMPS + pid * 8 + slot + i, t, mask=i == 0)
+    if slot == 0:
+        gl.store(STAMPS + pid * 8 + 7 + i, sm.to(gl.int64), mask=i == 0)
+"""
+
+# (anchor line in _decode_hopper.py, stamp slot, insert before the anchor or after it)
+ANCHORS = [
+    ("    b = gl.program_id(0)\n", 0, "after"),
+    ('    m_i = gl.full([W, ROWS], float("-inf"), gl.float32, ROW_L)\n', 1, "before"),
+    ("    cp.wait_group(0)\n", 2, "after"),
+    ("    if SPLIT:\n        part = ", 3, "before"),
+]
+END_ANCHOR = "        gl.store(O + b.to(gl.int64) * (ROWS * HEAD_DIM) + o_cols, out.to(O.dtype.element_ty))\n"
+
+
+def instrumented_source() -> str:
+    source = (KERNELS / "_decode_hopper.py").read_text()
+    for anchor, slot, where in ANCHORS:
+        if source.count(anchor) != 1:
+            sys.exit(f"decode_timeline: _decode_hopper.py no longer has the line {anchor.strip()!r} once")
+        stamp = f"    _stamp(STAMPS, {slot}, W)\n"
+        source = source.replace(anchor, anchor + stamp if where == "after" else stamp + anchor)
+    if source.count(END_ANCHOR) != 1:
+        sys.exit("decode_timeline: _decode_hopper.py no longer stores its output where expected")
+    source = source.replace(END_ANCHOR, END_ANCHOR + "        _stamp(STAMPS, 4, W)\n")
+    combined = "            gl.atomic_xchg(COUNTERS + b, 0)\n"
+    if source.count(combined) != 1:
+        sys.exit("decode_timeline: _decode_hopper.py no longer resets its split counter where expected")
+    source = source.replace(combined, combined + "            _stamp(STAMPS, 4, W)\n")
+    signature = "    Q, KC, KS, VC, VS, O, PART_ACC, PART_ML, COUNTERS,\n"
+    if source.count(signature) != 1:
+        sys.exit("decode_timeline: the kernel's tensor parameters changed")
+    source = source.replace(signature, "    Q, KC, KS, VC, VS, O, PART_ACC, PART_ML, COUNTERS, STAMPS,\n")
+    return source + STAMP_FN
+
+
+def load(source: str):
+    folder = Path(tempfile.mkdtemp(prefix="decode_timeline_"))
+    path = folder / "_decode_hopper_stamped.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("_decode_hopper_stamped", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_shape(mod, batch: int, kv_len: int, flush_by: str, config: dict) -> dict:
+    import torch
+    from attention_bench import graph_us, load_module
+
+    ref = load_module(REPO / "specs" / "int8_mqa_decode.py", "ref_decode")
+    q = torch.randn(batch, 16, 1, 128, device="cuda").to(torch.bfloat16)
+    kc, ks = ref.quantize(torch.randn(batch, kv_len, 128, device="cuda"))
+    vc, vs = ref.quantize(torch.randn(batch, kv_len, 128, device="cuda"))
+    ks, vs = ks.to(torch.bfloat16), vs.to(torch.bfloat16)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    warps, ctas = config["REGS_WARPS"], config["REGS_CTAS_PER_SM"]
+    if batch > ctas * sms:
+        warps, ctas = config["REGS_WIDE_WARPS"], config["REGS_WIDE_CTAS_PER_SM"]
+    step = warps * config["REGS_KEYS"]
+    splits, split_len = mod.split_plan(batch, kv_len, sms, step, ctas)
+    even = kv_len % step == 0 and split_len % step == 0
+    out = torch.empty_like(q)
+    part_acc = torch.empty(batch * splits * 16 * 128, dtype=torch.float32, device="cuda")
+    part_ml = torch.empty(batch * splits * 16 * 2, dtype=torch.float32, device="cuda")
+    counters = torch.zeros(batch, dtype=torch.int32, device="cuda")
+    stamps = torch.zeros(batch * splits * 8, dtype=torch.int64, device="cuda")
+
+    def call():
+        mod._decode_regs_kernel[(batch, splits)](
+            q, kc, ks, vc, vs, out, part_acc, part_ml, counters, stamps,
+            kv_len, split_len, kc.stride(0), vc.stride(0), ks.stride(0), vs.stride(0), 1.4426950408889634 / 128**0.5,
+            W=warps, NK=config["REGS_KEYS"], STAGES=config["REGS_STAGES"], LAZY=False, SPLIT=splits > 1, EVEN=even,
+            num_warps=warps,
+        )  # fmt: skip
+
+    us, _ = graph_us(call, flush_by=flush_by)  # the stamps kept are the last replay's
+    s = stamps.view(-1, 8).cpu()
+    t = s[:, :5].double() / 1e3  # ns -> us
+    t = t - t[:, 0].min()
+    # With splits only the program that combines stamps the end; the others end at their merge (their end
+    # slot holds zeros or a stamp of an earlier replay, before this replay's start).
+    t[:, 4] = torch.where(t[:, 4] >= t[:, 3], t[:, 4], t[:, 3])
+    phases = {
+        f"{PHASES[i]} -> {PHASES[i + 1]}": round(statistics.median((t[:, i + 1] - t[:, i]).tolist()), 3)
+        for i in range(4)
+    }
+    last = int(t[:, 4].argmax())
+    return {
+        "shape": [batch, kv_len],
+        "warps": warps,
+        "splits": splits,
+        "flush_by": flush_by,
+        "graph_us": round(us, 2),
+        "stamped_span_us": round(float(t[:, 4].max()), 3),
+        "start_spread_us": round(float(t[:, 0].max()), 3),
+        "end_min_median_max_us": [round(float(x), 3) for x in (t[:, 4].min(), t[:, 4].median(), t[:, 4].max())],
+        "median_phase_us": phases,
+        "last_program": {"sm": int(s[last, 7]), "stamps_us": [round(float(x), 3) for x in t[last]]},
+        "sms_used": len(set(s[:, 7].tolist())),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", default="256:1024,128:2048,64:4096,128:512", help="B:KV_LEN,...")
+    parser.add_argument("--flush-by", choices=["read", "write"], default="read")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    try:
+        shapes = [tuple(int(x) for x in item.split(":")) for item in args.shapes.split(",")]
+        assert all(len(shape) == 2 for shape in shapes)
+    except (ValueError, AssertionError):
+        sys.exit(f"decode_timeline: --shapes wants B:KV_LEN,... (got {args.shapes!r})")
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit("decode_timeline: needs a CUDA GPU")
+    sys.path[:0] = [str(REPO / "bench"), str(KERNELS)]
+    from attention_bench import load_module
+
+    config = load_module(KERNELS / "int8_mqa_decode.py", "int8_mqa_decode").CONFIG
+    mod = load(instrumented_source())
+    rows = [run_shape(mod, b, kv, args.flush_by, config) for b, kv in shapes]
+    for row in rows:
+        print(json.dumps(row), flush=True)
+    if args.out:
+        args.out.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
