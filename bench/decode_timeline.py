@@ -14,7 +14,6 @@ the last program's phases (the one that sets the call's time).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -71,13 +70,12 @@ def instrumented_source() -> str:
 
 
 def load(source: str):
-    folder = Path(tempfile.mkdtemp(prefix="decode_timeline_"))
-    path = folder / "_decode_hopper_stamped.py"
+    """The stamped kernel as a module of its own file (Gluon reads a kernel's source from its file)."""
+    from attention_bench import load_module
+
+    path = Path(tempfile.mkdtemp(prefix="decode_timeline_")) / "_decode_hopper_stamped.py"
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location("_decode_hopper_stamped", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(path, "_decode_hopper_stamped")
 
 
 def run_shape(mod, batch: int, kv_len: int, flush_by: str, config: dict) -> dict:
