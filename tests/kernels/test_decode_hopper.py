@@ -76,11 +76,11 @@ def test_gluon_kernel_only_on_the_triton_it_is_written_for(monkeypatch):
     class OnHopper:
         is_cuda, device = True, "cuda:0"
 
-        def __init__(self, shape, dtype):
-            self.shape, self.dtype = shape, dtype
+        def __init__(self, shape, dtype, ptr=1 << 20):
+            self.shape, self.dtype, self.ptr = shape, dtype, ptr
 
         def data_ptr(self):
-            return 1 << 20
+            return self.ptr
 
         def stride(self, dim):
             return self.shape[-1] * (128 if len(self.shape) == 3 else 1)
@@ -94,6 +94,8 @@ def test_gluon_kernel_only_on_the_triton_it_is_written_for(monkeypatch):
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
         monkeypatch.setattr(triton, "__version__", "3.6.0")
         assert _decode_hopper.usable(q, kc, ks, kc, ks)  # what it serves on the Triton it is written for
+        # q comes by 16-byte cp.async copies too: a q 8 bytes off (a view into a larger buffer) keeps the tl kernel
+        assert not _decode_hopper.usable(OnHopper(q.shape, q.dtype, ptr=(1 << 20) + 8), kc, ks, kc, ks)
         monkeypatch.setattr(triton, "__version__", "3.9.0")
         assert not _decode_hopper.usable(q, kc, ks, kc, ks)
     finally:
