@@ -42,7 +42,7 @@ Decode is bound by reading the KV cache. What makes that read efficient:
 The floor (H200, session 8): a kernel that only reads the same bytes takes 22.3 us (3.05 TB/s) when timed
 like this one (CUDA graph, L2 flushed by writing: its dirty lines are written back during the call), 16.8 us
 (4.06 TB/s) after a flush by reading; this kernel takes 28.0 / 26.4 us at B256 KV1024 (the two flushes).
-This kernel, what bounds it (H200, Nsight Compute, B256 KV1024): 57% of DRAM peak; 8 warps per SM (shared memory
+What bounds this file's tl kernel (H200, Nsight Compute, B256 KV1024): 57% of DRAM peak; 8 warps per SM (shared memory
 for 3 stages of K/V tiles and the fp16 V tile), 1.4 instructions issued per cycle, stalls on shared
 memory (short scoreboard) first: the loop is latency-bound per SM, and more, smaller programs did
 not raise the per-SM rate (bench/results/attention_issue17_h200_round4/README.md).
