@@ -170,3 +170,35 @@ def test_compiles_for_sm90_to_the_designed_loop(tmp_path, warps, rescale):
     # no operand written back to shared memory; the lazy rescale's program-wide condition (a max over the
     # warps) goes through it as single words
     assert not re.search(r"\bSTS" if rescale == "always" else r"\bSTS\.(64|128)", loop), loop
+
+
+STAMPED = """
+sys.path.insert(0, sys.argv[2])
+import decode_timeline
+mod = decode_timeline.load(decode_timeline.instrumented_source())
+q = torch.empty(4, 16, 1, 128, dtype=torch.bfloat16)
+codes = torch.empty(4, 1024, 128, dtype=torch.int8)
+scales = torch.empty(4, 1024, dtype=torch.bfloat16)
+part = torch.empty(16, dtype=torch.float32)
+for split in (False, True):
+    kernel = mod._decode_regs_kernel.warmup(
+        q, codes, scales, codes, scales, q, part, part, torch.empty(1, dtype=torch.int32),
+        torch.empty(64, dtype=torch.int64), 1024, 512, 1024 * 128, 1024 * 128, 1024, 1024, 0.1,
+        W=8, NK=32, STAGES=2, LAZY=False, SPLIT=split, EVEN=True, num_warps=8, grid=(1,),
+    )
+    open(sys.argv[3], "a").write(str(kernel.asm["ptx"].count("%globaltimer")) + " ")
+"""
+
+
+def test_timeline_stamps_a_copy_of_the_kernel_that_compiles(tmp_path):
+    """bench/decode_timeline.py inserts its stamps at lines of _decode_hopper.py: they must still be there, and
+    the stamped copy must compile for sm_90a with five timer reads (start, q ready, loop done, merged, end),
+    with and without splits."""
+    import triton
+
+    if not triton.__version__.startswith("3.6."):
+        pytest.skip(f"the Gluon decode kernel is built for Triton 3.6 (this is {triton.__version__})")
+    bench = KERNELS.parents[1] / "bench"
+    out = tmp_path / "counts.txt"
+    compile_script(STAMPED, [str(KERNELS), str(bench), str(out)], tmp_path / "cache")
+    assert out.read_text().split() == ["5", "5"]
