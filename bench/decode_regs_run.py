@@ -99,7 +99,7 @@ def child(name: str, flush_by: str = "write", shapes: list | None = None) -> Non
             diff = ((out.float() - want) / scale).abs()
             ok &= bool(torch.isfinite(out).all()) and bool((diff <= 0.02 + 0.02 * (want / scale).abs()).all())
             worst = max(worst, diff.max().item())
-        gluon = kernel.CONFIG["IMPL"] == "auto" and hopper.usable(*xs) and kernel._gluon_batch(xs[0])
+        gluon = hopper.aligned(*xs) and kernel._gluon_serves(*xs)  # the route int8_mqa_decode takes
         path = "gluon w%dc%d" % gluon if gluon else "tl"
         print(
             json.dumps(

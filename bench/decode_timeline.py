@@ -78,7 +78,9 @@ def load(source: str):
     return load_module(path, "_decode_hopper_stamped")
 
 
-def run_shape(mod, batch: int, kv_len: int, flush_by: str, config: dict) -> dict:
+def run_shape(mod, decode_file, batch: int, kv_len: int, flush_by: str) -> dict:
+    """mod: the stamped copy of _decode_hopper; decode_file: int8_mqa_decode.py, whose routing and CONFIG pick
+    the launch shape. The plan is the one decode() would make (make_plan), plus the stamps."""
     import torch
     from attention_bench import graph_us, load_module
 
@@ -87,26 +89,18 @@ def run_shape(mod, batch: int, kv_len: int, flush_by: str, config: dict) -> dict
     kc, ks = ref.quantize(torch.randn(batch, kv_len, 128, device="cuda"))
     vc, vs = ref.quantize(torch.randn(batch, kv_len, 128, device="cuda"))
     ks, vs = ks.to(torch.bfloat16), vs.to(torch.bfloat16)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    warps, ctas = config["REGS_WARPS"], config["REGS_CTAS_PER_SM"]
-    if batch > ctas * sms:
-        warps, ctas = config["REGS_WIDE_WARPS"], config["REGS_WIDE_CTAS_PER_SM"]
-    step = warps * config["REGS_KEYS"]
-    splits, split_len = mod.split_plan(batch, kv_len, sms, step, ctas)
-    even = kv_len % step == 0 and split_len % step == 0
+    launch_shape = decode_file._gluon_serves(q, kc, ks, vc, vs)
+    if launch_shape is None:
+        sys.exit(f"decode_timeline: B{batch} KV{kv_len} is not served by the Gluon kernel here")
+    warps, ctas = launch_shape
+    plan = mod.make_plan(q, kc, ks, vc, vs, decode_file.arrival_counters, decode_file.CONFIG, warps, ctas)
+    batch, splits = plan.grid
     out = torch.empty_like(q)
-    part_acc = torch.empty(batch * splits * 16 * 128, dtype=torch.float32, device="cuda")
-    part_ml = torch.empty(batch * splits * 16 * 2, dtype=torch.float32, device="cuda")
-    counters = torch.zeros(batch, dtype=torch.int32, device="cuda")
+    buffers = (plan.part_acc, plan.part_ml, plan.counters) if splits > 1 else (out,) * 3
     stamps = torch.zeros(batch * splits * 8, dtype=torch.int64, device="cuda")
 
     def call():
-        mod._decode_regs_kernel[(batch, splits)](
-            q, kc, ks, vc, vs, out, part_acc, part_ml, counters, stamps,
-            kv_len, split_len, kc.stride(0), vc.stride(0), ks.stride(0), vs.stride(0), 1.4426950408889634 / 128**0.5,
-            W=warps, NK=config["REGS_KEYS"], STAGES=config["REGS_STAGES"], LAZY=False, SPLIT=splits > 1, EVEN=even,
-            num_warps=warps,
-        )  # fmt: skip
+        mod._decode_regs_kernel[plan.grid](q, kc, ks, vc, vs, out, *buffers, stamps, *plan.scalars, **plan.consts)
 
     us, _ = graph_us(call, flush_by=flush_by)  # the stamps kept are the last replay's
     s = stamps.view(-1, 8).cpu()
@@ -117,8 +111,12 @@ def run_shape(mod, batch: int, kv_len: int, flush_by: str, config: dict) -> dict
     t[:, 4] = torch.where(t[:, 4] >= t[:, 3], t[:, 4], t[:, 3])
     phases = {
         f"{PHASES[i]} -> {PHASES[i + 1]}": round(statistics.median((t[:, i + 1] - t[:, i]).tolist()), 3)
-        for i in range(4)
+        for i in range(3)
     }
+    ends = t[:, 4] - t[:, 3]
+    if splits > 1:  # the combining programs only (the others have no such phase)
+        ends = ends[t[:, 4] > t[:, 3]] if bool((t[:, 4] > t[:, 3]).any()) else ends
+    phases["merged -> end"] = round(statistics.median(ends.tolist()), 3)
     last = int(t[:, 4].argmax())
     return {
         "shape": [batch, kv_len],
@@ -153,9 +151,9 @@ def main() -> None:
     sys.path[:0] = [str(REPO / "bench"), str(KERNELS)]
     from attention_bench import load_module
 
-    config = load_module(KERNELS / "int8_mqa_decode.py", "int8_mqa_decode").CONFIG
+    decode_file = load_module(KERNELS / "int8_mqa_decode.py", "int8_mqa_decode")
     mod = load(instrumented_source())
-    rows = [run_shape(mod, b, kv, args.flush_by, config) for b, kv in shapes]
+    rows = [run_shape(mod, decode_file, b, kv, args.flush_by) for b, kv in shapes]
     for row in rows:
         print(json.dumps(row), flush=True)
     if args.out:

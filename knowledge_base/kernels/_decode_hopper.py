@@ -467,6 +467,35 @@ def split_plan(batch: int, kv_len: int, sms: int, step: int, ctas_per_sm: int) -
     return triton.cdiv(kv_len, split_len), split_len
 
 
+def make_plan(q, kc, ks, vc, vs, counters_of, config: dict, warps: int, ctas_per_sm: int) -> _Plan:
+    """Everything of a call that the shapes, strides and config decide: grid, split buffers, launch arguments
+    (decode() keeps one per shape; bench/decode_timeline.py launches a stamped copy with it)."""
+    batch, _, _, _ = q.shape
+    kv_len = kc.shape[1]
+    keys, stages = config["REGS_KEYS"], config["REGS_STAGES"]
+    lazy = bool(config.get("REGS_LAZY_RESCALE", False))
+    step = warps * keys
+    sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+    splits, split_len = split_plan(batch, kv_len, sms, step, ctas_per_sm)
+    plan = _Plan()
+    plan.grid = (batch, splits)
+    plan.split_len = split_len
+    plan.even = kv_len % step == 0 and split_len % step == 0
+    if splits > 1:
+        plan.part_acc = torch.empty(batch * splits * ROWS * HEAD_DIM, dtype=torch.float32, device=q.device)
+        plan.part_ml = torch.empty(batch * splits * ROWS * 2, dtype=torch.float32, device=q.device)
+        plan.counters = counters_of(q.device, batch)
+    else:
+        plan.part_acc = plan.part_ml = plan.counters = None
+    plan.consts = dict(W=warps, NK=keys, STAGES=stages, LAZY=lazy, SPLIT=splits > 1, EVEN=plan.even, num_warps=warps)
+    plan.const_args = tuple(v for k, v in plan.consts.items() if k != "num_warps")
+    assert _decode_regs_kernel.arg_names[-len(plan.const_args) :] == list(plan.consts)[:-1]
+    qk_scale = 1.4426950408889634 / HEAD_DIM.value**0.5
+    plan.scalars = (kv_len, plan.split_len, kc.stride(0), vc.stride(0), ks.stride(0), vs.stride(0), qk_scale)
+    plan.compiled = None
+    return plan
+
+
 def decode(q, kc, ks, vc, vs, counters_of, config: dict, key: tuple, warps: int, ctas_per_sm: int) -> torch.Tensor:
     """softmax(q K^T / sqrt(128)) V for 16 packed query rows; q [B, HQ, QL, 128] contiguous, codes
     [B, KV, 128] with rows 128 bytes apart, scales [B, KV] unit stride (int8_mqa_decode checks), by programs
@@ -474,32 +503,7 @@ def decode(q, kc, ks, vc, vs, counters_of, config: dict, key: tuple, warps: int,
     dtype and config value this call's plan depends on."""
     plan = _PLANS.get(key)
     if plan is None:
-        batch, _, _, _ = q.shape
-        kv_len = kc.shape[1]
-        keys, stages = config["REGS_KEYS"], config["REGS_STAGES"]
-        lazy = bool(config.get("REGS_LAZY_RESCALE", False))
-        step = warps * keys
-        sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-        splits, split_len = split_plan(batch, kv_len, sms, step, ctas_per_sm)
-        plan = _Plan()
-        plan.grid = (batch, splits)
-        plan.split_len = split_len
-        plan.even = kv_len % step == 0 and split_len % step == 0
-        if splits > 1:
-            plan.part_acc = torch.empty(batch * splits * ROWS * HEAD_DIM, dtype=torch.float32, device=q.device)
-            plan.part_ml = torch.empty(batch * splits * ROWS * 2, dtype=torch.float32, device=q.device)
-            plan.counters = counters_of(q.device, batch)
-        else:
-            plan.part_acc = plan.part_ml = plan.counters = None
-        plan.consts = dict(
-            W=warps, NK=keys, STAGES=stages, LAZY=lazy, SPLIT=splits > 1, EVEN=plan.even, num_warps=warps
-        )
-        plan.const_args = tuple(v for k, v in plan.consts.items() if k != "num_warps")
-        assert _decode_regs_kernel.arg_names[-len(plan.const_args) :] == list(plan.consts)[:-1]
-        qk_scale = 1.4426950408889634 / HEAD_DIM.value**0.5
-        plan.scalars = (kv_len, plan.split_len, kc.stride(0), vc.stride(0), ks.stride(0), vs.stride(0), qk_scale)
-        plan.compiled = None
-        _PLANS[key] = plan
+        plan = _PLANS[key] = make_plan(q, kc, ks, vc, vs, counters_of, config, warps, ctas_per_sm)
     out = torch.empty_like(q)
     split = plan.part_acc is not None  # else out stands in for the split buffers (not read or written)
     tensors = (q, kc, ks, vc, vs, out) + ((plan.part_acc, plan.part_ml, plan.counters) if split else (out,) * 3)
