@@ -36,6 +36,10 @@ VARIANTS = {  # name: CONFIG overrides (over the kernel file's CONFIG)
     "p1_pp": dict(WS, HOPPER_PERSISTENT=1, HOPPER_PINGPONG=True),
     "p2": dict(WS, HOPPER_PERSISTENT=2, HOPPER_PINGPONG=False),
     "p2_pp": dict(WS, HOPPER_PERSISTENT=2, HOPPER_PINGPONG=True),
+    "p1_pp_lazy": dict(WS, HOPPER_PERSISTENT=1, HOPPER_PINGPONG=True, HOPPER_LAZY=True),
+    "p2_pp_lazy": dict(WS, HOPPER_PERSISTENT=2, HOPPER_PINGPONG=True, HOPPER_LAZY=True),
+    "p1_pp_eager": dict(WS, HOPPER_PERSISTENT=1, HOPPER_PINGPONG=True, HOPPER_LAZY=False),
+    "p2_pp_eager": dict(WS, HOPPER_PERSISTENT=2, HOPPER_PINGPONG=True, HOPPER_LAZY=False),
 }
 PREFILL_ONLY = {"tl": {"IMPL": "triton"}}  # int8_mqa_prefill's round-4 default (prepass + tl kernel)
 OPS = {"flash": "flash_attention", "prefill": "int8_mqa_prefill"}

@@ -76,17 +76,72 @@ def _causal_select(s, rows, cols):
     )
 
 
+def _rescale_asm(n: int) -> str:
+    """PTX for _rescale_if_any: the n accumulator registers of a thread ($0 .. $n-1, tied to the inputs $n ...) times
+    their row's alpha ($2n ...), skipped as a whole when no row of the warp has alpha != 1 (one vote, a
+    branch the warp takes together). Elements 0 and 2 of a thread are its two rows (r and r + 8) in a
+    wgmma accumulator: register bit 1 is row + 8 (NVMMA version 3)."""
+    a = 2 * n  # operands: n outputs, n inputs tied to them, then the n alphas
+    muls = " ".join(f"mul.f32 ${i}, ${i}, ${a + i};" for i in range(n))
+    return (
+        "{ .reg .pred p, q; "
+        f"setp.ne.f32 p, ${a}, 0f3F800000; setp.ne.f32 q, ${a + 2}, 0f3F800000; or.pred p, p, q; "
+        "vote.sync.any.pred p, p, 0xffffffff; @!p bra.uni done; "
+        f"{muls} done: }}"
+    )
+
+
+# A thread holds HEAD_D / 2 accumulator values of a [64, HEAD_D] warpgroup tile (head dims 128 and 64).
+RESCALE_ASM_64 = gl.constexpr(_rescale_asm(64))
+RESCALE_CONSTRAINTS_64 = gl.constexpr(",".join(["=r"] * 64 + [str(i) for i in range(64)] + ["r"] * 64))
+RESCALE_ASM_32 = gl.constexpr(_rescale_asm(32))
+RESCALE_CONSTRAINTS_32 = gl.constexpr(",".join(["=r"] * 32 + [str(i) for i in range(32)] + ["r"] * 32))
+
+
 @gluon.jit
-def _scores_to_p(s, m_i, l_i, offs_m, cols, seq_len, qk_scale, masked, CAUSAL: gl.constexpr):
+def _rescale_if_any(o, alpha):
+    """o * alpha[:, None] for a [64, HEAD_D] wgmma accumulator of one warpgroup, the multiplies skipped by a
+    warp whose rows all have alpha 1 (the lazy rescale keeps the running max while it grows by less than 8
+    in log2 units, so after a block's first tiles almost every step skips)."""
+    a, _ = gl.broadcast(alpha[:, None], o)
+    if o.shape[1] == 128:
+        return gl.inline_asm_elementwise(
+            RESCALE_ASM_64, RESCALE_CONSTRAINTS_64, [o, a], dtype=gl.float32, is_pure=True, pack=64
+        )
+    else:
+        gl.static_assert(o.shape[1] == 64, "the lazy rescale takes head dims 64 and 128")
+        return gl.inline_asm_elementwise(
+            RESCALE_ASM_32, RESCALE_CONSTRAINTS_32, [o, a], dtype=gl.float32, is_pure=True, pack=32
+        )
+
+
+@gluon.jit
+def _scores_to_p(
+    s,
+    m_i,
+    l_i,
+    offs_m,
+    cols,
+    seq_len,
+    qk_scale,
+    masked,
+    CAUSAL: gl.constexpr,
+    LAZY: gl.constexpr,
+):
     """Fold one raw score tile into the running (max, sum): returns P (fp32), the rescale factor
     alpha for O, and the new (max, sum). `masked` (a runtime flag) applies the causal and
-    sequence-end masks; interior tiles skip the where()."""
+    sequence-end masks; interior tiles skip the where(). LAZY: a row's max moves only when it would grow by
+    more than 8 (alpha is then 1 for the rows that keep theirs; exact, since O and the sum share the max)."""
     if masked:
         if CAUSAL:  # keys past the row; a row inside the sequence sees no key past its end
             s = _causal_select(s, offs_m[:, None], cols[None, :])
         else:
             s = gl.where(cols[None, :] < seq_len, s, float("-inf"))
-    m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+    m_tile = gl.max(s, 1) * qk_scale
+    if LAZY:  # FlashAttention-4: the running max kept until a row's grows by more than 8 (log2): P <= 256
+        m_new = gl.where(m_tile > m_i + 8.0, gl.maximum(m_i, m_tile), m_i)
+    else:
+        m_new = gl.maximum(m_i, m_tile)
     p = gl.exp2(s * qk_scale - m_new[:, None])  # softmax scale * log2(e) folded in: one FMA a score
     alpha = gl.exp2(m_i - m_new)
     l_i = l_i * alpha + gl.sum(p, 1)
@@ -178,7 +233,7 @@ def _flash_fwd_hopper(
     mbarrier.wait(k_bars.index(0), 0)
     s = warpgroup_mma(q_op, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
     s = warpgroup_mma_wait(0, deps=[s])
-    p, alpha, m_i, l_i = _scores_to_p(s, m_i, l_i, offs_m, offs_n, seq_len, qk_scale, n_full <= 0, CAUSAL)
+    p, alpha, m_i, l_i = _scores_to_p(s, m_i, l_i, offs_m, offs_n, seq_len, qk_scale, n_full <= 0, CAUSAL, False)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
     live = STAGES < n_tiles
     mbarrier.expect(k_bars.index(0), k_desc.block_type.nbytes, pred=live)
@@ -195,7 +250,7 @@ def _flash_fwd_hopper(
         o = warpgroup_mma(p_op, v_smem.index(prev), o, is_async=True)
         s = warpgroup_mma_wait(1, deps=[s])  # S_j done, P_{j-1} V_{j-1} still in flight
         p, alpha, m_i, l_i = _scores_to_p(
-            s, m_i, l_i, offs_m, offs_n + j * BLOCK_N, seq_len, qk_scale, j >= n_full, CAUSAL
+            s, m_i, l_i, offs_m, offs_n + j * BLOCK_N, seq_len, qk_scale, j >= n_full, CAUSAL, False
         )
         l_i = _wait_after(l_i)  # the real wait, behind the exponentials (l_i sums them)
         o, p_op = warpgroup_mma_wait(0, deps=[o, p_op])  # for the compiler; p_op's registers live until here
@@ -223,7 +278,7 @@ def _flash_fwd_hopper(
         mbarrier.invalidate(k_bars.index(i))
         mbarrier.invalidate(v_bars.index(i))
 
-    o = o / gl.convert_layout(l_i, row_o)[:, None]
+    o = o * gl.convert_layout(1.0 / l_i, row_o)[:, None]  # one division a row
     rows = m0 + gl.arange(0, BLOCK_M, layout=row_o)
     cols = gl.arange(0, HEAD_D, layout=gl.SliceLayout(0, o_layout))
     ptrs = O + (pid_bh * seq_len + rows)[:, None].to(gl.int64) * HEAD_D + cols[None, :]
@@ -384,6 +439,7 @@ def _ws_consumer(
     STAGES: gl.constexpr,
     PERSISTENT: gl.constexpr,
     PINGPONG: gl.constexpr,
+    LAZY: gl.constexpr,
 ):
     """Consumer warpgroup ME: rows 64 * ME ... + 64 of each of the program's 128-row blocks (its slice of
     the Q tile), the same pipelined loop as _flash_fwd_hopper, releasing K/V stages to the loader
@@ -393,7 +449,7 @@ def _ws_consumer(
     if PERSISTENT == 2:
         _ws_consumer_flat(
             q_smem, kv_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O, seq_len, kv_group,
-            qk_scale, n_m, n_units, ME, CAUSAL, BLOCK_N, HEAD_D, STAGES, PINGPONG,
+            qk_scale, n_m, n_units, ME, CAUSAL, BLOCK_N, HEAD_D, STAGES, PINGPONG, LAZY,
         )  # fmt: skip
     else:
         token = gl.program_id(0) * 0
@@ -410,14 +466,14 @@ def _ws_consumer(
                         pid_m = gl.where(i == 0, n_m - 1 - k, k)
                     it, token = _ws_consume_block(
                         q_smem, kv_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O, seq_len, kv_group,
-                        qk_scale, pid_bh, pid_m, it, bi, token, ME, CAUSAL, BLOCK_N, HEAD_D, STAGES, PERSISTENT, PINGPONG,
+                        qk_scale, pid_bh, pid_m, it, bi, token, ME, CAUSAL, BLOCK_N, HEAD_D, STAGES, PERSISTENT, PINGPONG, LAZY,
                     )  # fmt: skip
                     bi += 1
         else:  # one block: straight-line code, the counters constants
             pid_bh, pid_m = _grid_block(n_m, CAUSAL)
             it, token = _ws_consume_block(
                 q_smem, kv_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O, seq_len, kv_group,
-                qk_scale, pid_bh, pid_m, 0, 0, token, ME, CAUSAL, BLOCK_N, HEAD_D, STAGES, PERSISTENT, PINGPONG,
+                qk_scale, pid_bh, pid_m, 0, 0, token, ME, CAUSAL, BLOCK_N, HEAD_D, STAGES, PERSISTENT, PINGPONG, LAZY,
             )  # fmt: skip
         if ME == 0:
             token = _turn_wait(token, 0, PINGPONG)  # consumer 1's last pass: no barrier left half-arrived
@@ -449,6 +505,7 @@ def _ws_consume_block(
     STAGES: gl.constexpr,
     PERSISTENT: gl.constexpr,
     PINGPONG: gl.constexpr,
+    LAZY: gl.constexpr,
 ):
     """Consumer ME's work for block (pid_bh, pid_m) (the program's bi-th, first tile the it-th): returns
     the tile counter after it and the ping-pong token."""
@@ -486,23 +543,26 @@ def _ws_consume_block(
     token = _turn_pass(token, OTHER, PINGPONG)
     s = warpgroup_mma_wait(0, deps=[s])
     mbarrier.arrive(k_free.index(it % STAGES))
-    p, alpha, m_i, l_i = _scores_to_p(s, m_i, l_i, offs_m, offs_n, seq_len, qk_scale, n_full <= 0, CAUSAL)
+    p, alpha, m_i, l_i = _scores_to_p(s, m_i, l_i, offs_m, offs_n, seq_len, qk_scale, n_full <= 0, CAUSAL, LAZY)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
     for j in range(1, n_tiles):
         cur = it + j
         stage = cur % STAGES
         prev = (cur - 1) % STAGES
+        if LAZY:  # before S_j's issue: a branch with a wgmma in flight would make ptxas wait for it
+            o = _rescale_if_any(o, gl.convert_layout(alpha, row_o))
         mbarrier.wait(k_ready.index(stage), (cur // STAGES) & 1)
         token = _turn_wait(token, ME, PINGPONG)
         s = warpgroup_mma(q_op, kv_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
-        o = o * gl.convert_layout(alpha, row_o)[:, None]
+        if not LAZY:
+            o = o * gl.convert_layout(alpha, row_o)[:, None]
         mbarrier.wait(v_ready.index(prev), ((cur - 1) // STAGES) & 1)
         o = warpgroup_mma(p_op, kv_smem.index(STAGES + prev), o, is_async=True)
         token = _turn_pass(token, OTHER, PINGPONG)
         s = warpgroup_mma_wait(1, deps=[s])
         mbarrier.arrive(k_free.index(stage))
         p, alpha, m_i, l_i = _scores_to_p(
-            s, m_i, l_i, offs_m, offs_n + j * BLOCK_N, seq_len, qk_scale, j >= n_full, CAUSAL
+            s, m_i, l_i, offs_m, offs_n + j * BLOCK_N, seq_len, qk_scale, j >= n_full, CAUSAL, LAZY
         )
         l_i = _wait_after(l_i)
         o, p_op = warpgroup_mma_wait(0, deps=[o, p_op])
@@ -514,7 +574,7 @@ def _ws_consume_block(
     o = warpgroup_mma(p_op, kv_smem.index(STAGES + last % STAGES), o, is_async=True)
     o, p_op = warpgroup_mma_wait(0, deps=[o, p_op])
     mbarrier.arrive(v_free.index(last % STAGES))
-    o = o / gl.convert_layout(l_i, row_o)[:, None]
+    o = o * gl.convert_layout(1.0 / l_i, row_o)[:, None]  # one division a row
     rows = m0 + gl.arange(0, ROWS, layout=row_o)
     cols = gl.arange(0, HEAD_D, layout=gl.SliceLayout(0, o_layout))
     ptrs = O + (pid_bh * seq_len + rows)[:, None].to(gl.int64) * HEAD_D + cols[None, :]
@@ -544,6 +604,7 @@ def _ws_consumer_flat(
     HEAD_D: gl.constexpr,
     STAGES: gl.constexpr,
     PINGPONG: gl.constexpr,
+    LAZY: gl.constexpr,
 ):
     """Persistent consumer ME (PERSISTENT == 2) as one loop over all the key tiles of all its blocks,
     the pipeline running across block boundaries: step g issues S_g = Q K_g^T and the P V product of
@@ -604,6 +665,9 @@ def _ws_consumer_flat(
     p_op = gl.convert_layout(s_zero.to(dtype), p_layout)
     alpha = gl.full([ROWS], 1.0, gl.float32, layout=row_s)
     l_prev = gl.full([ROWS], 1.0, gl.float32, layout=row_s)
+    # Whether the previous tile was the first of its block: its P V then starts the accumulator (use_acc off),
+    # so O is neither zeroed nor rescaled between blocks.
+    prev_first = pid == pid
     prev_row0 = pid * 0
     prev_m0 = seq_len  # no rows: nothing stored before the first block
     for g in range(total):
@@ -611,8 +675,12 @@ def _ws_consumer_flat(
         prev = (g + STAGES - 1) % STAGES
         qb = bi % 2
         # O rescaled before S_g is issued: ptxas serialises the wgmma pipeline when registers of a later
-        # wgmma's accumulator are written between an issued wgmma and its wait.
-        o = o * gl.convert_layout(alpha, row_o)[:, None]
+        # wgmma's accumulator are written between an issued wgmma and its wait. LAZY: skipped by a warp whose
+        # rows kept their max (nothing is in flight here, so the branch costs the wgmma pipeline nothing).
+        if LAZY:
+            o = _rescale_if_any(o, gl.convert_layout(alpha, row_o))
+        else:
+            o = o * gl.convert_layout(alpha, row_o)[:, None]
         # No predicated waits in this loop: ptxas waits for every wgmma in flight before a branch that it
         # cannot prove uniform (the predicated wait's skip), which would serialise S_g and P V. The Q
         # buffer stays complete until this consumer releases it at the block's last tile; the first step
@@ -623,26 +691,29 @@ def _ws_consumer_flat(
         token = _turn_wait(token, ME, PINGPONG)
         s = warpgroup_mma(q_op, kv_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
         mbarrier.wait(v_ready.index(gl.where(g > 0, prev, 0)), gl.where(g > 0, (g - 1) // STAGES, 0) & 1)
-        o = warpgroup_mma(p_op, kv_smem.index(gl.where(g > 0, STAGES + prev, stage)), o, is_async=True)
+        o = warpgroup_mma(
+            p_op, kv_smem.index(gl.where(g > 0, STAGES + prev, stage)), o, use_acc=not prev_first, is_async=True
+        )
         token = _turn_pass(token, OTHER, PINGPONG)
         s = warpgroup_mma_wait(1, deps=[s])
         mbarrier.arrive(k_free.index(stage))
         p, alpha, m_i, l_i = _scores_to_p(
-            s, m_i, l_i, m0 + rows_s, offs_n + j * BLOCK_N, seq_len, qk_scale, j >= n_full, CAUSAL
+            s, m_i, l_i, m0 + rows_s, offs_n + j * BLOCK_N, seq_len, qk_scale, j >= n_full, CAUSAL, LAZY
         )
         l_i = _wait_after(l_i)
         o, p_op = warpgroup_mma_wait(0, deps=[o, p_op])
         mbarrier.arrive(v_free.index(prev), pred=g > 0)
         p_op = gl.convert_layout(p.to(dtype), p_layout)
+        alpha = gl.where(j == 0, 1.0, alpha)  # a block's first P V starts O afresh: nothing to rescale
+        prev_first = j == 0
         if j == 0:  # o is the previous block's finished output (none before the first block)
             # The previous block's Q buffer is free (its last Q K^T is long done): the loader may bring the
             # next block's Q into it. Released here rather than after that Q K^T's wait: an arrive there,
             # even predicated off, costs a warpgroup barrier every step.
             mbarrier.arrive(q_free.index(1 - qb), pred=bi > 0)
-            out = o / gl.convert_layout(l_prev, row_o)[:, None]
+            out = o * gl.convert_layout(1.0 / l_prev, row_o)[:, None]  # one division a row
             ptrs = O + (prev_row0 + rows_o)[:, None].to(gl.int64) * HEAD_D + cols_o[None, :]
             gl.store(ptrs, out.to(dtype), mask=(prev_m0 + rows_o < seq_len)[:, None])
-            o = gl.zeros([ROWS, HEAD_D], gl.float32, layout=o_layout)
         j += 1
         if j == n_tiles:  # on to the next block
             l_prev = l_i
@@ -666,10 +737,10 @@ def _ws_consumer_flat(
     last = (total + STAGES - 1) % STAGES
     o = o * gl.convert_layout(alpha, row_o)[:, None]
     mbarrier.wait(v_ready.index(last), ((total - 1) // STAGES) & 1)
-    o = warpgroup_mma(p_op, kv_smem.index(STAGES + last), o, is_async=True)
+    o = warpgroup_mma(p_op, kv_smem.index(STAGES + last), o, use_acc=not prev_first, is_async=True)
     o, p_op = warpgroup_mma_wait(0, deps=[o, p_op])
     mbarrier.arrive(v_free.index(last))
-    out = o / gl.convert_layout(l_prev, row_o)[:, None]
+    out = o * gl.convert_layout(1.0 / l_prev, row_o)[:, None]  # one division a row
     ptrs = O + (prev_row0 + rows_o)[:, None].to(gl.int64) * HEAD_D + cols_o[None, :]
     gl.store(ptrs, out.to(dtype), mask=(prev_m0 + rows_o < seq_len)[:, None])
     if ME == 0:
@@ -693,6 +764,7 @@ def _flash_fwd_hopper_ws(
     STAGES: gl.constexpr,
     PERSISTENT: gl.constexpr,
     PINGPONG: gl.constexpr,
+    LAZY: gl.constexpr = False,
 ):
     """Warp-specialised variant (FlashAttention-3's layout): 128-row query blocks, one loader warp issuing
     every TMA copy, and two consumer warpgroups (64 rows each, Q as the register operand, 240 registers a
@@ -727,13 +799,13 @@ def _flash_fwd_hopper_ws(
                 _ws_consumer,
                 (q_smem, kv_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O,
                  seq_len, kv_group, qk_scale, n_m, n_units, 0, CAUSAL, BLOCK_N, HEAD_D, STAGES, PERSISTENT,
-                 PINGPONG),
+                 PINGPONG, LAZY),
             ),
             (
                 _ws_consumer,
                 (q_smem, kv_smem, q_bar, q_free, k_ready, v_ready, k_free, v_free, O,
                  seq_len, kv_group, qk_scale, n_m, n_units, 1, CAUSAL, BLOCK_N, HEAD_D, STAGES, PERSISTENT,
-                 PINGPONG),
+                 PINGPONG, LAZY),
             ),
             (
                 _ws_loader,
@@ -757,6 +829,7 @@ def hopper_config(config: dict) -> dict:
         "WS": config.get("HOPPER_WS", False),
         "PERSISTENT": config.get("HOPPER_PERSISTENT", False),
         "PINGPONG": config.get("HOPPER_PINGPONG", False),
+        "LAZY": config.get("HOPPER_LAZY", False),
     }
 
 
@@ -792,7 +865,7 @@ def attention(
         _flash_fwd_hopper_ws[(programs,)](
             desc(q, 128), desc(k, block_n), desc(v, block_n), out, seq_len, kv_group, qk_scale, n_m, n_units,
             CAUSAL=bool(causal), BLOCK_N=block_n, HEAD_D=head_dim, STAGES=stages, PERSISTENT=persistent,
-            PINGPONG=bool(config.get("PINGPONG", False)), num_warps=4,
+            PINGPONG=bool(config.get("PINGPONG", False)), LAZY=bool(config.get("LAZY", False)), num_warps=4,
         )  # fmt: skip
         return out
     grid = (triton.cdiv(seq_len, block_m), bh)

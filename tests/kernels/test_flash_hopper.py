@@ -50,7 +50,7 @@ def test_hopper_config_from_kernel_configs(hopper):
         "HOPPER_Q_IN_REGS": True,
     }
     expected = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "Q_IN_REGS": True}
-    expected.update(WS=False, PERSISTENT=False, PINGPONG=False)
+    expected.update(WS=False, PERSISTENT=False, PINGPONG=False, LAZY=False)
     assert hopper.hopper_config(config) == expected
 
 
@@ -68,10 +68,11 @@ def desc(t):
     return hopper.TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [rows, dim], layout)
 
 
-if sys.argv[3] == "ws":  # warp-specialised, persistent (one loop over all tiles), ping-pong, causal
+if sys.argv[3].startswith("ws"):  # warp-specialised, persistent (one loop over all tiles), ping-pong, causal
     kernel = hopper._flash_fwd_hopper_ws.warmup(
         desc(q), desc(q), desc(q), q, seq, 1, 0.1, seq // rows, heads * seq // rows // 2,
-        CAUSAL=True, BLOCK_N=rows, HEAD_D=dim, STAGES=2, PERSISTENT=2, PINGPONG=True, num_warps=4, grid=(1,),
+        CAUSAL=True, BLOCK_N=rows, HEAD_D=dim, STAGES=2, PERSISTENT=2, PINGPONG=True, LAZY=sys.argv[3] == "ws_lazy",
+        num_warps=4, grid=(1,),
     )
 else:
     kernel = hopper._flash_fwd_hopper.warmup(
@@ -131,3 +132,23 @@ def test_warp_specialised_pingpong_compiles_for_sm90(tmp_path):
     assert re.search(r"Sg{16}A", turns), turns
     loop = sass.split("WARPGROUP.DEPBAR.LE gsb0, 0x1")[1]
     assert loop.split("WARPGROUP.DEPBAR.LE gsb0, 0x0")[0].count("MUFU.EX2") >= 32
+
+
+@pytest.mark.skipif(not tool("nvdisasm").exists(), reason="Triton's nvdisasm not shipped here")
+def test_lazy_rescale_skips_outside_the_turn(tmp_path):
+    """HOPPER_LAZY (the default): O's rescale is one warp vote and a branch over its 64 multiplies, placed
+    before the turn's bar.sync (no wgmma is in flight there, so ptxas adds no wait), and the turns still
+    issue S and P V together (without it ptxas puts the multiplies inside the turn, between the two)."""
+    import triton
+
+    sass = _compile_sass(tmp_path, "ws_lazy")
+    if not triton.__version__.startswith("3.6."):
+        pytest.skip(f"ping-pong SASS structure checked on Triton 3.6 only (this is {triton.__version__})")
+    assert "VOTE.ANY" in sass
+    skip = sass.split("VOTE.ANY")[1]
+    before_turn = re.split(r"BAR\.SYNC\.DEFER_BLOCKING 0x[89]", skip)[0]
+    assert before_turn.count("FMUL") >= 64, before_turn.count("FMUL")
+    assert "HGMMA" not in before_turn and "DEPBAR" not in before_turn
+    events = re.findall(r"BAR\.SYNC\.DEFER_BLOCKING 0x[89]|BAR\.ARV 0x[89]|HGMMA", sass)
+    turns = "".join("S" if e.startswith("BAR.SYNC") else "A" if e.startswith("BAR.ARV") else "g" for e in events)
+    assert re.search(r"Sg{16}A", turns) and "SA" not in turns, turns

@@ -1,0 +1,128 @@
+"""A/B of the Gluon flash kernel's softmax variants at the int8 prefill's and flash attention's spec shapes, in
+one process, rounds interleaved so that clock and machine drift hit every variant alike. A variant is
+NAME:EXP_POLY:LAZY: HOPPER_EXP_POLY (a share of the 2^x by a cubic on the FMA pipe instead of the MUFU) and
+HOPPER_LAZY (FlashAttention-4's lazy rescale: the running max kept until it grows by 2^8, O's rescale skipped
+by warps whose rows kept theirs).
+
+    python bench/flash_softmax_ab.py --out FILE.json [--variants base:0:0,lazy:0:1] [--rounds 5]
+
+Per shape: each variant's output checked against float32 SDPA, on the spec's random inputs and on inputs
+whose key norms grow 16-fold along the sequence (row maxima that keep rising, so that the lazy rescale
+must rescale, at different tiles for different rows); then per round every variant and cuDNN's SDPA timed
+by do_bench (median, L2 flushed). The kernel is called
+as the operator calls it after its prepass (_flash_hopper.attention with the kernel file's CONFIG), so the
+int8 prefill's numbers here leave out its dequantising prepass (the same for every variant).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import triton
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "bench"), str(REPO / "knowledge_base" / "kernels")]
+from attention_bench import load_module  # noqa: E402
+
+SHAPES = {  # op: (batch, query heads, kv heads, seq, head dim), the kernel file whose CONFIG is used
+    "prefill": ((32, 16, 1, 1024, 128), "int8_mqa_prefill"),
+    "flash": ((4, 32, 32, 4096, 128), "flash_attention"),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--variants", default="base:0:0,lazy:0:1,poly8:3:0")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--ops", default="prefill,flash")
+    parser.add_argument(
+        "--head",
+        type=Path,
+        default=None,
+        help="another copy of _flash_hopper.py (e.g. git HEAD's), timed as variant 'head'",
+    )
+    args = parser.parse_args()
+    import _flash_hopper as hopper
+
+    variants = {}
+    kernels = {}
+    if args.head is not None:
+        variants["head"] = {}
+        kernels["head"] = load_module(args.head, "_flash_hopper_head")
+    for item in args.variants.split(","):
+        name, poly, lazy = item.split(":")
+        variants[name] = dict(EXP_POLY=int(poly), LAZY=bool(int(lazy)))
+    results = []
+    for op in args.ops.split(","):
+        (b, hq, hkv, s, d), name = SHAPES[op]
+        kernel = load_module(REPO / "knowledge_base" / "kernels" / f"{name}.py", name)
+        base = hopper.hopper_config(dict(kernel.CONFIG, IMPL="gluon"))
+        for causal in (True, False):
+            torch.manual_seed(0)
+            q = torch.randn(b, hq, s, d, device="cuda", dtype=torch.bfloat16)
+            k = torch.randn(b, hkv, s, d, device="cuda", dtype=torch.bfloat16)
+            v = torch.randn(b, hkv, s, d, device="cuda", dtype=torch.bfloat16)
+            ref = F.scaled_dot_product_attention(
+                q.float(), k.float(), v.float(), is_causal=causal, enable_gqa=hkv != hq
+            )
+            grow = (1 + 15 * torch.arange(s, device="cuda") / s)[:, None].to(torch.bfloat16)
+            k_grow = k * grow
+            ref_grow = F.scaled_dot_product_attention(
+                q.float(), k_grow.float(), v.float(), is_causal=causal, enable_gqa=hkv != hq
+            )
+            outs = {p: torch.full_like(q, float("nan")) for p in variants}
+            calls = {
+                p: (
+                    lambda p=p, kk=k: kernels.get(p, hopper).attention(
+                        q, kk, v, outs[p], causal, dict(base, **variants[p])
+                    )
+                )
+                for p in variants
+            }
+            entry = dict(
+                op=op, causal=causal, shape=[b, hq, hkv, s, d], config=base, variants=variants, checks={}, ms={}
+            )
+            for p in variants:
+                entry["checks"][p] = {}
+                for what, kk, r in (("random", k, ref), ("growing keys", k_grow, ref_grow)):
+                    outs[p].fill_(float("nan"))
+                    calls[p](kk=kk)
+                    torch.cuda.synchronize()
+                    diff = (outs[p].float() - r).abs()
+                    ok = bool(torch.isfinite(outs[p]).all()) and bool((diff <= 0.02 + 0.02 * r.abs()).all())
+                    entry["checks"][p][what] = dict(ok=ok, max_err=float(diff.max()), mean_err=float(diff.mean()))
+            del k_grow, ref_grow
+            sdpa = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hkv != hq)  # noqa: E731
+            timed = {p: calls[p] for p in variants if all(c["ok"] for c in entry["checks"][p].values())}
+            series: dict = {str(p): [] for p in timed}
+            series["cudnn"] = []
+            for _ in range(args.rounds):
+                for p, fn in timed.items():
+                    series[str(p)].append(triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median"))
+                with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                    series["cudnn"].append(triton.testing.do_bench(sdpa, warmup=25, rep=200, return_mode="median"))
+            flops = 4 * b * hq * s * s * d * (0.5 if causal else 1.0)
+            for key, xs in series.items():
+                med = statistics.median(xs)
+                entry["ms"][key] = dict(
+                    median=round(med, 5), runs=[round(x, 5) for x in xs], tflops=round(flops / med / 1e9, 1)
+                )
+            cudnn = entry["ms"]["cudnn"]["median"]
+            entry["x_cudnn"] = {key: round(cudnn / v["median"], 4) for key, v in entry["ms"].items() if key != "cudnn"}
+            print(json.dumps({k: entry[k] for k in ("op", "causal", "checks", "x_cudnn")}), flush=True)
+            results.append(entry)
+            del q, k, v, ref, outs
+            torch.cuda.empty_cache()
+    Path(args.out).write_text(json.dumps(dict(device=torch.cuda.get_device_name(), results=results), indent=1))
+
+
+if __name__ == "__main__":
+    main()
