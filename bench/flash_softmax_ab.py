@@ -1,10 +1,9 @@
 """A/B of the Gluon flash kernel's softmax variants at the int8 prefill's and flash attention's spec shapes, in
 one process, rounds interleaved so that clock and machine drift hit every variant alike. A variant is
-NAME:EXP_POLY:LAZY: HOPPER_EXP_POLY (a share of the 2^x by a cubic on the FMA pipe instead of the MUFU) and
-HOPPER_LAZY (FlashAttention-4's lazy rescale: the running max kept until it grows by 2^8, O's rescale skipped
-by warps whose rows kept theirs).
+NAME:KEY=VALUE,KEY=VALUE (hopper_config keys over the kernel file's: LAZY, SCHEDULE, PERSISTENT, ...);
+variants are separated by ";". --head times another copy of _flash_hopper.py (e.g. git HEAD's) beside them.
 
-    python bench/flash_softmax_ab.py --out FILE.json [--variants base:0:0,lazy:0:1] [--rounds 5]
+    python bench/flash_softmax_ab.py --out FILE.json [--variants "eager:LAZY=0;lazy:LAZY=1"] [--rounds 5]
 
 Per shape: each variant's output checked against float32 SDPA, on the spec's random inputs and on inputs
 whose key norms grow 16-fold along the sequence (row maxima that keep rising, so that the lazy rescale
@@ -40,7 +39,7 @@ SHAPES = {  # op: (batch, query heads, kv heads, seq, head dim), the kernel file
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
-    parser.add_argument("--variants", default="base:0:0,lazy:0:1,poly8:3:0")
+    parser.add_argument("--variants", default="eager:LAZY=0;lazy:LAZY=1")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--ops", default="prefill,flash")
     parser.add_argument(
@@ -57,9 +56,12 @@ def main() -> None:
     if args.head is not None:
         variants["head"] = {}
         kernels["head"] = load_module(args.head, "_flash_hopper_head")
-    for item in args.variants.split(","):
-        name, poly, lazy = item.split(":")
-        variants[name] = dict(EXP_POLY=int(poly), LAZY=bool(int(lazy)))
+    for item in args.variants.split(";"):
+        name, _, settings = item.partition(":")
+        variants[name] = {}
+        for pair in filter(None, settings.split(",")):
+            key, value = pair.split("=")
+            variants[name][key] = int(value) if value.lstrip("-").isdigit() else value
     results = []
     for op in args.ops.split(","):
         (b, hq, hkv, s, d), name = SHAPES[op]
