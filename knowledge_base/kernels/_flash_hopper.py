@@ -828,6 +828,7 @@ def hopper_config(config: dict) -> dict:
         "Q_IN_REGS": config.get("HOPPER_Q_IN_REGS", False),
         "WS": config.get("HOPPER_WS", False),
         "PERSISTENT": config.get("HOPPER_PERSISTENT", False),
+        "PERSISTENT_FULL": config.get("HOPPER_PERSISTENT_FULL"),
         "PINGPONG": config.get("HOPPER_PINGPONG", False),
         "LAZY": config.get("HOPPER_LAZY", False),
     }
@@ -856,6 +857,8 @@ def attention(
         n_blocks = n_m * bh
         programs, n_units = n_blocks, n_blocks
         persistent = int(config.get("PERSISTENT", 0))  # 0 (False), 1 (True): per-block loop, 2: one flat loop
+        if not causal and config.get("PERSISTENT_FULL") is not None:  # full attention's own setting
+            persistent = int(config["PERSISTENT_FULL"])
         if persistent:  # at most one program an SM, each taking work units in turn
             n_units = bh * (triton.cdiv(n_m, 2) if causal else n_m)
             programs = config.get("PROGRAMS") or torch.cuda.get_device_properties(q.device).multi_processor_count

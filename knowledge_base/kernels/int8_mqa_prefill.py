@@ -85,6 +85,11 @@ CONFIG = {  # H200 (bench/results/attention_issue17_h200_round3): prepass 0.385 
     # PINGPONG (1.62 / 1.04 ms full / causal, 1.12x / 1.00x cuDNN; kernelevolve eval 1.008x / 1.007x), the
     # int8 prefill with 2 + PINGPONG (0.90x bf16 SDPA; eval 0.93x / 0.95x).
     "HOPPER_PERSISTENT": 2,
+    # HOPPER_PERSISTENT for full attention (None: the same). Issue 17 session 10, H200, A/B in one process
+    # (8 rounds, with HOPPER_LAZY): full attention 1 (Q in registers, a loop a block) 0.967x cuDNN against
+    # 2's 0.953x; causal 2 0.967x against 1's 0.944x (8 key tiles a block at most: the cross-block pipeline
+    # pays where blocks are short).
+    "HOPPER_PERSISTENT_FULL": 1,
     # HOPPER_WS: the two consumer warpgroups take turns issuing their wgmma (FlashAttention-3's ping-pong,
     # named barriers 8 and 9): one warpgroup's softmax runs while the other's products are on the tensor cores.
     # Each turn issues its wgmma (SASS checked by tests/kernels/test_flash_hopper.py); correct on the H200.
@@ -112,6 +117,7 @@ TUNABLES = {
     "HOPPER_Q_IN_REGS": [False, True],
     "HOPPER_WS": [False, True],
     "HOPPER_PERSISTENT": [0, 1, 2],
+    "HOPPER_PERSISTENT_FULL": [None, 0, 1, 2],
     "HOPPER_PINGPONG": [False, True],
     "HOPPER_LAZY": [False, True],
 }

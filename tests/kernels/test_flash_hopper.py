@@ -50,7 +50,7 @@ def test_hopper_config_from_kernel_configs(hopper):
         "HOPPER_Q_IN_REGS": True,
     }
     expected = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "Q_IN_REGS": True}
-    expected.update(WS=False, PERSISTENT=False, PINGPONG=False, LAZY=False)
+    expected.update(WS=False, PERSISTENT=False, PERSISTENT_FULL=None, PINGPONG=False, LAZY=False)
     assert hopper.hopper_config(config) == expected
 
 
