@@ -42,6 +42,8 @@ def main() -> None:
     parser.add_argument("--variants", default="eager:LAZY=0;lazy:LAZY=1")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--ops", default="prefill,flash")
+    parser.add_argument("--batches", default=None, help="batch sizes to run instead of the spec's (e.g. 32,33)")
+    parser.add_argument("--masks", default="causal,full")
     parser.add_argument(
         "--head",
         type=Path,
@@ -63,11 +65,12 @@ def main() -> None:
             key, value = pair.split("=")
             variants[name][key] = int(value) if value.lstrip("-").isdigit() else value
     results = []
-    for op in args.ops.split(","):
+    for op, batch in [(op, b) for op in args.ops.split(",") for b in (args.batches or "0").split(",")]:
         (b, hq, hkv, s, d), name = SHAPES[op]
+        b = int(batch) or b
         kernel = load_module(REPO / "knowledge_base" / "kernels" / f"{name}.py", name)
         base = hopper.hopper_config(dict(kernel.CONFIG, IMPL="gluon"))
-        for causal in (True, False):
+        for causal in [m == "causal" for m in args.masks.split(",")]:
             torch.manual_seed(0)
             q = torch.randn(b, hq, s, d, device="cuda", dtype=torch.bfloat16)
             k = torch.randn(b, hkv, s, d, device="cuda", dtype=torch.bfloat16)
