@@ -771,7 +771,9 @@ def _flash_fwd_hopper_ws(
     thread by setmaxnreg) that only meet at the K/V stages they both read, and with PINGPONG take turns
     issuing wgmma. Not persistent: one program a block (grid n_m * heads). PERSISTENT: a grid of at most
     one program an SM, each taking the work units (_ws_unit) pid, pid + grid, ...; the loader runs ahead
-    into the next block while the consumers finish the current one."""
+    into the next block while the consumers finish the current one. LAZY: FlashAttention-4's lazy rescale
+    (_scores_to_p keeps a row's max until it grows by more than 8; _rescale_if_any skips O's multiplies per
+    warp), in the per-block and the flat persistent loops."""
     ROWS: gl.constexpr = 64
     dtype: gl.constexpr = q_desc.dtype
     QB: gl.constexpr = 2 if PERSISTENT == 2 else 1  # Q buffers (cross-block pipeline: double-buffered)
