@@ -1,4 +1,5 @@
-"""knowledge_base/kernels/_flash_hopper.py, the Gluon flash-attention kernel for Hopper, on a CPU machine.
+"""knowledge_base/kernels/_flash_hopper.py (with _flash_hopper_ws.py and _flash_hopper_softmax.py), the Gluon
+flash-attention kernels for Hopper, on a CPU machine.
 
 Gluon has no interpreter, so the kernel's results are checked on a GPU (bench/hopper_attention_check.py,
 bench/attention_bench.py). Here: the callers fall back to their tl kernels off Hopper, and the kernel
