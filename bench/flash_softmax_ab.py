@@ -1,7 +1,9 @@
 """A/B of the Gluon flash kernel's softmax variants at the int8 prefill's and flash attention's spec shapes, in
 one process, rounds interleaved so that clock and machine drift hit every variant alike. A variant is
 NAME:KEY=VALUE,KEY=VALUE (hopper_config keys over the kernel file's: LAZY, SCHEDULE, PERSISTENT, ...);
-variants are separated by ";". --head times another copy of _flash_hopper.py (e.g. git HEAD's) beside them.
+variants are separated by ";". --head times another copy of _flash_hopper.py beside them: a self-contained one,
+as trees up to 4a79c16 had (later ones import _flash_hopper_ws / _flash_hopper_softmax by name, which would
+resolve to this tree's).
 
     python bench/flash_softmax_ab.py --out FILE.json [--variants "eager:LAZY=0;lazy:LAZY=1"] [--rounds 5]
 
@@ -48,7 +50,7 @@ def main() -> None:
         "--head",
         type=Path,
         default=None,
-        help="another copy of _flash_hopper.py (e.g. git HEAD's), timed as variant 'head'",
+        help="a self-contained copy of _flash_hopper.py (trees up to 4a79c16), timed as variant 'head'",
     )
     args = parser.parse_args()
     import _flash_hopper as hopper
