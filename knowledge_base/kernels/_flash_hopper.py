@@ -41,6 +41,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, warpgroup
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from _flash_hopper_softmax import scores_to_p as _scores_to_p
+from _flash_hopper_softmax import store_normalised as _store_normalised
 from _flash_hopper_ws import _flash_fwd_hopper_ws
 from _hopper_gluon import tma_load as _tma_load
 from _hopper_gluon import wgmma_wait_behind as _wait_after
@@ -190,11 +191,7 @@ def _flash_fwd_hopper(
         mbarrier.invalidate(k_bars.index(i))
         mbarrier.invalidate(v_bars.index(i))
 
-    o = o * gl.convert_layout(1.0 / l_i, row_o)[:, None]  # one division a row
-    rows = m0 + gl.arange(0, BLOCK_M, layout=row_o)
-    cols = gl.arange(0, HEAD_D, layout=gl.SliceLayout(0, o_layout))
-    ptrs = O + (pid_bh * seq_len + rows)[:, None].to(gl.int64) * HEAD_D + cols[None, :]
-    gl.store(ptrs, o.to(dtype), mask=(rows < seq_len)[:, None])
+    _store_normalised(O, o, l_i, pid_bh * seq_len + m0, m0, seq_len)
 
 
 def hopper_config(config: dict) -> dict:

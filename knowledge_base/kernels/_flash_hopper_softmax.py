@@ -1,6 +1,6 @@
 """The softmax pieces of the Gluon flash-attention kernels for Hopper (_flash_hopper.py, _flash_hopper_ws.py):
-one score tile folded into the running max and sum, the causal mask as one select a score, and the lazy
-rescale of O (FlashAttention-4's, skipped per warp)."""
+one score tile folded into the running max and sum, the causal mask as one select a score, the lazy
+rescale of O (FlashAttention-4's, skipped per warp) and the last step, O / l stored."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -91,3 +91,15 @@ def scores_to_p(
     alpha = gl.exp2(m_i - m_new)
     l_i = l_i * alpha + gl.sum(p, 1)
     return p, alpha, m_new, l_i
+
+
+@gluon.jit
+def store_normalised(O, o, l, row0, m0, seq_len):
+    """O[row0 + r] = o[r] / l[r] in O's dtype for the rows r of this tile inside the sequence (m0 + r < seq_len):
+    one division a row (`o / l[:, None]` is an IEEE division a value, ~190 instructions a thread a block)."""
+    row_o: gl.constexpr = gl.SliceLayout(1, o.type.layout)
+    rows = gl.arange(0, o.shape[0], layout=row_o)
+    cols = gl.arange(0, o.shape[1], layout=gl.SliceLayout(0, o.type.layout))
+    out = o * gl.convert_layout(1.0 / l, row_o)[:, None]
+    ptrs = O + (row0 + rows)[:, None].to(gl.int64) * o.shape[1] + cols[None, :]
+    gl.store(ptrs, out.to(O.dtype.element_ty), mask=(m0 + rows < seq_len)[:, None])

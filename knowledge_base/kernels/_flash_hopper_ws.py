@@ -15,10 +15,18 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from _flash_hopper_softmax import rescale_if_any as _rescale_if_any
 from _flash_hopper_softmax import scores_to_p as _scores_to_p
+from _flash_hopper_softmax import store_normalised as _store_normalised
 from _hopper_gluon import tma_load as _tma_load
 from _hopper_gluon import turn_pass as _turn_pass
 from _hopper_gluon import turn_wait as _turn_wait
 from _hopper_gluon import wgmma_wait_behind as _wait_after
+
+
+@gluon.constexpr_function
+def _warpgroup_acc_layout(width):
+    """A consumer warpgroup's wgmma accumulator layout for [64, width] tiles (S: the key tile's width, O: the
+    head dim)."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, width, 16])
 
 
 @gluon.jit
@@ -248,12 +256,8 @@ def _ws_consume_block(
     ROWS: gl.constexpr = 64
     OTHER: gl.constexpr = 1 - ME
     dtype: gl.constexpr = q_smem.dtype
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
-    )
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_D, 16]
-    )
+    s_layout: gl.constexpr = _warpgroup_acc_layout(BLOCK_N)
+    o_layout: gl.constexpr = _warpgroup_acc_layout(HEAD_D)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
@@ -310,11 +314,7 @@ def _ws_consume_block(
     o = warpgroup_mma(p_op, kv_smem.index(STAGES + last % STAGES), o, is_async=True)
     o, p_op = warpgroup_mma_wait(0, deps=[o, p_op])
     mbarrier.arrive(v_free.index(last % STAGES))
-    o = o * gl.convert_layout(1.0 / l_i, row_o)[:, None]  # one division a row
-    rows = m0 + gl.arange(0, ROWS, layout=row_o)
-    cols = gl.arange(0, HEAD_D, layout=gl.SliceLayout(0, o_layout))
-    ptrs = O + (pid_bh * seq_len + rows)[:, None].to(gl.int64) * HEAD_D + cols[None, :]
-    gl.store(ptrs, o.to(dtype), mask=(rows < seq_len)[:, None])
+    _store_normalised(O, o, l_i, pid_bh * seq_len + m0, m0, seq_len)
     return it + n_tiles, token
 
 
@@ -353,19 +353,13 @@ def _ws_consumer_flat(
     ROWS: gl.constexpr = 64
     OTHER: gl.constexpr = 1 - ME
     dtype: gl.constexpr = q_smem.dtype
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
-    )
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_D, 16]
-    )
+    s_layout: gl.constexpr = _warpgroup_acc_layout(BLOCK_N)
+    o_layout: gl.constexpr = _warpgroup_acc_layout(HEAD_D)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     rows_s = gl.arange(0, ROWS, layout=row_s)
-    rows_o = gl.arange(0, ROWS, layout=row_o)
-    cols_o = gl.arange(0, HEAD_D, layout=gl.SliceLayout(0, o_layout))
     s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
     pid = gl.program_id(0)
     step = gl.num_programs(0)
@@ -447,9 +441,7 @@ def _ws_consumer_flat(
             # next block's Q into it. Released here rather than after that Q K^T's wait: an arrive there,
             # even predicated off, costs a warpgroup barrier every step.
             mbarrier.arrive(q_free.index(1 - qb), pred=bi > 0)
-            out = o * gl.convert_layout(1.0 / l_prev, row_o)[:, None]  # one division a row
-            ptrs = O + (prev_row0 + rows_o)[:, None].to(gl.int64) * HEAD_D + cols_o[None, :]
-            gl.store(ptrs, out.to(dtype), mask=(prev_m0 + rows_o < seq_len)[:, None])
+            _store_normalised(O, o, l_prev, prev_row0, prev_m0, seq_len)
         j += 1
         if j == n_tiles:  # on to the next block
             l_prev = l_i
@@ -476,9 +468,7 @@ def _ws_consumer_flat(
     o = warpgroup_mma(p_op, kv_smem.index(STAGES + last), o, use_acc=not prev_first, is_async=True)
     o, p_op = warpgroup_mma_wait(0, deps=[o, p_op])
     mbarrier.arrive(v_free.index(last))
-    out = o * gl.convert_layout(1.0 / l_prev, row_o)[:, None]  # one division a row
-    ptrs = O + (prev_row0 + rows_o)[:, None].to(gl.int64) * HEAD_D + cols_o[None, :]
-    gl.store(ptrs, out.to(dtype), mask=(prev_m0 + rows_o < seq_len)[:, None])
+    _store_normalised(O, o, l_prev, prev_row0, prev_m0, seq_len)
     if ME == 0:
         token = _turn_wait(token, 0, PINGPONG)  # consumer 1's last pass: no barrier left half-arrived
 
