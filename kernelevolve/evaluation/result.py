@@ -20,6 +20,7 @@ class Failure(str, Enum):
     """Why a candidate failed. Ordered roughly by how early in its life it broke."""
 
     NO_CODE = "no_code"  # the operator's reply held no usable ModelNew source
+    OPERATOR = "operator"  # the operator itself raised (building the prompt, calling the model): the tool's error
     SYNTAX = "syntax"
     IMPORT = "import"  # module body or ModelNew(...) construction raised, or no ModelNew
     COMPILE = "compile"  # Triton refused the kernel (CompilationError, OutOfResources)
