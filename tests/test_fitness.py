@@ -99,7 +99,10 @@ class FakeGPU:
             while not (workdir / "go").exists():
                 assert time.monotonic() < deadline, "the evaluator never said go or stop"
                 if (workdir / "stop").exists() or (cancel is not None and cancel.is_set()):
-                    self.runs.append(("stopped " + config.get("mode", rendered["name"]), []))
+                    name = rendered["name"]
+                    self.runs.append(
+                        ("stopped " + (f"judge {config['mode']}" if name == "judge" else config.get("mode", name)), [])
+                    )
                     return Outcome(
                         returncode=0,
                         timed_out=False,
@@ -114,13 +117,16 @@ class FakeGPU:
                     Path(result_path).write_text(json.dumps(prepared))
                 time.sleep(0.005)
         labels = [c["label"] for c in config["cases"]]
-        phase = "correctness" if rendered["name"] == "correctness" else config["mode"]
+        name = rendered["name"]
+        phase = {"correctness": "correctness", "judge": f"judge {config.get('mode')}"}.get(name) or config["mode"]
         self.runs.append((phase, labels))
         began = time.monotonic()
         time.sleep(self.hold_s)
         self.intervals.append((phase, began, time.monotonic()))
         data = {"stage": "done", "environment": {"gpu": "NVIDIA H200", "gpu_prepared_bytes": 1000}}
-        if phase == "correctness":
+        if phase == "correctness":  # the candidate's side: outputs handed over, no verdict of its own
+            data["cases"] = [{"label": label, "correct": None} for label in labels]
+        elif phase.startswith("judge"):
             data["cases"] = [{"label": label, "correct": True, "max_abs_err": 0.0} for label in labels]
         elif phase == "baseline":
             data["cases"] = [{"label": label, "baseline_ms": self.baseline_ms[label]} for label in labels]
@@ -197,8 +203,8 @@ def test_baselines_are_timed_once_then_cached_per_gpu_and_software(tmp_path, spe
     store = BaselineTable(Repository(f"sqlite:///{tmp_path / 'b.db'}"))
     first = _evaluator(tmp_path, store).evaluate(spec, SOURCE, shapes=SHAPES)
     # The baseline and candidate timing processes start beside the candidate's correctness check and
-    # time only after it, one after the other.
-    assert [p for p, _ in gpu.runs] == ["correctness", "baseline", "candidate"]
+    # time only after it (and its judge), one after the other; the timed calls' judge comes last.
+    assert [p for p, _ in gpu.runs] == ["correctness", "judge check", "baseline", "candidate", "judge timed"]
     assert dict(gpu.runs)["baseline"] == gpu.labels and not any(s.baseline_cached for s in first.shapes)
     keys = store.lookup(spec.fingerprint)
     assert sorted(keys.values()) == [1.0, 1.0]
@@ -207,7 +213,7 @@ def test_baselines_are_timed_once_then_cached_per_gpu_and_software(tmp_path, spe
     gpu.runs.clear()
     gpu.baseline_ms = {}  # a second baseline run would raise KeyError
     again = _evaluator(tmp_path, store).evaluate(spec, SOURCE, shapes=SHAPES)
-    assert [p for p, _ in gpu.runs] == ["correctness", "candidate"]
+    assert [p for p, _ in gpu.runs] == ["correctness", "judge check", "candidate", "judge timed"]
     assert all(s.baseline_cached for s in again.shapes) and again.fitness == pytest.approx(first.fitness)
 
     # Another Triton is another baseline: timed afresh, never read from the other version's entry.
@@ -215,7 +221,7 @@ def test_baselines_are_timed_once_then_cached_per_gpu_and_software(tmp_path, spe
     gpu.runs.clear()
     gpu.baseline_ms = {gpu.labels[0]: 3.0, gpu.labels[1]: 3.0}
     other = _evaluator(tmp_path, store).evaluate(spec, SOURCE, shapes=SHAPES)
-    assert [p for p, _ in gpu.runs] == ["correctness", "baseline", "candidate"]
+    assert [p for p, _ in gpu.runs] == ["correctness", "judge check", "baseline", "candidate", "judge timed"]
     assert [s.baseline_ms for s in other.shapes] == [3.0, 3.0] and len(store.lookup(spec.fingerprint)) == 4
 
 
@@ -225,14 +231,20 @@ def test_a_candidate_that_fails_its_checks_is_never_timed_but_its_baseline_is(tm
 
     def wrong(script, workdir, **kw):
         outcome = real(script, workdir, **kw)
-        if json.loads(script)["name"] == "correctness":
+        if json.loads(script)["name"] == "judge" and json.loads(script)["config"]["mode"] == "check":
             outcome.result["cases"][0].update(correct=False, failure="incorrect", message="outside atol")
         return outcome
 
     monkeypatch.setattr(processes_module, "run_script", wrong)
     result = _evaluator(tmp_path, store).evaluate(spec, SOURCE, shapes=SHAPES)
     assert not result.correct and result.fitness == 0.0 and "benchmark" not in result.phases_s
-    assert [p for p, _ in gpu.runs] == ["correctness", "stopped candidate", "baseline"]
+    assert [p for p, _ in gpu.runs] == [
+        "correctness",
+        "judge check",
+        "stopped candidate",
+        "stopped judge timed",
+        "baseline",
+    ]
     assert sorted(store.lookup(spec.fingerprint).values()) == [1.0, 1.0]  # the next candidate will need it
 
 

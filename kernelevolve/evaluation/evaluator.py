@@ -39,6 +39,7 @@ from kernelevolve.paths import KNOWLEDGE_BASE
 from kernelevolve.spec import Case, Spec, ShapeValue
 
 DEVICES = ("cuda", "interpret")
+JUDGES = ("judge", "timed judge")  # the phases whose processes never import the candidate
 WARM_WAIT_S = 900.0  # how long a warm process waits for a candidate before it leaves
 # A check's references plus the candidate's outputs, input copies and workspace, and a timing process's
 # timed outputs. An evaluation that still runs out of memory beside others is judged again alone.
@@ -259,19 +260,44 @@ class Evaluator:
             timeout_s=self.timeout_s,
             max_memory_bytes=self.max_memory_bytes,
             writable=[workdir / "cache"],
-            per_uid_dirs={"TRITON_CACHE_DIR": _candidate_compile_cache()},
+        )
+        # The judges run no candidate code: their own compile caches, their own folders, and the
+        # candidate's outputs read from where its process handed them over.
+        trusted_env = self._environment(workdir, slot, trusted=True)
+        trusted_limits = Limits(
+            timeout_s=self.timeout_s, max_memory_bytes=self.max_memory_bytes, writable=[workdir / "baseline-cache"]
         )
         # A warm set may wait long for its candidate (a model thinking); a stale one is replaced.
         waiting_s = WARM_WAIT_S if warm else 2 * self.timeout_s
-        check = WaitingRun.of("correctness", config, workdir / "check", limits, env, waiting_s)
-        baselines = timing = None
+        check_config = dict(config, outputs_dir=str(workdir / "check" / "outputs"))
+        check = WaitingRun.of("correctness", check_config, workdir / "check", limits, env, waiting_s)
+        judge = WaitingRun.of(
+            "judge",
+            dict(check_config, mode="check"),
+            workdir / "judge",
+            trusted_limits,
+            trusted_env,
+            waiting_s,
+            prepare=True,
+        )
+        baselines = timing = timed_judge = None
         if self.device == "cuda":
             bench = dict(config, mode="candidate", baseline=spec.baseline, warmup_ms=self.warmup_ms, rep_ms=self.rep_ms)
-            baselines = BaselineJob(
-                self, spec, bench, workdir, slot, self._environment(workdir, slot, trusted=True), waiting_s
-            )
+            bench["outputs_dir"] = str(workdir / "bench" / "outputs")
+            baselines = BaselineJob(self, spec, bench, workdir, slot, trusted_env, waiting_s)
             timing = WaitingRun.of("benchmark", bench, workdir / "bench", limits, env, waiting_s, prepare=True)
-        return ProcessSet(_set_key(spec, cases, slot), workdir, slot, seed, check, baselines, timing, waiting_s)
+            timed_judge = WaitingRun.of(
+                "judge",
+                dict(bench, mode="timed"),
+                workdir / "judge-timed",
+                trusted_limits,
+                trusted_env,
+                waiting_s,
+                prepare=True,
+            )
+        return ProcessSet(
+            _set_key(spec, cases, slot), workdir, slot, seed, check, baselines, timing, waiting_s, judge, timed_judge
+        )
 
     def _judge(
         self, processes: "ProcessSet", spec: Spec, source: str, cases: list[Case], deep: bool, alone: bool = False
@@ -292,24 +318,33 @@ class Evaluator:
         self, processes: "ProcessSet", gate, spec: Spec, result: EvalResult, cases: list[Case], deep: bool
     ) -> EvalResult:
         timing, baselines = processes.timing, processes.baselines
-        # The shared phase: the candidate is checked while its timing process (and the baseline's, if
-        # the cache lacks it) prepares; other candidates' checks may run on this GPU too.
+        judge, timed_judge = processes.judge, processes.timed_judge
+        # The shared phase: the candidate runs while the judge computes the reference and its timing
+        # process (and the baseline's, if the cache lacks it) prepares; other candidates' checks may run on
+        # this GPU too.
         with gate.shared() if gate is not None else nullcontext():
+            judge.prepare()
             if timing is not None:
                 timing.prepare()
                 baselines.prepare()
+                timed_judge.prepare()
             began = time.monotonic()
             outcome = processes.check.go()
-            result.phases_s["correctness"] = time.monotonic() - began
             self._absorb(result, outcome, "correctness")
-            if result.failure is None:
-                result.correct = all(s.correct for s in result.shapes)
+            if result.failure is None:  # the verdict: the judge's, from the outputs handed over
+                self._absorb(result, judge.go(), "judge")
+                result.correct = result.failure is None and all(s.correct for s in result.shapes)
+            else:
+                judge.stop()
+            result.phases_s["correctness"] = time.monotonic() - began
             if timing is not None:  # no GPU preparation may run on into the timed phase
                 baselines.wait_prepared()
                 timing.wait_prepared()
+                timed_judge.wait_prepared()
                 self._learn_memory(processes, result.environment)
                 if not result.correct:
                     timing.stop()
+                    timed_judge.stop()
         if timing is None:
             return result
         # The timed phase: the GPU alone. A baseline is timed even for a failed candidate: the next
@@ -322,6 +357,12 @@ class Evaluator:
             outcome = timing.go({"profile": deep})
             result.phases_s["benchmark"] = timing.after_go_s
         self._absorb(result, outcome, "benchmark")
+        if result.failure is None:  # the timed calls' outputs, judged where the candidate cannot reach
+            began = time.monotonic()
+            self._absorb(result, timed_judge.go(), "timed judge")
+            result.phases_s["timed judge"] = time.monotonic() - began
+        else:
+            timed_judge.stop()
         for shape in result.shapes:
             shape.baseline_ms = baseline_ms.get(shape.label)
             shape.baseline_cached = shape.label in result.environment.get("baselines_cached", [])
@@ -353,17 +394,19 @@ class Evaluator:
             self._memory_need[key] = max(need, self._memory_need.get(key, 0))
 
     def _environment(self, workdir: Path, slot: str, trusted: bool) -> dict[str, str]:
-        """Compiler caches. Candidates share one Triton cache across evaluations (recompiling every
-        kernel costs seconds each time); whatever it hands a candidate is still checked, timed calls
-        included, so writing into it gains a candidate nothing. The baseline process (no candidate
-        code) compiles into a cache of its own that candidates cannot write."""
+        """Compiler caches of this evaluation alone (Triton, inductor, the CUDA driver's), under its
+        scratch folder and removed with it: nothing a candidate writes there reaches a later evaluation.
+        The candidate's check and timing share theirs (its kernels compile once); the judges and the
+        baseline (no candidate code) have their own, which candidates cannot write."""
         caches = workdir / ("baseline-cache" if trusted else "cache")
         caches.mkdir(parents=True, exist_ok=True)
         extra = {
             "HOME": str(workdir),
             "TMPDIR": str(workdir),
-            "TRITON_CACHE_DIR": str(caches / "triton" if trusted else _candidate_compile_cache()),
+            "TRITON_CACHE_DIR": str(caches / "triton"),
             "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
+            "CUDA_CACHE_PATH": str(caches / "cuda"),
+            "XDG_CACHE_HOME": str(caches),
             "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 2) // self.parallelism)),
         }
         env = clean_environment(extra)
@@ -376,21 +419,37 @@ class Evaluator:
         return env
 
     def _absorb(self, result: EvalResult, outcome: Outcome, phase: str) -> None:
-        """Fold one sandboxed run into the result, classifying how it ended."""
+        """Fold one sandboxed run into the result, classifying how it ended. What a process that ran
+        candidate code says can only fail the candidate (its failure, its latencies, bounded later);
+        correctness and the figures the evaluator plans with come from the judges."""
         data = outcome.result or {}
-        result.environment.update(data.get("environment", {}))
+        trusted = phase in JUDGES
+        environment = data.get("environment") if isinstance(data.get("environment"), dict) else {}
+        if trusted:
+            result.environment.update(environment)
+        else:  # kept apart, for diagnosis only
+            result.environment.setdefault("candidate_process", {})[phase] = {
+                k: v for k, v in environment.items() if k in ("torch", "triton", "python", "gpu")
+            }
         result.environment["sandbox"] = outcome.sandbox
         result.environment.setdefault("stages_s", {})[phase] = data.get("stages_s", {})  # where the time went
         by_label = {s.label: s for s in result.shapes}
-        for case in data.get("cases", []):
-            shape = by_label.get(case["label"])
+        for case in data.get("cases", []) if isinstance(data.get("cases"), list) else []:
+            shape = by_label.get(case.get("label")) if isinstance(case, dict) else None
             if shape is None:
                 continue
-            if phase == "correctness":
+            if phase == "judge":
                 for key in ("correct", "failure", "message", "max_abs_err", "max_rel_err"):
                     setattr(shape, key, case.get(key))
-            else:
-                shape.latency_ms = case.get("latency_ms")
+            elif phase == "correctness":
+                if case.get("failure"):
+                    shape.correct, shape.failure, shape.message = False, str(case["failure"]), str(case.get("message"))
+            elif phase == "timed judge":
+                if case.get("failure"):
+                    shape.correct, shape.failure, shape.message = False, str(case["failure"]), str(case.get("message"))
+            elif phase == "benchmark":
+                latency = case.get("latency_ms")
+                shape.latency_ms = float(latency) if isinstance(latency, (int, float)) and latency > 0 else None
         stage = data.get("stage", "start-up")
         failure = data.get("failure")
         log = "\n".join(x for x in ((failure or {}).get("traceback", ""), outcome.stderr.strip()) if x)
@@ -415,6 +474,8 @@ class Evaluator:
             )
         elif phase == "correctness":
             result.log = outcome.stderr.strip()[-2000:]
+        if failure and phase in JUDGES and failure.get("class") == "tampering":
+            result.log = (result.log + "\n" + outcome.stderr.strip())[-6000:]
 
     @staticmethod
     def _fail(result: EvalResult, failure: Failure, message: str, log: str) -> None:
@@ -468,13 +529,6 @@ _LIVE: "weakref.WeakSet[Evaluator]" = weakref.WeakSet()
 def _close_all() -> None:
     for evaluator in list(_LIVE):
         evaluator.close()
-
-
-def _candidate_compile_cache() -> Path:
-    """Under the system temp dir, not the user's home: the sandbox's unprivileged uid must reach it."""
-    path = Path(tempfile.gettempdir()) / f"kernelevolve-triton-cache-{os.getuid()}"
-    path.mkdir(mode=0o711, exist_ok=True)  # a folder per sandbox uid inside (Limits.per_uid_dirs)
-    return path
 
 
 def _shape(case: Case) -> ShapeResult:

@@ -121,6 +121,14 @@ class WaitingRun:
         self._write("stop", "stop")
         self._thread.join()
 
+    def abandon(self) -> None:
+        """Told to leave (a judge still preparing when its evaluation ended early), not waited for."""
+        if self._thread.is_alive() and not (self.folder / "go").exists():
+            try:
+                self._write("stop", "stop")
+            except OSError:
+                pass
+
     def cancel(self) -> None:
         """Kill it, wherever it is in its start-up (it has run nothing of a candidate: only before a go)."""
         self._cancel.set()
@@ -218,14 +226,18 @@ class BaselineJob:
 
 
 class ProcessSet:
-    """The sandboxed processes of one candidate, started before it is known: its correctness check,
-    and on the GPU its timing and (if not cached) its baseline. Used once, then discarded."""
+    """The sandboxed processes of one candidate, started before it is known: its correctness check and
+    the judge of its outputs, and on the GPU its timing, the judge of its timed outputs and (if not
+    cached) its baseline. Used once, then discarded."""
 
-    def __init__(self, key, workdir: Path, slot: str, seed: int, check, baselines, timing, waiting_s: float):
+    def __init__(
+        self, key, workdir: Path, slot: str, seed: int, check, baselines, timing, waiting_s: float, judge, timed_judge
+    ):
         self.key, self.workdir, self.slot, self.seed = key, workdir, slot, seed
         self.place = 0  # the evaluator's place (worker) judging with it
         self.check, self.baselines, self.timing = check, baselines, timing
-        self.runs = [r for r in (check, timing) if r is not None]
+        self.judge, self.timed_judge = judge, timed_judge  # never import the candidate: their verdicts count
+        self.runs = [r for r in (check, judge, timing, timed_judge) if r is not None]
         self.expires = time.monotonic() + waiting_s - WARM_MARGIN_S
 
     def usable(self) -> bool:
@@ -237,6 +249,8 @@ class ProcessSet:
         for run in self.runs:
             if run.waiting:
                 run.cancel()
+            else:
+                run.abandon()
         if self.baselines is not None:
             self.baselines.cancel()
         if not keep:

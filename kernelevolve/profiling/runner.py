@@ -14,7 +14,6 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelevolve.evaluation.evaluator import _candidate_compile_cache
 from kernelevolve.evaluation.sandbox import Limits, clean_environment, run_script
 from kernelevolve.harness import PACKAGE_ROOT, render
 from kernelevolve.paths import KNOWLEDGE_BASE
@@ -96,8 +95,10 @@ def run_tool(
         {
             "HOME": str(run_dir),
             "TMPDIR": str(run_dir),
-            "TRITON_CACHE_DIR": str(_candidate_compile_cache()),
+            # This profile's own caches, removed with its folder (nothing a candidate writes outlives it).
+            "TRITON_CACHE_DIR": str(base / "triton"),
             "TORCHINDUCTOR_CACHE_DIR": str(base / "inductor"),
+            "CUDA_CACHE_PATH": str(base / "cuda"),
         }
     )
     if device == "cuda":
@@ -110,8 +111,7 @@ def run_tool(
         timeout_s=timeout_s,
         isolate_network=isolate_network,
         max_memory_bytes=None if device == "cuda" else 16 << 30,
-        writable=[base / "inductor"],
-        per_uid_dirs={"TRITON_CACHE_DIR": _candidate_compile_cache()},
+        writable=[base / "inductor", base / "triton", base / "cuda"],
     )
     outcome = run_script(
         render(f"profile_{tool}", config), run_dir, limits=limits, env=env, result_path=base / "result.json"

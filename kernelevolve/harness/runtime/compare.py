@@ -86,6 +86,12 @@ def reference_outputs(model, inputs: list, synchronize=None) -> tuple[list, list
     raise RuntimeError("the reference could not run in float64 or float32")
 
 
+def norm_bound(tol: dict) -> float:
+    """The largest ||out - ref|| / ||ref|| accepted (spec.Tolerance.norm_bound, from the plain dict)."""
+    value = tol.get("norm_rtol")
+    return float(value) if value else max(float(tol["rtol"]), 1e-6)
+
+
 def compare(outs: list, expected: list, refs: list, tol: dict) -> tuple[bool, str, float | None, float | None]:
     """(ok, message, max_abs_err, max_rel_err) for one call's outputs. `expected` gives each output's
     shape and dtype (meta tensors do), `refs` the precise values; compared CHUNK elements at a time."""

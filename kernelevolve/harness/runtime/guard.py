@@ -268,16 +268,42 @@ class KernelMonitor(TorchFunctionMode):
         # The caller's CUDA stream: Triton launches on any other stream escape the caller's timer.
         self.home_stream = torch.cuda.current_stream().cuda_stream if torch.cuda.is_available() else None
         self.off_stream: dict[str, int] = {}
+        # The current call's own counts (reset_call): every call is judged, not only the first ones.
+        self.call_launches = 0
+        self.call_compute: dict[str, int] = {}
+
+    def reset_call(self) -> None:
+        self.call_launches = 0
+        self.call_compute = {}
+
+    def call_verdict(self, language: str = "triton") -> str | None:
+        """None when the call since reset_call() computed with kernels only; else the reason."""
+        if not self.call_launches:
+            ops = ", ".join(f"torch.{k}" for k in sorted(self.call_compute)[:6])
+            return (
+                f"a call launched no {language} kernel"
+                + (f"; it computed with {ops}" if ops else "")
+                + ": the computation must run in kernels of the spec's language on every call"
+            )
+        if self.call_compute:
+            ops = ", ".join(f"torch.{k} x{n}" for k, n in sorted(self.call_compute.items())[:6])
+            return (
+                f"a call computed with torch ops outside its {language} kernels ({ops}): torch is for glue "
+                f"(allocation, views, casts); list an op in the spec's allow_torch_ops if it is meant"
+            )
+        return None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if self._depth == 0:
             name = _op_name(func)
             if name not in self.allowed and name.rstrip("_") not in self.allowed:
                 self.compute_ops[name] = self.compute_ops.get(name, 0) + 1
+                self.call_compute[name] = self.call_compute.get(name, 0) + 1
         return func(*args, **(kwargs or {}))
 
     def _record(self, names: list[str]) -> None:
         off = self.home_stream is not None and torch.cuda.current_stream().cuda_stream != self.home_stream
+        self.call_launches += len(names)
         for name in names:
             self.launches[name] = self.launches.get(name, 0) + 1
             if off:

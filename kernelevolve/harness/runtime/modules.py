@@ -37,6 +37,17 @@ def load_module(path: str, name: str, overrides: dict | None = None) -> types.Mo
     return module
 
 
+def trial_seed(base: int, case_index: int, trial: int) -> int:
+    """The seed of one correctness trial (its reference's parameters; its inputs use seed + 17): the
+    candidate's process and the judge derive the same inputs from it."""
+    return base + 1000 * trial + 7 * (case_index + 1)
+
+
+def pool_seed(base: int, k: int) -> int:
+    """The seed of a timing process's k-th input set (value pools first, then buffers)."""
+    return base + 17 + 101 * k
+
+
 def dtype_of(case: dict) -> torch.dtype | None:
     return DTYPES.get(case["dtype"])
 

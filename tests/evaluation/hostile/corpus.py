@@ -80,9 +80,10 @@ CORPUS: dict[str, Hostile] = {
             "            self.memo[key] = softmax(x)\n"
             "        return self.memo[key]\n",
         ),
-        "inconsistent",
-        "inconsistent",
-        "returned a wrong result",
+        # a call that returns a cached or unwritten tensor launched no kernel: refused on that call
+        "not_a_kernel",
+        "not_a_kernel",
+        "launched no triton kernel",
     ),
     "late_garbage": Hostile(
         _model(
@@ -92,9 +93,10 @@ CORPUS: dict[str, Hostile] = {
             "            return softmax(x)\n"
             "        return torch.empty_like(x)\n",
         ),
-        "inconsistent",
-        "inconsistent",
-        "returned a wrong result",
+        # a call that returns a cached or unwritten tensor launched no kernel: refused on that call
+        "not_a_kernel",
+        "not_a_kernel",
+        "launched no triton kernel",
     ),
     "side_stream": Hostile(
         _model(

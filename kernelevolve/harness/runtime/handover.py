@@ -1,0 +1,127 @@
+"""Outputs handed from the candidate's process to the judge's, as raw bytes and nothing else.
+
+The candidate's process (correctness.py, benchmark.py) writes each call's outputs with
+`write_outputs`: per tensor, its bytes in chunk files, then a small JSON manifest (dtype, shape, the
+chunk files). The judge (judge.py, a process that never imports the candidate) reads them with
+`read_outputs`, which trusts nothing in the folder: the manifest is validated field by field, each
+chunk is opened without following links and must have exactly the size the dtype and shape imply, and
+the tensors are built by the judge from the bytes, so they are plain `torch.Tensor`s whatever the
+candidate's forward returned. No pickle is involved anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import stat
+
+import torch
+
+CHUNK_BYTES = 64 << 20  # each file stays far below the sandbox's per-file cap
+MANIFEST_BYTES = 1 << 20
+DTYPES = {
+    str(d).removeprefix("torch."): d
+    for d in (
+        torch.float64,
+        torch.float32,
+        torch.float16,
+        torch.bfloat16,
+        torch.int64,
+        torch.int32,
+        torch.int16,
+        torch.int8,
+        torch.uint8,
+        torch.bool,
+        torch.complex64,
+        torch.complex128,
+        torch.float8_e4m3fn,
+        torch.float8_e5m2,
+    )
+}
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+
+
+class HandoverError(Exception):
+    """The outputs in the folder are missing, malformed or not what a plain tensor list would give."""
+
+
+def write_outputs(folder: str, name: str, outs: list) -> None:
+    """Write `outs` (a list of tensors) as `name`'s manifest and chunks in `folder` (the candidate's side)."""
+    os.makedirs(folder, exist_ok=True)
+    entries = []
+    for i, t in enumerate(outs):
+        if type(t) is not torch.Tensor:
+            raise TypeError(f"output {i} is a {type(t).__name__}, not a plain torch.Tensor")
+        host = t.detach().contiguous().cpu().reshape(-1)
+        raw = host.view(torch.uint8) if host.numel() else torch.empty(0, dtype=torch.uint8)
+        files = []
+        for k, start in enumerate(range(0, raw.numel(), CHUNK_BYTES)):
+            path = f"{name}.{i}.{k}.bin"
+            raw[start : start + CHUNK_BYTES].numpy().tofile(os.path.join(folder, path))
+            files.append(path)
+        entries.append({"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "files": files})
+    tmp = os.path.join(folder, f".{name}.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump({"tensors": entries}, f)
+    os.replace(tmp, os.path.join(folder, f"{name}.json"))
+
+
+def exists(folder: str, name: str) -> bool:
+    return os.path.lexists(os.path.join(folder, f"{name}.json"))
+
+
+def read_outputs(folder: str, name: str, device: str) -> list[torch.Tensor]:
+    """The tensors `name` holds in `folder`, on `device` (the judge's side); HandoverError if anything is off."""
+    manifest = _read_file(os.path.join(folder, f"{name}.json"), MANIFEST_BYTES, f"{name}: no outputs handed over")
+    try:
+        data = json.loads(manifest)
+    except ValueError:
+        raise HandoverError(f"{name}: the outputs' manifest is not JSON") from None
+    entries = data.get("tensors") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or len(entries) > 4096:
+        raise HandoverError(f"{name}: the outputs' manifest lists no tensors")
+    out = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise HandoverError(f"{name}: output {i} is not described")
+        dtype = DTYPES.get(entry.get("dtype")) if isinstance(entry.get("dtype"), str) else None
+        shape, files = entry.get("shape"), entry.get("files")
+        if dtype is None:
+            raise HandoverError(f"{name}: output {i} has no known dtype ({str(entry.get('dtype'))[:40]!r})")
+        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape) or len(shape) > 16:
+            raise HandoverError(f"{name}: output {i} has no valid shape")
+        if not isinstance(files, list) or not all(isinstance(p, str) and _NAME.match(p) for p in files):
+            raise HandoverError(f"{name}: output {i} names files outside its folder")
+        nbytes = math.prod(shape) * dtype.itemsize
+        chunks = [_read_file(os.path.join(folder, p), CHUNK_BYTES, f"{name}: output {i} lacks {p}") for p in files]
+        expected = [min(CHUNK_BYTES, nbytes - s) for s in range(0, nbytes, CHUNK_BYTES)]
+        if [len(c) for c in chunks] != expected:
+            raise HandoverError(f"{name}: output {i}'s bytes do not match its dtype and shape {tuple(shape)}")
+        raw = torch.frombuffer(bytearray(b"".join(chunks)), dtype=torch.uint8) if nbytes else None
+        t = raw.view(dtype).reshape(shape) if raw is not None else torch.empty(shape, dtype=dtype)
+        out.append(t.to(device))
+    return out
+
+
+def _read_file(path: str, limit: int, missing: str) -> bytes:
+    """A regular file's bytes, opened without following a link or blocking on a FIFO."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        raise HandoverError(missing) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            raise HandoverError(f"{missing} (not a regular file of at most {limit} bytes)")
+        chunks, left = [], st.st_size
+        while left > 0:
+            block = os.read(fd, min(left, 16 << 20))
+            if not block:
+                break
+            chunks.append(block)
+            left -= len(block)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

@@ -1,0 +1,171 @@
+"""The judge (CPU interpreter or GPU): `main(config)` compares a candidate's outputs with the reference.
+
+This process never imports the candidate, and nothing of the candidate's process reaches it but the
+bytes of its outputs (handover.py builds plain tensors from them). It computes the reference itself
+from the same seeds (modules.trial_seed / pool_seed), in float64, while the candidate runs; at the
+evaluator's go (the candidate's process has ended) it reads every output the candidate's process had
+to hand over and compares: per element within atol + rtol * |ref|, and as a whole within norm_rtol
+(compare.py). Its result file is the verdict the evaluator believes.
+
+mode "check": the correctness trials and repeated calls (correctness.py's names c{n}.t{k}, c{n}.r{i}).
+mode "timed": the timed calls a timing process kept (benchmark.py's c{n}.call{i}, values of set p);
+a miss there is `incorrect` with the numbers, like any other.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from kernelevolve.harness.runtime.start import begin
+from kernelevolve.harness.runtime.state import one_line, report_memory, wait_for_go
+
+
+def main(config: dict) -> None:
+    result, device = begin(config)
+    import torch
+
+    from kernelevolve.harness.runtime import compare as cmp
+    from kernelevolve.harness.runtime import handover, modules
+
+    sync = torch.cuda.synchronize if device == "cuda" else None
+    config.update(wait_for_go(config, result, "prepare"))  # the GPU may be used from here on
+    expected: dict[str, tuple] = {}  # output name -> (meta tensors, precise values, what it was)
+    prepared = []
+    for n, case in enumerate(config["cases"]):
+        label = case["label"]
+        result.stage(f"{label} reference")
+        ref_mod = modules.load_module(config["reference_path"], f"kernelevolve_reference_{n}", case["params"])
+        dtype = modules.dtype_of(case)
+        try:
+            if config["mode"] == "check":
+                prepared.append((n, case, _check_references(config, n, ref_mod, dtype, device, sync, expected)))
+            else:
+                prepared.append((n, case, _pool_references(config, n, ref_mod, dtype, device, sync, expected)))
+        except Exception as exc:
+            result.finish("reference", f"{label}: the reference itself failed: " + one_line(exc), exc)
+    if device == "cuda":
+        report_memory(result, torch)
+    config.update(wait_for_go(config, result))
+
+    folder = config["outputs_dir"]
+    for n, case, names in prepared:
+        label, tol = case["label"], config["tolerances"][case["dtype"]]
+        entry = {"label": label, "correct": None, "failure": None, "message": "", "max_abs_err": None}
+        entry["max_rel_err"] = None
+        result.cases.append(entry)
+        result.stage(f"{label} comparing")
+        if config["mode"] == "timed":
+            kept = _kept_calls(folder, n, names)
+            if isinstance(kept, str):
+                entry.update(correct=False, failure="tampering", message=kept)
+                result.finish("tampering", f"{label}: {kept}")
+            expected.update({name: expected[pool] for name, _, _, pool in kept})
+            names = [(name, what, cls) for name, what, cls, _ in kept]
+        for name, what, miss_class in names:
+            exp, refs = expected[name][:2]
+            try:
+                outs = handover.read_outputs(folder, name, device)
+            except handover.HandoverError as exc:
+                entry.update(correct=False, failure="tampering", message=str(exc))
+                result.finish("tampering", f"{label}: the candidate's process handed over no valid outputs ({exc})")
+            ok, message, abs_err, rel_err = cmp.compare(outs, exp, refs, tol)
+            del outs
+            if abs_err is not None:
+                entry["max_abs_err"] = max(entry["max_abs_err"] or 0.0, abs_err)
+                entry["max_rel_err"] = max(entry["max_rel_err"] or 0.0, rel_err)
+            if not ok:
+                entry.update(correct=False, failure=miss_class, message=f"{what}: {message}")
+                break
+        if entry["failure"] is None:
+            entry["correct"] = True
+        result.write()
+    first = next((c for c in result.cases if c["correct"] is not True), None)
+    if first is not None:
+        result.finish(first["failure"], f"{first['label']}: {first['message']}")
+    result.finish()
+
+
+def _check_references(config, n, ref_mod, dtype, device, sync, expected) -> list:
+    """References of every trial and repeated call of case n; returns [(name, what, class if it misses)]."""
+    from kernelevolve.harness.runtime import compare as cmp
+    from kernelevolve.harness.runtime import modules
+    from kernelevolve.harness.runtime.correctness import REPEAT_CALLS, repeat_plan
+
+    runs, names = [], []
+    for trial in range(config["trials"]):
+        seed = modules.trial_seed(config["seed"], n, trial)
+        reference = modules.build_reference(ref_mod, seed, dtype, device)
+        inputs = modules.make_inputs(ref_mod, seed + 17, dtype, device)
+        exp, refs = cmp.reference_outputs(reference, inputs, sync)
+        expected[f"c{n}.t{trial}"] = (exp, refs)
+        names.append((f"c{n}.t{trial}", f"trial {trial} (seed {seed})", "incorrect"))
+        runs.append((reference, inputs, exp, refs))
+    last = runs[-1][0]
+    for i, (buffer, values) in enumerate(repeat_plan(len(runs))):
+        reference, inputs, exp, refs = runs[values]
+        if not _same_model(reference, last):
+            exp, refs = cmp.reference_outputs(last, inputs, sync)
+        expected[f"c{n}.r{i}"] = (exp, refs)
+        names.append(
+            (
+                f"c{n}.r{i}",
+                f"call {i + 1} of {REPEAT_CALLS} after the trials (input buffer {buffer}, values of trial {values}) "
+                f"returned a wrong result",
+                "inconsistent",
+            )
+        )
+    for _, inputs, _, _ in runs:
+        inputs.clear()  # only the references are needed from here on
+    return names
+
+
+def _pool_references(config, n, ref_mod, dtype, device, sync, expected) -> list:
+    """References of a timing process's value sets for case n: [(pool index, ...)]."""
+    from kernelevolve.harness.runtime import compare as cmp
+    from kernelevolve.harness.runtime import modules
+
+    reference = modules.build_reference(ref_mod, config["seed"], dtype, device)
+    pools = []
+    for k in range(config.get("input_sets", 2)):
+        inputs = modules.make_inputs(ref_mod, modules.pool_seed(config["seed"], k), dtype, device)
+        expected[f"c{n}.pool{k}"] = cmp.reference_outputs(reference, inputs, sync)
+        del inputs
+        pools.append(k)
+    return pools
+
+
+_CALL = re.compile(r"^c(\d+)\.call(\d+)\.json$")
+
+
+def _kept_calls(folder: str, n: int, pools: list) -> list | str:
+    """The timed calls of case n whose outputs the timing process kept, as [(pool name, what, class)],
+    or why they cannot be judged. Call i used the values of set (i // S) % P (benchmark.py's plan)."""
+    try:
+        listed = os.listdir(folder)
+    except OSError:
+        listed = []
+    calls = sorted(int(m[2]) for f in listed if (m := _CALL.match(f)) and int(m[1]) == n)
+    if len(calls) < 2:
+        return f"the timing process kept {len(calls)} timed calls' outputs (at least 2 are checked)"
+    S = P = len(pools)
+    kept = []
+    for i in calls[:64]:
+        pool = (i // S) % P
+        what = f"timed call {i + 1} (input set {i % S}, values {pool})"
+        kept.append((f"c{n}.call{i}", what, "incorrect", f"c{n}.pool{pool}"))
+    return kept
+
+
+def _same_model(a, b) -> bool:
+    """Same class and the same parameters and buffers (the reference is deterministic)."""
+    import torch
+
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(
+        isinstance(sa[k], torch.Tensor) and sa[k].dtype == sb[k].dtype and torch.equal(sa[k], sb[k]) for k in sa
+    )
