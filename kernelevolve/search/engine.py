@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+import traceback
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
@@ -32,6 +33,16 @@ log = logging.getLogger(__name__)
 ANCESTRY_LIMIT = 8
 INSIGHT_LIMIT = 8
 MAX_OPERATOR_ERRORS = 3  # in a row: the operator is broken (no key, no network), not unlucky
+
+
+def _debug() -> bool:
+    """KERNELEVOLVE_DEBUG=1: an operator's exception is printed with its traceback."""
+    from kernelevolve.settings import SettingsError, settings
+
+    try:
+        return settings().debug
+    except SettingsError:
+        return False
 
 
 def rng_state(rng: random.Random) -> dict:
@@ -355,16 +366,26 @@ class SearchEngine:
     def _proposed(self, task: _Task, future: Future) -> None:
         error = future.exception()
         if error is not None:
+            # The tool's error (building the prompt, calling the model), never charged to the model as no_code.
             self.operator_errors += 1
+            trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
             proposal = Proposal(
-                source=None, failure=str(Failure.NO_CODE), message=f"operator error: {type(error).__name__}: {error}"
+                source=None, failure=str(Failure.OPERATOR), message=f"operator error: {type(error).__name__}: {error}"
             )
+            debug = _debug()  # KERNELEVOLVE_DEBUG=1: the traceback on stderr too; always in the run's log file
             log.warning(
-                "run %s: the operator failed (%d in a row): %s", self.run_id, self.operator_errors, proposal.message
+                "run %s: the operator failed (%d in a row): %s%s",
+                self.run_id,
+                self.operator_errors,
+                proposal.message,
+                f"\n{trace}" if debug else "",
             )
+            if not debug:
+                log.debug("run %s: the operator's traceback:\n%s", self.run_id, trace)
         else:
             self.operator_errors = 0
             proposal = future.result()
+            trace = ""
         calls = [c for _, c in task.calls]
         node = Node(
             id=self.graph.next_id(),
@@ -396,7 +417,10 @@ class SearchEngine:
             self._record(
                 node,
                 EvalResult.failed(
-                    Failure.parse(failure), proposal.message or "the reply held no kernel", device=self.device
+                    Failure.parse(failure),
+                    proposal.message or "the reply held no kernel",
+                    log=trace,
+                    device=self.device,
                 ),
             )
         else:
