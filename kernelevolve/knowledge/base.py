@@ -177,6 +177,13 @@ class KnowledgeBase:
             other_kernels=kernels[1:],
         )
 
+    def select(self, spec: "Spec", *, budget_chars: int, draft: bool = True, device: str = "cuda", traits=None):
+        """The documents a prompt carries for `spec` within `budget_chars`, the operator's family
+        first, each with why it was taken (knowledge/select.py)."""
+        from kernelevolve.knowledge.select import select
+
+        return select(self, spec, budget_chars=budget_chars, draft=draft, device=device, traits=traits)
+
     def __len__(self) -> int:
         return len(self.documents)
 

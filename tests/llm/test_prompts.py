@@ -99,9 +99,13 @@ def test_optimise_prompt_carries_per_shape_timings_and_debug_prompt_the_error():
 
 def test_knowledge_retrieval_reaches_the_prompt_and_yields_to_the_budget():
     spec = load_spec(SPECS / "rmsnorm.yaml")
-    big = PromptBuilder(token_budget=100_000).draft(spec, _context(spec))
-    assert big.cuts == []
-    assert "(hardware/h200)" in big.prompt and "(kernels/rmsnorm)" in big.prompt
+    roomy = PromptBuilder(token_budget=100_000, prompt_chars=200_000).draft(spec, _context(spec))
+    assert roomy.cuts == []
+    assert "(hardware/h200)" in roomy.prompt and "(kernels/rmsnorm)" in roomy.prompt
+    default = PromptBuilder(token_budget=100_000).draft(spec, _context(spec))
+    # The spec's own kernel and its family's guidance come before the GPU's document.
+    assert "(kernels/rmsnorm)" in default.prompt and "(guidance/memory_bound_reductions)" in default.prompt
+    assert len(default.prompt) < len(roomy.prompt)
     small = PromptBuilder(token_budget=3000).draft(spec, _context(spec))
     assert small.tokens <= 3000, (small.tokens, small.cuts)  # over budget is never acceptable
     assert small.cuts and "Output contract" in small.prompt and spec.name in small.prompt
