@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Issue 2 check on a real GPU: `kernelevolve eval` on the softmax (and RMSNorm) specs with the
+# `kernelevolve eval` on a real GPU, on the softmax (and RMSNorm) specs with the
 # reference candidates, at the specs' production shapes, against torch.compile. Run twice so the
 # second shows the evaluation latency with the baseline cache and Triton's compile cache warm.
-# Usage (on the GPU host, repo root): bash bench/gpu_eval_softmax.sh OUTDIR
+# Usage (on the GPU host, repo root): bash bench/framework/eval_cold_warm.sh OUTDIR
 set -u
-out=${1:-bench/results}
+out=${1:?usage: bash bench/framework/eval_cold_warm.sh OUTDIR}
 mkdir -p "$out"
 export KERNELEVOLVE_CACHE_DIR=$(mktemp -d)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"

@@ -1,7 +1,7 @@
 """What the integrity checks cost, and that honest kernels keep their fitness: today's evaluator
 (an older checkout, given with --old) against this one, alternating, on honest kernels.
 
-    python bench/integrity_overhead.py --old DIR --out DIR [--repeat 3]
+    python bench/framework/integrity_overhead.py --old DIR --out DIR [--repeat 3]
 
 For each (spec, kernel): old and new evaluations alternate, the first of each with an empty
 baseline cache (the uncached latency), the rest cached. Writes DIR/integrity_overhead.json and
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HONEST = "hostile-corpus:honest"  # the corpus's honest control, written to a file when needed
 PAIRS = [
     ("tests/evaluation/hostile/softmax.yaml", HONEST),

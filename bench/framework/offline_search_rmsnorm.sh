@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Issue 5 on a GPU: does the offline operator's search reach >= 95% of the best configuration of
+# On a GPU: does the offline operator's search reach >= 95% of the best configuration of
 # the RMSNorm kernel's tunable space within 30 evaluations?
-#   phase `sweep`:  bench/rmsnorm_space.py measures the whole space (its best, and a poor start),
+#   phase `sweep`:  bench/kernels/rmsnorm/rmsnorm_space.py measures the whole space (its best, and a poor start),
 #                   then a 30-node search starts from the poor configuration (a copy of the
 #                   knowledge base whose rmsnorm CONFIG is that start), killed at the call's end;
 #   phase `finish`: `kernelevolve resume` completes the run, then the space's best is evaluated by
 #                   the same evaluator (same baseline cache) so the two fitnesses compare directly.
-# Usage (GPU host, repo root): bash bench/offline_search_rmsnorm.sh sweep|finish OUTDIR [SECONDS]
+# Usage (GPU host, repo root): bash bench/framework/offline_search_rmsnorm.sh sweep|finish OUTDIR [SECONDS]
 set -u
 phase=$1; out=$2; budget_s=${3:-540}
 work=/tmp/ke-offline-search
@@ -16,7 +16,7 @@ start=$(date +%s)
 left() { echo $(( budget_s - ($(date +%s) - start) )); }
 
 if [ "$phase" = sweep ]; then
-    python3 bench/rmsnorm_space.py --out "$work" > "$out/space.log" 2>&1 || { tail -30 "$out/space.log"; exit 1; }
+    python3 bench/kernels/rmsnorm/rmsnorm_space.py --out "$work" > "$out/space.log" 2>&1 || { tail -30 "$out/space.log"; exit 1; }
     cp "$work/rmsnorm_space.json" "$out/"
     rm -rf "$work/kb" && cp -r knowledge_base "$work/kb" && cp "$work/rmsnorm_start.py" "$work/kb/kernels/rmsnorm.py"
     echo "== sweep done in $(( $(date +%s) - start ))s; search for $(left)s"

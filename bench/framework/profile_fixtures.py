@@ -1,7 +1,7 @@
 """Record the profiling tools' raw outputs on a GPU (fixtures for the CPU parser tests), and check
 how ncu fares inside the evaluation sandbox.
 
-    python bench/profile_fixtures.py --out DIR [--kernels softmax|all|NAME,...] [--shapes first|all]
+    python bench/framework/profile_fixtures.py --out DIR [--kernels softmax|all|NAME,...] [--shapes first|all]
                                      [--tools torch,ncu,proton] [--budget-s 200]
 
 Per (kernel, tool): the reference kernel from knowledge_base/kernels/ (as a candidate: ModelNew
@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 KERNELS = ("softmax", "rmsnorm", "cross_entropy", "flash_attention", "ikbo_lce", "ikbo_target_attention")

@@ -1,7 +1,7 @@
 """A short search whose scripted model records every prompt: do optimise prompts carry the
 parent's profile summary, and what does profiling cost per profiled node?
 
-    python bench/profile_search.py --out DIR [--device cuda|interpret] [--budget 6]
+    python bench/framework/profile_search.py --out DIR [--device cuda|interpret] [--budget 6]
                                    [--profile all|torch,ncu,...] [--shape M=32768,N=4096]
 
 A local OpenAI-compatible server (tests/llm/fake_llm_server.py) answers `kernelevolve run
@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.llm.fake_llm_server import FakeLLMServer  # noqa: E402

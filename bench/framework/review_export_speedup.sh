@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Issue 14's GPU claim: an exported op's generated benchmark reproduces its node's speedup within 5%.
+# On a GPU: an exported op's generated benchmark reproduces its node's speedup within 5%.
 # A short real search (offline operator) on the GPU, its best node approved and exported with
 # `kernelevolve export --as-op`, then the generated benchmark run; everything lands under --out.
 #
-#   bash bench/review_export_speedup.sh --out "$OUT"                 # H200: search, export, benchmark
-#   bash bench/review_export_speedup.sh --out /tmp/x --dry-run       # CPU: the same steps under the interpreter
+#   bash bench/framework/review_export_speedup.sh --out "$OUT"                 # H200: search, export, benchmark
+#   bash bench/framework/review_export_speedup.sh --out /tmp/x --dry-run       # CPU: the same steps under the interpreter
 #
 # Look at OUT/bench/summary.json: geomean_speedup, recorded_fitness, ratio_to_recorded, within_5pct,
 # and per case speedup_vs_recorded.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT="" DRY=0 SPEC="specs/softmax.yaml" BUDGET=2
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -35,7 +35,7 @@ best = json.load(sys.stdin)["best"]
 if best is None:
     sys.exit("error: the search found no correct node to export (see run.log)")
 print(best["id"])')
-python -m kernelevolve review "$RUN" "$NODE" --approve --reviewer bench --note "bench/review_export_speedup.sh" --db "$DB"
+python -m kernelevolve review "$RUN" "$NODE" --approve --reviewer bench --note "bench/framework/review_export_speedup.sh" --db "$DB"
 python -m kernelevolve export "$RUN" "$NODE" -o "$OUT/op" --as-op kev::bench_op --db "$DB"
 python "$OUT/op/bench_op_bench.py" --out "$OUT/bench" "${BENCH_ARGS[@]}"
 # The generated test at the spec's shapes on the GPU (inductor for its torch.compile check), after the

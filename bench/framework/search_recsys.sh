@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Issue 16 on a GPU: a 30-evaluation offline search from a reference kernel's default (node 0 is
+# On a GPU: a 30-evaluation offline search from a reference kernel's default (node 0 is
 # the knowledge base's kernel as it stands), and whether its best is at least the default's fitness.
 # A search takes longer than one GPU call may run, so the run lives in a work directory on the GPU
 # host and every call continues it (`kernelevolve resume`) until it finishes; each call leaves the
 # run's state and a summary in OUTDIR.
-# Usage (GPU host, repo root): bash bench/gpu_search_recsys.sh SPEC_NAME OUTDIR [SECONDS]
+# Usage (GPU host, repo root): bash bench/framework/search_recsys.sh SPEC_NAME OUTDIR [SECONDS]
 #   SPEC_NAME: conv1d | optimized_fm | pffn | mbdt (specs/SPEC_NAME.yaml)
 set -u
 spec=$1; out=$2; budget_s=${3:-230}

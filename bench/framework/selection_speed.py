@@ -2,8 +2,8 @@
 
 No evaluation happens: graphs are grown at random (a tenth of the nodes failed, debug chains,
 crossovers), the MCTS statistics are backed up node by node, then `select(graph, k)` is timed.
-A CPU script, not a test:  python bench/selection_speed.py [--sizes 100 1000 10000] [--repeats 15]
-Writes bench/results/selection_speed.json and .md.
+A CPU script, not a test:  python bench/framework/selection_speed.py [--sizes 100 1000 10000] [--repeats 15]
+Writes bench/results/framework/cpu/selection_speed/selection_speed.json and .md.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from kernelevolve.evaluation.result import EvalResult, ShapeResult
 from kernelevolve.search.graph import Node, SearchGraph
 from kernelevolve.search.policies import make_policy
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "framework" / "cpu" / "selection_speed"
 
 
 def _result(rng: random.Random, fitness: float | None) -> EvalResult:
@@ -113,7 +113,7 @@ def main() -> None:
     lines = [
         "# Selection time per step",
         "",
-        "`python bench/selection_speed.py`: synthetic graphs (10% failed nodes, debug chains, 5% crossovers), "
+        "`python bench/framework/selection_speed.py`: synthetic graphs (10% failed nodes, debug chains, 5% crossovers), "
         "median wall time of one `policy.select(graph, k)` call over "
         f"{args.repeats} calls; no evaluation. Machine: {machine['processor']}, {machine['cpus']} CPUs "
         f"(shared), Python {machine['python']}, networkx {machine['networkx']}.",

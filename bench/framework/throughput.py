@@ -1,6 +1,6 @@
 """Evaluation throughput on GPUs: candidates judged per minute per GPU, baseline cached.
 
-    python bench/throughput.py --out DIR [--old OLD_TREE] [--candidates 24] [--specs softmax rmsnorm]
+    python bench/framework/throughput.py --out DIR [--old OLD_TREE] [--candidates 24] [--specs softmax rmsnorm]
         [--gpus 0,1] [--executor local|ray] [--parts before,one,all,agree]
 
 The candidates are what a search evaluates: the spec's reference kernel with its CONFIG moved one or
@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 MEASURE = r"""
 import json, statistics, sys, time

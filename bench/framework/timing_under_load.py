@@ -8,7 +8,7 @@ are in flight), against the calls' device time from CUDA-graph replay (no host i
 - small: an in-place add over 64 K floats (a few microseconds: launch-bound);
 - slow_host: the same add after 0.15 ms of Python on the host (a candidate whose launch path is slow).
 
-    python bench/timing_under_load.py --out DIR
+    python bench/framework/timing_under_load.py --out DIR
 
 Writes DIR/timing_under_load.json and DIR/timing_under_load.md.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kernelevolve.harness.runtime.timing import Clock  # noqa: E402
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `kernelevolve eval` of every spec in specs/ with its knowledge-base reference kernel, on a GPU:
 # the whole evaluation path (sandbox, harness, float64 check, do_bench vs the spec's baseline) at
-# the production shapes. Usage (GPU host, repo root): bash bench/gpu_eval_all.sh OUTDIR [SPEC.yaml...]
+# the production shapes. Usage (GPU host, repo root): bash bench/kernels/eval_all.sh OUTDIR [SPEC.yaml...]
 # (default: every spec; each is evaluated with the kernel its `kernel:` field names, else its own name)
 set -u
-out=${1:-bench/results}
+out=${1:?usage: bash bench/kernels/eval_all.sh OUTDIR [SPEC.yaml...]}
 mkdir -p "$out"
 export KERNELEVOLVE_CACHE_DIR=$(mktemp -d)
 [ $# -gt 0 ] && shift

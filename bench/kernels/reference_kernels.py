@@ -8,19 +8,21 @@ same run measures two ceilings: device-to-device copy bandwidth (bytes read + wr
 bf16 8192^3 matmul rate. Reported: latency, GB/s and TFLOP/s from the spec's bytes/flops
 expressions, fraction of the copy ceiling, speedup over eager and over torch.compile.
 
-    python bench/reference_kernels.py --out bench/results/reference_kernels.json \
-        --md bench/results/reference_kernels.md [--only rmsnorm softmax] [--sweep --sweep-s 150]
+    python bench/kernels/reference_kernels.py --out OUT/reference_kernels.json --md OUT/reference_kernels.md
+        [--only rmsnorm softmax] [--sweep --sweep-s 150]
 
---sweep then times CONFIG variants from SWEEP_PLAN (correctness-checked too) to retune defaults.
+(the runs so far: bench/results/all_operators/h200/2026-11-21_reference_kernels/ and
+bench/results/all_operators/h200/2026-11-22_after_shared_code_refactor/).
+
+--sweep then times, for RMSNorm, softmax and cross-entropy, every one-knob move of the kernel's TUNABLES on the path
+each shape takes (correctness-checked too), to retune defaults.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import copy
 import contextlib
-import importlib.util
 import json
 import sys
 import time
@@ -29,9 +31,8 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "knowledge_base" / "kernels"))  # the kernels' _launch_heuristics
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for benchlib
+from benchlib import KERNELS, REPO, declared, load_module, one_knob_moves  # noqa: E402
 
 from kernelevolve.knowledge.frontmatter import kernel_docstring, split_front_matter  # noqa: E402
 from kernelevolve.spec import SpecError, load_spec  # noqa: E402
@@ -40,88 +41,53 @@ SKIPPED: list[dict] = []  # kernels discover() could not use, with the reason
 DEVICE = "cuda"  # a module global so a CPU smoke test can swap it
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
-# CONFIG variants worth timing when retuning the reduction kernels' defaults, most promising
-# first. "when" limits a variant to the shapes that take that path under the default CONFIG
-# ("tile" or "split", judged on the column constant named in COLUMNS) or to one column size.
+# --sweep: around each case's default CONFIG, every knob of the path its row length takes (the tile kernel, or
+# the long-row kernels) moved alone to each other value the kernel's TUNABLES allow: the neighbourhood the
+# offline operator searches, so that a retuned default stays a point of the declared space. A move of
+# single_block_max_n is timed only where it changes the case's path. Judged on the column constant in COLUMNS.
 COLUMNS = {"rmsnorm": "N", "softmax": "N", "cross_entropy": "V"}
-_TWO_PASS = [
-    ({"tile_elems": 4096}, "tile"),
-    ({"tile_elems": 2048}, "tile"),
-    ({"elems_per_thread": 32}, "tile"),
-    ({"elems_per_thread": 8}, "tile"),
-    ({"max_warps": 32}, 16384),
-    ({"single_block_max_n": 8192}, 16384),
-    ({"chunk_n": 0}, "split"),
-    ({"chunk_n": 8192}, "split"),
-    ({"chunk_n": 32768}, "split"),
-    ({"chunk_n": 4096, "split_block_n": 4096}, "split"),
-    ({"split_num_warps": 8}, "split"),
-    ({"split_num_warps": 32}, "split"),
-    ({"split_block_n": 16384, "split_num_warps": 32}, "split"),
-    ({"split_block_n": 4096, "split_num_warps": 8}, "split"),
-    ({"num_stages": 2}, "split"),
-    ({"num_stages": 3}, "split"),
-    ({"l2_hints": False}, "split"),
-    ({"chunk_n": 32768, "split_block_n": 16384, "split_num_warps": 32}, "split"),
-    ({"chunk_n": 0, "split_programs_per_sm": 2}, "split"),
-    ({"chunk_n": 0, "num_stages": 3}, "split"),
-]
-SWEEP_PLAN = {
-    "rmsnorm": _TWO_PASS,
-    "softmax": _TWO_PASS,
-    "cross_entropy": [
-        ({"elems_per_thread": 16}, "tile"),
-        ({"tile_elems": 2048}, "tile"),
-        ({"tile_elems": 8192}, "tile"),
-        ({"single_block_max_n": 4096}, 4096),
-        ({"chunk_n": 0}, "split"),
-        ({"chunk_n": 0, "split_block_n": 4096, "split_num_warps": 8}, "split"),
-        ({"chunk_n": 8192}, "split"),
-        ({"chunk_n": 2048}, "split"),
-        ({"chunk_n": 16384}, "split"),
-        ({"split_block_n": 4096}, "split"),
-        ({"split_block_n": 1024}, "split"),
-        ({"split_num_warps": 8}, "split"),
-        ({"num_stages": 2}, "split"),
-        ({"num_stages": 3}, "split"),
-        ({"chunk_n": 8192, "split_block_n": 4096, "split_num_warps": 8}, "split"),
-        ({"single_block_max_n": 16384}, 16384),
-        ({"single_block_max_n": 32768}, 32000),
+PATH_KNOBS = {
+    "tile": ["single_block_max_n", "tile_elems", "elems_per_thread", "max_warps"],
+    "split": [
+        "single_block_max_n",
+        "chunk_n",
+        "split_block_n",
+        "split_num_warps",
+        "split_programs_per_sm",
+        "num_stages",
+        "reverse_second_pass",
+        "l2_hints",
+        "long_n",
+        "long_split_block_n",
+        "long_split_num_warps",
     ],
 }
 
 
-def plan_for(name: str, case, config: dict) -> list[dict]:
-    """The SWEEP_PLAN variants that apply to this case under the kernel's default CONFIG."""
+def plan_for(name: str, case, kernel_path: Path) -> list[dict]:
+    """The one-knob CONFIG moves (from the kernel's TUNABLES) that apply to this case."""
     col = case.params.get(COLUMNS.get(name, ""))
     if col is None:
         return []
-    regime = "tile" if 1 << max(0, int(col) - 1).bit_length() <= config["single_block_max_n"] else "split"
-    return [variant for variant, when in SWEEP_PLAN.get(name, []) if when in (regime, col)]
+    default = declared(kernel_path)
+
+    def regime(single_block_max_n: int) -> str:
+        return "tile" if 1 << max(0, int(col) - 1).bit_length() <= single_block_max_n else "split"
+
+    path = regime(default.config["single_block_max_n"])
+    knobs = [k for k in PATH_KNOBS[path] if k in default.tunables]
+    return [
+        move
+        for move in one_knob_moves(kernel_path, knobs)
+        if "single_block_max_n" not in move or regime(move["single_block_max_n"]) != path
+    ]
 
 
 # -- loading ---------------------------------------------------------------------------------
-def load_module(path: Path, name: str, overrides: dict | None = None):
-    """Execute a module file, replacing top-level constant assignments named in `overrides`."""
-    source = path.read_text()
-    tree = ast.parse(source, filename=str(path))
-    for node in tree.body:
-        if overrides and isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target = node.targets[0]
-            if isinstance(target, ast.Name) and target.id in overrides:
-                node.value = ast.copy_location(ast.Constant(overrides[target.id]), node.value)
-    ast.fix_missing_locations(tree)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # triton.jit reads kernel source through the module
-    exec(compile(tree, str(path), "exec"), module.__dict__)
-    return module
-
-
 def discover(only: list[str] | None) -> list[tuple[str, Path, object]]:
     """(kernel name, kernel file, Spec) for every kernel whose front matter names a spec."""
     found = []
-    for path in sorted((REPO / "knowledge_base" / "kernels").glob("*.py")):
+    for path in sorted(KERNELS.glob("*.py")):
         if only and path.stem not in only:
             continue
         header, _ = split_front_matter(kernel_docstring(path.read_text(), path), path)
@@ -293,7 +259,7 @@ def sweep_case(name, spec, case, state, budget_s: float) -> list[dict]:
     default = dict(kernel.CONFIG)
     rows = []
     deadline = time.time() + budget_s
-    for variant in plan_for(name, case, default):
+    for variant in plan_for(name, case, Path(kernel.__file__)):
         if time.time() > deadline:
             break
         kernel.CONFIG.clear()
@@ -368,9 +334,11 @@ def markdown(report: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", metavar="NAME", help="kernel names (file stems) to run")
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "reference_kernels.json")
+    parser.add_argument("--out", type=Path, required=True, help="the JSON report")
     parser.add_argument("--md", type=Path, help="also write a markdown table here")
-    parser.add_argument("--sweep", action="store_true", help="time the CONFIG variants in SWEEP_PLAN too")
+    parser.add_argument(
+        "--sweep", action="store_true", help="also time each one-knob move of the kernel's TUNABLES (see PATH_KNOBS)"
+    )
     parser.add_argument(
         "--sweep-s", type=float, default=1e9, help="seconds for all sweeps, shared equally by the cases"
     )
@@ -378,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print(
-            "bench/reference_kernels.py needs a CUDA GPU (timings under the interpreter mean nothing)", file=sys.stderr
+            "bench/kernels/reference_kernels.py needs a CUDA GPU (timings under the interpreter mean nothing)",
+            file=sys.stderr,
         )
         return 2
     start = time.time()
@@ -387,11 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     kernels = discover(args.only)
     # Sweep seconds are shared by the cases in proportion to how many variants apply to each.
     n_variants = (
-        {
-            (name, c.label): len(plan_for(name, c, load_module(path, f"plan_{name}").CONFIG))
-            for name, path, spec in kernels
-            for c in spec.cases("cuda")
-        }
+        {(name, c.label): len(plan_for(name, c, path)) for name, path, spec in kernels for c in spec.cases("cuda")}
         if args.sweep
         else {}
     )

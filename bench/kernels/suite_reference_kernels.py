@@ -1,13 +1,13 @@
-"""`kernelevolve suite --solutions` on the six bundled specs with their reference kernels (issue 13).
+"""`kernelevolve suite --solutions` on the six bundled specs with their reference kernels.
 
 Runs the campaign against torch.compile, then `kernelevolve score`, and writes under --out:
 suite.db (the experiment database), suite_stdout.txt / suite_stderr.txt (the live progress),
 score.json, score.txt and table.md (one row per problem: speedup, fast_1.0, shapes). Expected on
 an H200: every kernel correct, fast_1.0 5/6 or 6/6; flash_attention is known slower than SDPA
-(fitness 0.863 in bench/results/eval_h200_final/), so it may miss fast_1.0.
+(fitness 0.863 in bench/results/all_operators/h200/2026-11-21_eval_every_spec_recheck/), so it may miss fast_1.0.
 
-    python bench/suite_reference_kernels.py --out "$OUT"                      # on a GPU
-    python bench/suite_reference_kernels.py --out /tmp/x --device interpret --specs rmsnorm   # CPU dry run
+    python bench/kernels/suite_reference_kernels.py --out "$OUT"                      # on a GPU
+    python bench/kernels/suite_reference_kernels.py --out /tmp/x --device interpret --specs rmsnorm   # CPU dry run
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from kernelevolve.cli import main; main()"]
 SIX = ["rmsnorm", "softmax", "cross_entropy", "ikbo_lce", "ikbo_target_attention", "flash_attention"]
 

@@ -3,7 +3,7 @@ cycles, by stall reason, by opcode and (optionally) by ranges of instructions.
 
     ncu --section SourceCounters --section WarpStateStats -o REPORT python ...
     ncu --import REPORT.ncu-rep --page source --csv --print-source sass > SOURCE.csv
-    python bench/ncu_source_summary.py SOURCE.csv [--sections 'softmax:438-809,...'] [--out SUMMARY.json]
+    python bench/tools/ncu_source_summary.py SOURCE.csv [--sections 'softmax:438-809,...'] [--out SUMMARY.json]
 
 Section ranges index the instructions of the first kernel in the file, in the order ncu lists them.
 """

@@ -2,38 +2,28 @@
 the spec's reference constants set as the shape says, inputs from its get_inputs(), CONFIG
 overrides as KEY=VALUE (JSON values).
 
-    ncu --set full -k regex:_pffn -c 1 python bench/results/issue16_session6/profile_one.py pffn bfloat16 B=256
-    python bench/results/issue16_session6/profile_one.py conv1d float32 B=2048 fp32_flat=true
+    ncu --set full -k regex:_pffn -c 1 python bench/tools/profile_one.py pffn bfloat16 B=256
+    python bench/tools/profile_one.py conv1d float32 B=2048 fp32_flat=true
 """
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO / "knowledge_base" / "kernels"))
-
-
-def load(path, name, constants=None):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    for key, value in (constants or {}).items():
-        setattr(module, key, value)
-    return module
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for benchlib
+from benchlib import KERNELS, REPO, load_module  # noqa: E402
 
 
 def main() -> None:
     name, dtype = sys.argv[1], getattr(torch, sys.argv[2])
     pairs = [a.split("=", 1) for a in sys.argv[3:]]
-    ref_module = load(REPO / "specs" / f"{name}.py", f"ref_{name}")
+    ref_module = load_module(REPO / "specs" / f"{name}.py", f"ref_{name}")
     constants = {k: int(v) for k, v in pairs if hasattr(ref_module, k)}
     overrides = {k: json.loads(v) for k, v in pairs if k not in constants}
-    ref = load(REPO / "specs" / f"{name}.py", f"ref_{name}", constants)
-    kernel = load(REPO / "knowledge_base" / "kernels" / f"{name}.py", f"kernel_{name}")
+    ref = load_module(REPO / "specs" / f"{name}.py", f"ref_{name}", constants)
+    kernel = load_module(KERNELS / f"{name}.py", f"kernel_{name}")
     kernel.CONFIG.update(overrides)
     torch.manual_seed(0)
     model = ref.Model(*ref.get_init_inputs())

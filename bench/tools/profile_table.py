@@ -1,7 +1,7 @@
 """A markdown table of kept profiles (`kernelevolve profile ... --keep DIR/<kernel>`), one row per
 spec shape: ncu time, the roofline line's fraction and bound, and ncu's main limits.
 
-    python bench/profile_table.py DIR [--kernels softmax,rmsnorm,...]  > table.md
+    python bench/tools/profile_table.py DIR [--kernels softmax,rmsnorm,...]  > table.md
 
 Reads DIR/<kernel>/ncu/ncu_<n>.csv (n: the spec's n-th shape on the GPU) with the package's parser.
 """
@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 KERNELS = "softmax,rmsnorm,cross_entropy,flash_attention,ikbo_lce,ikbo_target_attention"

@@ -1,7 +1,7 @@
 """Write a copy of a knowledge-base kernel with CONFIG values changed in its CONFIG literal (each
 key's line rewritten), for `kernelevolve eval` of a candidate default:
 
-    python bench/results/issue16_session6/write_variant.py conv1d OUT.py '{"fp32_flat": true}'
+    python bench/tools/write_variant.py conv1d OUT.py '{"fp32_flat": true}'
 """
 
 import json
@@ -9,7 +9,7 @@ import re
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def main() -> None:

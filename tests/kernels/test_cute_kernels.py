@@ -2,7 +2,7 @@
 what can be checked here is that each is a CuTe DSL candidate its spec accepts, that its launch plan
 covers every spec shape, that its CONFIG/TUNABLES are what the offline operator rewrites, and that
 CuTe DSL traces and verifies the kernel (compiled for sm_90a, never launched). Whether they compute
-the right values, and how fast, only a GPU run says (bench/peers_bench.py, kernelevolve eval --device cuda)."""
+the right values, and how fast, only a GPU run says (bench/kernels/reductions/peers_bench.py, kernelevolve eval --device cuda)."""
 
 import importlib.util
 from pathlib import Path

@@ -1,6 +1,6 @@
 """knowledge_base/kernels/_decode_hopper.py, the register-resident Gluon int8 MQA decode kernel, on a CPU machine.
 
-Gluon has no interpreter: its results are checked on a GPU (bench/decode_regs_run.py). Here: the V-pair
+Gluon has no interpreter: its results are checked on a GPU (bench/kernels/int8_mqa_decode/decode_regs_run.py). Here: the V-pair
 inline PTX is emulated over every code, the decode file keeps its tl kernel wherever the Gluon kernel
 cannot run, and the kernel compiles for sm_90a into the loop it was designed as (codes by cp.async into
 shared memory and back in 16-byte reads, int8 MMA for q K^T, fp16 MMA for P V, no spills).
@@ -191,14 +191,14 @@ for split in (False, True):
 
 
 def test_timeline_stamps_a_copy_of_the_kernel_that_compiles(tmp_path):
-    """bench/decode_timeline.py inserts its stamps at lines of _decode_hopper.py: they must still be there, and
+    """bench/investigations/int8_mqa_decode/decode_timeline.py inserts its stamps at lines of _decode_hopper.py: they must still be there, and
     the stamped copy must compile for sm_90a with five timer reads (start, q ready, loop done, merged, end),
     with and without splits."""
     import triton
 
     if not triton.__version__.startswith("3.6."):
         pytest.skip(f"the Gluon decode kernel is built for Triton 3.6 (this is {triton.__version__})")
-    bench = KERNELS.parents[1] / "bench"
+    folder = KERNELS.parents[1] / "bench" / "investigations" / "int8_mqa_decode"
     out = tmp_path / "counts.txt"
-    compile_script(STAMPED, [str(KERNELS), str(bench), str(out)], tmp_path / "cache")
+    compile_script(STAMPED, [str(KERNELS), str(folder), str(out)], tmp_path / "cache")
     assert out.read_text().split() == ["5", "5"]

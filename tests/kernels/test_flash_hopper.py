@@ -1,8 +1,8 @@
 """knowledge_base/kernels/_flash_hopper.py (with _flash_hopper_ws.py and _flash_hopper_softmax.py), the Gluon
 flash-attention kernels for Hopper, on a CPU machine.
 
-Gluon has no interpreter, so the kernel's results are checked on a GPU (bench/hopper_attention_check.py,
-bench/attention_bench.py). Here: the callers fall back to their tl kernels off Hopper, and the kernel
+Gluon has no interpreter, so the kernel's results are checked on a GPU (bench/kernels/flash_attention/hopper_attention_check.py,
+bench/kernels/attention/attention_bench.py). Here: the callers fall back to their tl kernels off Hopper, and the kernel
 compiles for sm_90a (the JIT pointed at a Hopper target) into code whose main loop runs the softmax's
 exponentials while the P V wgmma is in flight, i.e. before the wait for it (ptxas hoists a plain
 wgmma wait above them), without spills.

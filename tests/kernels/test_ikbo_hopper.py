@@ -1,6 +1,6 @@
 """knowledge_base/kernels/_ikbo_hopper.py, the Gluon IKBO target-attention kernel for Hopper, on a CPU machine.
 
-Gluon has no interpreter, so its results are checked on a GPU (`python bench/ikbo_bench.py --check-hopper`:
+Gluon has no interpreter, so its results are checked on a GPU (`python bench/kernels/ikbo_target_attention/ikbo_bench.py --check-hopper`:
 mixed-user pairs, odd candidate counts, unsorted indices, ragged key lengths, several items a program).
 Here: the kernel file falls back to its tl kernel off Hopper (and gets the right answer with IMPL
 "gluon"), the HOPPER_* keys reach the launcher, and the kernel compiles for sm_90a (the JIT pointed

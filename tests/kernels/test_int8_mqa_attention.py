@@ -132,7 +132,8 @@ def test_decode_kernel(case, tmp_path):
 
 
 def test_decode_auto_conversion_follows_the_row_count(tmp_path):
-    """CONVERT auto: fp16 MMAs below 64 packed rows, the bf16 cast from 64 (round 4's measurements)."""
+    """CONVERT auto: fp16 MMAs below 64 packed rows, the bf16 cast from 64 (as measured in
+    bench/results/int8_mqa_decode/h200/2026-11-23_split_kv_tl_kernel/README.md)."""
     kernel = load_kernel("int8_mqa_decode", tmp_path, CONVERT="auto", BLOCK_N=32)
     for q_len, heads, want in ((1, 4, "f16"), (4, 16, "cast")):
         xs, ref = inputs("int8_mqa_decode", BATCH=1, KV_LEN=40, Q_LEN=q_len, Q_HEADS=heads, HEAD_DIM=32)

@@ -1,4 +1,4 @@
-"""The recommendation-model reference kernels (issue 16: conv1d, optimized_fm, pffn, mbdt) under the
+"""The recommendation-model reference kernels (conv1d, optimized_fm, pffn, mbdt) under the
 Triton interpreter, against their spec's reference module run in float64.
 
 Inputs come from the reference's own get_inputs() at small shapes (its constants overridden as a
@@ -76,12 +76,14 @@ def test_every_config_override_here_is_a_declared_tunable_value():
 
 
 def test_every_benchmark_variant_is_a_declared_tunable_value():
-    """bench/recsys_operators.py's sweep times points of each kernel's declared search space."""
+    """bench/kernels/recsys/recsys_operators.py's sweep times points of each kernel's declared search space."""
     import importlib.util
 
     from kernelevolve.paths import REPO_ROOT
 
-    spec = importlib.util.spec_from_file_location("recsys_bench", REPO_ROOT / "bench" / "recsys_operators.py")
+    spec = importlib.util.spec_from_file_location(
+        "recsys_bench", REPO_ROOT / "bench" / "kernels" / "recsys" / "recsys_operators.py"
+    )
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     for name, variants in bench.VARIANTS.items():
@@ -502,7 +504,7 @@ def test_pffn_refuses_rows_longer_than_the_tile(tmp_path):
 
 
 def test_benchmark_script_checks_every_variant_on_cpu(tmp_path):
-    """bench/recsys_operators.py --device interpret: a real run of the script at the interpreter
+    """bench/kernels/recsys/recsys_operators.py --device interpret: a real run of the script at the interpreter
     shapes, every sweep variant checked (what the GPU run will time), results written as JSON."""
     import json
     import subprocess
@@ -513,7 +515,7 @@ def test_benchmark_script_checks_every_variant_on_cpu(tmp_path):
     done = subprocess.run(
         [
             sys.executable,
-            str(REPO_ROOT / "bench" / "recsys_operators.py"),
+            str(REPO_ROOT / "bench" / "kernels" / "recsys" / "recsys_operators.py"),
             "--device",
             "interpret",
             "--only",
@@ -534,7 +536,12 @@ def test_benchmark_script_checks_every_variant_on_cpu(tmp_path):
         assert len(row["variants"]) >= 5 and all(v["ok"] for v in row["variants"])
     assert len(list((tmp_path / "cases").glob("mbdt_*.json"))) == len(spec.interpret_shapes)
     no_gpu = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "bench" / "recsys_operators.py"), "--out", str(tmp_path)],
+        [
+            sys.executable,
+            str(REPO_ROOT / "bench" / "kernels" / "recsys" / "recsys_operators.py"),
+            "--out",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,5 +1,5 @@
-"""bench/ncu_source_summary.py on an excerpt of a real Nsight Compute `--page source --csv` export (the int8
-prefill's Gluon kernel and cuDNN's, H200, issue 17 session 8): the shares it reports are those of the rows."""
+"""bench/tools/ncu_source_summary.py on an excerpt of a real Nsight Compute `--page source --csv` export (the int8
+prefill's Gluon kernel and cuDNN's, H200, bench/results/attention/h200/2026-11-27_decode_read_floor_prefill_sass/): the shares it reports are those of the rows."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "bench" / "ncu_source_summary.py"
+SCRIPT = ROOT / "bench" / "tools" / "ncu_source_summary.py"
 EXCERPT = Path(__file__).parent / "fixtures" / "h200" / "ncu_source_prefill_excerpt.csv"
 
 

@@ -2,7 +2,7 @@
 ptxas / cuobjdump) at the production shape (B 2048, CIN = COUT = 96, L 200, KSIZE 3) and print
 registers, shared memory, spills and the instruction mix of its CIN loop, for CONFIG overrides:
 
-    python bench/results/issue16_session6/conv1d_sass.py [DTYPE=float32] [KEY=VALUE ...] [DUMP=/tmp/x]
+    python bench/investigations/conv1d/conv1d_sass.py [DTYPE=float32] [KEY=VALUE ...] [DUMP=/tmp/x]
 
 The launch arguments are the ones conv1d_forward passes on a GPU (recorded from a CPU call, with
 the GPU-only choices, ALIGN and PRECISION, set as a CUDA input would set them).

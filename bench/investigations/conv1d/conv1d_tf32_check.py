@@ -5,10 +5,9 @@ default for convolutions, what the spec's baseline runs) and off, and this repos
 plain TF32 dots (a CONFIG the kernel does not declare: fp32_shift "load", fp32_precision "tf32")
 and at its default. Each: elements outside the tolerance, max abs error, median ms (do_bench).
 
-    python bench/results/issue16_session6/conv1d_tf32_check.py OUT.json
+    python bench/investigations/conv1d/conv1d_tf32_check.py OUT.json
 """
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -17,20 +16,13 @@ import torch
 import torch.nn.functional as F
 import triton.testing
 
-REPO = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO / "knowledge_base" / "kernels"))
-
-
-def load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/, for benchlib
+from benchlib import KERNELS, REPO, load_module  # noqa: E402
 
 
 def main() -> None:
-    ref = load(REPO / "specs" / "conv1d.py", "ref_conv1d")
-    kernel = load(REPO / "knowledge_base" / "kernels" / "conv1d.py", "kernel_conv1d")
+    ref = load_module(REPO / "specs" / "conv1d.py", "ref_conv1d")
+    kernel = load_module(KERNELS / "conv1d.py", "kernel_conv1d")
     torch.manual_seed(0)
     model = ref.Model(*ref.get_init_inputs()).cuda()
     x = ref.get_inputs()[0].cuda()

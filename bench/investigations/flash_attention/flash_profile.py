@@ -3,7 +3,7 @@ spec's shapes, for a profiler to look at (the kernels are warmed up first, then 
 torch.cuda.profiler start/stop markers; one call of ours per CONFIG variant):
 
     ncu --profile-from-start off --section SpeedOfLight --section ComputeWorkloadAnalysis \\
-        python bench/flash_profile.py [--causal 0|1] [--configs '[{}, {"IMPL": "gluon"}]'] [--prefill]
+        python bench/investigations/flash_attention/flash_profile.py [--causal 0|1] [--configs '[{}, {"IMPL": "gluon"}]'] [--prefill]
 
 --prefill profiles int8_mqa_prefill (B32 S1024, 16 query heads on one int8 KV head) and bf16 SDPA instead.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "knowledge_base" / "kernels"))
 
 

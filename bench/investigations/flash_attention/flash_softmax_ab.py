@@ -5,7 +5,7 @@ variants are separated by ";". --head times another copy of _flash_hopper.py bes
 as trees up to 4a79c16 had (later ones import _flash_hopper_ws / _flash_hopper_softmax by name, which would
 resolve to this tree's).
 
-    python bench/flash_softmax_ab.py --out FILE.json [--variants "eager:LAZY=0;lazy:LAZY=1"] [--rounds 5]
+    python bench/investigations/flash_attention/flash_softmax_ab.py --out FILE.json [--variants "eager:LAZY=0;lazy:LAZY=1"] [--rounds 5]
 
 Per shape: each variant's output checked against float32 SDPA, on the spec's random inputs and on inputs
 whose key norms grow 16-fold along the sequence (row maxima that keep rising, so that the lazy rescale
@@ -28,9 +28,8 @@ import torch.nn.functional as F
 import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "bench"), str(REPO / "knowledge_base" / "kernels")]
-from attention_bench import load_module  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/, for benchlib
+from benchlib import KERNELS, load_module  # noqa: E402
 
 SHAPES = {  # op: (batch, query heads, kv heads, seq, head dim), the kernel file whose CONFIG is used
     "prefill": ((32, 16, 1, 1024, 128), "int8_mqa_prefill"),
@@ -70,7 +69,7 @@ def main() -> None:
     for op, batch in [(op, b) for op in args.ops.split(",") for b in (args.batches or "0").split(",")]:
         (b, hq, hkv, s, d), name = SHAPES[op]
         b = int(batch) or b
-        kernel = load_module(REPO / "knowledge_base" / "kernels" / f"{name}.py", name)
+        kernel = load_module(KERNELS / f"{name}.py", name)
         base = hopper.hopper_config(dict(kernel.CONFIG, IMPL="gluon"))
         for causal in [m == "causal" for m in args.masks.split(",")]:
             torch.manual_seed(0)

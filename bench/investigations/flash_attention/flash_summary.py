@@ -1,7 +1,7 @@
-"""Markdown table of bench/attention_bench.py JSON files (flash attention and int8 MQA prefill): per shape,
+"""Markdown table of bench/kernels/attention/attention_bench.py JSON files (flash attention and int8 MQA prefill): per shape,
 every configuration's ms and TFLOP/s with its ratio to each SDPA baseline timed in the same run.
 
-    python bench/results/attention_issue17_session6/flash_summary.py FILE.json [FILE.json ...]
+    python bench/investigations/flash_attention/flash_summary.py FILE.json [FILE.json ...]
 """
 
 import json

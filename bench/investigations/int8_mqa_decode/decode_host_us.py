@@ -3,7 +3,7 @@ without waiting, the file's default (IMPL auto: the Gluon kernel on Hopper) agai
 Gluon plan's direct launch alone. Where these exceed the device time (~25-30 us here) an eager decode loop
 is bound by the host.
 
-    python bench/decode_host_us.py
+    python bench/investigations/int8_mqa_decode/decode_host_us.py
 """
 
 import sys
@@ -11,9 +11,12 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "bench"), str(REPO / "knowledge_base" / "kernels")]
-from attention_bench import host_us, load_module  # noqa: E402
+sys.path[:0] = [
+    str(Path(__file__).resolve().parents[2]),
+    str(Path(__file__).resolve().parents[2] / "kernels" / "attention"),
+]
+from attention_bench import host_us  # noqa: E402
+from benchlib import KERNELS, REPO, load_module  # noqa: E402
 
 
 def main() -> None:
@@ -22,7 +25,7 @@ def main() -> None:
     import _cached_launch
     import _decode_hopper
 
-    kernel = load_module(REPO / "knowledge_base" / "kernels" / "int8_mqa_decode.py", "int8_mqa_decode")
+    kernel = load_module(KERNELS / "int8_mqa_decode.py", "int8_mqa_decode")
     ref = load_module(REPO / "specs" / "int8_mqa_decode.py", "ref_decode")
     batch, kv_len = 128, 2048
     q = torch.randn(batch, 16, 1, 128, device="cuda").to(torch.bfloat16)

@@ -1,9 +1,9 @@
-"""What a decode launch costs before it reads a byte: graph time (bench/attention_bench.py's graph_us, L2
+"""What a decode launch costs before it reads a byte: graph time (bench/kernels/attention/attention_bench.py's graph_us, L2
 flushed before each call) of a Gluon kernel that only writes one word a program, with and without the
 shared memory the int8 decode kernel takes (128 KB a program here, 134 KB in the decode at 8 warps: the carveout differs
 from the flush kernel's), at the decode's grids.
 
-    python bench/decode_launch_floor.py [--flush-by read|write] [--out FILE.json]
+    python bench/investigations/int8_mqa_decode/decode_launch_floor.py [--flush-by read|write] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [
+    str(Path(__file__).resolve().parents[2]),
+    str(Path(__file__).resolve().parents[2] / "kernels" / "attention"),
+]
 from attention_bench import graph_us  # noqa: E402
 
 

@@ -1,8 +1,8 @@
-"""Nsight Compute metrics of int8_mqa_decode configurations (issue 17, round 4): where the decode
+"""Nsight Compute metrics of int8_mqa_decode configurations (the tl kernel's): where the decode
 step's time goes (DRAM, issue, shared memory, stalls).
 
-    python bench/results/attention_issue17_h200_round4/decode_ncu.py OUT_DIR [BATCH KV_LEN Q_LEN]
-    python bench/results/attention_issue17_h200_round4/decode_ncu.py --host OUT_DIR
+    python bench/investigations/int8_mqa_decode/decode_ncu.py OUT_DIR [BATCH KV_LEN Q_LEN]
+    python bench/investigations/int8_mqa_decode/decode_ncu.py --host OUT_DIR
 
 Runs ncu on this script's child mode: every configuration of CONFIGS is built and run once
 (compile, plan), then run once more between cudaProfilerStart/Stop; ncu profiles those launches
@@ -19,7 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+BENCH = Path(__file__).resolve().parents[2]
+REPO = BENCH.parent
 CONFIGS = [
     dict(CONVERT="cast", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=3),
     dict(CONVERT="f16", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=3),
@@ -56,14 +57,13 @@ METRICS = {
 def child(shape: list[int]) -> None:
     import torch
 
-    sys.path.insert(0, str(REPO / "knowledge_base" / "kernels"))
-    sys.path.insert(0, str(REPO / "bench"))
-    from attention_bench import load_module
+    sys.path.insert(0, str(BENCH))
+    from benchlib import KERNELS, load_module
 
     ref = load_module(
         REPO / "specs" / "int8_mqa_decode.py", "ref_decode", dict(zip(["BATCH", "KV_LEN", "Q_LEN"], shape))
     )
-    kernel = load_module(REPO / "knowledge_base" / "kernels" / "int8_mqa_decode.py", "kernel_decode")
+    kernel = load_module(KERNELS / "int8_mqa_decode.py", "kernel_decode")
     torch.manual_seed(0)
     xs = [x.cuda().to(torch.bfloat16) if x.is_floating_point() else x.cuda() for x in ref.get_inputs()]
     defaults = dict(kernel.CONFIG)
@@ -94,12 +94,11 @@ def host(out: Path) -> None:
 
     import torch
 
-    sys.path.insert(0, str(REPO / "knowledge_base" / "kernels"))
-    sys.path.insert(0, str(REPO / "bench"))
-    from attention_bench import load_module
+    sys.path.insert(0, str(BENCH))
+    from benchlib import KERNELS, load_module
 
     ref = load_module(REPO / "specs" / "int8_mqa_decode.py", "ref_decode", {})
-    kernel = load_module(REPO / "knowledge_base" / "kernels" / "int8_mqa_decode.py", "kernel_decode")
+    kernel = load_module(KERNELS / "int8_mqa_decode.py", "kernel_decode")
     torch.manual_seed(0)
     q, kc, ks, vc, vs = [x.cuda().to(torch.bfloat16) if x.is_floating_point() else x.cuda() for x in ref.get_inputs()]
     with torch.no_grad():

@@ -1,9 +1,9 @@
 """How fast can one launch read an int8 MQA decode's KV cache on this GPU? A Triton kernel that only reads the
 spec's K and V codes and scales (16-byte loads, summed into one word a program so nothing is optimised away),
-timed the way bench/decode_regs_run.py times the decode kernels (a CUDA graph, L2 flushed before each call):
+timed the way bench/kernels/int8_mqa_decode/decode_regs_run.py times the decode kernels (a CUDA graph, L2 flushed before each call):
 the floor for any decode kernel that reads the same bytes in one launch.
 
-    python bench/decode_read_roofline.py [--out FILE.json] [--sweep full|best] [--flush-by write|read]
+    python bench/investigations/int8_mqa_decode/decode_read_roofline.py [--out FILE.json] [--sweep full|best] [--flush-by write|read]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 SHAPES = [(256, 1024), (128, 2048), (64, 4096)]
 
 
@@ -55,12 +55,13 @@ def read_all(
     return out
 
 
-# (per_program, block, warps, unrolled): session 7's four launch shapes, then smaller work a program,
+# (per_program, block, warps, unrolled): the first four launch shapes measured, then smaller work a program,
 # more warps, unrolled loads
 SWEEP = [(4, 1024, 4, False), (8, 1024, 4, False), (16, 1024, 4, False), (8, 2048, 4, False)] + [
     (p, b, w, u) for u in (False, True) for w in (4, 8) for b in (512, 1024, 2048) for p in (1, 2, 4)
 ]
-# --sweep best: the six fastest of SWEEP on the H200 (session 8, call 1: 22.09-22.40 us), session 7's first
+# --sweep best: SWEEP's first shape and the six fastest of SWEEP on the H200 (22.09-22.40 us,
+# bench/results/attention/h200/2026-11-27_decode_read_floor_prefill_sass/read_roofline_call1.json)
 BEST = [(4, 1024, 4, False), (4, 1024, 8, False), (2, 512, 4, False), (1, 2048, 8, True), (2, 1024, 4, True)]
 BEST += [(1, 1024, 4, True), (4, 512, 8, True)]
 
@@ -75,7 +76,7 @@ def main() -> None:
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("decode_read_roofline: needs a CUDA GPU")
-    sys.path.insert(0, str(REPO / "bench"))
+    sys.path.insert(0, str(REPO / "bench" / "kernels" / "attention"))
     from attention_bench import graph_us
 
     rows = []

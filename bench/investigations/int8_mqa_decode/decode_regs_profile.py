@@ -1,6 +1,6 @@
-"""Run one configuration of bench/decode_regs_run.py a few times at one shape (for Nsight Compute).
+"""Run one configuration of bench/kernels/int8_mqa_decode/decode_regs_run.py a few times at one shape (for Nsight Compute).
 
-ncu ... python bench/decode_regs_profile.py CONFIG BATCH KV_LEN Q_LEN
+ncu ... python bench/investigations/int8_mqa_decode/decode_regs_profile.py CONFIG BATCH KV_LEN Q_LEN
 """
 
 import sys
@@ -8,13 +8,15 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "bench"), str(REPO / "knowledge_base" / "kernels")]
-from attention_bench import load_module  # noqa: E402
+sys.path[:0] = [
+    str(Path(__file__).resolve().parents[2]),
+    str(Path(__file__).resolve().parents[2] / "kernels" / "int8_mqa_decode"),
+]
+from benchlib import KERNELS, REPO, load_module  # noqa: E402
 from decode_regs_run import CONFIGS  # noqa: E402
 
 name, batch, kv_len, q_len = sys.argv[1], *map(int, sys.argv[2:5])
-kernel = load_module(REPO / "knowledge_base" / "kernels" / "int8_mqa_decode.py", "int8_mqa_decode")
+kernel = load_module(KERNELS / "int8_mqa_decode.py", "int8_mqa_decode")
 kernel.CONFIG.update(CONFIGS[name])
 ref = load_module(REPO / "specs" / "int8_mqa_decode.py", "ref_decode")
 q = torch.randn(batch, 16, q_len, 128, device="cuda").to(torch.bfloat16)

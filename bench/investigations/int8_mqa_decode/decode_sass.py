@@ -1,12 +1,11 @@
 """Compile int8_mqa_decode's kernel for sm_90a on a machine without a GPU and summarise its SASS:
-registers, shared memory, and the instruction mix of each loop (how the round-4 instruction counts
-per KV step in decode_README.md were taken). Needs only Triton's bundled ptxas and cuobjdump.
+registers, shared memory, and the instruction mix of each loop (how the instruction counts per KV step in
+bench/results/int8_mqa_decode/h200/2026-11-23_split_kv_tl_kernel/README.md were taken). Needs only Triton's bundled ptxas and cuobjdump.
 
-    python bench/results/attention_issue17_h200_round4/decode_sass.py [B=64 KV=4096 QL=1] [CONFIG_KEY=VALUE ...] [DUMP=/tmp/x]
+    python bench/investigations/int8_mqa_decode/decode_sass.py [B=64 KV=4096 QL=1] [CONFIG_KEY=VALUE ...] [DUMP=/tmp/x]
 """
 
 import collections
-import importlib.util
 import os
 import re
 import subprocess
@@ -18,17 +17,10 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-REPO = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/, for benchlib
+from benchlib import KERNELS, load_module  # noqa: E402
+
 ADDRESS = re.compile(r"\s+/\*([0-9a-f]{4,})\*/")
-
-
-def load_kernel(path: Path):
-    sys.path.insert(0, str(REPO / "knowledge_base" / "kernels"))
-    spec = importlib.util.spec_from_file_location("decode_sass_kernel", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["decode_sass_kernel"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def opcode(line: str) -> str:
@@ -39,7 +31,7 @@ def opcode(line: str) -> str:
 
 def main() -> None:
     args = dict(a.split("=", 1) for a in sys.argv[1:])
-    kernel = load_kernel(Path(args.pop("PATH", REPO / "knowledge_base" / "kernels" / "int8_mqa_decode.py")))
+    kernel = load_module(Path(args.pop("PATH", KERNELS / "int8_mqa_decode.py")), "decode_sass_kernel")
     batch, kv, q_len = int(args.pop("B", 64)), int(args.pop("KV", 4096)), int(args.pop("QL", 1))
     dump = args.pop("DUMP", "")
     config = kernel.CONFIG

@@ -5,7 +5,7 @@ end, with the SM it ran on. The stamps go into a copy of knowledge_base/kernels/
 launch it, in a CUDA graph after an L2 flush (attention_bench.graph_us), so that the first stamp of a
 replay is comparable across programs.
 
-    python bench/decode_timeline.py [--shapes B:KV,...] [--flush-by read|write] [--out FILE.json]
+    python bench/investigations/int8_mqa_decode/decode_timeline.py [--shapes B:KV,...] [--flush-by read|write] [--out FILE.json]
 
 Per shape: the median over programs of each phase, the spread of start and end times over the grid, and
 the last program's phases (the one that sets the call's time).
@@ -20,8 +20,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-KERNELS = REPO / "knowledge_base" / "kernels"
+sys.path[:0] = [
+    str(Path(__file__).resolve().parents[2]),
+    str(Path(__file__).resolve().parents[2] / "kernels" / "attention"),
+]
+from benchlib import KERNELS, REPO, load_module  # noqa: E402
+
 PHASES = ["start", "q ready", "loop done", "merged", "end"]
 
 STAMP_FN = """
@@ -71,8 +75,6 @@ def instrumented_source() -> str:
 
 def load(source: str):
     """The stamped kernel as a module of its own file (Gluon reads a kernel's source from its file)."""
-    from attention_bench import load_module
-
     path = Path(tempfile.mkdtemp(prefix="decode_timeline_")) / "_decode_hopper_stamped.py"
     path.write_text(source)
     return load_module(path, "_decode_hopper_stamped")
@@ -82,7 +84,7 @@ def run_shape(mod, decode_file, batch: int, kv_len: int, flush_by: str) -> dict:
     """mod: the stamped copy of _decode_hopper; decode_file: int8_mqa_decode.py, whose routing and CONFIG pick
     the launch shape. The plan is the one decode() would make (make_plan), plus the stamps."""
     import torch
-    from attention_bench import graph_us, load_module
+    from attention_bench import graph_us
 
     ref = load_module(REPO / "specs" / "int8_mqa_decode.py", "ref_decode")
     q = torch.randn(batch, 16, 1, 128, device="cuda").to(torch.bfloat16)
@@ -148,9 +150,6 @@ def main() -> None:
 
     if not torch.cuda.is_available():
         sys.exit("decode_timeline: needs a CUDA GPU")
-    sys.path[:0] = [str(REPO / "bench"), str(KERNELS)]
-    from attention_bench import load_module
-
     decode_file = load_module(KERNELS / "int8_mqa_decode.py", "int8_mqa_decode")
     mod = load(instrumented_source())
     rows = [run_shape(mod, decode_file, b, kv, args.flush_by) for b, kv in shapes]

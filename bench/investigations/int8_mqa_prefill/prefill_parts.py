@@ -2,7 +2,7 @@
 on one int8 KV head): the operator's two launches (the dequantising prepass, then the Gluon attention) and the
 baseline's two (torch.compile's dequantisation, then SDPA), each timed alone and whole, in one process.
 
-    python bench/prefill_parts.py --out FILE.json [--rounds 5]
+    python bench/investigations/int8_mqa_prefill/prefill_parts.py --out FILE.json [--rounds 5]
 
 Times are do_bench medians (L2 flushed), the minimum over rounds beside the median of the rounds' medians.
 """
@@ -19,9 +19,8 @@ import torch
 import torch.nn.functional as F
 import triton
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "bench"), str(REPO / "knowledge_base" / "kernels")]
-from attention_bench import load_module  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/, for benchlib
+from benchlib import KERNELS, REPO, load_module  # noqa: E402
 
 
 def main() -> None:
@@ -29,7 +28,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    kernel = load_module(REPO / "knowledge_base" / "kernels" / "int8_mqa_prefill.py", "int8_mqa_prefill")
+    kernel = load_module(KERNELS / "int8_mqa_prefill.py", "int8_mqa_prefill")
     ref = load_module(REPO / "specs" / "int8_mqa_prefill.py", "ref_prefill")
     import _flash_hopper as hopper
 

@@ -3,8 +3,8 @@ the file's default (or another HOPPER_PERSISTENT) and SDPA on the pre-dequantise
 full, each warmed up and then run once inside an NVTX range "measure" (profile only those: ncu --nvtx
 --nvtx-include "measure/").
 
-    ncu --nvtx --nvtx-include "measure/" --section SpeedOfLight ... python bench/prefill_profile.py
-    ncu ... python bench/prefill_profile.py --persistent 1 --masks full --no-sdpa
+    ncu --nvtx --nvtx-include "measure/" --section SpeedOfLight ... python bench/investigations/int8_mqa_prefill/prefill_profile.py
+    ncu ... python bench/investigations/int8_mqa_prefill/prefill_profile.py --persistent 1 --masks full --no-sdpa
 """
 
 import argparse
@@ -14,16 +14,15 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "bench"), str(REPO / "knowledge_base" / "kernels")]
-from attention_bench import load_module  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/, for benchlib
+from benchlib import KERNELS, REPO, load_module  # noqa: E402
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--persistent", type=int, default=None, help="HOPPER_PERSISTENT (default: the file's)")
 parser.add_argument("--masks", choices=["both", "causal", "full"], default="both")
 parser.add_argument("--no-sdpa", action="store_true", help="only the int8 prefill")
 args = parser.parse_args()
-kernel = load_module(REPO / "knowledge_base" / "kernels" / "int8_mqa_prefill.py", "int8_mqa_prefill")
+kernel = load_module(KERNELS / "int8_mqa_prefill.py", "int8_mqa_prefill")
 if args.persistent is not None:
     kernel.CONFIG["HOPPER_PERSISTENT"] = args.persistent
 ref = load_module(REPO / "specs" / "int8_mqa_prefill.py", "ref_prefill")

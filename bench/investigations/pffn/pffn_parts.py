@@ -1,12 +1,11 @@
-"""Time the parts of PFFN on a GPU (issue 16): the split mode's two kernels alone, cuBLAS's two
+"""Time the parts of PFFN on a GPU: the split mode's two kernels alone, cuBLAS's two
 bmms alone, and a copy of the same bytes, so the split kernels' time can be read against what
 each GEMM moves. Medians of triton.testing.do_bench; one JSON line per shape.
 
-    python bench/pffn_parts.py [--out FILE]
+    python bench/investigations/pffn/pffn_parts.py [--out FILE]
 """
 
 import argparse
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -14,8 +13,9 @@ from pathlib import Path
 import torch
 import triton
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "knowledge_base" / "kernels"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/, for benchlib
+from benchlib import KERNELS, load_module  # noqa: E402
+
 SHAPES = [
     (1024, 200, 256, 160),
     (1024, 200, 192, 96),
@@ -30,9 +30,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--config", default="{}", help="JSON CONFIG overrides for the split mode")
     args = parser.parse_args()
-    spec = importlib.util.spec_from_file_location("pffn_parts_kernel", REPO / "knowledge_base" / "kernels" / "pffn.py")
-    pffn = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(pffn)
+    pffn = load_module(KERNELS / "pffn.py", "pffn_parts_kernel")
     pffn.CONFIG.update({"mode": "split", "split_min_batch": 0, "fused_max_d": 0}, **json.loads(args.config))
     rows = []
     for b, n, d, k in SHAPES:

@@ -2,7 +2,7 @@
 cuobjdump) at one of specs/pffn.yaml's shapes (bfloat16) and print, per kernel launched: grid,
 registers, shared memory, spills and the instruction mix of each loop, for CONFIG overrides:
 
-    python bench/results/issue16_session6/pffn_sass.py [B=256 N=200 D=256 K=160] [KEY=VALUE ...] [DUMP=/tmp/x]
+    python bench/investigations/pffn/pffn_sass.py [B=256 N=200 D=256 K=160] [KEY=VALUE ...] [DUMP=/tmp/x]
 
 The launch arguments are the ones pffn_forward passes (recorded from a CPU call with the kernels
 replaced by recorders; GELU as a 16-bit CUDA input gets it).

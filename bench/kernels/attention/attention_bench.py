@@ -1,6 +1,6 @@
 """Time the block-diagonal, int8 MQA and flash attention kernels against the baselines a user would run.
 
-    python bench/attention_bench.py --out FILE.json [--only block_diag:1,block_diag_bwd,decode,prefill,flash]
+    python bench/kernels/attention/attention_bench.py --out FILE.json [--only block_diag:1,block_diag_bwd,decode,prefill,flash]
                                     [--configs default|sweep] [--deadline-s 200] [--no-reference]
                                     [--warm-workers 12] [--smoke]
 
@@ -24,7 +24,6 @@ the 64 x 64 blocks' real rows and columns for block-diagonal attention).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -38,44 +37,35 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "knowledge_base" / "kernels"))  # the kernels' _launch_heuristics
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/, for benchlib
+from benchlib import KERNELS, REPO, load_module  # noqa: E402
+
+from benchlib import one_knob_moves  # noqa: E402
 from kernelevolve.spec import Case, load_spec  # noqa: E402
 
-SWEEPS = {  # --configs sweep: around the defaults (second H200 round: around the first round's best)
-    "block_diag_attention": [
-        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": True, "HEADS_PER_PROGRAM": 1},
-        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": True, "HEADS_PER_PROGRAM": 2},
-    ],
-    "block_diag_attention_rope": [
-        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": True, "HEADS_PER_PROGRAM": 1},
-        {"num_warps": 8, "num_stages": 1, "HEADS_INNER": True, "HEADS_PER_PROGRAM": 1},
-    ],
-    "block_diag_attention_rope_bwd": [
-        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": True, "HEADS_PER_PROGRAM": 1},
-        {"num_warps": 8, "num_stages": 1, "HEADS_INNER": True, "HEADS_PER_PROGRAM": 1},
-    ],
-    "block_diag_attention_bwd": [
-        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 1},
-        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": True, "HEADS_PER_PROGRAM": 1},
-        {"num_warps": 2, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 1},
-        {"num_warps": 4, "num_stages": 1, "HEADS_INNER": False, "HEADS_PER_PROGRAM": 2},
-    ],
-    # Fourth H200 round (issue 17), decode, fourth call: the final default (CONVERT auto, BLOCK_N 128,
-    # PROGRAMS_PER_SM 1, 4 warps, 3 stages) through the cached direct launch and through the JIT, and
-    # round 3's default. The earlier calls' sweeps (tile sizes, warps, stages, programs per SM,
-    # cast / v_asm / f16, WARP_SPLIT, V_IN_REGS) are in bench/results/attention_issue17_h200_round4/
-    # decode_round4_sweep.json and decode_round4_call2.json.
+BLOCK_DIAG = (
+    "block_diag_attention",
+    "block_diag_attention_bwd",
+    "block_diag_attention_rope",
+    "block_diag_attention_rope_bwd",
+)
+# --configs sweep, each configuration over the kernel file's CONFIG.
+SWEEPS = {
+    # The block-diagonal kernels: the default, then each knob moved alone to every other value of the kernel's TUNABLES.
+    **{name: [{}, *one_knob_moves(name)] for name in BLOCK_DIAG},
+    # The tl decode kernel's default (CONVERT auto, BLOCK_N 128, PROGRAMS_PER_SM 1, 4 warps, 3 stages) through
+    # the cached direct launch and through the JIT, and the previous default. The sweeps that chose it (tile
+    # sizes, warps, stages, programs per SM, cast / v_asm / f16, WARP_SPLIT, V_IN_REGS) are in
+    # bench/results/int8_mqa_decode/h200/2026-11-23_split_kv_tl_kernel/decode_sweep.json and decode_call2.json.
     "int8_mqa_decode": [
         dict(LAUNCH="cached"),
         dict(LAUNCH="jit"),
         dict(CONVERT="cast", BLOCK_N=128, PROGRAMS_PER_SM=1, num_warps=4, num_stages=3, LAUNCH="jit"),
     ],
-    # Issue 17, session 6 (prefill and flash): the defaults first, then the warp-specialised Gluon kernel:
+    # Prefill and flash: the defaults first, then the warp-specialised Gluon kernel:
     # PERSISTENT 2 (one loop over all of a program's tiles, the pipeline running across blocks) or 1 (a
     # loop of blocks) or 0, with or without PINGPONG (the consumer warpgroups taking turns issuing wgmma).
-    # Round 4's sweeps and results: bench/results/attention_issue17_h200_round4/flash_prefill_*.
+    # The earlier sweeps and results: bench/results/flash_attention/h200/2026-11-23_gluon_prefill_tuning/.
     "int8_mqa_prefill": [
         {},
         *(
@@ -102,16 +92,6 @@ ALIASES = {
     "decode": "int8_mqa_decode",
     "prefill": "int8_mqa_prefill",
 }
-
-
-def load_module(path: Path, name: str, constants: dict | None = None):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # triton.jit reads the kernel source through the module
-    spec.loader.exec_module(module)
-    for key, value in (constants or {}).items():
-        setattr(module, key, value)
-    return module
 
 
 # --smoke: under the Triton interpreter on the CPU at the specs' interpret_shapes, every swept
@@ -252,7 +232,7 @@ def run_block_diag(name: str, which: str, deadline: float, max_shapes: int | Non
             results.append({"params": params, "skipped": "deadline"})
             continue
         ref = load_module(spec.reference, f"ref_{name}", params)
-        kernel = load_module(REPO / "knowledge_base" / "kernels" / f"{name}.py", f"kernel_{name}")
+        kernel = load_module(KERNELS / f"{name}.py", f"kernel_{name}")
         xs = cuda_inputs(ref)
         q, k, v, offsets = xs[0], xs[1], xs[2], xs[-1]
         tokens, heads, dim = q.shape
@@ -510,7 +490,7 @@ def run_int8(name: str, which: str, deadline: float, max_shapes: int | None, wit
             results.append({"params": params, "skipped": "deadline"})
             continue
         ref = load_module(spec.reference, f"ref_{name}", params)
-        kernel = load_module(REPO / "knowledge_base" / "kernels" / f"{name}.py", f"kernel_{name}")
+        kernel = load_module(KERNELS / f"{name}.py", f"kernel_{name}")
         xs = cuda_inputs(ref)
         q, kc, ks, vc, vs = xs
         if WARM is not None:  # a compile worker: run each configuration once (Triton's disk cache keeps it)
@@ -585,7 +565,7 @@ def run_flash(name: str, which: str, deadline: float, max_shapes: int | None) ->
             results.append({"params": params, "skipped": "deadline"})
             continue
         ref = load_module(spec.reference, f"ref_{name}", params)
-        kernel = load_module(REPO / "knowledge_base" / "kernels" / f"{name}.py", f"kernel_{name}")
+        kernel = load_module(KERNELS / f"{name}.py", f"kernel_{name}")
         xs = cuda_inputs(ref)
         init = ref.get_init_inputs()
         if WARM is not None:

@@ -1,6 +1,6 @@
 """Tune and time the attention-family reference kernels on one GPU.
 
-    python bench/attention_kernels.py --out DIR [--only flash_attention,ikbo_lce] [--deadline-s 380]
+    python bench/kernels/attention/attention_kernels.py --out DIR [--only flash_attention,ikbo_lce] [--deadline-s 380]
                                       [--configs sweep|default] [--no-compile]
 
 For each kernel (knowledge_base/kernels/<name>.py) at its spec's production shapes, in bf16:
@@ -15,7 +15,6 @@ Writes DIR/attention_bench.json and prints a table last.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import subprocess
 import sys
@@ -26,9 +25,9 @@ import torch
 import torch.nn.functional as F
 import triton
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "knowledge_base" / "kernels"))  # the kernels' _launch_heuristics
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/, for benchlib
+from benchlib import KERNELS, REPO, load_module  # noqa: E402
+
 from kernelevolve.spec import Case, load_spec  # noqa: E402
 
 KEYS = {
@@ -36,9 +35,9 @@ KEYS = {
     "ikbo_lce": ["BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "USE_TMA"],
     "ikbo_target_attention": ["BLOCK_M", "BLOCK_N", "num_warps", "num_stages", "USE_TMA"],
 }
-SWEEPS = {  # second H200 round: around the first round's winners, and configs that fit 2-3 programs per SM
-    # third round (issue 17): 8-warp tiles and lazy rescaling around the default; all measured slower than
-    # the default (bench/results/attention_issue17_h200_round3, through attention_bench.py --only flash)
+SWEEPS = {  # around the first sweep's winners, and configs that fit 2-3 programs per SM
+    # flash: 8-warp tiles and lazy rescaling around the default; all measured slower than
+    # the default (bench/results/attention/h200/2026-11-23_int8_mqa_flash_tuning, through attention_bench.py --only flash)
     "flash_attention": [
         (128, 64, 4, 2, True, True),
         (128, 64, 4, 3, True, False),
@@ -79,19 +78,6 @@ SWEEPS = {  # second H200 round: around the first round's winners, and configs t
         (64, 64, 4, 3, False),
     ],
 }
-
-
-def load_module(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # triton.jit reads the kernel's source through its module
-    spec.loader.exec_module(module)
-    return module
-
-
-def set_constants(module, params: dict) -> None:
-    for key, value in params.items():
-        setattr(module, key, value)
 
 
 def make_inputs(ref, seed: int):
@@ -203,15 +189,14 @@ def warm(names: list[str], which: str, shard: int, shards: int) -> None:
     jobs = []
     for name in names:
         spec = load_spec(REPO / "specs" / f"{name}.yaml")
-        kernel = load_module(REPO / "knowledge_base" / "kernels" / f"{name}.py", f"kb_{name}")
+        kernel = load_module(KERNELS / f"{name}.py", f"kb_{name}")
         for case in spec.cases("cuda"):
             for cfg in config_list(name, kernel, which):
                 jobs.append((name, spec, kernel, case, cfg))
     for i, (name, spec, kernel, case, cfg) in enumerate(jobs):
         if i % shards != shard:
             continue
-        ref = load_module(spec.reference, f"ref_{name}")
-        set_constants(ref, case.params)
+        ref = load_module(spec.reference, f"ref_{name}", case.params)
         inputs = make_inputs(ref, 0)
         kernel.CONFIG.update(cfg)
         try:
@@ -223,12 +208,11 @@ def warm(names: list[str], which: str, shard: int, shards: int) -> None:
 
 def run_kernel(name: str, which: str, allow_compile: bool, deadline: float) -> dict:
     spec = load_spec(REPO / "specs" / f"{name}.yaml")
-    kernel = load_module(REPO / "knowledge_base" / "kernels" / f"{name}.py", f"kb_{name}")
+    kernel = load_module(KERNELS / f"{name}.py", f"kb_{name}")
     default = dict(kernel.CONFIG)
     result = {"spec": name, "default_config": default, "shapes": []}
     for case in spec.cases("cuda"):
-        ref = load_module(spec.reference, f"ref_{name}")
-        set_constants(ref, case.params)
+        ref = load_module(spec.reference, f"ref_{name}", case.params)
         tol = spec.tolerance(case.dtype)
         nbytes, flops = spec.roofline(Case(params=case.params, dtype=case.dtype))
         inputs = make_inputs(ref, 1)

@@ -1,8 +1,8 @@
-"""The flash-attention / int8 MQA prefill variants of the warp-specialised Gluon kernel (issue 17) on one GPU,
+"""The flash-attention / int8 MQA prefill variants of the warp-specialised Gluon kernel on one GPU,
 each variant in its own subprocess with a short timeout (a hang names its variant and does not stop the
 others), then `kernelevolve eval` of the fastest variant that was right everywhere.
 
-    python bench/flash_gpu_run.py --out DIR [--budget-s 140] [--runs p2_pp:prefill,p3_pp:prefill,...]
+    python bench/kernels/flash_attention/flash_gpu_run.py --out DIR [--budget-s 140] [--runs p2_pp:prefill,p3_pp:prefill,...]
 
 1. warm: every (variant, shape) compiled in parallel processes without launching a Gluon kernel
    (JITFunction.warmup in place of the launch), so the timed processes find Triton's cache warm;
@@ -27,11 +27,11 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 KERNELS = REPO / "knowledge_base" / "kernels"
 WS = {"IMPL": "gluon", "HOPPER_WS": True, "HOPPER_BLOCK_N": 128, "HOPPER_STAGES": 2}
 VARIANTS = {  # name: CONFIG overrides (over the kernel file's CONFIG)
-    "ws": dict(WS, HOPPER_PERSISTENT=0, HOPPER_PINGPONG=False),  # round 4's flash default
+    "ws": dict(WS, HOPPER_PERSISTENT=0, HOPPER_PINGPONG=False),  # the first Gluon flash default
     "ws_pp": dict(WS, HOPPER_PERSISTENT=0, HOPPER_PINGPONG=True),
     "p1_pp": dict(WS, HOPPER_PERSISTENT=1, HOPPER_PINGPONG=True),
     "p2": dict(WS, HOPPER_PERSISTENT=2, HOPPER_PINGPONG=False),
@@ -41,7 +41,7 @@ VARIANTS = {  # name: CONFIG overrides (over the kernel file's CONFIG)
     "p1_pp_eager": dict(WS, HOPPER_PERSISTENT=1, HOPPER_PINGPONG=True, HOPPER_LAZY=False),
     "p2_pp_eager": dict(WS, HOPPER_PERSISTENT=2, HOPPER_PINGPONG=True, HOPPER_LAZY=False),
 }
-PREFILL_ONLY = {"tl": {"IMPL": "triton"}}  # int8_mqa_prefill's round-4 default (prepass + tl kernel)
+PREFILL_ONLY = {"tl": {"IMPL": "triton"}}  # int8_mqa_prefill's earlier default (prepass + tl kernel)
 OPS = {"flash": "flash_attention", "prefill": "int8_mqa_prefill"}
 SPEC_SHAPES = {
     "flash": [dict(B=4, H=32, S=4096, D=128, causal=c) for c in (0, 1)],
@@ -226,7 +226,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--budget-s", type=float, default=140.0)
-    parser.add_argument("--runs", default=None, help="VARIANT:OP,... in the order to run (default: session 6's nine)")
+    parser.add_argument("--runs", default=None, help="VARIANT:OP,... in the order to run (default: the nine below)")
     parser.add_argument("--worker", nargs=4, metavar=("WHAT", "VARIANT", "OP", "PART"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     out = Path(args.out)
@@ -239,8 +239,8 @@ def main() -> None:
             run(variant, op, out)
         return
     start = time.time()
-    # 2's order: round 4's flash default first (a check of the machine), then the new variants by what they
-    # are expected to give, round 4's prefill default in between
+    # The first Gluon flash default first (a check of the machine), then the other variants by what they
+    # are expected to give, the tl prefill in between
     order = [
         ("ws", "flash"),
         ("p2_pp", "flash"),
@@ -314,7 +314,7 @@ def main() -> None:
             if done and done[0]["right_everywhere"] and all("ms" in x for x in timed):
                 results[(v, op)] = math.exp(sum(math.log(x["ms"]) for x in timed) / len(timed))
     # 3. eval of each operator's fastest variant right everywhere
-    cands = Path(__file__).parent / "_candidates"  # in the repository: the eval sandbox has a private /tmp
+    cands = REPO / "bench" / "_candidates"  # in the repository: the eval sandbox has a private /tmp
     cands.mkdir(exist_ok=True)
     for op in OPS:
         mine = {v: t for (v, o), t in results.items() if o == op}

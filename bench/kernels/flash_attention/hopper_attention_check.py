@@ -1,9 +1,9 @@
 """Quick GPU check of knowledge_base/kernels/_flash_hopper.py (the Gluon flash-attention kernel) before
-or after a benchmark: every tile configuration of bench/attention_bench.py's sweeps on ragged shapes
+or after a benchmark: every tile configuration of bench/kernels/attention/attention_bench.py's sweeps on ragged shapes
 (flash attention causal and not, head dim 128, 64 for the first tiles, and int8_mqa_prefill's
 multi-query layout) against float32 SDPA. One line per case, flushed: a hang shows how far it got.
 
-    timeout 60 python bench/hopper_attention_check.py [--ws-only] [--shard=I/N]   (exit status 1 if any case failed)
+    timeout 60 python bench/kernels/flash_attention/hopper_attention_check.py [--ws-only] [--shard=I/N]   (exit status 1 if any case failed)
 
 --shard=I/N checks every N-th configuration from the I-th (N processes compile in parallel).
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "knowledge_base" / "kernels"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "knowledge_base" / "kernels"))
 import _flash_hopper  # noqa: E402
 
 TILES = [  # (BLOCK_M, BLOCK_N, warps, stages, Q in registers)

@@ -1,6 +1,6 @@
 """IKBO target attention on one GPU: every variant checked, then timed beside the baselines.
 
-    python bench/ikbo_bench.py --out DIR [--variants sweep|sweep1|sweep2|default|NAME,NAME] [--warm-workers 12]
+    python bench/kernels/ikbo_target_attention/ikbo_bench.py --out DIR [--variants sweep|sweep1|sweep2|default|NAME,NAME] [--warm-workers 12]
                                [--deadline-s 140] [--no-compile]
 
 At the production shape of specs/ikbo_target_attention.yaml, in bf16: each variant (a CONFIG of
@@ -26,20 +26,17 @@ import torch
 import torch.nn.functional as F
 import triton
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-sys.path.insert(0, str(REPO / "knowledge_base" / "kernels"))
+sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1] / "attention")]
 from attention_kernels import (  # noqa: E402
     bench,
     check,
     fp32_reference,
     kernel_breakdown,
-    load_module,
     make_inputs,
     poison_allocator,
-    set_constants,
 )
+from benchlib import KERNELS, REPO, load_module  # noqa: E402
+
 from kernelevolve.spec import Case, load_spec  # noqa: E402
 
 NAME = "ikbo_target_attention"
@@ -63,11 +60,11 @@ BASE = {
     "HOPPER_DEFER_STORE": False,
     "HOPPER_TMA_STORE": False,
 }
-ROUND4 = {"BLOCK_M": 128, "num_warps": 8, "num_stages": 2, "MAXNREG": 128}  # the round-4 tl default
-# session 6: the Gluon kernel (_ikbo_hopper.py): loader warp + two consumer warpgroups, one candidate each
+TL_DEFAULT = {"BLOCK_M": 128, "num_warps": 8, "num_stages": 2, "MAXNREG": 128}  # the tl kernel's default
+# the Gluon kernel (_ikbo_hopper.py): loader warp + two consumer warpgroups, one candidate each
 GLUON = {
     f"g_n{n}_s{s}_p{p}{'_pp' if pp else ''}": dict(
-        ROUND4, IMPL="gluon", HOPPER_BLOCK_N=n, HOPPER_STAGES=s, HOPPER_PERSISTENT=p, HOPPER_PINGPONG=pp
+        TL_DEFAULT, IMPL="gluon", HOPPER_BLOCK_N=n, HOPPER_STAGES=s, HOPPER_PERSISTENT=p, HOPPER_PINGPONG=pp
     )
     for n, s, p, pp in [
         (128, 2, 1, True),
@@ -82,7 +79,7 @@ GLUON = {
         (64, 4, 0, True),
     ]
 }
-# second round: the output of an item stored under the next item's first Q K^T (HOPPER_DEFER_STORE)
+# then: the output of an item stored under the next item's first Q K^T (HOPPER_DEFER_STORE)
 GLUON.update(
     {
         name + "_ds": dict(cfg, HOPPER_DEFER_STORE=True)
@@ -98,7 +95,7 @@ GLUON.update(
         if name in ("g_n128_s2_p1_pp", "g_n128_s2_p1", "g_n64_s3_p1_pp", "g_n128_s2_p0_pp")
     }
 )
-# name -> CONFIG changes from BASE (the round-2 default). Why each: 128-row tiles halve the K/V bytes
+# name -> CONFIG changes from BASE (the first tl default). Why each: 128-row tiles halve the K/V bytes
 # read from L2 per FLOP (64-row tiles need ~7 TB/s of L2 reads at 474 TFLOP/s); 4 warps x 254
 # registers or 8 warps capped at 128 registers keep two programs an SM; persistent programs skip the
 # per-tile launch and keep consecutive tiles (one user) in flight; Q in registers takes Q's re-reads
@@ -122,7 +119,7 @@ VARIANTS = {
     "m128_n64_w4_s2_qreg": {"BLOCK_M": 128, "num_stages": 2, "Q_IN_REGS": True},
     "m128_n64_w8_s2_r128_qreg": {"BLOCK_M": 128, "num_warps": 8, "num_stages": 2, "MAXNREG": 128, "Q_IN_REGS": True},
     "m256_n64_w8_s2_r128": {"BLOCK_M": 256, "num_warps": 8, "num_stages": 2, "MAXNREG": 128},
-    # round 2: the L2 is flushed before every timed call and Q is always cold, and the tiles of one
+    # second sweep: the L2 is flushed before every timed call and Q is always cold, and the tiles of one
     # user start together and wait on HBM for the same K/V lines: prefetch a later tile's Q and one
     # K/V block to L2 (PREFETCH waves ahead), and keep streamed Q/O from evicting K/V (STREAM_QO)
     "m64_n64_w4_s3_pf1": {"PREFETCH": 1},
@@ -133,7 +130,7 @@ VARIANTS = {
     "m64_n64_w4_s3_p2_pf1": {"PERSISTENT": 2, "PREFETCH": 1},
     "m64_n64_w4_s3_p2_pf1_stream": {"PERSISTENT": 2, "PREFETCH": 1, "STREAM_QO": True},
     "m128_n64_w8_s2_r128_pf2": {"BLOCK_M": 128, "num_warps": 8, "num_stages": 2, "MAXNREG": 128, "PREFETCH": 2},
-    # round 3: the warp-specialised kernel on head-major Q (+ fix-up launch), run in its own process
+    # third sweep: the warp-specialised kernel on head-major Q (+ fix-up launch), run in its own process
     "ws_n64_s2": {"BLOCK_N": 64, "num_stages": 2, "WARP_SPECIALIZE": True},
     "ws_n64_s3": {"BLOCK_N": 64, "num_stages": 3, "WARP_SPECIALIZE": True},
     "ws_n128_s2": {"BLOCK_N": 128, "num_stages": 2, "WARP_SPECIALIZE": True},
@@ -185,10 +182,9 @@ def variant_list(which: str, kernel) -> list[tuple[str, dict]]:
 
 def setup():
     spec = load_spec(REPO / "specs" / f"{NAME}.yaml")
-    kernel = load_module(REPO / "knowledge_base" / "kernels" / f"{NAME}.py", f"kb_{NAME}")
-    ref = load_module(spec.reference, f"ref_{NAME}")
+    kernel = load_module(KERNELS / f"{NAME}.py", f"kb_{NAME}")
     (case,) = spec.cases("cuda")[:1]
-    set_constants(ref, case.params)
+    ref = load_module(spec.reference, f"ref_{NAME}", case.params)
     return spec, kernel, ref, case
 
 
@@ -359,7 +355,7 @@ def probe(name: str) -> None:
 
 def check_hopper(out_dir: Path, variants: list[str] | None = None, shard: str = "0/1") -> None:
     """Every GLUON variant (and 3-program persistent runs) against the fp32 computation on HOPPER_CASES."""
-    kernel = load_module(REPO / "knowledge_base" / "kernels" / f"{NAME}.py", f"kb_{NAME}_check")
+    kernel = load_module(KERNELS / f"{NAME}.py", f"kb_{NAME}_check")
     gen = torch.Generator(device="cuda").manual_seed(0)
     rows = []
     for cands, users, heads, kv_len, dim, dtype, how in HOPPER_CASES:

@@ -2,12 +2,12 @@
 in several configurations against the tl kernel and SDPA on the pre-dequantised bf16 cache, all in one
 process per configuration (a hang or crash names its configuration and does not stop the others).
 
-    python bench/decode_regs_run.py --out DIR [--configs NAME,...] [--timeout-s 90]
+    python bench/kernels/int8_mqa_decode/decode_regs_run.py --out DIR [--configs NAME,...] [--timeout-s 90]
 
 Per configuration: NaN-poisoned outputs checked against the float32 computation on ragged and extreme
 inputs (a KV length that is no multiple of a step, fewer keys than one step, q rows of 1e5 and 1e-6 with V
 scales of 1e-6, a cache read through a wider buffer) and at the spec's shapes; then, at the spec's shapes,
-the device time of one call in a CUDA graph with L2 flushed before each call (bench/attention_bench.py's
+the device time of one call in a CUDA graph with L2 flushed before each call (bench/kernels/attention/attention_bench.py's
 graph_us: how decode is served) and triton.testing.do_bench's median (L2 flushed, host launch included
 where it outlasts the flush, as the evaluator times). Every result is one JSON line on stdout and in
 DIR/decode_regs.jsonl; a markdown table follows.
@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 SPEC_SHAPES = [(256, 1024, 1), (128, 2048, 1), (64, 4096, 1), (64, 4096, 4)]
 GLUON = {"IMPL": "auto"}
 CONFIGS = {  # name: CONFIG overrides of int8_mqa_decode.py (w warps, k keys a warp-step, s stages, c programs/SM, L lazy rescale)
@@ -39,13 +39,13 @@ CONFIGS = {  # name: CONFIG overrides of int8_mqa_decode.py (w warps, k keys a w
     "w2k32s2c6": dict(GLUON, REGS_WARPS=2, REGS_KEYS=32, REGS_STAGES=2, REGS_CTAS_PER_SM=6),
     "w2k16s4c6": dict(GLUON, REGS_WARPS=2, REGS_KEYS=16, REGS_STAGES=4, REGS_CTAS_PER_SM=6),
     "w1k16s4c8": dict(GLUON, REGS_WARPS=1, REGS_KEYS=16, REGS_STAGES=4, REGS_CTAS_PER_SM=8),
-    # session 8: more programs an SM, 8 warps
+    # more programs an SM, 8 warps
     "w4k32s2c3": dict(GLUON, REGS_WARPS=4, REGS_KEYS=32, REGS_STAGES=2, REGS_CTAS_PER_SM=3),
     "w4k32s3c3": dict(GLUON, REGS_WARPS=4, REGS_KEYS=32, REGS_STAGES=3, REGS_CTAS_PER_SM=3),
     "w4k32s2c4": dict(GLUON, REGS_WARPS=4, REGS_KEYS=32, REGS_STAGES=2, REGS_CTAS_PER_SM=4),
     "w8k32s2c1": dict(GLUON, REGS_WARPS=8, REGS_KEYS=32, REGS_STAGES=2, REGS_CTAS_PER_SM=1),
     "w8k32s2c2": dict(GLUON, REGS_WARPS=8, REGS_KEYS=32, REGS_STAGES=2, REGS_CTAS_PER_SM=2),
-    # session 9 (first timed before the running V-scale maximum replaced the pre-pass, as "...V")
+    # 8 warps, other keys and stages (first timed before the running V-scale maximum replaced the pre-pass, as "...V")
     "w8k32s3c1": dict(GLUON, REGS_WARPS=8, REGS_KEYS=32, REGS_STAGES=3, REGS_CTAS_PER_SM=1),
     "w8k16s2c1": dict(GLUON, REGS_WARPS=8, REGS_KEYS=16, REGS_STAGES=2, REGS_CTAS_PER_SM=1),
     "w8k16s3c1": dict(GLUON, REGS_WARPS=8, REGS_KEYS=16, REGS_STAGES=3, REGS_CTAS_PER_SM=1),
@@ -63,11 +63,13 @@ def child(name: str, flush_by: str = "write", shapes: list | None = None) -> Non
     """One configuration: checks, then timings; one JSON line per result."""
     import torch
 
-    sys.path[:0] = [str(REPO / "bench"), str(REPO / "knowledge_base" / "kernels")]
-    import _decode_hopper as hopper
-    from attention_bench import bench, graph_us, load_module, poisoned
+    sys.path[:0] = [str(REPO / "bench"), str(REPO / "bench" / "kernels" / "attention")]
+    from attention_bench import bench, graph_us, poisoned
+    from benchlib import KERNELS, load_module
 
-    kernel = load_module(REPO / "knowledge_base" / "kernels" / "int8_mqa_decode.py", "int8_mqa_decode")
+    import _decode_hopper as hopper
+
+    kernel = load_module(KERNELS / "int8_mqa_decode.py", "int8_mqa_decode")
     kernel.CONFIG.update(CONFIGS[name])
     ref = load_module(REPO / "specs" / "int8_mqa_decode.py", "ref_decode")
 

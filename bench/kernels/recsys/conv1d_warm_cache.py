@@ -1,8 +1,8 @@
 """Compile knowledge_base/kernels/conv1d.py at its default CONFIG and at every conv1d variant of
-bench/recsys_operators.py, in parallel processes, into Triton's on-disk cache: the timed sweep run
+bench/kernels/recsys/recsys_operators.py, in parallel processes, into Triton's on-disk cache: the timed sweep run
 after it then loads the kernels instead of compiling them one after another inside its budget.
 
-    python bench/conv1d_warm_cache.py [--procs 8]
+    python bench/kernels/recsys/conv1d_warm_cache.py [--procs 8]
 
 Calls each configuration once at B = 256 and B = 64 (the grids on either side of the SM count,
 where small_grid_BLOCK_CI applies) in both dtypes, with the production CIN, COUT, L, KSIZE: the
@@ -12,22 +12,21 @@ same specialisations as the spec's shapes. Nothing is timed or checked here.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import multiprocessing as mp
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent.parent), str(HERE)]  # bench/ (benchlib) and this folder (recsys_operators)
 
 
 def _warm(variant: dict) -> str:
     import torch
 
-    sys.path.insert(0, str(REPO / "bench"))
-    import reference_kernels as rk
+    from benchlib import KERNELS, load_module
 
-    kernel = rk.load_module(REPO / "knowledge_base" / "kernels" / "conv1d.py", "kernel_conv1d")
+    kernel = load_module(KERNELS / "conv1d.py", "kernel_conv1d")
     kernel.CONFIG.update(variant)
     t0 = time.time()
     try:
@@ -45,10 +44,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--procs", type=int, default=8)
     args = parser.parse_args()
-    spec = importlib.util.spec_from_file_location("recsys_bench", REPO / "bench" / "recsys_operators.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    variants = [{}] + bench.VARIANTS["conv1d"]
+    from recsys_operators import VARIANTS
+
+    variants = [{}] + VARIANTS["conv1d"]
     t0 = time.time()
     with mp.get_context("spawn").Pool(args.procs) as pool:
         for line in pool.imap_unordered(_warm, variants):

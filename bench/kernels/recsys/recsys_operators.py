@@ -1,4 +1,4 @@
-"""Benchmark the recommendation-model reference kernels (issue 16) against their baselines, with a
+"""Benchmark the recommendation-model reference kernels against their baselines, with a
 CONFIG sweep, in one run.
 
 For each kernel (conv1d, optimized_fm, pffn, mbdt), at its spec's production shapes and dtypes:
@@ -10,11 +10,11 @@ the same inputs and parameters). Then every CONFIG variant in VARIANTS, correctn
 timed, so one GPU run can pick better defaults. Each case's JSON is written as soon as it is done
 (OUT/cases/), the summary JSON and a markdown table after every case (OUT/recsys_operators.*).
 
-    python bench/recsys_operators.py --out OUTDIR [--only conv1d pffn] [--budget-s 200] [--no-sweep]
-    python bench/recsys_operators.py --out /tmp/smoke --device interpret   # CPU: interpreter shapes, untimed
+    python bench/kernels/recsys/recsys_operators.py --out OUTDIR [--only conv1d pffn] [--budget-s 200] [--no-sweep]
+    python bench/kernels/recsys/recsys_operators.py --out /tmp/smoke --device interpret   # CPU: interpreter shapes, untimed
     # one process per kernel (a CUDA error in one cannot end the others), then one report:
-    python bench/recsys_operators.py --out OUT --only conv1d --stem conv1d --no-cases --no-markdown
-    python bench/recsys_operators.py --out OUT --summarize OUT/conv1d.json OUT/pffn.json
+    python bench/kernels/recsys/recsys_operators.py --out OUT --only conv1d --stem conv1d --no-cases --no-markdown
+    python bench/kernels/recsys/recsys_operators.py --out OUT --summarize OUT/conv1d.json OUT/pffn.json
 
 --device interpret checks the default and every variant at the specs' interpreter shapes (no
 timing), so a typo in a variant costs no GPU time.
@@ -31,7 +31,8 @@ import time
 import traceback
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
+from benchlib import KERNELS, REPO, load_module  # noqa: E402
 
 # kernel -> its spec, then specs whose reference is a further baseline for the same inputs.
 OPERATORS = {
@@ -43,12 +44,12 @@ OPERATORS = {
 # Shapes measured besides the spec's own (GPU only): the published MTIA shapes of MBDT.
 EXTRA_SHAPES = {"mbdt": [{"BATCH": 64, "FEATURES": 2, "BORDERS": 2}]}
 # CONFIG changes timed against the default, each alone (values from the kernel's TUNABLES), the most
-# promising first (a sweep cut short by its budget keeps those). Round 4 (bench/results/
-# recsys_operators_h200_round4/) chose conv1d's gather (FP16) / pairs (FP32) and optimized_fm's
+# promising first (a sweep cut short by its budget keeps those). The sweeps in
+# bench/results/recsys/h200/2026-11-23_conv1d_fm_restructured/ chose conv1d's gather (FP16) / pairs (FP32) and optimized_fm's
 # split_n; these sweep around them, each kernel's previous default included for comparison.
 VARIANTS = {
     "conv1d": [
-        # Session 6 (issue 16, FP32 at 1.50x of a 1.7x target): the FP32 pairs kernel compiled for
+        # FP32 at 1.50x of a 1.7x target: the FP32 pairs kernel compiled for
         # sm_90a has one program per SM (255 registers, 112 KiB of shared memory), one stage (its
         # x loads wait at the top of every CIN slice) and every one of its 18 dots per slice
         # waited on. These variants tile the rows end to end (fp32_flat: no columns padded past
@@ -91,7 +92,7 @@ VARIANTS = {
         {"split_n": False, "BLOCK_D": 64},
     ],
     "pffn": [
-        # Session 6 (issue 16, B = 256 at 1.38x of a 2x target): the fused kernel's 64-row tiles
+        # B = 256 at 1.38x of a 2x target: the fused kernel's 64-row tiles
         # re-read W1[b] and W2[b] (160 KB) from L2 four times per sample; 128-row tiles (8 warps)
         # halve that. Compiled for sm_90a: BLOCK_M 128 / 8 warps 230 registers, 128 KiB shared
         # memory (one program per SM); 64 rows / 8 warps 151 registers.
@@ -165,8 +166,8 @@ def run_case(rk, name, specs, case, seed, timed, keep) -> tuple[dict, tuple | No
     import torch
 
     spec = specs[0]
-    ref = rk.load_module(spec.reference, f"ref_{name}", case.params)
-    kernel = rk.load_module(REPO / "knowledge_base" / "kernels" / f"{name}.py", f"kernel_{name}")
+    ref = load_module(spec.reference, f"ref_{name}", case.params)
+    kernel = load_module(KERNELS / f"{name}.py", f"kernel_{name}")
     dtype = rk.DTYPES.get(case.dtype)
     tol = spec.tolerance(case.dtype).model_dump()
     row = {"kernel": name, "spec": spec.name, "shape": case.params, "dtype": case.dtype, "config": dict(kernel.CONFIG)}
@@ -189,7 +190,7 @@ def run_case(rk, name, specs, case, seed, timed, keep) -> tuple[dict, tuple | No
                 baselines["torch.compile"] = rk.bench(lambda: compiled(*inputs))
                 del compiled
     for other in specs[1:]:  # same constructor and draws, so the same parameters
-        other_ref = rk.load_module(other.reference, f"ref_{other.name}", case.params)
+        other_ref = load_module(other.reference, f"ref_{other.name}", case.params)
         other_model, _, _ = rk.build(other_ref, kernel, dtype, seed)
         with torch.no_grad():
             agree = rk.compare(rk.as_list(other_model(*inputs)), refs, tol)
@@ -319,7 +320,9 @@ def summarize(paths: list[Path], out: Path, stem: str) -> int:
         report["peaks"] = report["peaks"] or part.get("peaks")
         report["results"] += part["results"]
     if report["environment"] is None:
-        print(f"bench/recsys_operators.py: none of {len(paths)} JSON files could be read", file=sys.stderr)
+        print(
+            f"bench/kernels/recsys/recsys_operators.py: none of {len(paths)} JSON files could be read", file=sys.stderr
+        )
         return 1
     report["variant_ranking"] = variant_ranking(report["results"])
     out.mkdir(parents=True, exist_ok=True)
@@ -373,11 +376,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if not interpret and not torch.cuda.is_available():
         print(
-            "bench/recsys_operators.py: no CUDA GPU here; use --device interpret for a CPU check (untimed)",
+            "bench/kernels/recsys/recsys_operators.py: no CUDA GPU here; use --device interpret for a CPU check (untimed)",
             file=sys.stderr,
         )
         return 2
-    sys.path.insert(0, str(REPO / "bench"))
     import reference_kernels as rk
     import triton
 

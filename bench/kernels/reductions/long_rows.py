@@ -8,7 +8,7 @@ triton.testing.do_bench (median, L2 flushed) next to torch.compile of the refere
 timed in the same run. A variant is a CONFIG change plus, for experiments only, the module's
 COOP_PREFETCH switch.
 
-    python bench/long_rows.py --out $OUT/long_rows.json --md $OUT/long_rows.md [--budget-s 360]
+    python bench/kernels/reductions/long_rows.py --out $OUT/long_rows.json --md $OUT/long_rows.md [--budget-s 360]
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import reference_kernels as rk  # noqa: E402  (loading, poisoned allocations, compare, do_bench)
+sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
+import reference_kernels as rk  # noqa: E402  (poisoned allocations, compare, do_bench)
+from benchlib import load_module  # noqa: E402
 
 from kernelevolve.spec import Case  # noqa: E402
 
@@ -56,8 +57,8 @@ def inputs_for(ref, new, model, dtype, seed):
 
 def run_shape(name, path, spec, params, report, deadline):
     case = Case(params=params, dtype="bfloat16")
-    ref = rk.load_module(spec.reference, f"ref_{name}", params)
-    kernel = rk.load_module(path, f"kernel_{name}")
+    ref = load_module(spec.reference, f"ref_{name}", params)
+    kernel = load_module(path, f"kernel_{name}")
     default = dict(kernel.CONFIG)
     tol = spec.tolerance("bfloat16").model_dump()
     nbytes, _ = spec.roofline(case)
@@ -154,7 +155,7 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-s", type=float, default=360.0, help="stop starting variants after this many seconds")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
-        print("bench/long_rows.py needs a CUDA GPU", file=sys.stderr)
+        print("bench/kernels/reductions/long_rows.py needs a CUDA GPU", file=sys.stderr)
         return 2
     import triton
 
@@ -165,7 +166,8 @@ def main(argv=None) -> int:
             "gpu": torch.cuda.get_device_name(0),
             "torch": torch.__version__,
             "triton": triton.__version__,
-            "command": "python bench/long_rows.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "command": "python bench/kernels/reductions/long_rows.py "
+            + " ".join(argv if argv is not None else sys.argv[1:]),
         },
         "peaks": rk.peaks(),
         "results": [],

@@ -9,8 +9,8 @@ the copy ceiling is a device-to-device torch copy of the same number of bytes pe
 are imported lazily: one that is not installed (or fails to import) is named in the output and
 the JSON, and the run goes on without it.
 
-    python bench/peers_bench.py --out $OUT/peers.json [--md $OUT/peers.md] [--only rmsnorm softmax]
-    python bench/peers_bench.py --sweep --out $OUT/sweep.json --md $OUT/sweep.md
+    python bench/kernels/reductions/peers_bench.py --out $OUT/peers.json [--md $OUT/peers.md] [--only rmsnorm softmax]
+    python bench/kernels/reductions/peers_bench.py --sweep --out $OUT/sweep.json --md $OUT/sweep.md
 
 `--sweep` also times the CuTe DSL kernels under several CONFIGs per shape (SWEEP: overrides of the
 kernel's CONFIG, deduplicated by the launch plan they give; each one checked like the others, a
@@ -38,11 +38,12 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "knowledge_base" / "kernels"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/, for benchlib
+from benchlib import KERNELS, REPO, load_module  # noqa: E402
 
 from kernelevolve.harness.runtime import modules  # noqa: E402
+
+
 from kernelevolve.spec import Case, load_spec  # noqa: E402
 
 OPS = ("rmsnorm", "softmax", "cross_entropy")
@@ -91,9 +92,9 @@ def _ours(op: str, language: str):
 
 
 def _load_ours(op: str, language: str):
-    path = ROOT / "knowledge_base" / "kernels" / (f"{op}_cute.py" if language == "cute" else f"{op}.py")
+    path = KERNELS / (f"{op}_cute.py" if language == "cute" else f"{op}.py")
     try:
-        return modules.load_module(str(path), f"peers_{op}_{language}").ModelNew, None
+        return load_module(path, f"peers_{op}_{language}").ModelNew, None
     except Exception as exc:
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
 
@@ -102,9 +103,9 @@ def _kernel_module(op: str):
     """This project's CuTe DSL module for `op` (its forward functions take a CONFIG), or the reason."""
     key = (op, "cute-module")
     if key not in _LOADED:
-        path = ROOT / "knowledge_base" / "kernels" / f"{op}_cute.py"
+        path = KERNELS / f"{op}_cute.py"
         try:
-            _LOADED[key] = modules.load_module(str(path), f"peers_{op}_cute_module"), None
+            _LOADED[key] = load_module(path, f"peers_{op}_cute_module"), None
         except Exception as exc:
             _LOADED[key] = None, _why(exc)
     return _LOADED[key]
@@ -311,7 +312,7 @@ def sweep_cute(
     row["cute_best"] = max(good, key=lambda e: e["gbps"]) if good else None
 
 
-# Triton cross-entropy CONFIG overrides tried by --sweep (issue 15, item 3), deduplicated by the launch they give.
+# Triton cross-entropy CONFIG overrides tried by --sweep, deduplicated by the launch they give.
 SWEEP_TRITON_CROSS_ENTROPY = [
     {"tile_elems": 8192},
     {"tile_elems": 16384, "elems_per_thread": 16},
@@ -345,9 +346,9 @@ def sweep_triton(
     from triton.testing import do_bench
 
     row["triton_sweep"] = []
-    path = ROOT / "knowledge_base" / "kernels" / f"{op}.py"
+    path = KERNELS / f"{op}.py"
     try:
-        module = modules.load_module(str(path), f"peers_{op}_triton_module")
+        module = load_module(path, f"peers_{op}_triton_module")
     except Exception as exc:
         row["triton_sweep"].append({"error": f"unavailable: {_why(exc)}"})
         return
@@ -393,7 +394,7 @@ def sweep_triton(
 def ragged_checks(op: str, report: dict) -> None:
     """The CuTe kernel under its CONFIG at row counts that leave the last block part-filled."""
     module, why = _kernel_module(op)
-    spec = load_spec(ROOT / "specs" / f"{op}.yaml")
+    spec = load_spec(REPO / "specs" / f"{op}.yaml")
     tol = spec.tolerance("bfloat16")
     for m, n in ((37, 256), (3, 4096), (5, 65536)):
         name = "N" if op != "cross_entropy" else "V"
@@ -438,7 +439,7 @@ def _compare(out: torch.Tensor, ref: torch.Tensor, tol) -> str | None:
 def prepare(spec, op: str, params: dict) -> tuple:
     """One shape's reference module, dtype, reference model, inputs, float64 expected output, the
     spec's fewest bytes and its bf16 tolerance."""
-    ref_mod = modules.load_module(str(spec.reference), f"peers_ref_{op}", params)
+    ref_mod = load_module(spec.reference, f"peers_ref_{op}", params)
     dtype = modules.dtype_of({"dtype": "bfloat16"})
     reference = modules.build_reference(ref_mod, 7, dtype, "cuda")
     inputs = modules.make_inputs(ref_mod, 8, dtype, "cuda")
@@ -459,7 +460,7 @@ def late_sweep(report: dict, deadline: float) -> None:
         if time.monotonic() > deadline:
             report["notes"].append(f"late sweep {row['op']} {row['shape']}: not run, time budget spent")
             continue
-        spec = load_spec(ROOT / "specs" / f"{row['op']}.yaml")
+        spec = load_spec(REPO / "specs" / f"{row['op']}.yaml")
         _, _, reference, inputs, expected, nbytes, tol = prepare(spec, row["op"], row["shape"])
         sweep_cute(row["op"], row, inputs, expected, reference, tol, nbytes, deadline, report, SWEEP_LATE)
         ours = [r["gbps"] for k, r in row["results"].items() if k in ("triton", "cute") and r.get("check") == "correct"]
@@ -482,7 +483,7 @@ def run_op(
 ) -> None:
     from triton.testing import do_bench
 
-    spec = load_spec(ROOT / "specs" / f"{op}.yaml")
+    spec = load_spec(REPO / "specs" / f"{op}.yaml")
     # Longest rows first: they are where the implementations differ, and a run may stop at its budget.
     for params in sorted(spec.shapes, key=lambda s: -max(v for v in s.values() if isinstance(v, int))):
         if time.monotonic() > deadline:

@@ -14,13 +14,12 @@ defines it) is composed from that table, and the best is re-timed end to end to 
 composition. Also writes two kernels for the search experiment: the best configuration, and a
 poor-but-correct starting configuration (a low percentile of the space).
 
-Usage (GPU host, repo root): python3 bench/rmsnorm_space.py --out DIR
+Usage (GPU host, repo root): python3 bench/kernels/rmsnorm/rmsnorm_space.py --out DIR
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import json
 import math
@@ -31,9 +30,8 @@ from pathlib import Path
 import torch
 from triton.testing import do_bench
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "knowledge_base" / "kernels"))  # the kernels' _launch_heuristics
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/, for benchlib
+from benchlib import REPO, load_module  # noqa: E402
 
 from kernelevolve.operators.tunables import read_declared, rewrite_config  # noqa: E402
 from kernelevolve.spec import load_spec  # noqa: E402
@@ -50,14 +48,6 @@ PATH_KNOBS = {
         "l2_hints",
     ],
 }
-
-
-def load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def path_of(config: dict, n: int) -> str:
@@ -93,13 +83,13 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
 
-    spec = load_spec(ROOT / "specs/rmsnorm.yaml")
-    kernel_path = ROOT / "knowledge_base/kernels/rmsnorm.py"
+    spec = load_spec(REPO / "specs/rmsnorm.yaml")
+    kernel_path = REPO / "knowledge_base/kernels/rmsnorm.py"
     source = kernel_path.read_text()
     declared = read_declared(source)
     tunables, default = declared.tunables, declared.config
-    kernel = load(kernel_path, "rmsnorm_kernel")
-    ref = load(spec.reference, "rmsnorm_reference")
+    kernel = load_module(kernel_path, "rmsnorm_kernel")
+    ref = load_module(spec.reference, "rmsnorm_reference")
     dtype = getattr(torch, spec.dtypes[0])
 
     shapes = []
