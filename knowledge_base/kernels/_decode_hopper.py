@@ -3,7 +3,8 @@ int8_mqa_decode.py with IMPL "auto" for 16 packed query rows and head dim 128 on
 
 Why: the tl kernel (int8_mqa_decode.py) converts every int8 K/V tile after shared memory, writes the V
 tile back in fp16 and reads it again with ldmatrix.trans; Nsight Compute put it at 57% of DRAM peak,
-bound by shared memory and instruction issue (bench/results/attention_issue17_h200_round4). Here:
+bound by shared memory and instruction issue
+(bench/results/int8_mqa_decode/h200/2026-11-23_split_kv_tl_kernel/README.md). Here:
 
 - Each warp streams its own keys with its own softmax state (the warps are the leading axis of every
   tensor; the mma_v2 layout has them on that axis), merged once after the loop through shared memory.
@@ -26,7 +27,7 @@ bound by shared memory and instruction issue (bench/results/attention_issue17_h2
 - The K scale multiplies the score tile, the V scale P (divided by the largest V scale the warp has seen so
   far, so P fits fp16 whatever the scales; a larger one rescales the warp's accumulator as a larger max does).
 
-Measured (H200, bench/results/attention_issue17_session9): correct on every check. With a clean L2 20.85 /
+Measured (H200, bench/results/int8_mqa_decode/h200/2026-11-27_fixed_costs/README.md): correct on every check. With a clean L2 20.85 /
 20.83 / 23.44 us at B256 KV1024 (4 warps, two programs an SM) / B128 KV2048 / B64 KV4096 (8 warps, one an SM),
 3.27 / 3.27 / 2.91 TB/s of KV cache, 1.28-1.47x the tl kernel; 1.06-1.22x with L2 flushed by writing. What
 bounds it: it streams at the 1 GB read rate (4.4-4.7 TB/s, the slope over KV lengths); what is left above the
@@ -469,7 +470,7 @@ def split_plan(batch: int, kv_len: int, sms: int, step: int, ctas_per_sm: int) -
 
 def make_plan(q, kc, ks, vc, vs, counters_of, config: dict, warps: int, ctas_per_sm: int) -> _Plan:
     """Everything of a call that the shapes, strides and config decide: grid, split buffers, launch arguments
-    (decode() keeps one per shape; bench/decode_timeline.py launches a stamped copy with it)."""
+    (decode() keeps one per shape; bench/investigations/int8_mqa_decode/decode_timeline.py launches a stamped copy with it)."""
     batch, _, _, _ = q.shape
     kv_len = kc.shape[1]
     keys, stages = config["REGS_KEYS"], config["REGS_STAGES"]

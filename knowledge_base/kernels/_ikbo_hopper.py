@@ -4,7 +4,7 @@ one candidate each, used by ikbo_target_attention.py on a Hopper GPU (its tl ker
 Why: Triton 3.6's `tl.dot` loop waits for every wgmma before the softmax that follows it, so within
 a program the exponentials (at D = 128 half the tensor-core time per score) never run under an MMA,
 and `tl.range(warp_specialize=True)` only splits one contiguous 128-row Q tile, which [C, H, Lq, D]
-queries do not give (issue 17 round 4, bench/results/attention_issue17_h200_round4/ikbo_README.md).
+queries do not give (H200, bench/results/ikbo_target_attention/h200/2026-11-23_tl_kernel_tuning/README.md).
 Gluon exposes asynchronous wgmma, TMA copies, mbarriers and warp specialisation, so the structure
 is written out (after FlashAttention-3 and the flash kernel in _flash_hopper.py):
 

@@ -52,12 +52,13 @@ products; ~16 mantissa bits, enough for the spec's atol 1e-4, rtol 5e-4 at CIN *
 "tf32x3" (three tf32 products), "bf16x6" or "ieee" (plain fp32 FMA, slow); plain "tf32" misses
 that tolerance and is not offered.
 
-Measured on an H200 (bench/results/recsys_operators_h200_round4/ and _round5/conv1d/): B = 2048,
+Measured on an H200 (bench/results/recsys/h200/2026-11-23_conv1d_fm_restructured/ and
+bench/results/conv1d/h200/2026-11-23_loop_count/): B = 2048,
 (CIN, COUT, L) = (96, 96, 200). FP16 "gather" with CIN slices of 32, the next slice's x tile
 prefetched (prefetch_x) and no neighbour-column loads with one L tile (one_tile_halo False):
-0.1425 ms (F.conv1d 0.3405: 2.39x; the channels_last conv2d trick 0.292; round 4's "gather" with
+0.1425 ms (F.conv1d 0.3405: 2.39x; the channels_last conv2d trick 0.292; the earlier "gather" with
 slices of 16 0.152, the "load" kernel 0.217). FP32 "pairs" with slices of 32 and the weight split
-on the host (fp32_presplit): 0.318 ms (F.conv1d, which runs TF32, 0.477: 1.50x; round 4 0.326).
+on the host (fp32_presplit): 0.318 ms (F.conv1d, which runs TF32, 0.477: 1.50x; earlier 0.326).
 Compiled for sm_90a, the x tile of "gather" (and of "out"/"pairs_out", whose x feeds register
 operands) is read with 2-byte scalar loads, the layout its consumer wants, which the pipeliner
 cannot stage: prefetching it one slice ahead hides that; the loop costs ~350 instructions per
@@ -76,7 +77,7 @@ and in the native layout a tap's slice is elements KSIZE apart (no vector loads)
 Tiling notes: L = 200 is not a power of two, so an L tile of 256 wastes 22%, tiles of 64 or 128
 waste the same 56 columns; COUT = 96 is covered by BLOCK_CO = 32 (three tiles, x re-read from L2)
 or one masked 128-row tile (25% of the MMA work wasted, x read once). Which is faster depends on
-the dtype: the benchmark (bench/recsys_operators.py) times the TUNABLES variants.
+the dtype: the benchmark (bench/kernels/recsys/recsys_operators.py) times the TUNABLES variants.
 """
 
 import torch

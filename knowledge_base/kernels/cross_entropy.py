@@ -38,12 +38,12 @@ slower there. Still below the copy rate: a read-only stream that needs more load
 SM is the next thing to try. Rows of at least CONFIG["long_n"] use the split kernel with
 CONFIG["long_split_block_n"]-wide tiles and CONFIG["long_split_num_warps"] warps (H200, V = 262144:
 3219 GB/s against 2799 with the 2048 / 8 of shorter rows, which lose with them: 2804 against 2921
-at V = 65536, bench/results/peers_h200/peers_run2.md). Short rows (V = 256, 524288 rows) stay at
+at V = 65536, bench/results/reductions/h200/2026-11-23_peers_and_cute_kernels/peers_run2.md). Short rows (V = 256, 524288 rows) stay at
 ~2.6 TB/s whatever the tile CONFIG (2367-2603 GB/s in that sweep): the CuTe DSL kernel reached
 2573 GB/s with 32 threads a row holding one 16-byte vector each, and 3597 with 8 threads a row holding
 four (16 rows a block, reductions within 8-lane groups): at short rows what counts is the bytes each
 thread has in flight, which Triton's layout for a [BLOCK_M, 256] tile does not let a kernel set. The numbers, with their dates and versions:
-bench/results/reference_kernels*.md.
+bench/results/all_operators/h200/2026-11-21_reference_kernels/README.md and the tables beside it.
 """
 
 import torch

@@ -31,13 +31,13 @@ Choices that matter for speed:
   specialised (HOPPER_WS: a loader warp, two consumer warpgroups of 64 rows), persistent (one program
   an SM taking equal-cost work units) with ping-pong between the consumers: on an H200 at B4 H32 S4096
   D128, kernelevolve eval 1.008x / 1.007x (full / causal) of the compiled SDPA reference, 1.12x / 1.00x
-  of SDPA's cuDNN backend in bench/results/attention_issue17_session6, against 0.86-0.88x for the tl kernel.
+  of SDPA's cuDNN backend (bench/results/flash_attention/h200/2026-11-23_gluon_ws_kernel/README.md), against 0.86-0.88x for the tl kernel.
   HOPPER_* keys are its settings. Everywhere else (and under the interpreter) the tl kernel below runs.
 - Occupancy decides on Hopper for the tl kernel. At head dim 128, BLOCK_M=128 with num_warps=4 (about 255 registers
   per thread, no spills) and num_stages=2 (96 KB of shared memory) lets two programs share an SM;
   num_warps=8 holds the same tile but only one program fits by registers, and measured slower.
   On an H200 this reaches most of SDPA's cuDNN path, causal and not (the numbers, with their
-  dates and versions: bench/results/attention_reference_kernels_h200.md). The launcher caps
+  dates and versions: bench/results/attention/h200/2026-11-21_reference_kernels/reference_kernels.md). The launcher caps
   num_stages so the K/V pipeline fits in shared memory.
 """
 
@@ -57,17 +57,17 @@ CONFIG = {
     "num_stages": 2,  # K/V tiles in flight (clamped to fit _launch_heuristics.ATTENTION_SMEM_BYTES)
     "USE_TMA": True,  # tensor descriptors for Q/K/V where the GPU has them
     # Rescale acc and l only when a row max grows by more than 2^8 (one branch for the whole tile). H200
-    # (bench/results/attention_issue17_h200_round3): 3-29% slower at every config tried (the tile-wide max
+    # (bench/results/attention/h200/2026-11-23_int8_mqa_flash_tuning): 3-29% slower at every config tried (the tile-wide max
     # is a cross-warp reduction each step), so off.
     "LAZY_RESCALE": False,
     # tl.range(..., warp_specialize=...) over the key loop (Triton's automatic warp specialisation). Triton
     # 3.6, sm_90: at 4 warps the NVGPUWarpSpecialization pass fails (MLIR assertion "expected non-null
-    # blocks" in Dominance.cpp, then "PassManager::run failed"; H200 round 4); at 8 warps it compiles
+    # blocks" in Dominance.cpp, then "PassManager::run failed"; H200, 2026-11-23); at 8 warps it compiles
     # but creates no partitions (the TTGIR keeps one warp group: the same kernel as without).
     "WARP_SPECIALIZE": False,
     # "gluon": on a Hopper GPU, _flash_hopper.py's kernel (async wgmma, softmax overlapping P V) with the
-    # HOPPER_* settings below; elsewhere the tl kernel. "triton": always the tl kernel. H200 round 4
-    # (bench/results/attention_issue17_h200_round4/flash_prefill_README.md): gluon with HOPPER_WS, BLOCK_N
+    # HOPPER_* settings below; elsewhere the tl kernel. "triton": always the tl kernel. H200
+    # (bench/results/flash_attention/h200/2026-11-23_gluon_prefill_tuning/README.md): gluon with HOPPER_WS, BLOCK_N
     # 128, 2 stages 1.940 / 1.017 ms full / causal (call 3; tl kernel 2.189 / 1.232, SDPA 1.898 / 1.061)
     # and 1.899 / 1.065 (call 5; SDPA 1.861 / 1.060): 0.98x / 1.00-1.04x SDPA.
     "IMPL": "gluon",
@@ -83,8 +83,8 @@ CONFIG = {
     # HOPPER_WS: 0 = one program a 128-row block; 1 = one program an SM taking work units (causal: a heavy
     # and a light block of one head) in turn, a loop of blocks; 2 = the same with one loop over all of a
     # program's key tiles, the next block's first Q K^T issued with the previous block's last P V (Q a
-    # shared-memory wgmma operand, two buffers). H200, issue 17 session 6 (bench/results/
-    # attention_issue17_session6/flash_README.md): all correct (spec and ragged shapes); flash best with 1 +
+    # shared-memory wgmma operand, two buffers). H200
+    # (bench/results/flash_attention/h200/2026-11-23_gluon_ws_kernel/README.md): all correct (spec and ragged shapes); flash best with 1 +
     # PINGPONG (1.62 / 1.04 ms full / causal, 1.12x / 1.00x cuDNN; kernelevolve eval 1.008x / 1.007x), the
     # int8 prefill with 2 + PINGPONG (0.90x bf16 SDPA; eval 0.93x / 0.95x).
     "HOPPER_PERSISTENT": 1,
@@ -93,8 +93,8 @@ CONFIG = {
     # Each turn issues its wgmma (SASS checked by tests/kernels/test_flash_hopper.py); correct on the H200.
     "HOPPER_PINGPONG": True,
     # HOPPER_WS: FlashAttention-4's lazy rescale (a row's running max kept until it grows by more than 8 in
-    # log2 units; a warp whose rows all kept theirs skips O's 64 multiplies). H200, issue 17 session 10
-    # (bench/results/attention_issue17_session10): flash 1.012 -> 1.050x / 1.036 -> 1.054x cuDNN causal / full (A/B in one process).
+    # log2 units; a warp whose rows all kept theirs skips O's 64 multiplies). H200
+    # (bench/results/flash_attention/h200/2026-11-27_gluon_softmax_epilogue/README.md): flash 1.012 -> 1.050x / 1.036 -> 1.054x cuDNN causal / full (A/B in one process).
     "HOPPER_LAZY": True,
 }
 

@@ -37,7 +37,7 @@ Details that matter:
 - On an H200 (B=1024, M=433, K=1178+866, N=256, 70 candidates per user, bf16) the whole forward
   is several times faster than bmm on a materialised broadcast input and than torch.compile of
   broadcast + concat + bmm; tiles 128x256 (8 warps), 64x256 (4 warps) and 128x128 land within a
-  few percent of each other (the numbers, with their dates: bench/results/reference_kernels.md).
+  few percent of each other (the numbers, with their dates: bench/results/all_operators/h200/2026-11-21_reference_kernels/reference_kernels.md).
 """
 
 import torch

@@ -25,8 +25,8 @@ Choices that matter for speed:
 - The scale log2(e)/sqrt(D) is applied inside the exponent as one FMA, p = exp2(s * c - m); the
   running max starts at a large finite negative value so rows masked out of a pass stay NaN-free.
 - K/V tiles come through TMA descriptors over the [U*H*Lkv, D] view (USE_TMA).
-- On an H200 (2048 candidates, 32 users, 2 heads, D=128, Lq=64, Lkv=1024, bf16), issue 17 round 4
-  (bench/results/attention_issue17_h200_round4/ikbo_README.md): two candidates per 128-row tile,
+- On an H200 (2048 candidates, 32 users, 2 heads, D=128, Lq=64, Lkv=1024, bf16)
+  (bench/results/ikbo_target_attention/h200/2026-11-23_tl_kernel_tuning/README.md): two candidates per 128-row tile,
   8 warps capped at 128 registers so two programs share an SM, 2 stages, ~0.30 ms (~460 TFLOP/s,
   do_bench with the L2 flushed), 1-2% ahead of one 64-query candidate per 4-warp 3-stage program.
   What did not help there: 128-row tiles on 4 warps (254 registers; 3 stages do not fit two programs
@@ -39,7 +39,7 @@ Choices that matter for speed:
   128-row Q TMA tile, which [C, H, Lq, D] queries only give after a head-major copy of Q; on the
   H200 that kernel alone took 280 us (BLOCK_N 128) against 288 us for the default, but the copy
   (87 us) and the fix-up launch (13.5 us) make the path 0.38-0.41 ms: off by default.
-- IMPL "gluon" (the default on Hopper; issue 17 session 6: 0.2354 ms = 584 TFLOP/s on an H200 by
+- IMPL "gluon" (the default on Hopper; bench/results/ikbo_target_attention/h200/2026-11-23_gluon_ws_kernel/: 0.2354 ms = 584 TFLOP/s on an H200 by
   do_bench with the L2 flushed, 0.228 ms = 603 TFLOP/s through kernelevolve eval): _ikbo_hopper.py's
   Gluon kernel, a loader warp and two consumer warpgroups with one candidate (one 64-row Q box of the
   [C*H*Lq, D] view) each, so no head-major copy; each consumer runs the async-wgmma pipelined loop
@@ -58,7 +58,7 @@ import _ikbo_hopper
 CONFIG = {
     # "gluon": on a Hopper GPU with 64 queries a candidate, _ikbo_hopper.py's warp-specialised kernel
     # (HOPPER_* settings); everywhere else (and under the interpreter) the tl kernel below (the other keys).
-    # H200, issue 17 session 6 (bench/results/attention_issue17_session6/ikbo_README.md): gluon, BLOCK_N 128,
+    # H200 (bench/results/ikbo_target_attention/h200/2026-11-23_gluon_ws_kernel/README.md): gluon, BLOCK_N 128,
     # 2 stages, persistent, ping-pong, TMA store 0.2354 ms (584 TFLOP/s) against the tl kernel's 0.2945.
     "IMPL": "gluon",
     "HOPPER_BLOCK_N": 128,  # keys a step
@@ -680,7 +680,7 @@ def _warp_specialized(q, k, v, cand_to_user, out, config: dict) -> bool:
     grid = (triton.cdiv(num_cands, 2) * heads,)
     args = (desc_q, plan.k, plan.v, out, cand_to_user, *out.stride(), cand_to_user.stride(0),
             num_cands, heads, kv_len, plan.qk_scale)  # fmt: skip
-    # 2 stages: with 3 the H200 returned NaNs (h17i-4), so the stage count is not taken from CONFIG.
+    # 2 stages: with 3 the H200 returned NaNs, so the stage count is not taken from CONFIG.
     meta = dict(LQ=64, BLOCK_N=block_n, BLOCK_D=head_dim, num_warps=4, num_stages=2)
     key = (q.dtype, head_dim, block_n, meta["num_stages"], q.device)
     if q.device.type == "cuda" and key not in _WS_BOX_FIXED:

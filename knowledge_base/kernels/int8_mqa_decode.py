@@ -24,7 +24,7 @@ Decode is bound by reading the KV cache. What makes that read efficient:
   integer/half ops in inline PTX (4 codes a register: xor 0x80, two byte permutes that put x + 128
   in the mantissa of fp16 1024, one packed fp16 subtract of 1152: exact) and runs both MMAs in fp16
   with fp32 accumulation: ~860 instructions per step, 10-17% less device time at 16 rows (H200,
-  round 4). fp16 has the range of neither bf16 q nor arbitrary scales, so q is divided by its row's
+  the tl kernel's split-KV tuning). fp16 has the range of neither bf16 q nor arbitrary scales, so q is divided by its row's
   max |q| (the factor goes back into the scores' scale) and P * v_scale by the tile's max v_scale
   (back into the accumulator's unit).
 - Dequantisation costs no pass over K or V: the K scale multiplies the [rows, BLOCK_N] score tile
@@ -37,15 +37,15 @@ Decode is bound by reading the KV cache. What makes that read efficient:
   3.6, 16 packed rows, head dim 128, aligned strides) and the batch fits in one wave of its programs (8
   warps and one program an SM, else 4 warps and two): K/V copied by cp.async and read straight into int8 /
   fp16 MMA operands, launched directly from its plan like this kernel (_cached_launch.py). On the H200
-  (session 9, CUDA graph, clean L2) 20.9 / 20.8 / 23.4 us at B256 KV1024 / B128 KV2048 / B64 KV4096
+  (2026-11-27, CUDA graph, clean L2) 20.9 / 20.8 / 23.4 us at B256 KV1024 / B128 KV2048 / B64 KV4096
   (3.27 / 3.27 / 2.91 TB/s), 1.28-1.47x this kernel; Q_LEN 4 and other Triton releases stay here.
-The floor (H200, session 8): a kernel that only reads the same bytes takes 22.3 us (3.05 TB/s) when timed
+The floor (H200, bench/investigations/int8_mqa_decode/decode_read_roofline.py): a kernel that only reads the same bytes takes 22.3 us (3.05 TB/s) when timed
 like this one (CUDA graph, L2 flushed by writing: its dirty lines are written back during the call), 16.8 us
 (4.06 TB/s) after a flush by reading; this kernel takes 28.0 / 26.4 us at B256 KV1024 (the two flushes).
 What bounds this file's tl kernel (H200, Nsight Compute, B256 KV1024): 57% of DRAM peak; 8 warps per SM (shared memory
 for 3 stages of K/V tiles and the fp16 V tile), 1.4 instructions issued per cycle, stalls on shared
 memory (short scoreboard) first: the loop is latency-bound per SM, and more, smaller programs did
-not raise the per-SM rate (bench/results/attention_issue17_h200_round4/README.md).
+not raise the per-SM rate (bench/results/int8_mqa_decode/h200/2026-11-23_split_kv_tl_kernel/README.md).
 """
 
 import math
@@ -59,21 +59,21 @@ from _int8_kv import int8_scores, int8_update, load_scales
 from _cached_launch import launch, launchable
 from _launch_heuristics import sm_count
 
-# H200 round 4 (bench/results/attention_issue17_h200_round4/decode_README.md): device time per call
+# H200, the tl kernel's split-KV tuning (bench/results/int8_mqa_decode/h200/2026-11-23_split_kv_tl_kernel/README.md): device time per call
 # in a CUDA graph with L2 flushed at B256 KV1024 / B128 KV2048 / B64 KV4096 / B64 KV4096 Q_LEN 4,
 # this CONFIG: 29.2 / 32.2 / 36.0 / 50.0 us (2.3 / 2.1 / 1.9 / 1.4 TB/s of KV cache; 1.3-1.5x SDPA
-# on the bf16 cache, 7.8x at Q_LEN 4); round 3's default in the same run 34.0 / 37.1 / 42.6 / 50.2.
+# on the bf16 cache, 7.8x at Q_LEN 4); the previous default in the same run 34.0 / 37.1 / 42.6 / 50.2.
 # No config of the ~30 measured was more than 3% faster at any shape.
 CONFIG = {
     "BLOCK_N": 128,  # KV tokens per inner step
     # How many splits of the KV length: "sm_fill" = about PROGRAMS_PER_SM programs per SM over the
     # grid; "balanced" = the split count whose busiest SM streams the fewest key tiles
     # (ceil(BATCH * splits / SMs) programs of ceil(tiles / splits) tiles each, a split's partial
-    # counted as half a tile), the smaller count on a tie. Measured (round 3): balanced was 1.1-3.9x
+    # counted as half a tile), the smaller count on a tie. Measured (H200, bench/results/attention/h200/2026-11-23_int8_mqa_flash_tuning): balanced was 1.1-3.9x
     # slower: it leaves one 4-warp program per SM, and a program alone on its SM streams its tiles
     # far slower than two sharing one (the step is bound by latency, not bandwidth).
     "SPLIT_RULE": "sm_fill",
-    # sm_fill's target. Round 4: 2-8 programs per SM at BLOCK_N 64 were not faster than 1 at 128
+    # sm_fill's target. Split-KV tuning: 2-8 programs per SM at BLOCK_N 64 were not faster than 1 at 128
     # (the per-SM rate did not grow with the programs on it), and a grid above what fits on the
     # SMs at once runs a second, partial wave.
     "PROGRAMS_PER_SM": 1,
@@ -81,39 +81,40 @@ CONFIG = {
     "num_stages": 3,  # KV tiles in flight
     # Merge the splits in a second kernel, or in the last split program of each batch element.
     "COMBINE": "last_program",
-    # Load the next KV step's scales one step ahead (else in the step that uses them). H200 round 3:
+    # Load the next KV step's scales one step ahead (else in the step that uses them). H200 (the first tuning):
     # 39.2 / 50.4 / 51.3 us at B256 KV1024 / B128 KV2048 / B64 KV4096 with, 70.1 / 52.7 / 58.0 without.
     "PREFETCH_SCALES": True,
     # int8 -> 16 bit: "cast" (.to(), bf16 MMAs; Triton moves the V cast after the shared-memory read
     # into the P V operand layout, 4 keys D bytes apart per thread, read a byte at a time), "v_asm"
     # (V by inline PTX the compiler cannot move: read 16 bytes at a time, converted, written back,
     # read with ldmatrix.trans; K cast), "f16" (K and V by the integer trick above, fp16 MMAs). The
-    # PTX runs on NVIDIA GPUs only: the interpreter takes the same paths with plain casts. Round 4,
+    # PTX runs on NVIDIA GPUs only: the interpreter takes the same paths with plain casts. Split-KV tuning,
     # BLOCK_N 128: f16 10-17% faster than cast at Q_LEN 1, 7% slower at Q_LEN 4 (64 rows: 255
     # registers) in both calls; at BLOCK_N 64 cast, v_asm and f16 were within 5%. "auto": f16 below
     # 64 packed rows, cast from 64.
     "CONVERT": "auto",
     # "jit": launch through the @triton.jit wrapper every call; "cached": the plan of the shape
     # (grid, split buffers, compiled kernel) is kept and the compiled kernel launched directly
-    # (_cached_launch.py; the tl and the Gluon kernel alike). Round 4 (B256, host time per call): 16.3 us
-    # cached, 30.3 us through the JIT; the Gluon kernel through its JIT took 30-100 us (session 7).
+    # (_cached_launch.py; the tl and the Gluon kernel alike). Host time per call at B256 (split-KV tuning): 16.3 us
+    # cached, 30.3 us through the JIT; the Gluon kernel through its JIT took 30-100 us
+    # (bench/results/int8_mqa_decode/h200/2026-11-27_gluon_register_kernel/README.md).
     "LAUNCH": "cached",
     # f16 only: each warp streams its own keys with its own softmax state, merged after the loop
     # (no cross-warp reduction or layout exchange per step; each warp holds a whole accumulator).
-    # Round 4: 24% slower at B256 (242 registers, 3x the bank conflicts), 40x at Q_LEN 4.
+    # Split-KV tuning: 24% slower at B256 (242 registers, 3x the bank conflicts), 40x at Q_LEN 4.
     "WARP_SPLIT": False,
     # f16 only: the V tile loaded one step ahead into registers (converted there, then through
     # shared memory once in fp16 for its transposed MMA operand) instead of copied into shared
-    # memory by the pipeliner and read back: less shared-memory traffic per KV byte. Round 4: 37%
+    # memory by the pipeliner and read back: less shared-memory traffic per KV byte. Split-KV tuning: 37%
     # slower at B256 (the register tile is repacked byte by byte: 80% more instructions).
     "V_IN_REGS": False,
     # "auto": on a Hopper GPU with 16 packed query rows, head dim 128 and aligned strides,
     # _decode_hopper.py's Gluon kernel (no K/V byte through registers of the compiler's choosing: cp.async
     # rings, int8 MMA for q K^T, V pairs by PRMT), where REGS_ONE_WAVE allows; elsewhere this file's tl
-    # kernel. "triton": always the tl kernel. H200, session 9 (bench/results/attention_issue17_session9, CUDA
+    # kernel. "triton": always the tl kernel. H200, 2026-11-27 (bench/results/int8_mqa_decode/h200/2026-11-27_fixed_costs/README.md, CUDA
     # graph; tl in the same run): B256 KV1024 / B128 KV2048 / B64 KV4096 20.85 / 20.83 / 23.44 us against
     # 26.61 / 29.28 / 34.44 with L2 left clean (1.28x / 1.41x / 1.47x), 26.21 / 27.03 / 28.52 against
-    # 27.68 / 30.53 / 34.67 with L2 flushed by writing (1.06x / 1.13x / 1.22x); evaluator fitness 4.36 (session 8: 4.04).
+    # 27.68 / 30.53 / 34.67 with L2 flushed by writing (1.06x / 1.13x / 1.22x); evaluator fitness 4.36 (4.04 before the fixed costs were cut).
     "IMPL": "auto",
     # The Gluon kernel: warps per program (each streams its own keys), keys per warp and step, steps
     # whose loads are issued together, and programs per SM the split count aims at.

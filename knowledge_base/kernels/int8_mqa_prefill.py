@@ -29,7 +29,7 @@ DEQUANT = "prepass" (the default) does the conversion once instead: a small kern
 kernel (TMA K/V tiles over the [B * S, D] buffers, the heads of a batch element side by side so
 they share its K/V in L2) computes the attention. On Hopper the in-loop conversion puts each
 converted tile back through shared memory for wgmma and the tensor cores wait for it; the prepass
-costs 2% of the time and was 1.7x faster overall (bench/results/attention_issue17_h200_round3).
+costs 2% of the time and was 1.7x faster overall (bench/results/attention/h200/2026-11-23_int8_mqa_flash_tuning).
 On a Hopper GPU with IMPL "gluon" the attention after the prepass is _flash_hopper.py's Gluon kernel
 (asynchronous wgmma, each tile's softmax overlapping the previous tile's P V product; the KV head
 of query head h is h // 16), with the HOPPER_* tiles; elsewhere the tl kernel below.
@@ -50,7 +50,7 @@ from _online_softmax import softmax_step
 
 import _flash_hopper
 
-CONFIG = {  # H200 (bench/results/attention_issue17_h200_round3): prepass 0.385 ms causal, 0.588 ms full at B32 S1024 (in_loop 0.656 / 1.037)
+CONFIG = {  # H200 (bench/results/attention/h200/2026-11-23_int8_mqa_flash_tuning): prepass 0.385 ms causal, 0.588 ms full at B32 S1024 (in_loop 0.656 / 1.037)
     # Where K/V become bf16: "in_loop" = each K/V tile converted in registers inside the attention
     # loop (the tensor cores wait for it: on Hopper the converted tile goes back through shared memory
     # for wgmma); "prepass" = one small kernel writes K = codes * scale and V likewise in bf16 (the
@@ -65,8 +65,9 @@ CONFIG = {  # H200 (bench/results/attention_issue17_h200_round3): prepass 0.385 
     "LAZY_RESCALE": False,  # prepass: rescale acc and l only when a row max grows by more than 2^8 (flash_attention.py)
     # prepass on a Hopper GPU: "gluon" = _flash_hopper.py's kernel (async wgmma, softmax overlapping P V)
     # with the HOPPER_* tiles; "triton" = the tl kernel _mqa_bf16_attention (also used everywhere else).
-    # H200 round 4: tl kernel 0.380 / 0.542-0.572 ms causal / full, one-block Gluon kernels 0.391-0.405 /
-    # 0.589-0.63 (blocks of only 1-8 key tiles at S = 1024). Session 6: warp-specialised, persistent across
+    # H200 (bench/results/flash_attention/h200/2026-11-23_gluon_prefill_tuning/README.md): tl kernel 0.380 /
+    # 0.542-0.572 ms causal / full, one-block Gluon kernels 0.391-0.405 / 0.589-0.63 (blocks of only 1-8 key
+    # tiles at S = 1024). Then (bench/results/flash_attention/h200/2026-11-23_gluon_ws_kernel/README.md): warp-specialised, persistent across
     # blocks (HOPPER_PERSISTENT 2) with ping-pong 0.338 / 0.518 ms (tl 0.380 / 0.562 in the same run).
     "IMPL": "gluon",
     "HOPPER_BLOCK_M": 128,
@@ -80,12 +81,12 @@ CONFIG = {  # H200 (bench/results/attention_issue17_h200_round3): prepass 0.385 
     # HOPPER_WS: 0 = one program a 128-row block; 1 = one program an SM taking work units (causal: a heavy
     # and a light block of one head) in turn, a loop of blocks; 2 = the same with one loop over all of a
     # program's key tiles, the next block's first Q K^T issued with the previous block's last P V (Q a
-    # shared-memory wgmma operand, two buffers). H200, issue 17 session 6 (bench/results/
-    # attention_issue17_session6/flash_README.md): all correct (spec and ragged shapes); flash best with 1 +
+    # shared-memory wgmma operand, two buffers). H200
+    # (bench/results/flash_attention/h200/2026-11-23_gluon_ws_kernel/README.md): all correct (spec and ragged shapes); flash best with 1 +
     # PINGPONG (1.62 / 1.04 ms full / causal, 1.12x / 1.00x cuDNN; kernelevolve eval 1.008x / 1.007x), the
     # int8 prefill with 2 + PINGPONG (0.90x bf16 SDPA; eval 0.93x / 0.95x).
     "HOPPER_PERSISTENT": 2,
-    # HOPPER_PERSISTENT for full attention (None: the same). Issue 17 session 10, H200, A/B in one process
+    # HOPPER_PERSISTENT for full attention (None: the same). H200, A/B in one process
     # (8 rounds, with HOPPER_LAZY): full attention 1 (Q in registers, a loop a block) 0.967x cuDNN against
     # 2's 0.953x; causal 2 0.967x against 1's 0.944x (8 key tiles a block at most: the cross-block pipeline
     # pays where blocks are short).
@@ -95,8 +96,8 @@ CONFIG = {  # H200 (bench/results/attention_issue17_h200_round3): prepass 0.385 
     # Each turn issues its wgmma (SASS checked by tests/kernels/test_flash_hopper.py); correct on the H200.
     "HOPPER_PINGPONG": True,
     # HOPPER_WS: FlashAttention-4's lazy rescale (a row's running max kept until it grows by more than 8 in
-    # log2 units; a warp whose rows all kept theirs skips O's 64 multiplies). H200, issue 17 session 10
-    # (bench/results/attention_issue17_session10): prefill kernel 0.933 -> 0.961x / 0.949 -> 0.956x cuDNN causal / full (A/B in one process).
+    # log2 units; a warp whose rows all kept theirs skips O's 64 multiplies). H200
+    # (bench/results/flash_attention/h200/2026-11-27_gluon_softmax_epilogue/README.md, as is the A/B above): prefill kernel 0.933 -> 0.961x / 0.949 -> 0.956x cuDNN causal / full (A/B in one process).
     "HOPPER_LAZY": True,
 }
 

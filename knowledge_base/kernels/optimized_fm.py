@@ -26,14 +26,14 @@ CONFIG["k_major"] computes the transpose instead, the way flash attention chains
 T_s^T = Y_tile^T @ X_s ([BLOCK_K, BLOCK_D]) and out^T += T_s^T @ X_s^T. The first dot's
 accumulator is then the second's left operand, which Hopper's wgmma reads from registers (no
 round trip through shared memory for a layout change), and both dots have M = BLOCK_K rather
-than the padded N. Measured on an H200 (bench/results/recsys_operators_h200_round3/): with K tiles
+than the padded N. Measured on an H200 (bench/results/recsys/h200/2026-11-22_pffn_mbdt_reworked/): with K tiles
 of 64 it took N = 24 from 0.36 ms to 0.22 ms (torch.compile: 1.08 ms) and N = 40/48 from
 0.087 ms to 0.078-0.081 ms (torch.compile: 0.15 ms), so it is the default.
 
 CONFIG["split_n"] (with k_major) covers the rows with two power-of-two blocks where N padded to
 16 is not a power of two (40 and 48: 32 + 16 rows instead of 64), a quarter less MMA
 work; with D slices of 32 (224 = 7 x 32) it took N = 40/48 to 0.067/0.071 ms (2.19x/2.12x
-torch.compile) and N = 24 to 0.216 ms (5.08x) on an H200 (bench/results/recsys_operators_h200_round4/).
+torch.compile) and N = 24 to 0.216 ms (5.08x) on an H200 (bench/results/recsys/h200/2026-11-23_conv1d_fm_restructured/).
 """
 
 import torch

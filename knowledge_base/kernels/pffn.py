@@ -43,8 +43,8 @@ below the bf16 rounding of H; tanh_approx through the hardware tanh.approx.f32).
 used for 16-bit inputs only. The GELU epilogue is not hidden behind memory traffic here: libdevice
 erf costs 40 us at (1024, 200, 256, 160) in the split mode (0.234 against 0.194 ms).
 
-Measured on an H200 (bench/results/recsys_operators_h200_round5/pffn/README.md): at (1024, 200,
-256, 160) torch.compile 0.278 ms; fused/erf (the round-4 default) 0.264; split/tanh_approx 0.206,
+Measured on an H200 (bench/results/pffn/h200/2026-11-23_split_gemms/README.md): at (1024, 200,
+256, 160) torch.compile 0.278 ms; fused/erf (the previous default) 0.264; split/tanh_approx 0.206,
 0.194 with the persistent down kernel (the default: 1.43x; exact GELU by erf_poly 0.231, 1.20x).
 The split kernels alone: up 2.6 TB/s, down 2.5 TB/s of what each moves, against cuBLAS bmm
 3.5-3.6 TB/s for the same GEMMs without epilogues.

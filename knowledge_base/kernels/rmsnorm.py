@@ -36,12 +36,12 @@ The launcher `rmsnorm_forward` picks one of four kernels:
   (bounded: a timeout writes NaN, never hangs) until the row's slots are all written, then
   scales and stores. Correct, but limited by bytes in flight (one block per SM; bigger chunks
   spill): a little faster than the chunked default at the longest rows and slower at N = 65536,
-  so off by default (measurements: bench/results/long_rows.md).
+  so off by default (measurements: bench/results/reductions/h200/2026-11-21_long_rows/README.md).
 
 On an H200 the tile kernel runs close to the device-to-device copy rate for N = 256 ... 16384; for
 long rows the chunked kernel (chunk_n=32768, 16384-wide tiles, 32 warps) beat the two-pass one,
 hence the default. Still short of the copy rate at N = 262144: part of the re-read misses L2. The
-numbers, with their dates and versions: bench/results/reference_kernels*.md.
+numbers, with their dates and versions: bench/results/all_operators/h200/2026-11-21_reference_kernels/README.md and the tables beside it.
 
 In both long-row kernels loads walk tiles of CONFIG["split_block_n"] columns with
 CONFIG["split_num_warps"] warps; CONFIG["num_stages"] > 1 software-pipelines those loops
@@ -75,7 +75,7 @@ CONFIG = {
 }
 
 TUNABLES = {
-    # Kept small enough that its best configuration can be measured outright (bench/rmsnorm_space.py).
+    # Kept small enough that its best configuration can be measured outright (bench/kernels/rmsnorm/rmsnorm_space.py).
     "single_block_max_n": [4096, 8192, 16384, 32768],
     "tile_elems": [1024, 2048, 4096, 8192],
     "elems_per_thread": [8, 16, 32],
@@ -88,8 +88,8 @@ TUNABLES = {
     "reverse_second_pass": [True],
     "l2_hints": [True],
     # The cooperative kernel is correct but measured no faster at the spec's shapes
-    # (bench/results/long_rows.md); kept out of the space so that the space stays the one whose
-    # best was measured outright (bench/results/offline_search_rmsnorm/). Set True by hand to try it.
+    # (bench/results/reductions/h200/2026-11-21_long_rows/README.md); kept out of the space so that the space stays the one whose
+    # best was measured outright (bench/results/rmsnorm/h200/2026-11-21_offline_search/). Set True by hand to try it.
     "cooperative": [False],
 }
 

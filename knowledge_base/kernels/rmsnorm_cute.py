@@ -34,7 +34,7 @@ registers); CONFIG["min_blocks_per_sm"] asks the compiler for that many resident
 The sum of squares is reduced over the warp (shuffles), the row's warps (one fp32 each in shared
 memory) and, for a cluster, its blocks. The cluster's reductions go one of two ways
 (CONFIG["mbarrier"], True by default: on the H200 it was 1.2-1.7x faster at N = 65536 and 262144,
-bench/results/peers_h200/README.md). False: each block writes its partial into its own shared slot,
+bench/results/reductions/h200/2026-11-23_peers_and_cute_kernels/README.md). False: each block writes its partial into its own shared slot,
 a cluster barrier publishes it, every block reads all peers' slots through distributed shared memory
 (mapa + ld.shared::cluster) in rank order, and a last cluster arrive / wait keeps each block's
 shared memory alive until its peers are done reading. True: every warp pushes its partial into each

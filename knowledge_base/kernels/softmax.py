@@ -31,12 +31,12 @@ The launcher `softmax_forward` picks one of four kernels:
   no fence, no counter), loads the next row's chunk, spins (bounded: a timeout writes NaN) until
   the row's slots are written, then exponentiates again and stores. Correct, but limited by
   bytes in flight (one block per SM; bigger chunks spill) and slower than the two-pass default,
-  so off by default (measurements: bench/results/long_rows.md).
+  so off by default (measurements: bench/results/reductions/h200/2026-11-21_long_rows/README.md).
 
 On an H200 the tile kernel runs close to the copy rate for N = 256 ... 16384; for long rows the
 chunked kernel measured slower than the two-pass one, so the default is two-pass with 8192-wide
 tiles, 16 warps and num_stages=3, faster than torch.compile; the re-read is what keeps it off the
-copy rate. The numbers, with their dates and versions: bench/results/reference_kernels*.md.
+copy rate. The numbers, with their dates and versions: bench/results/all_operators/h200/2026-11-21_reference_kernels/README.md and the tables beside it.
 
 Running max and sum (chunk and split kernels) are kept per lane with ONE exp2 per element: with
 d = x - m, exp(-|d|) is both the rescale factor when x is the new max (s = s*e + 1) and the term
