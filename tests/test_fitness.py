@@ -86,6 +86,18 @@ class FakeGPU:
         self.intervals: list[tuple[str, float, float]] = []  # (phase, from, to) of each process's work after its go
         self.hold_s = 0.0  # how long each process works after its go
 
+    @staticmethod
+    def _outside_loops(folder, latencies: list[float]) -> None:
+        """The process's side of the outside-timed loops (harness/runtime/outside.py): each takes its
+        calls times the latency this fake says; the fake judge believes any digests."""
+        from kernelevolve.harness.runtime import outside
+
+        for n, latency_ms in enumerate(latencies):
+            for idx in range(outside.LOOPS):
+                payload = outside.await_release(str(folder), f"c{n}.{idx}", None, latency_ms, timeout_s=10)
+                time.sleep(payload["calls"] * latency_ms / 1e3)
+                outside.report_done(str(folder), f"c{n}.{idx}", [0.0] * outside.DIGESTS)
+
     def render(self, name: str, config: dict) -> str:
         return json.dumps({"name": name, "config": config})
 
@@ -112,7 +124,8 @@ class FakeGPU:
                         stderr="",
                         result={"stage": "done", "cancelled": True},
                     )
-                if (workdir / "prepare").exists() and not Path(result_path).exists():
+                ready = "prepare_path" not in config or (workdir / "prepare").exists()
+                if ready and not Path(result_path).exists():
                     prepared = {"stage": "waiting for the evaluator's go", "environment": {"gpu_prepared_bytes": 1000}}
                     Path(result_path).write_text(json.dumps(prepared))
                 time.sleep(0.005)
@@ -130,10 +143,12 @@ class FakeGPU:
             data["cases"] = [{"label": label, "correct": True, "max_abs_err": 0.0} for label in labels]
         elif phase == "baseline":
             data["cases"] = [{"label": label, "baseline_ms": self.baseline_ms[label]} for label in labels]
+            self._outside_loops(workdir, [self.baseline_ms[label] for label in labels])
         elif self.candidate_failure is not None:
             data.update(stage="timing", failure=self.candidate_failure, cases=[])
         else:
             data["cases"] = [{"label": label, "latency_ms": self.latency_ms.get(label)} for label in labels]
+            self._outside_loops(workdir, [self.latency_ms.get(label, 1.0) for label in labels])
         return Outcome(
             returncode=0, timed_out=False, signal_name=None, duration_s=0.01, stdout="", stderr="", result=data
         )
@@ -151,6 +166,9 @@ def gpu(monkeypatch, spec):
     monkeypatch.setattr(processes_module, "run_script", fake.run_script)
     monkeypatch.setattr(processes_module, "render", fake.render)
     monkeypatch.setattr(processes_module, "_software", lambda slot: ("NVIDIA H200", "2.13.0", "3.6.0"))
+    # The fake's outside-timed loops sleep: on a loaded CPU their slopes are too noisy for the bound, which
+    # test_a_latency_below_what_its_loops_take_from_outside_is_replaced_and_marked tests with a wide gap.
+    monkeypatch.setattr(evaluator_module, "OUTSIDE_MARGIN", 1e9)
     fake.labels = labels
     return fake
 
@@ -206,7 +224,7 @@ def test_baselines_are_timed_once_then_cached_per_gpu_and_software(tmp_path, spe
     # time only after it (and its judge), one after the other; the timed calls' judge comes last.
     assert [p for p, _ in gpu.runs] == ["correctness", "judge check", "baseline", "candidate", "judge timed"]
     assert dict(gpu.runs)["baseline"] == gpu.labels and not any(s.baseline_cached for s in first.shapes)
-    keys = store.lookup(spec.fingerprint)
+    keys = {k: v for k, v in store.lookup(spec.fingerprint).items() if ":outside" not in k}
     assert sorted(keys.values()) == [1.0, 1.0]
     assert all(k.startswith(spec.fingerprint) and "NVIDIA H200" in k and "2.13.0" in k and "3.6.0" in k for k in keys)
 
@@ -222,7 +240,9 @@ def test_baselines_are_timed_once_then_cached_per_gpu_and_software(tmp_path, spe
     gpu.baseline_ms = {gpu.labels[0]: 3.0, gpu.labels[1]: 3.0}
     other = _evaluator(tmp_path, store).evaluate(spec, SOURCE, shapes=SHAPES)
     assert [p for p, _ in gpu.runs] == ["correctness", "judge check", "baseline", "candidate", "judge timed"]
-    assert [s.baseline_ms for s in other.shapes] == [3.0, 3.0] and len(store.lookup(spec.fingerprint)) == 4
+    assert [s.baseline_ms for s in other.shapes] == [3.0, 3.0] and len(
+        store.lookup(spec.fingerprint)
+    ) == 8  # latency and outside slope
 
 
 def test_a_candidate_that_fails_its_checks_is_never_timed_but_its_baseline_is(tmp_path, spec, gpu, monkeypatch):
@@ -245,7 +265,8 @@ def test_a_candidate_that_fails_its_checks_is_never_timed_but_its_baseline_is(tm
         "stopped judge timed",
         "baseline",
     ]
-    assert sorted(store.lookup(spec.fingerprint).values()) == [1.0, 1.0]  # the next candidate will need it
+    timed = {k: v for k, v in store.lookup(spec.fingerprint).items() if ":outside" not in k}
+    assert sorted(timed.values()) == [1.0, 1.0]  # the next candidate will need it
 
 
 # -- the baseline store ----------------------------------------------------------------------------
@@ -320,3 +341,20 @@ def test_geometric_mean_matches_the_log_formula_on_many_shapes():
     expected = math.exp(sum(math.log(b / lat) for lat, b in pairs) / len(pairs))
     assert timed(*pairs).fitness == pytest.approx(expected)
     assert timed(*pairs).fitness < sum(b / lat for lat, b in pairs) / len(pairs)  # strictly below the arithmetic mean
+
+
+def test_a_latency_below_what_its_loops_take_from_outside_is_replaced_and_marked(tmp_path, spec, gpu, monkeypatch):
+    """A process that reports 0.5 ms a call but whose outside-timed loops take 3 ms a call (a patched
+    timer) gets the outside figure, and the result is held for review."""
+    monkeypatch.setattr(evaluator_module, "OUTSIDE_MARGIN", 0.2)
+    own = FakeGPU._outside_loops
+
+    def slow(folder, latencies):
+        own(folder, [3.0 if lat == 0.5 else lat for lat in latencies])
+
+    monkeypatch.setattr(FakeGPU, "_outside_loops", staticmethod(slow))
+    result = _evaluator(tmp_path).evaluate(spec, SOURCE, shapes=SHAPES)
+    first = result.shapes[0]
+    assert result.correct and first.latency_ms > 1.5, first.latency_ms  # the outside bound, not the claimed 0.5
+    assert "measured from outside" in result.marks["suspicious"]
+    assert result.environment["outside_timing"][first.label]["own_ms"] == 0.5

@@ -31,7 +31,16 @@ from kernelevolve.evaluation import plausibility
 from kernelevolve.evaluation.baselines import BaselineStore, MemoryBaselineStore
 from kernelevolve.evaluation.executors import current_node
 from kernelevolve.evaluation.gpu_gate import GpuGate
-from kernelevolve.evaluation.processes import BaselineJob, ProcessSet, WaitingRun, held_bytes
+from kernelevolve.evaluation.outside_clock import OutsideClock, slope_ms
+from kernelevolve.evaluation.processes import (
+    OUTSIDE_LOOPS,
+    BaselineJob,
+    ProcessSet,
+    WaitingRun,
+    held_bytes,
+    outside_calls,
+    outside_names,
+)
 from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
 from kernelevolve.evaluation.sandbox import Limits, Outcome, clean_environment
 from kernelevolve.harness.runtime.screen import screen_source
@@ -40,6 +49,10 @@ from kernelevolve.spec import Case, Spec, ShapeValue
 
 DEVICES = ("cuda", "interpret")
 JUDGES = ("judge", "timed judge")  # the phases whose processes never import the candidate
+# A candidate's own median may sit this far (relative, plus an absolute floor) below the outside-timed
+# bound before the bound replaces it: the loops' noise on an H200 (measured: see README).
+OUTSIDE_MARGIN = 0.2
+OUTSIDE_FLOOR_MS = 0.003
 WARM_WAIT_S = 900.0  # how long a warm process waits for a candidate before it leaves
 # A check's references plus the candidate's outputs, input copies and workspace, and a timing process's
 # timed outputs. An evaluation that still runs out of memory beside others is judged again alone.
@@ -107,8 +120,10 @@ class Evaluator:
         self._warm_sets: dict[tuple, list[ProcessSet]] = {}
         self._warm_lock = threading.Lock()
         self._memory_need: dict[tuple, int] = {}  # GPU memory an evaluation of (spec, shapes) was seen to hold
-        # Address-space limits break CUDA (it reserves huge virtual ranges): CPU only.
+        # Address-space limits break CUDA (it reserves huge virtual ranges): CPU only. The resident memory
+        # of all of a candidate's processes together is watched from outside on both (sandbox.Limits).
         self.max_memory_bytes = max_memory_bytes if device == "interpret" else None
+        self.max_total_rss_bytes = max_memory_bytes if device == "interpret" else _host_share(self.parallelism)
         _LIVE.add(self)
 
     # ------------------------------------------------------------------------------------
@@ -259,6 +274,7 @@ class Evaluator:
         limits = Limits(
             timeout_s=self.timeout_s,
             max_memory_bytes=self.max_memory_bytes,
+            max_total_rss_bytes=self.max_total_rss_bytes,
             writable=[workdir / "cache"],
         )
         # The judges run no candidate code: their own compile caches, their own folders, and the
@@ -354,13 +370,33 @@ class Evaluator:
             baseline_ms = baselines.finish(result)
             if not result.correct:
                 return result
+            labels = [s.label for s in result.shapes]
+
+            def plan(name: str, _ready: str) -> dict:  # the candidate's own estimate is not asked for
+                n, idx = (int(v) for v in name[1:].split("."))
+                return {"seed": secrets.randbits(40), "calls": outside_calls(baseline_ms.get(labels[n])) * (1 + idx)}
+
+            clock = OutsideClock(timing.folder, outside_names(len(labels)), plan, alive=timing.running)
             outcome = timing.go({"profile": deep})
+            loops = clock.join()
             result.phases_s["benchmark"] = timing.after_go_s
         self._absorb(result, outcome, "benchmark")
-        if result.failure is None:  # the timed calls' outputs, judged where the candidate cannot reach
+        if result.failure is None and len(loops) < len(labels) * OUTSIDE_LOOPS:
+            self._fail(result, Failure.TIMING, "the candidate's process never finished the outside-timed loops", "")
+        if result.failure is None:  # the timed calls' outputs and loops, judged where the candidate cannot reach
             began = time.monotonic()
-            self._absorb(result, timed_judge.go(), "timed judge")
+            outside = {
+                name: {
+                    "seed": loop.payload["seed"],
+                    "calls": loop.payload["calls"],
+                    "digests": loop.reported.get("digests"),
+                }
+                for name, loop in loops.items()
+            }
+            self._absorb(result, timed_judge.go({"outside": outside}), "timed judge")
             result.phases_s["timed judge"] = time.monotonic() - began
+            if result.failure is None:
+                self._bound_latencies(result, loops, baseline_ms, baselines.slopes)
         else:
             timed_judge.stop()
         for shape in result.shapes:
@@ -379,6 +415,30 @@ class Evaluator:
         if reason:
             result.marks["suspicious"] = reason
         return result
+
+    @staticmethod
+    def _bound_latencies(result: EvalResult, loops: dict, baseline_ms: dict, baseline_slopes: dict) -> None:
+        """The latency the fitness uses is at least what the outside-timed loops imply: the candidate's
+        time per call there less the baseline's per-call overhead of the same loops (outside.py). Where
+        the candidate's own median is more than OUTSIDE_MARGIN below that, the bound is used instead and
+        the result says so."""
+        bounds = {}
+        for n, shape in enumerate(result.shapes):
+            slope = slope_ms(loops, n, OUTSIDE_LOOPS)
+            base, base_slope = baseline_ms.get(shape.label), baseline_slopes.get(shape.label)
+            if slope is None or base is None or base_slope is None or shape.latency_ms is None:
+                continue
+            floor = max(slope - (base_slope - base), 0.0)
+            bounds[shape.label] = {"own_ms": shape.latency_ms, "outside_ms": round(floor, 6), "slope_ms": slope}
+            if floor > (1 + OUTSIDE_MARGIN) * shape.latency_ms + OUTSIDE_FLOOR_MS:
+                bounds[shape.label]["used"] = True
+                result.marks.setdefault(
+                    "suspicious",
+                    f"{shape.label}: its process timed {shape.latency_ms:.4f} ms a call, but measured from outside "
+                    f"it needs at least {floor:.4f} ms; the outside figure is used",
+                )
+                shape.latency_ms = floor
+        result.environment["outside_timing"] = bounds
 
     def _learn_memory(self, processes: "ProcessSet", check: dict) -> None:
         """What an evaluation of this (spec, shapes) holds on a GPU: its check's references (reported
@@ -453,7 +513,15 @@ class Evaluator:
         stage = data.get("stage", "start-up")
         failure = data.get("failure")
         log = "\n".join(x for x in ((failure or {}).get("traceback", ""), outcome.stderr.strip()) if x)
-        if outcome.timed_out:
+        if outcome.memory_exceeded:
+            self._fail(
+                result,
+                Failure.CRASH,
+                f"{phase}: its processes together held {outcome.memory_exceeded / 2**30:.1f} GiB of memory, over the "
+                f"evaluation's limit of {self.max_total_rss_bytes / 2**30:.1f} GiB (during {stage}); killed",
+                log,
+            )
+        elif outcome.timed_out:
             self._fail(
                 result,
                 Failure.TIMEOUT,
@@ -504,6 +572,16 @@ def _out_of_memory(result: EvalResult) -> bool:
     return result.failure in (str(Failure.CRASH), str(Failure.RUNTIME), str(Failure.REFERENCE)) and (
         "CUDA out of memory" in text or "could not run in float64 or float32" in text
     )
+
+
+def _host_share(evaluations: int) -> int:
+    """Host memory one GPU evaluation's candidate processes may hold together: 60% of the host's memory
+    shared by the evaluations in flight, at least 8 GiB."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError):
+        total = 64 << 30
+    return max(8 << 30, int(0.6 * total / max(1, evaluations)))
 
 
 def _usable_memory(gpu: int) -> int | None:

@@ -14,6 +14,11 @@ probe of the interpreter itself; `patch_triton_interpreter()` returns the names 
   an int32 handle type, so broadcast and combined with a vector mask it becomes int32 data; 3.6-3.8
   accepted any integer mask, 3.9's load, store and atomics refuse it ("mask has unsupported
   dtype"). Masks are cast to bool on the way in. Probed: a load with an int32 mask.
+- "tf32_dot" (every version; emulation rather than a fix): the interpreter multiplies float32 dots
+  exactly whatever their input_precision, while the GPU rounds a tf32 dot's inputs to 10 mantissa bits
+  (float32 `tl.dot`'s default). The inputs of a TF32 dot are rounded the same way (to nearest, as
+  cvt.rna.tf32.f32 does), so a kernel that relies on tf32 where the spec forbids it fails on the CPU
+  as it would on the GPU, instead of passing here and failing there.
 """
 
 SUPPORTED_TRITON = ((3, 6), (3, 9))  # oldest and newest minor release this file was checked on
@@ -44,8 +49,40 @@ def patch_triton_interpreter() -> list[str]:
     if _int_masks_refused(interpreter):
         _fix_masks(interpreter)
         applied.append("bool_masks")
+    _emulate_tf32(interpreter)
+    applied.append("tf32_dot")
     builder._kernelevolve_fixes = tuple(applied)
     return applied
+
+
+def round_to_tf32(data):
+    """float32 values (numpy) rounded to TF32's 10 mantissa bits, to nearest with ties away from zero."""
+    import numpy as np
+
+    bits = np.ascontiguousarray(data, dtype=np.float32).view(np.uint32)
+    finite = (bits & 0x7F800000) != 0x7F800000
+    rounded = np.where(finite, (bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000), bits)
+    return rounded.astype(np.uint32).view(np.float32)
+
+
+def _emulate_tf32(interpreter) -> None:
+    import triton.language as tl
+    from triton._C.libtriton import ir
+
+    create_dot = interpreter.InterpreterBuilder.create_dot
+    tf32 = getattr(ir.INPUT_PRECISION, "TF32", None)
+
+    def rounded(handle):
+        if handle.dtype.scalar != tl.float32:
+            return handle
+        return interpreter.TensorHandle(round_to_tf32(handle.data), handle.dtype.scalar)
+
+    def create_dot_tf32(self, a, b, d, input_precision, *args):
+        if tf32 is not None and input_precision == tf32:
+            a, b = rounded(a), rounded(b)
+        return create_dot(self, a, b, d, input_precision, *args)
+
+    interpreter.InterpreterBuilder.create_dot = create_dot_tf32
 
 
 def _fix_index(interpreter) -> None:

@@ -12,12 +12,14 @@ from __future__ import annotations
 import functools
 import json
 import os
+import secrets
 import shutil
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kernelevolve.evaluation.outside_clock import OutsideClock, slope_ms
 from kernelevolve.evaluation.result import EvalResult
 from kernelevolve.evaluation.sandbox import Limits, Outcome, run_script
 from kernelevolve.harness import render
@@ -27,6 +29,19 @@ if TYPE_CHECKING:
     from kernelevolve.evaluation.evaluator import Evaluator
 
 WARM_MARGIN_S = 120.0  # a warm set this close to leaving is not handed out
+OUTSIDE_LOOPS = 2  # harness/runtime/outside.py's LOOPS: n calls, then 2n
+OUTSIDE_TARGET_MS = 25.0  # the first outside-timed loop's kernel time, roughly
+
+
+def outside_calls(latency_ms: float | None) -> int:
+    """Calls of the first outside-timed loop for an operator of about this latency (the second has twice)."""
+    if not latency_ms or latency_ms <= 0:
+        return 16
+    return max(8, min(128, round(OUTSIDE_TARGET_MS / latency_ms)))
+
+
+def outside_names(cases: int) -> list[str]:
+    return [f"c{n}.{i}" for n in range(cases) for i in range(OUTSIDE_LOOPS)]
 
 
 class WaitingRun:
@@ -88,6 +103,9 @@ class WaitingRun:
             prepare=prepare,
         )
 
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
     @property
     def waiting(self) -> bool:
         """Still alive and not yet told anything."""
@@ -111,6 +129,10 @@ class WaitingRun:
             self._thread.join(0.01)
 
     def go(self, payload: dict | None = None) -> Outcome | None:
+        """Let it run its candidate (or judge); its timeout counts from here. A process still preparing
+        (imports, inputs, references on a busy CPU) finishes that first, within its preparation's own
+        time limit: the timeout is the candidate's time, not the machine's start-up."""
+        self.wait_prepared()
         start = time.monotonic()
         self._write("go", json.dumps(payload or {}))
         self._thread.join()
@@ -158,8 +180,15 @@ class BaselineJob:
             c["label"]: "|".join([spec.fingerprint, c["label"], spec.baseline, *_software(slot)])
             for c in bench["cases"]
         }
+        # Per label: ms per call of the baseline's outside-timed loops, stored beside its latency.
+        self.slope_keys = {
+            c["label"]: "|".join([spec.fingerprint, c["label"], f"{spec.baseline}:outside", *_software(slot)])
+            for c in bench["cases"]
+        }
+        self.slopes: dict[str, float] = {}
         self.found = self._cached()
         missing = [c for c in bench["cases"] if c["label"] not in self.found]
+        self.missing = [c["label"] for c in missing]
         self.run: WaitingRun | None = None
         if missing:
             config = dict(bench, mode="baseline", cases=missing)
@@ -171,8 +200,12 @@ class BaselineJob:
             self.run = WaitingRun.of("benchmark", config, workdir / "baseline", limits, env, waiting_s, prepare=True)
 
     def _cached(self) -> dict[str, float]:
+        """Labels whose latency and outside-timed slope are both in the store (an entry without its slope,
+        from an older version, is timed again)."""
         cached = self.evaluator.baselines.lookup(self.fingerprint)
-        return {label: cached[k] for label, k in self.keys.items() if k in cached}
+        found = {label: cached[k] for label, k in self.keys.items() if k in cached and self.slope_keys[label] in cached}
+        self.slopes.update({label: cached[self.slope_keys[label]] for label in found})
+        return found
 
     @property
     def waiting(self) -> bool:
@@ -209,13 +242,28 @@ class BaselineJob:
         if self.run is None:
             return self.found
         run, self.run = self.run, None
+
+        def plan(name: str, ready: str) -> dict:  # this process runs no candidate code: its estimate counts
+            try:
+                estimate = json.loads(ready).get("estimate_ms")
+            except (ValueError, AttributeError):
+                estimate = None
+            return {"seed": secrets.randbits(40), "calls": outside_calls(estimate) * (1 + int(name.rsplit(".", 1)[1]))}
+
+        clock = OutsideClock(run.folder, outside_names(len(self.missing)), plan, alive=run.running)
         outcome = run.go()
+        loops = clock.join()
         result.phases_s["baseline"] = run.after_go_s
         data = (outcome.result if outcome else None) or {}
         for case in data.get("cases", []):
             if case.get("baseline_ms") is not None and case.get("label") in self.keys:
-                self.found[case["label"]] = case["baseline_ms"]
-                self.evaluator.baselines.save(self.keys[case["label"]], case["baseline_ms"])
+                label = case["label"]
+                slope = slope_ms(loops, self.missing.index(label), OUTSIDE_LOOPS) if label in self.missing else None
+                if slope is None:
+                    continue
+                self.found[label], self.slopes[label] = case["baseline_ms"], slope
+                self.evaluator.baselines.save(self.keys[label], case["baseline_ms"])
+                self.evaluator.baselines.save(self.slope_keys[label], slope)
         if len(self.found) < len(self.keys):
             how = f"{outcome.signal_name or outcome.returncode}" if outcome else "not started"
             last = (outcome.stderr.strip().splitlines() or [""])[-1][:300] if outcome else ""

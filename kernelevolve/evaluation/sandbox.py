@@ -42,6 +42,10 @@ class Limits:
     max_processes: int = 4096  # processes and threads of the whole run (torch starts many threads)
     max_file_bytes: int = 256 << 20  # caps each file the candidate writes (not its stdout/stderr)
     max_memory_bytes: int | None = None  # address space; leave None on CUDA (it maps huge ranges)
+    # Resident memory of the whole run (every process it started, however it forked), watched from
+    # outside every MEMORY_POLL_S and the run killed past it: a limit per process alone lets children
+    # add up, and on CUDA there is no address-space limit at all.
+    max_total_rss_bytes: int | None = None
     isolate_network: bool = True
     # Directories the candidate may write besides its scratch dir and the result file's directory
     # (e.g. Triton's cache). Created if missing; under a uid drop they are chown'd to that uid.
@@ -50,6 +54,77 @@ class Limits:
     # a subfolder of the uid the harness runs as (see sandbox_privileges.per_uid_dirs).
     per_uid_dirs: dict[str, Path] = field(default_factory=dict)
     run_as_uid: int | None = 65534  # when root; None keeps uid 0 (capabilities are dropped either way)
+
+
+MEMORY_POLL_S = 0.2
+
+
+def _tree(root: int) -> list[int]:
+    """`root` and every process descended from it (orphans re-parent inside its PID namespace)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat_line = f.read()
+            ppid = int(stat_line[stat_line.rindex(b")") + 2 :].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def _rss(pid: int) -> int:
+    """Proportional resident memory (shared pages split among their sharers: a fork's copy-on-write
+    pages count once), from smaps_rollup where the kernel has it, else resident memory."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class _MemoryWatch:
+    """Sums the resident memory of a run's process tree from outside; past the limit, kills the tree."""
+
+    def __init__(self, root: int, limit: int):
+        self.root, self.limit = root, limit
+        self.peak = 0
+        self.exceeded: int | None = None  # the total seen when it was killed
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="sandbox-memory", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(MEMORY_POLL_S):
+            pids = _tree(self.root)
+            total = sum(_rss(p) for p in pids)
+            self.peak = max(self.peak, total)
+            if total > self.limit:
+                self.exceeded = total
+                for pid in pids:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(timeout=5)
 
 
 @dataclass
@@ -62,6 +137,9 @@ class Outcome:
     stderr: str
     result: dict | None  # the harness's JSON, if it wrote one
     sandbox: dict = field(default_factory=dict)  # the protections that were active (see missing_protections)
+    # The run's processes together held more resident memory than Limits.max_total_rss_bytes (bytes seen).
+    memory_exceeded: int | None = None
+    peak_rss_bytes: int = 0  # the most the whole run held, as seen from outside
 
 
 # What each report entry reads when its protection is active.
@@ -411,6 +489,7 @@ def run_script(
             pass
         os.close(go_w)
     drains = [_Drain(out_r), _Drain(err_r), _Drain(report_r)]
+    watch = _MemoryWatch(proc.pid, limits.max_total_rss_bytes) if limits.max_total_rss_bytes else None
     try:
         pidfd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):
@@ -430,6 +509,8 @@ def run_script(
         os.killpg(proc.pid, signal.SIGKILL)
         raise
     finally:
+        if watch is not None:
+            watch.stop()
         if pidfd is not None:
             os.close(pidfd)
         proc.wait()
@@ -459,4 +540,6 @@ def run_script(
         stderr=drains[1].text(),
         result=_read_json(result_path),
         sandbox=sandbox,
+        memory_exceeded=watch.exceeded if watch is not None else None,
+        peak_rss_bytes=watch.peak if watch is not None else 0,
     )

@@ -147,6 +147,7 @@ def main(config: dict) -> None:
                 )
         if problem:
             result.finish("timing", f"{label}: {problem}")
+        _outside_loops(config, result, n, new, pools, buffers, clock)
         del new
         torch.cuda.empty_cache()
     result.finish()
@@ -183,7 +184,27 @@ def _time_baselines(config: dict, result: Result, prepared: list, clock) -> None
             )
         entry["baseline_ms"] = timing.median_ms
         result.write()
+        _outside_loops(config, result, len(result.cases) - 1, base, pools, buffers, clock, timing.median_ms)
     result.finish()
+
+
+def _outside_loops(config, result, n, fn, pools, buffers, clock, estimate_ms=None) -> None:
+    """The loops the evaluator times from outside (outside.py): released one by one, each on inputs
+    drawn from the seed the release carries, its digests reported at the end."""
+    from kernelevolve.harness.runtime import modules, outside
+
+    folder = os.path.dirname(config["result_path"])
+    for idx in range(outside.LOOPS):
+        name = f"c{n}.{idx}"
+        result.stage(f"{result.cases[-1]['label']} outside-timed loop {idx}")
+        payload = outside.await_release(folder, name, config.get("stop_path"), estimate_ms)
+        try:
+            values = outside.run_loop(
+                fn, pools, buffers, int(payload["seed"]), int(payload["calls"]), clock.sync, modules.flatten
+            )
+        except Exception as exc:
+            result.finish(failure_class(exc), f"{result.cases[-1]['label']}: " + one_line(exc), exc)
+        outside.report_done(folder, name, values)
 
 
 def _profile(model, inputs, clock, monitor) -> dict:

@@ -100,8 +100,8 @@ def compare(outs: list, expected: list, refs: list, tol: dict) -> tuple[bool, st
     max_abs, max_rel = 0.0, 0.0
     for i, (out, exp, ref) in enumerate(zip(outs, expected, refs)):
         where = f"output {i}: " if len(outs) > 1 else ""
-        if not isinstance(out, torch.Tensor):
-            return False, f"{where}a {type(out).__name__}, expected a tensor", None, None
+        if type(out) is not torch.Tensor:
+            return False, f"{where}a {type(out).__name__}, expected a plain torch.Tensor", None, None
         if tuple(out.shape) != tuple(exp.shape):
             return False, f"{where}shape {tuple(out.shape)}, expected {tuple(exp.shape)}", None, None
         if out.dtype != exp.dtype:
@@ -183,6 +183,16 @@ def _compare_one(out: torch.Tensor, ref: torch.Tensor, tol: dict) -> tuple[str |
         return (
             f"{n_bad} of {n} elements outside atol={tol['atol']:g} rtol={tol['rtol']:g} (max abs err "
             f"{abs_err:.3g}; first at {idx}: got {got_v:.6g}, expected {want_v:.6g})",
+            abs_err,
+            rel_err,
+        )
+    bound = norm_bound(tol)
+    if want_sq > 0 and rel_err > bound:
+        # Wrong as a whole although every element is within atol: values far below it (an all-zero
+        # softmax over a long row), or many elements each a little off in the same direction.
+        return (
+            f"the output as a whole is off: ||out - ref|| / ||ref|| = {rel_err:.3g} > {bound:g} "
+            f"(every element is within atol={tol['atol']:g} rtol={tol['rtol']:g}; max abs err {abs_err:.3g})",
             abs_err,
             rel_err,
         )

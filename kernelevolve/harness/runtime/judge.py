@@ -77,6 +77,9 @@ def main(config: dict) -> None:
             if not ok:
                 entry.update(correct=False, failure=miss_class, message=f"{what}: {message}")
                 break
+        if entry["failure"] is None and config["mode"] == "timed":
+            if problem := _outside_loops(config, n, expected, sync):
+                entry.update(correct=False, failure="incorrect", message=problem)
         if entry["failure"] is None:
             entry["correct"] = True
         result.write()
@@ -130,9 +133,46 @@ def _pool_references(config, n, ref_mod, dtype, device, sync, expected) -> list:
     for k in range(config.get("input_sets", 2)):
         inputs = modules.make_inputs(ref_mod, modules.pool_seed(config["seed"], k), dtype, device)
         expected[f"c{n}.pool{k}"] = cmp.reference_outputs(reference, inputs, sync)
-        del inputs
-        pools.append(k)
-    return pools
+        pools.append(inputs)
+    expected[f"c{n}.model"] = (reference, pools)
+    return list(range(len(pools)))
+
+
+def _outside_loops(config, n: int, expected: dict, sync) -> str | None:
+    """Why case n's outside-timed loops (outside.py) were not all computed, or None: every call recomputed
+    here with the reference in float64 on the same fresh inputs, and the digests compared."""
+    import copy
+
+    import torch
+
+    from kernelevolve.harness.runtime import compare as cmp
+    from kernelevolve.harness.runtime import modules, outside
+
+    reference, pools = expected[f"c{n}.model"]
+    model = None
+    tol = config["tolerances"][config["cases"][n]["dtype"]]
+    buffers = [[x.clone() if isinstance(x, torch.Tensor) else x for x in pool] for pool in pools]
+    for idx in range(outside.LOOPS):
+        loop = (config.get("outside") or {}).get(f"c{n}.{idx}")
+        if not isinstance(loop, dict):
+            return f"outside-timed loop {idx} was never finished"
+        acc = None
+        for i in range(int(loop["calls"])):
+            xs = outside.call_inputs(pools[i % len(pools)], buffers[i % len(buffers)], int(loop["seed"]), i)
+            if model is None:
+                try:
+                    model = copy.deepcopy(reference).to(torch.float64)
+                    precise = torch.float64
+                except (RuntimeError, TypeError):
+                    model, precise = reference, None
+            xs = [x.to(precise) if precise and isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]
+            outs = modules.flatten(cmp.run_model(model, xs, sync))
+            acc = outside.accumulate(acc, outs, torch.float64)
+        want = outside.digests(acc, int(loop["seed"]))
+        problem = outside.mismatch(loop.get("digests"), want, outside.norm(acc), cmp.norm_bound(tol))
+        if problem:
+            return f"outside-timed loop {idx} ({loop['calls']} calls on fresh inputs): {problem}"
+    return None
 
 
 _CALL = re.compile(r"^c(\d+)\.call(\d+)\.json$")

@@ -1,0 +1,132 @@
+"""The outside-timed loops: a latency bound that a candidate's own process cannot forge.
+
+Whatever a candidate replaces inside its process (timers, events, statistics, synchronisation), the
+evaluator measures from outside how long its process takes to finish `calls` calls, and the judge
+verifies that every one of those calls was computed:
+
+- the evaluator releases a loop (`release` file with a fresh seed and a call count) and stops its own
+  clock when the loop's `done` file appears; it reads that file at once (nothing written later counts);
+- call i runs on the value sets, every floating input scaled elementwise by (1 + 0.01 * noise(seed, i)):
+  inputs no one knew before the release, different on every call, so no output can be computed ahead
+  of time, cached, or shared between calls;
+- the process accumulates the square of every output (a nonlinear sum: a linear operator cannot be
+  summed over its inputs first), and hands over DIGESTS random projections of that sum: a few numbers,
+  so handing over costs nothing measurable;
+- the judge (judge.py, mode "timed") recomputes the same calls with the reference and checks the
+  digests; a loop that skipped, cached or faked any call fails them.
+
+Two loops of n and 2n calls give the time per call from the difference, so fixed costs (the release,
+the digests, the polling) cancel; the baseline's process runs the same loops, so the per-call cost of
+making the inputs and accumulating the outputs is known: the candidate's latency is at least
+slope(candidate) - slope(baseline) + baseline latency (evaluator.py applies it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import torch
+
+DIGESTS = 8
+SCALE = 0.01  # relative size of the per-call perturbation of the inputs
+LOOPS = 2  # n calls, then 2n calls
+
+
+def call_inputs(pool: list, buffers: list, seed: int, i: int) -> list:
+    """The inputs of outside call i, written into `buffers`: the pool's values, floating ones scaled by
+    (1 + SCALE * noise) drawn from (seed, i) on the tensors' device; the same in the judge."""
+    for k, (src, dst) in enumerate(zip(pool, buffers)):
+        if isinstance(dst, torch.Tensor):
+            if src.is_floating_point():
+                g = torch.Generator(device=src.device).manual_seed(_mix(seed, i, k))
+                noise = torch.randn(src.shape, generator=g, device=src.device, dtype=torch.float32)
+                dst.copy_(torch.mul(src, noise.mul_(SCALE).add_(1.0)))
+            else:
+                dst.copy_(src)
+    return buffers
+
+
+def accumulate(acc: list | None, outs: list, dtype=torch.float32) -> list:
+    """acc += out ** 2 for every output (float32 on the candidate's side, float64 in the judge)."""
+    squares = [o.detach().to(dtype) for o in outs]
+    if acc is None:
+        return [s.square() for s in squares]
+    if len(acc) != len(squares):
+        raise ValueError(f"forward returned {len(squares)} outputs on one call and {len(acc)} on another")
+    for a, s in zip(acc, squares):
+        a.add_(s.square())
+    return acc
+
+
+def digests(acc: list, seed: int) -> list[float]:
+    """DIGESTS random projections of the concatenated accumulators (normal weights drawn from seed)."""
+    out = []
+    for j in range(DIGESTS):
+        total = 0.0
+        for k, a in enumerate(acc):
+            g = torch.Generator(device=a.device).manual_seed(_mix(seed, 1_000_003 + j, k))
+            u = torch.randn(a.numel(), generator=g, device=a.device, dtype=torch.float32)
+            total += float(torch.dot(a.reshape(-1).to(torch.float64), u.to(torch.float64)))
+        out.append(total)
+    return out
+
+
+def norm(acc: list) -> float:
+    return float(sum(float(torch.linalg.vector_norm(a.to(torch.float64))) ** 2 for a in acc) ** 0.5)
+
+
+def mismatch(got, want: list[float], acc_norm: float, norm_bound: float) -> str | None:
+    """None when the candidate's digests match the reference's within what its tolerance allows; each
+    digest's error is ~N(0, ||error of the sum||^2) for any error, and a right output's error of the sum
+    of squares is within 2 * norm_bound * ||sum||; 8 such widths is the margin."""
+    if not isinstance(got, list) or len(got) != len(want) or not all(isinstance(v, (int, float)) for v in got):
+        return "the loop's digests are missing or malformed"
+    width = 8 * 2 * norm_bound * acc_norm + 1e-12
+    worst = max(abs(float(g) - w) for g, w in zip(got, want))
+    if not worst <= width:  # NaN fails too
+        return f"a digest of its outputs is off by {worst:.4g} (allowed {width:.4g}): some calls were not computed"
+    return None
+
+
+def run_loop(fn, pool: list, buffers: list, seed: int, calls: int, sync, flatten) -> list[float]:
+    """The loop itself: `calls` calls on fresh inputs, alternating the two buffer sets; the digests."""
+    acc = None
+    with torch.no_grad():
+        for i in range(calls):
+            bufs = call_inputs(pool[i % len(pool)], buffers[i % len(buffers)], seed, i)
+            acc = accumulate(acc, flatten(fn(*bufs)))
+        sync()
+    return digests(acc, seed)
+
+
+def _mix(seed: int, i: int, k: int) -> int:
+    return (seed * 1_000_003 + i * 7919 + k * 104_729) % (2**63 - 1)
+
+
+# -- the process's side of the handshake (files in its own folder; the evaluator's side: outside_clock.py)
+def await_release(
+    folder: str, name: str, stop_path: str | None, estimate_ms: float | None = None, timeout_s: float = 600.0
+) -> dict:
+    """Say `name` is ready (with this process's latency estimate, which only the baseline's process is
+    believed for), then wait for the evaluator's release; its payload ({"seed", "calls"})."""
+    with open(os.path.join(folder, f"ready.{name}"), "w") as f:
+        f.write(json.dumps({"estimate_ms": estimate_ms}))
+    path = os.path.join(folder, f"release.{name}")
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(path):
+        if stop_path and os.path.exists(stop_path):
+            raise SystemExit(0)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the evaluator never released the outside-timed loop {name}")
+        time.sleep(0.0002)
+    with open(path) as f:
+        return json.loads(f.read())
+
+
+def report_done(folder: str, name: str, values: list[float]) -> None:
+    tmp = os.path.join(folder, f".done.{name}.tmp")
+    with open(tmp, "w") as f:
+        json.dump({"digests": values}, f)
+    os.replace(tmp, os.path.join(folder, f"done.{name}"))

@@ -1,0 +1,149 @@
+"""The verdict is the judge's: a process that never imports the candidate compares the outputs the
+candidate's process handed over (as bytes) with the reference it computes itself. Real sandboxed
+processes under the Triton interpreter; the screen is off where the candidate attacks the process it
+runs in, since the point is what holds when the screen is passed."""
+
+from pathlib import Path
+
+import pytest
+
+from kernelevolve.evaluation.evaluator import Evaluator
+from kernelevolve.harness.runtime import compare
+from kernelevolve.spec import load_spec
+
+HERE = Path(__file__).parent
+KERNELS = """import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def rows_softmax(x_ptr, y_ptr, n, BLOCK: tl.constexpr, ZERO: tl.constexpr):
+    row = tl.program_id(0)
+    m = -float("inf")
+    s = 0.0
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * n + offs, mask=offs < n, other=-float("inf"))
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        m = m_new
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * n + offs, mask=offs < n, other=0.0)
+        y = tl.exp(x - m) / s
+        if ZERO:
+            y = y * 0.0
+        tl.store(y_ptr + row * n + offs, y, mask=offs < n)
+
+
+def softmax(x, zero=False):
+    y = torch.empty_like(x)
+    rows_softmax[(x.shape[0],)](x, y, x.shape[1], BLOCK=16384, ZERO=zero)
+    return y
+
+"""
+
+
+def _candidate(forward: str, head: str = "") -> str:
+    return head + KERNELS + "class ModelNew(nn.Module):\n    def forward(self, x):\n" + forward
+
+
+@pytest.fixture(scope="module")
+def long_softmax():
+    return load_spec(HERE / "fixtures" / "long_softmax.py")
+
+
+def _evaluate(spec, source, **kw):
+    kw.setdefault("timeout_s", 120)
+    return Evaluator(device="interpret", trials=2, **kw).evaluate(spec, source)
+
+
+def test_an_all_zero_softmax_over_a_long_row_is_incorrect(long_softmax):
+    """Every value of the right answer is ~2.5e-6, under float32's atol of 1e-3: elementwise, zeros pass."""
+    honest = _evaluate(long_softmax, _candidate("        return softmax(x)\n"))
+    assert honest.correct, honest.message
+    zeros = _evaluate(long_softmax, _candidate("        return softmax(x, zero=True)\n"))
+    assert (zeros.correct, zeros.failure) == (False, "incorrect")
+    assert "the output as a whole is off" in zeros.message and "||out - ref|| / ||ref|| = 1 " in zeros.message
+
+
+def test_the_norm_rule_fails_zero_constant_and_partly_written_outputs_at_any_shape():
+    import torch
+
+    tol = {"atol": 1e-3, "rtol": 1e-3, "norm_rtol": None}
+    for n in (10, 1000, 393216):
+        ref = torch.softmax(torch.randn(2, n, dtype=torch.float64), dim=1)
+        meta = [ref.to("meta").float()]
+        right = compare.compare([ref.float()], meta, [ref], tol)
+        assert right[0], (n, right[1])
+        for wrong in (torch.zeros_like(ref), torch.full_like(ref, 1.0 / n), ref * (torch.arange(n) < n * 0.9)):
+            ok, message, _, rel = compare.compare([wrong.float()], meta, [ref], tol)
+            assert not ok and rel > 1e-3, (n, message)
+
+
+def test_a_candidate_that_rewrites_the_comparison_in_its_own_process_is_still_judged(long_softmax):
+    """Screen off: the candidate replaces the harness's comparison and the tensors' equality inside its
+    process and returns zeros. The judge, in another process, was never reachable."""
+    hostile = _candidate(
+        "        return softmax(x, zero=True)\n",
+        head=(
+            "import sys\n"
+            "for name, mod in list(sys.modules.items()):\n"
+            "    if name.startswith('kernelevolve'):\n"
+            "        for attr in ('compare', 'allclose', 'finish'):\n"
+            "            if hasattr(mod, attr) and attr == 'compare':\n"
+            "                setattr(mod, attr, lambda *a, **k: (True, '', 0.0, 0.0))\n"
+        ),
+    )
+    result = _evaluate(long_softmax, hostile, screen=False)
+    assert (result.correct, result.failure) == (False, "incorrect"), result.message
+
+
+def test_a_tensor_subclass_output_is_not_a_result(long_softmax):
+    """Its __torch_function__ answers every op (the comparison's too) as it likes; what reaches the
+    judge is bytes, and the candidate's own process refuses it first."""
+    hostile = _candidate(
+        "        return Liar(softmax(x, zero=True))\n",
+        head=(
+            "import torch\n\n"
+            "class Liar(torch.Tensor):\n"
+            "    @classmethod\n"
+            "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+            "        return torch.zeros(()) if func.__name__ in ('sub', 'abs', 'max') else super().__torch_function__(func, types, args, kwargs or {})\n\n"
+        ),
+    )
+    result = _evaluate(long_softmax, hostile, screen=False)
+    assert not result.correct and result.failure == "incorrect", (result.failure, result.message)
+    assert "not a plain torch.Tensor" in result.message
+
+
+def test_forged_output_files_are_judged_as_what_they_hold(long_softmax):
+    """Screen off: the candidate's process writes the handover itself (zeros, a wrong shape, a link);
+    the judge reads bytes, checks them against the manifest, and compares."""
+    hostile = _candidate(
+        "        out = softmax(x)\n"
+        "        import kernelevolve.harness.runtime.handover as h\n"
+        "        real = h.write_outputs\n"
+        "        h.write_outputs = lambda folder, name, outs: real(folder, name, [torch.zeros_like(o) for o in outs])\n"
+        "        return out\n"
+    )
+    result = _evaluate(long_softmax, hostile, screen=False)
+    assert (result.correct, result.failure) == (False, "incorrect"), result.message
+
+
+def test_processes_that_together_hold_more_than_the_limit_are_killed(long_softmax):
+    """Each child stays under the per-process limit; together they pass the evaluation's."""
+    hostile = _candidate(
+        "        import os, time\n"
+        "        for _ in range(4):\n"
+        "            if os.fork() == 0:\n"
+        "                block = bytearray(700 << 20)\n"
+        "                time.sleep(60)\n"
+        "        time.sleep(60)\n"
+        "        return softmax(x)\n"
+    )
+    result = _evaluate(long_softmax, hostile, screen=False, max_memory_bytes=2 << 30)
+    assert result.failure == "crash", result.message
+    assert "together held" in result.message and "limit of 2.0 GiB" in result.message
