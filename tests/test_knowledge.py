@@ -298,3 +298,95 @@ def test_cli_entry_point_reports_a_malformed_knowledge_base_in_one_line(tmp_path
     assert proc.returncode == 2
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "error:" in lines[0] and str(bad.name) in lines[0] and "Traceback" not in proc.stderr
+
+
+# -- retrieval by what the reference computes (issue 33) ----------------------------------
+
+PROBLEMS = paths.REPO_ROOT / "tests" / "llm" / "problems"  # KernelBench-style modules, no spec
+UNRELATED = {"int8_mqa_attention", "ikbo_broadcast", "mbdt", "conv1d", "block_diag_attention", "optimized_fm"}
+
+
+@pytest.mark.parametrize(
+    "name, families, shown",
+    [
+        ("layer_norm", ("layernorm",), "nn.LayerNorm"),
+        ("cross_entropy_loss", ("cross_entropy",), "F.cross_entropy"),
+        ("cumsum", ("scan",), "torch.cumsum"),
+        ("gemm_leaky_relu", ("matmul",), "nn.LeakyReLU"),
+        ("matmul_gelu_softmax", ("matmul", "softmax"), "F.gelu"),  # a softmax epilogue, not attention
+        ("causal_self_attention", ("attention", "matmul", "softmax"), "F.softmax"),  # q @ k^T, softmax, @ v
+    ],
+)
+def test_the_operator_family_is_read_from_the_reference(name, families, shown):
+    from kernelevolve.knowledge.traits import infer
+
+    traits = infer((PROBLEMS / f"{name}.py").read_text())
+    assert traits.families == families and shown in traits.evidence
+    assert traits.describe().startswith(f"{families[0]} (the reference calls ")
+    # A spec's own family comes first; the reference's follow.
+    assert infer((PROBLEMS / f"{name}.py").read_text(), "my_family").families[0] == "my_family"
+
+
+def _picks(kb, name: str, budget: int, draft: bool):
+    from kernelevolve.spec import load_spec
+
+    spec = load_spec(PROBLEMS / f"{name}.py")
+    return kb.select(spec, budget_chars=budget, draft=draft)
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("layer_norm", {"guidance/memory_bound_reductions"}),
+        ("cross_entropy_loss", {"guidance/memory_bound_reductions", "kernels/cross_entropy"}),
+        ("gemm_leaky_relu", {"guidance/matmul_tiling", "constraints/tl_dot"}),
+        ("matmul_gelu_softmax", {"guidance/matmul_tiling", "constraints/tl_dot", "guidance/memory_bound_reductions"}),
+        ("causal_self_attention", {"guidance/attention", "constraints/tl_dot"}),
+    ],
+)
+def test_retrieval_fills_the_budget_with_the_familys_documents(kb, name, expected):
+    """Was: int8 MQA, IKBO, MBDT and conv1d documents made up most of the LayerNorm, cross-entropy
+    and GEMM prompts, and the matmul-tiling, cross-entropy and reduction documents were missing."""
+    found = _picks(kb, name, 17_000, draft=True)
+    refs = {p.doc.ref for p in found.picks}
+    assert expected <= refs, found.carried()
+    assert found.used_chars <= 17_000
+    own = set(found.traits.own())
+    for pick in found.picks:
+        assert pick.doc.name not in UNRELATED, found.carried()
+        named = set(pick.doc.family) - {"any"}
+        if named and not named & own and pick.doc.kind != "hardware":  # another family: it outscored them all
+            best_own = max(p.score for p in found.picks if p.doc.kind == pick.doc.kind and set(p.doc.family) & own)
+            assert pick.score > best_own and "above the best of the family's own" in pick.why
+    assert found.picks[0].why.startswith("family ") or found.picks[0].why == "the spec's reference kernel"
+    # An improve prompt's smaller budget still starts with the family's guidance.
+    smaller = _picks(kb, name, 6_000, draft=False)
+    assert smaller.picks and smaller.picks[0].why.startswith("family ") and smaller.used_chars <= 6_000
+
+
+def test_another_familys_document_goes_in_only_above_the_familys_own(tmp_path):
+    from kernelevolve.spec import load_spec
+
+    words = "layernorm normalization row reduction mean variance"
+    write(
+        tmp_path, "guidance/own.md", md("Row norms", "guidance", f"{words} " + "plain text " * 60, family="[layernorm]")
+    )
+    write(
+        tmp_path, "guidance/strong.md", md("Other", "guidance", f"{words} {words} " + "x " * 60, family="[attention]")
+    )
+    write(tmp_path, "guidance/weak.md", md("Weak", "guidance", "reduction " + "y " * 60, family="[mbdt]"))
+    write(tmp_path, "constraints/lonely.md", md("Lonely", "constraints", f"{words} " + "z " * 60, family="[gemm]"))
+    write(tmp_path, "constraints/general.md", md("General", "constraints", "mean " + "w " * 60))
+    kb = KnowledgeBase.load(tmp_path, fresh=True)
+    spec = load_spec(PROBLEMS / "layer_norm.py")
+    found = kb.select(spec, budget_chars=100_000)
+    why = {p.doc.ref: p.why for p in found.picks}
+    assert why["guidance/own"] == "family layernorm"
+    assert why["constraints/general"] == "general"
+    assert why["guidance/strong"].startswith("family attention, above the best of the family's own guidance")
+    assert "guidance/weak" not in why  # scored below the family's own document
+    assert "constraints/lonely" not in why  # no constraints of the family to beat: an unrelated family stays out
+    # A document that does not fit the budget is left out and said so.
+    tight = kb.select(spec, budget_chars=len(kb.get("guidance/own").text) + 10)
+    assert [p.doc.ref for p in tight.picks] == ["guidance/own"]
+    assert "guidance/strong" in {p.doc.ref for p in tight.left_out}

@@ -34,7 +34,7 @@ def rule_insight(spec, child: ParentView, parents: list[ParentView]) -> str | No
     """One line, e.g. `improve of #3 -> #7 (BLOCK_N 1024->2048): M=32768,N=4096 bfloat16
     regressed 0.91x; others +12% (fitness 1.10x -> 1.18x)`."""
     ev = child.evaluation
-    if ev is None:
+    if ev is None or ev.failure == "operator":  # the tool failed, not a kernel: nothing for a later prompt
         return None
     head = step_label(child, parents)
     if not ev.correct:

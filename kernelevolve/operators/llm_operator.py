@@ -19,6 +19,7 @@ import re
 import threading
 from collections import defaultdict
 
+from kernelevolve.evaluation.result import Failure
 from kernelevolve.llm.base import LLMError, LLMReply, Provider
 from kernelevolve.llm.cache import ReplyCache, cache_key
 from kernelevolve.llm.extract import extract_kernel
@@ -57,6 +58,11 @@ def insight_problem(reply: str) -> str | None:
     return None
 
 
+def _tool_failure(view: ParentView) -> bool:
+    """The node failed because the operator itself raised (building the prompt, calling the model)."""
+    return view.evaluation is not None and view.evaluation.failure == str(Failure.OPERATOR)
+
+
 def reply_note(reply: str, kind: str) -> str:
     """The model's own one-line summary (`Change: ...`), else the kind of step."""
     m = _CHANGE.search(reply or "")
@@ -83,6 +89,9 @@ class LLMOperator(BaseOperator):
         self._replay: dict[str, list[LLMReply]] = defaultdict(list)
         self._lock = threading.Lock()
         self.dropped_insights: list[str] = []  # why each model insight was refused (for tests, logs)
+        # Drafts asked for per run: each draft takes another approach (a resumed run counts its earlier drafts).
+        self._draft_base: dict[str, int] = {}
+        self._draft_calls: dict[str, int] = {}
 
     def check_endpoint(self) -> None:
         """One cheap request before a run starts: OperatorError with the provider's message."""
@@ -183,10 +192,22 @@ class LLMOperator(BaseOperator):
         return Proposal(source=found.source, note=note, tokens=tokens, cost_usd=cost)
 
     # -- the operator interface ---------------------------------------------------------------
+    def draft_index(self, context: OperatorContext) -> int:
+        """How many drafts this run asked for before this one (its earlier evaluated drafts, then the
+        ones this operator was asked for since): the draft prompt's approach follows from it."""
+        with self._lock:
+            base = self._draft_base.setdefault(context.run_id, sum(1 for v in context.evaluated if v.kind == "draft"))
+            n = self._draft_calls.get(context.run_id, 0)
+            self._draft_calls[context.run_id] = n + 1
+        return base + n
+
     def draft(self, spec: Spec, context: OperatorContext) -> Proposal:
-        return self._proposal(self.builder.draft(spec, context).prompt, "draft", context)
+        prompt = self.builder.draft(spec, context, index=self.draft_index(context)).prompt
+        return self._proposal(prompt, "draft", context)
 
     def improve(self, parents: list[ParentView], context: OperatorContext) -> Proposal:
+        # A parent that failed because the tool failed (Failure.OPERATOR) holds nothing to debug: draft anew.
+        parents = [p for p in parents if not _tool_failure(p)]
         kind = step_kind([not p.failed for p in parents])
         if kind == "draft":
             return self.draft(context.spec, context)
@@ -201,6 +222,8 @@ class LLMOperator(BaseOperator):
         self, spec: Spec, child: ParentView, parents: list[ParentView], record_llm_call=None
     ) -> str | None:
         """A model-written insight when enabled, else (or when the call fails) the rule-based one."""
+        if _tool_failure(child):  # the tool's error teaches nothing about kernels, here or in another problem
+            return None
         fallback = rule_insight(spec, child, parents)
         if not self.llm_insights or child.evaluation is None:
             return fallback

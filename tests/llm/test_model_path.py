@@ -307,7 +307,7 @@ def test_a_closed_port_stops_the_run_in_seconds_with_the_error_on_the_progress_l
         env,
         tmp_path,
     )
-    assert "#0 draft: failed (no_code): operator error: openai:local-coder" in show.stdout
+    assert "#0 draft: failed (operator): operator error: openai:local-coder" in show.stdout
 
 
 def test_the_file_provider_is_not_asked_a_check_question(tmp_path):
