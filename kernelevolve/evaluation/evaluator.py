@@ -31,7 +31,7 @@ from kernelevolve.evaluation import plausibility
 from kernelevolve.evaluation.baselines import BaselineStore, MemoryBaselineStore
 from kernelevolve.evaluation.executors import current_node
 from kernelevolve.evaluation.gpu_gate import GpuGate
-from kernelevolve.evaluation.outside_clock import OutsideClock, slope_ms
+from kernelevolve.evaluation.outside_clock import OutsideClock
 from kernelevolve.evaluation.processes import (
     OUTSIDE_LOOPS,
     BaselineJob,
@@ -373,8 +373,8 @@ class Evaluator:
             labels = [s.label for s in result.shapes]
 
             def plan(name: str, _ready: str) -> dict:  # the candidate's own estimate is not asked for
-                n, idx = (int(v) for v in name[1:].split("."))
-                return {"seed": secrets.randbits(40), "calls": outside_calls(baseline_ms.get(labels[n])) * (1 + idx)}
+                n = int(name[1:].split(".")[0])
+                return {"seed": secrets.randbits(40), "calls": outside_calls(baseline_ms.get(labels[n]))}
 
             clock = OutsideClock(timing.folder, outside_names(len(labels)), plan, alive=timing.running)
             outcome = timing.go({"profile": deep})
@@ -417,19 +417,22 @@ class Evaluator:
         return result
 
     @staticmethod
-    def _bound_latencies(result: EvalResult, loops: dict, baseline_ms: dict, baseline_slopes: dict) -> None:
-        """The latency the fitness uses is at least what the outside-timed loops imply: the candidate's
-        time per call there less the baseline's per-call overhead of the same loops (outside.py). Where
-        the candidate's own median is more than OUTSIDE_MARGIN below that, the bound is used instead and
-        the result says so."""
+    def _bound_latencies(result: EvalResult, loops: dict, baseline_ms: dict, baseline_walls: dict) -> None:
+        """The latency the fitness uses is at least what the outside-timed loops imply: the baseline's
+        latency plus the difference of the two loops' wall times per call (the same calls on the same
+        shapes: making inputs, flushing and accumulating cost both the same; outside.py). Where the
+        candidate's own median is more than OUTSIDE_MARGIN below that, the bound is used instead and
+        the result is held for review."""
         bounds = {}
         for n, shape in enumerate(result.shapes):
-            slope = slope_ms(loops, n, OUTSIDE_LOOPS)
-            base, base_slope = baseline_ms.get(shape.label), baseline_slopes.get(shape.label)
-            if slope is None or base is None or base_slope is None or shape.latency_ms is None:
+            loop = loops.get(f"c{n}.0")
+            base, base_wall = baseline_ms.get(shape.label), baseline_walls.get(shape.label)
+            if loop is None or base is None or base_wall is None or shape.latency_ms is None:
                 continue
-            floor = max(slope - (base_slope - base), 0.0)
-            bounds[shape.label] = {"own_ms": shape.latency_ms, "outside_ms": round(floor, 6), "slope_ms": slope}
+            calls = loop.payload["calls"]
+            floor = max(base + (loop.wall_ms - base_wall) / calls, 0.0)
+            bounds[shape.label] = {"own_ms": shape.latency_ms, "outside_ms": round(floor, 6), "calls": calls}
+            bounds[shape.label].update(wall_ms=round(loop.wall_ms, 3), baseline_wall_ms=round(base_wall, 3))
             if floor > (1 + OUTSIDE_MARGIN) * shape.latency_ms + OUTSIDE_FLOOR_MS:
                 bounds[shape.label]["used"] = True
                 result.marks.setdefault(

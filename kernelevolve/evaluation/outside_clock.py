@@ -63,16 +63,6 @@ class OutsideClock:
         return dict(self.loops)
 
 
-def slope_ms(loops: dict[str, Loop], case: int, loops_per_case: int) -> float | None:
-    """Milliseconds per call from the case's loops of different lengths (fixed costs cancel)."""
-    runs = [loops.get(f"c{case}.{i}") for i in range(loops_per_case)]
-    if any(r is None for r in runs) or len(runs) < 2:
-        return None
-    first, last = runs[0], runs[-1]
-    calls = last.payload["calls"] - first.payload["calls"]
-    return (last.wall_ms - first.wall_ms) / calls if calls > 0 else None
-
-
 def _read_small(path: Path, limit: int = 1 << 16) -> str:
     """A small regular file's text, never following a link or blocking on a FIFO; '' otherwise."""
     try:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernelevolve.evaluation.outside_clock import OutsideClock, slope_ms
+from kernelevolve.evaluation.outside_clock import OutsideClock
 from kernelevolve.evaluation.result import EvalResult
 from kernelevolve.evaluation.sandbox import Limits, Outcome, run_script
 from kernelevolve.harness import render
@@ -29,15 +29,15 @@ if TYPE_CHECKING:
     from kernelevolve.evaluation.evaluator import Evaluator
 
 WARM_MARGIN_S = 120.0  # a warm set this close to leaving is not handed out
-OUTSIDE_LOOPS = 2  # harness/runtime/outside.py's LOOPS: n calls, then 2n
-OUTSIDE_TARGET_MS = 25.0  # the first outside-timed loop's kernel time, roughly
+OUTSIDE_LOOPS = 1  # harness/runtime/outside.py's LOOPS
+OUTSIDE_TARGET_MS = 20.0  # the outside-timed loop's baseline kernel time, roughly
 
 
-def outside_calls(latency_ms: float | None) -> int:
-    """Calls of the first outside-timed loop for an operator of about this latency (the second has twice)."""
-    if not latency_ms or latency_ms <= 0:
+def outside_calls(baseline_ms: float | None) -> int:
+    """Calls of the outside-timed loop, the same for the baseline and every candidate of a shape."""
+    if not baseline_ms or baseline_ms <= 0:
         return 16
-    return max(8, min(128, round(OUTSIDE_TARGET_MS / latency_ms)))
+    return max(8, min(64, round(OUTSIDE_TARGET_MS / baseline_ms)))
 
 
 def outside_names(cases: int) -> list[str]:
@@ -180,7 +180,7 @@ class BaselineJob:
             c["label"]: "|".join([spec.fingerprint, c["label"], spec.baseline, *_software(slot)])
             for c in bench["cases"]
         }
-        # Per label: ms per call of the baseline's outside-timed loops, stored beside its latency.
+        # Per label: the wall time of the baseline's outside-timed loop (ms), stored beside its latency.
         self.slope_keys = {
             c["label"]: "|".join([spec.fingerprint, c["label"], f"{spec.baseline}:outside", *_software(slot)])
             for c in bench["cases"]
@@ -248,7 +248,7 @@ class BaselineJob:
                 estimate = json.loads(ready).get("estimate_ms")
             except (ValueError, AttributeError):
                 estimate = None
-            return {"seed": secrets.randbits(40), "calls": outside_calls(estimate) * (1 + int(name.rsplit(".", 1)[1]))}
+            return {"seed": secrets.randbits(40), "calls": outside_calls(estimate)}
 
         clock = OutsideClock(run.folder, outside_names(len(self.missing)), plan, alive=run.running)
         outcome = run.go()
@@ -258,9 +258,10 @@ class BaselineJob:
         for case in data.get("cases", []):
             if case.get("baseline_ms") is not None and case.get("label") in self.keys:
                 label = case["label"]
-                slope = slope_ms(loops, self.missing.index(label), OUTSIDE_LOOPS) if label in self.missing else None
-                if slope is None:
+                loop = loops.get(f"c{self.missing.index(label)}.0") if label in self.missing else None
+                if loop is None or loop.payload["calls"] != outside_calls(case["baseline_ms"]):
                     continue
+                slope = loop.wall_ms
                 self.found[label], self.slopes[label] = case["baseline_ms"], slope
                 self.evaluator.baselines.save(self.keys[label], case["baseline_ms"])
                 self.evaluator.baselines.save(self.slope_keys[label], slope)

@@ -137,7 +137,7 @@ def main(config: dict) -> None:
                     result.finish(
                         "incorrect", f"{label}: timed call {call + 1}: output {i} is not a plain torch.Tensor"
                     )
-            handover.write_outputs(config["outputs_dir"], f"c{n}.call{call}", outs)
+            handover.write_digests(config["outputs_dir"], f"c{n}.call{call}", outs, config["seed"])
         problem = cross_check(timing)
         if problem is None and profile.get("kernel_ms") is not None:
             if profile["kernel_ms"] > 1.5 * timing.median_ms + 0.02:
