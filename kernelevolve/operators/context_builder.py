@@ -212,6 +212,15 @@ def carried_documents(prompt: str) -> list[dict]:
     return []
 
 
+def node_documents(repo, run_id: str, node_id: int) -> list[dict]:
+    """The knowledge-base documents the kernel prompt that made node `node_id` of run `run_id`
+    carried, and why (`carried_documents` of its model call's stored prompt; a node with several
+    calls, its last kernel prompt's); [] for a node made without a model (offline) or by an older
+    version. For `kernelevolve show RUN --node N`."""
+    prompts = [c.prompt for c in repo.llm_calls(run_id) if c.node_id == node_id and c.prompt.startswith("# Task:")]
+    return carried_documents(prompts[-1]) if prompts else []
+
+
 def draft_approach(index: int) -> str:
     """The design a run's `index`-th draft is asked to take (they differ, then repeat)."""
     return DRAFT_APPROACHES[index % len(DRAFT_APPROACHES)]

@@ -137,8 +137,14 @@ def test_a_kernelbench_cumsum_search_reaches_the_model_with_the_contract_and_dis
         assert "attention" not in line, line
         assert len(prompt) <= 24_000, len(prompt)
 
-    graph = Repository(db).load_graph(Repository(db).runs()[0].id)
-    assert [n.failure for n in graph.nodes()] == [None, None, None]
+    repo = Repository(db)
+    run_id = repo.runs()[0].id
+    assert [n.failure for n in repo.load_graph(run_id).nodes()] == [None, None, None]
+    # What `show --node` can list: the documents node 0's prompt carried, and why.
+    from kernelevolve.operators.context_builder import carried_documents, node_documents
+
+    assert node_documents(repo, run_id, 0) == carried_documents(drafts[0]) != []
+    assert node_documents(repo, run_id, 0)[0]["why"].startswith("kin family reduction")  # no scan documents yet
 
 
 BROKEN_OPERATOR = """
