@@ -54,6 +54,7 @@ JUDGES = ("judge", "timed judge")  # the phases whose processes never import the
 OUTSIDE_MARGIN = 0.2
 OUTSIDE_FLOOR_MS = 0.003
 WARM_WAIT_S = 900.0  # how long a warm process waits for a candidate before it leaves
+PREPARE_S = 300.0  # the least time a process has to start and prepare before its go
 # A check's references plus the candidate's outputs, input copies and workspace, and a timing process's
 # timed outputs. An evaluation that still runs out of memory beside others is judged again alone.
 MEMORY_MARGIN = 1.25
@@ -284,7 +285,8 @@ class Evaluator:
             timeout_s=self.timeout_s, max_memory_bytes=self.max_memory_bytes, writable=[workdir / "baseline-cache"]
         )
         # A warm set may wait long for its candidate (a model thinking); a stale one is replaced.
-        waiting_s = WARM_WAIT_S if warm else 2 * self.timeout_s
+        # Preparing runs no candidate code: a busy machine may take its time (the timeout counts from the go).
+        waiting_s = WARM_WAIT_S if warm else max(2 * self.timeout_s, PREPARE_S)
         check_config = dict(config, outputs_dir=str(workdir / "check" / "outputs"))
         check = WaitingRun.of("correctness", check_config, workdir / "check", limits, env, waiting_s)
         judge = WaitingRun.of(

@@ -105,7 +105,7 @@ def read_digests(folder: str, name: str) -> list[dict]:
 
 
 def handed_over(folder: str, name: str) -> str | None:
-    """"full" (bytes), "digests", or None (nothing handed over as `name`)."""
+    """ "full" (bytes), "digests", or None (nothing handed over as `name`)."""
     if os.path.lexists(os.path.join(folder, f"{name}.json")):
         return "full"
     if os.path.lexists(os.path.join(folder, f"{name}.digest.json")):
@@ -136,14 +136,37 @@ def read_outputs(folder: str, name: str, device: str) -> list[torch.Tensor]:
         if not isinstance(files, list) or not all(isinstance(p, str) and _NAME.match(p) for p in files):
             raise HandoverError(f"{name}: output {i} names files outside its folder")
         nbytes = math.prod(shape) * dtype.itemsize
-        chunks = [_read_file(os.path.join(folder, p), CHUNK_BYTES, f"{name}: output {i} lacks {p}") for p in files]
-        expected = [min(CHUNK_BYTES, nbytes - s) for s in range(0, nbytes, CHUNK_BYTES)]
-        if [len(c) for c in chunks] != expected:
+        starts = list(range(0, nbytes, CHUNK_BYTES))
+        if len(files) != len(starts):
             raise HandoverError(f"{name}: output {i}'s bytes do not match its dtype and shape {tuple(shape)}")
-        raw = torch.frombuffer(bytearray(b"".join(chunks)), dtype=torch.uint8) if nbytes else None
-        t = raw.view(dtype).reshape(shape) if raw is not None else torch.empty(shape, dtype=dtype)
-        out.append(t.to(device))
+        raw = torch.empty(nbytes, dtype=torch.uint8)
+        view = memoryview(raw.numpy())
+        for p, start in zip(files, starts):
+            _read_into(os.path.join(folder, p), view[start : start + CHUNK_BYTES], f"{name}: output {i} lacks {p}")
+        out.append(
+            raw.view(dtype).reshape(shape).to(device) if nbytes else torch.empty(shape, dtype=dtype, device=device)
+        )
     return out
+
+
+def _read_into(path: str, view: memoryview, missing: str) -> None:
+    """Fill `view` from a regular file of exactly its size (no link followed, no FIFO blocked on)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        raise HandoverError(missing) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(view):
+            raise HandoverError(f"{missing} (not a regular file of {len(view)} bytes)")
+        done = 0
+        while done < len(view):
+            got = os.readv(fd, [view[done:]])
+            if not got:
+                raise HandoverError(f"{missing} (shorter than its size)")
+            done += got
+    finally:
+        os.close(fd)
 
 
 def _read_file(path: str, limit: int, missing: str) -> bytes:

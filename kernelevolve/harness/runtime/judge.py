@@ -45,9 +45,13 @@ def main(config: dict) -> None:
             result.finish("reference", f"{label}: the reference itself failed: " + one_line(exc), exc)
     if device == "cuda":
         report_memory(result, torch)
+    folder = config["outputs_dir"]
+    early: dict[str, tuple] = {}  # verdicts on outputs handed over while the candidate still ran
+    if config["mode"] == "check":
+        result.stage("waiting for the evaluator's go")
+        _judge_as_handed_over(config, prepared, expected, early, device)
     config.update(wait_for_go(config, result))
 
-    folder = config["outputs_dir"]
     for n, case, names in prepared:
         label, tol = case["label"], config["tolerances"][case["dtype"]]
         entry = {"label": label, "correct": None, "failure": None, "message": "", "max_abs_err": None}
@@ -64,7 +68,10 @@ def main(config: dict) -> None:
         for name, what, miss_class in names:
             exp, refs = expected[name][:2]
             try:
-                ok, message, abs_err, rel_err = _judge_one(folder, name, exp, refs, tol, device, config["seed"])
+                verdict = early.get(name) or _judge_one(folder, name, exp, refs, tol, device, config["seed"])
+                if isinstance(verdict, handover.HandoverError):
+                    raise verdict
+                ok, message, abs_err, rel_err = verdict
             except handover.HandoverError as exc:
                 entry.update(correct=False, failure="tampering", message=str(exc))
                 result.finish("tampering", f"{label}: the candidate's process handed over no valid outputs ({exc})")
@@ -84,6 +91,34 @@ def main(config: dict) -> None:
     if first is not None:
         result.finish(first["failure"], f"{first['label']}: {first['message']}")
     result.finish()
+
+
+def _judge_as_handed_over(config: dict, prepared: list, expected: dict, early: dict, device: str) -> None:
+    """While the candidate's process runs: judge each output as soon as it is handed over, until the
+    evaluator's go (the process has ended) or stop; what is left is judged after the go."""
+    import time
+
+    from kernelevolve.harness.runtime import handover
+
+    folder, go, stop = config["outputs_dir"], config.get("go_path"), config.get("stop_path")
+
+    def over() -> bool:
+        return bool((go and os.path.exists(go)) or (stop and os.path.exists(stop)))
+
+    for _, case, names in prepared:
+        tol = config["tolerances"][case["dtype"]]
+        for name, _, _ in names:
+            while handover.handed_over(folder, name) is None:
+                if over():
+                    return
+                time.sleep(0.005)
+            exp, refs = expected[name][:2]
+            try:
+                early[name] = _judge_one(folder, name, exp, refs, tol, device, config["seed"])
+            except handover.HandoverError as exc:
+                early[name] = exc
+            if early[name] and not isinstance(early[name], Exception) and not early[name][0]:
+                return  # a miss: the rest need not be judged
 
 
 def _judge_one(folder: str, name: str, exp: list, refs: list, tol: dict, device: str, seed: int) -> tuple:
@@ -199,7 +234,7 @@ def _outside_loops(config, n: int, expected: dict, sync) -> str | None:
     return None
 
 
-_CALL = re.compile(r"^c(\d+)\.call(\d+)\.json$")
+_CALL = re.compile(r"^c(\d+)\.call(\d+)\.(?:digest\.)?json$")
 
 
 def _kept_calls(folder: str, n: int, pools: list) -> list | str:
