@@ -64,19 +64,29 @@ def _short(why: str) -> str:
 
 
 def suggestion(spec: Spec, device: str) -> str:
+    """What to do about a reference that cannot run: the constants to pass with --shape, with the
+    interpreter rule's values for them when the module's sizes are large."""
+    from kernelevolve.campaign.scaling import scaled_shape
     from kernelevolve.shapes import constants
+    from kernelevolve.spec import shape_text
 
     try:
-        if not constants(spec.reference_source):
-            return (
-                f"{spec.reference.name} has no module-level size constants that --shape could override: "
-                "write its sizes as constants (batch_size = 16 ...) or make a smaller copy of it"
-            )
+        names = constants(spec.reference_source)
+        scaled = scaled_shape(spec.reference_source)
     except SyntaxError:
-        pass
+        names, scaled = {"NAME": None}, {}
+    if not names:
+        return (
+            f"{spec.reference.name} has no module-level size constants that --shape could override: "
+            "write its sizes as constants (batch_size = 16 ...) or make a smaller copy of it"
+        )
+    if scaled:
+        example = f"--shape {shape_text(scaled)}"
+    else:
+        example = f"--shape NAME=VALUE (its constants: {', '.join(names)})"
     if device == "interpret" and not spec.interpret_shapes and spec.path is not None:
-        return f"give smaller shapes with --shape NAME=VALUE, or add interpret_shapes to {spec.path.name}"
-    return "give smaller shapes with --shape NAME=VALUE" + (
+        return f"give smaller shapes, e.g. {example}, or add interpret_shapes to {spec.path.name}"
+    return f"give smaller shapes, e.g. {example}" + (
         "" if spec.path is None else f" (or change the shapes in {spec.path.name})"
     )
 

@@ -4,6 +4,7 @@ another directory."""
 
 import os
 import shutil
+import site
 import subprocess
 import sys
 import uuid
@@ -14,28 +15,56 @@ import pytest
 from kernelevolve.paths import REPO_ROOT
 
 
+def _running_site_packages() -> list[str]:
+    """The running environment's site-packages folders (a venv's, or the system's): where torch,
+    triton and the other dependencies are. Not the checkout, which the editable install adds."""
+    dirs = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
+    dirs += [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
+    out = []
+    for d in dirs:
+        if os.path.isdir(d) and d not in out and not Path(d).resolve().is_relative_to(REPO_ROOT.resolve()):
+            out.append(d)
+    return out
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
+    """A wheel of the checkout installed into a fresh venv that sees the running environment's
+    packages (torch, triton...). Everything is done with the running interpreter, which may itself
+    be a venv: its base Python may lack the venv's packages and `wheel`, so neither
+    --system-site-packages nor the base Python's pip would do."""
     # Not under /tmp: the evaluator's sandbox gives each candidate a private /tmp, hiding a venv there.
     venv = Path.home() / ".cache" / "kernelevolve-tests" / f"wheel-{uuid.uuid4().hex[:8]}"
-    # No pip of its own: the system's pip and setuptools build it, torch and triton are the system's.
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    wheels = tmp_path_factory.mktemp("wheels")
     try:
-        pip = subprocess.run(
-            [
-                str(venv / "bin" / "python"),
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--no-deps",
-                "--no-build-isolation",
-                str(REPO_ROOT),
-            ],
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        # The running environment's site-packages on the venv's path (after its own, so the wheel wins).
+        # Plain folder lines: the .pth files there (the checkout's editable-install hook) are not run.
+        purelib = subprocess.run(
+            [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        Path(purelib, "zz_running_environment.pth").write_text("\n".join(_running_site_packages()) + "\n")
+        build = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels)]
+            + [str(REPO_ROOT)],
             capture_output=True,
             text=True,
             timeout=300,
             cwd=tmp_path_factory.mktemp("build"),
+        )
+        assert build.returncode == 0, build.stderr[-3000:]
+        (wheel,) = wheels.glob("kernelevolve-*.whl")
+        # The venv's interpreter runs the running environment's pip (seen through the .pth): it installs
+        # into the venv, as a user's `pip install kernelevolve-*.whl` there would.
+        pip = subprocess.run(
+            [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=wheels,
         )
         assert pip.returncode == 0, pip.stderr[-3000:]
         yield venv

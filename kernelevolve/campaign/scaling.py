@@ -84,3 +84,28 @@ def scaled_shape(source: str) -> dict[str, Any]:
         if new != value:
             out[name] = new
     return out
+
+
+SCALED = "scaled for the interpreter"
+RULE_TEXT = (
+    f"each size constant above {KEEP} to about its square root, at most {MAX_SIZE}; --shape NAME=VALUE chooses others"
+)
+
+
+def shapes_for(spec, device: str, overrides: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]] | None, str]:
+    """(the shapes to evaluate, where they came from), as `suite` chooses them for each problem and
+    `eval`/`run` for theirs: --shape; the spec's shapes on a GPU, its interpret_shapes or shapes on
+    the interpreter; for a module without such shapes under the interpreter, the scaling rule when its
+    sizes are large. None: the spec's (or the module's) own shapes."""
+    if overrides:
+        return overrides, "--shape"
+    if device != "interpret":
+        return None, "the spec's shapes" if spec.path is not None else "the module's constants"
+    if spec.interpret_shapes:
+        return None, "the spec's interpret_shapes"
+    if spec.path is not None and spec.shapes != [{}]:
+        return None, "the spec's shapes (it has no interpret_shapes)"
+    scaled = scaled_shape(spec.reference_source)
+    if scaled:
+        return [scaled], SCALED
+    return None, "the module's constants (small already)"

@@ -89,18 +89,19 @@ def print_plain(text: str, out: Console | None = None) -> None:
     (out if out is not None else console).print(text, highlight=False, markup=False, soft_wrap=True)
 
 
-def print_entries(entries: list[tuple[str, str]], indent: int = 4) -> None:
+def print_entries(entries: list[tuple[str, str]], indent: int = 4, out: Console | None = None) -> None:
     """Listings that read at any width and in files: each entry's head on one line (never
     wrapped), its text wrapped at word boundaries under it (long words are never broken)."""
     import textwrap
 
-    width = max(40, console.width)
+    out = out if out is not None else console
+    width = max(40, out.width)
     for head, text in entries:
-        print_plain(head)
+        print_plain(head, out=out)
         for line in textwrap.wrap(
             " ".join(text.split()), width=width - indent, break_long_words=False, break_on_hyphens=False
         ) or [""]:
-            print_plain(" " * indent + line)
+            print_plain(" " * indent + line, out=out)
 
 
 def print_table_or_entries(table, entries: list[tuple[str, str]]) -> None:
@@ -153,6 +154,25 @@ def shapes_or_fail(spec, shape_options: list[str] | None) -> list[dict] | None:
     except SpecError as e:
         fail(str(e))
     return shapes
+
+
+def chosen_shapes(spec, device: str, shapes: list[dict] | None, out: Console | None = None) -> list[dict] | None:
+    """The shapes `eval` and `run` evaluate, chosen as `suite` chooses a problem's: a KernelBench
+    module without small shapes is scaled under the interpreter (kernelevolve/campaign/scaling.py),
+    and then the shapes used and the rule are printed (on `out`, default stderr)."""
+    from kernelevolve.campaign.scaling import RULE_TEXT, SCALED, shapes_for
+    from kernelevolve.shapes import constants
+    from kernelevolve.spec import shape_text
+
+    chosen, rule = shapes_for(spec, device, shapes)
+    if rule == SCALED:
+        own = constants(spec.reference_source)
+        before = shape_text({k: own[k] for k in chosen[0]})
+        print_entries(
+            [(f"shapes: {shape_text(chosen[0])}", f"{SCALED} from {before}: {RULE_TEXT}")],
+            out=out if out is not None else err_console,
+        )
+    return chosen
 
 
 def resolve_device(device: str | None) -> str:

@@ -17,6 +17,9 @@ from kernelevolve.cli.app import (
     EXIT_UNUSABLE,
     app,
     candidate_or_fail,
+    chosen_shapes,
+    err_console,
+    fail,
     console,
     load_spec_or_fail,
     preflight_or_fail,
@@ -75,6 +78,7 @@ def eval_command(
     shapes = shapes_or_fail(spec, shape)
     candidate, source = candidate_or_fail(candidate)
     device = resolve_device(device)
+    shapes = chosen_shapes(spec, device, shapes, err_console if as_json else console)
     if not no_preflight:
         preflight_or_fail(spec, device, shapes, timeout, quiet=as_json)
 
@@ -97,6 +101,16 @@ def eval_command(
             result = evaluator.evaluate(spec, source, shapes, deep=True)
         print_result(result, spec.name, candidate.name)
     _warn_unsealed(result)
+    if result.failure == "reference":  # the reference could not run: unusable input, not the candidate's fault
+        from kernelevolve.preflight import suggestion
+
+        where = next((s.label for s in result.shapes if s.failure == "reference"), None)
+        why = " ".join((result.message or "it failed").split())
+        fail(
+            f"the reference {spec.reference.name} cannot run"
+            + (f" at {where}" if where else "")
+            + f" on {device}: {why}; {suggestion(spec, device)}"
+        )
     # needs_gpu: the candidate could not be evaluated on this device (exit 2), it did not fail.
     raise typer.Exit(EXIT_OK if result.correct else EXIT_UNUSABLE if result.failure == "needs_gpu" else EXIT_FAILED)
 

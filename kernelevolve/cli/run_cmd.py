@@ -10,6 +10,7 @@ from kernelevolve.cli.app import (
     DB_HELP,
     app,
     check_model_or_fail,
+    chosen_shapes,
     console,
     err_console,
     fail,
@@ -216,6 +217,7 @@ def run_command(
         model_options["kernel"] = kernel
     # model_options are saved with the run: a resume builds the same operator whatever its environment
     device = resolve_device(device)
+    shapes = chosen_shapes(spec, device, shapes, err_console if as_json else console)
     _positive("--profile-timeout", profile_timeout)
     profiling = profile_settings_or_fail(profile, device, profile_within, profile_timeout, stop_at_roofline)
     if executor == "ray" and profiling is not None:

@@ -119,9 +119,11 @@ def problem(tmp_path):
 
 def test_eval_preflight_stops_a_reference_too_big_for_the_sandbox(problem, tmp_path):
     """Was: `failed (crash)` for the candidate, nothing suggesting --shape."""
-    line = _one_line_error(_cli(["eval", problem, tmp_path / "good.py", "--device", "interpret"], tmp_path))
-    assert "the reference 42_Double.py cannot run at the module's own sizes" in line
-    assert "out of memory" in line and "--shape" in line
+    # Its own sizes are scaled under the interpreter (issue 31 item 2): a --shape that keeps them big.
+    args = ["--device", "interpret", "--shape", "batch_size=1024*64"]
+    line = _one_line_error(_cli(["eval", problem, tmp_path / "good.py", *args], tmp_path))
+    assert "the reference 42_Double.py cannot run at batch_size=65536" in line
+    assert "out of memory" in line and "--shape batch_size=64,height=64,width=64" in line
 
 
 def test_run_preflight_stops_before_any_model_call_or_run(problem, tmp_path):
@@ -130,7 +132,8 @@ def test_run_preflight_stops_before_any_model_call_or_run(problem, tmp_path):
     db = f"sqlite:///{tmp_path / 'r.db'}"
     with FakeLLMServer(lambda api, prompt, body: (200, "OK", {})) as server:
         proc = _cli(
-            ["run", problem, "--model", "openai:m", "--device", "interpret", "--budget", "3", "--db", db],
+            ["run", problem, "--model", "openai:m", "--device", "interpret", "--budget", "3", "--db", db]
+            + ["--shape", "batch_size=1024*64"],
             tmp_path,
             OPENAI_BASE_URL=server.url + "/v1",
         )

@@ -1,0 +1,99 @@
+"""What a new user hits (issue 31): KernelBench files at their own sizes under the interpreter,
+a reference that cannot run, dead runs, read-only databases, console markup, and the smaller
+items. Each test runs the real command in a subprocess, as a user would."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+RELU = FIXTURES / "19_ReLU.py"  # KernelBench's level-1 ReLU sizes: 4096 x 393216 (6 GiB in float32)
+RELU_KERNEL = FIXTURES / "relu_triton.py"
+RELU_OPERATOR = f"plugin:{FIXTURES / 'relu_operator.py'}:ReluOperator"
+LLM_ENV = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "KERNELEVOLVE_MODEL",
+    "KERNELEVOLVE_DB",
+    "KERNELEVOLVE_REPLY_CACHE",
+    "KERNELEVOLVE_DEBUG",
+)
+
+
+def _env(tmp_path, **extra):
+    env = {k: v for k, v in os.environ.items() if k not in LLM_ENV}
+    env.update(COLUMNS="80", KERNELEVOLVE_CACHE_DIR=str(tmp_path / "cache"), **extra)
+    return env
+
+
+def _cli(args, tmp_path, timeout=300, **env):
+    return subprocess.run(
+        [sys.executable, "-c", "from kernelevolve.cli import main; main()", *map(str, args)],
+        env=_env(tmp_path, **env),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _one_line_error(proc, code=2):
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    return lines[0]
+
+
+# -- item 2: a KernelBench file at its own sizes -----------------------------------------------------
+
+
+SCALED = (
+    "shapes: batch_size=64,dim=64\n    scaled for the interpreter from batch_size=4096,dim=393216: each size\n"
+    "    constant above 8 to about its square root, at most 64; --shape NAME=VALUE\n    chooses others\n"
+)
+
+
+@pytest.mark.timeout(200)
+def test_eval_scales_a_kernelbench_file_under_the_interpreter_as_suite_does(tmp_path):
+    """Was: 74 s, then `cannot run at the module's own sizes ... SIGKILL (out of memory?)`."""
+    proc = _cli(["eval", RELU, RELU_KERNEL, "--device", "interpret"], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert SCALED in proc.stdout
+    assert "batch_size=64,dim=64 native" in proc.stdout and "correct (untimed)" in proc.stdout
+    # JSON stays alone on stdout; the shapes line goes to stderr
+    proc = _cli(["eval", RELU, RELU_KERNEL, "--device", "interpret", "--json", "--no-preflight"], tmp_path)
+    assert proc.returncode == 0 and SCALED in proc.stderr, proc.stderr
+    assert [s["params"] for s in json.loads(proc.stdout)["shapes"]] == [{"batch_size": 64, "dim": 64}]
+
+
+@pytest.mark.timeout(200)
+def test_run_scales_a_kernelbench_file_and_keeps_the_shapes_with_the_run(tmp_path):
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    args = ["run", RELU, "--model", RELU_OPERATOR, "--device", "interpret", "--budget", "1", "--db", db]
+    proc = _cli(args, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert SCALED in proc.stdout and "finished: nodes; 1 nodes, 1 correct" in proc.stdout
+    shown = json.loads(
+        _cli(
+            ["show", json.loads(_cli(["runs", "--db", db, "--json"], tmp_path).stdout)[0]["id"], "--db", db, "--json"],
+            tmp_path,
+        ).stdout
+    )
+    assert shown["settings"]["shapes"] == [{"batch_size": 64, "dim": 64}]
+    assert [s["label"] for s in shown["nodes"][0]["shapes"]] == ["batch_size=64,dim=64 native"]
+
+
+def test_a_reference_too_big_at_the_given_shape_names_the_constants_to_pass(tmp_path):
+    """--shape wins over the rule; a reference that cannot run there stops in seconds naming the
+    constants and values to pass (was: `give smaller shapes with --shape NAME=VALUE`)."""
+    proc = _cli(["eval", RELU, RELU_KERNEL, "--device", "interpret", "--shape", "batch_size=1<<20,dim=1<<16"], tmp_path)
+    line = _one_line_error(proc)
+    assert "the reference 19_ReLU.py cannot run at batch_size=1048576,dim=65536" in line
+    assert "e.g. --shape batch_size=64,dim=64" in line
