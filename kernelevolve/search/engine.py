@@ -1,10 +1,18 @@
 """The search loop: select, propose (operator), write pending, evaluate, record; until a limit.
 
 All graph and database writes happen on the calling thread; worker threads only run the
-operator, the evaluator and the insight writer. Each node costs two transactions: it is written
-as pending before evaluation, and its evaluation is written with the policy and random state
-after, so a run killed at any instant resumes from the database without losing or redoing an
-evaluated node (a pending node is simply evaluated again).
+operator, the evaluator, the profiler and the insight writer. Each node costs two transactions: it
+is written as pending when it gets a place to be evaluated in, and its evaluation is written with
+the policy and random state after, so a run killed at any instant resumes from the database without
+losing or redoing an evaluated node (a pending node is simply evaluated again).
+
+Keeping the evaluator fed (issue 34): `max_in_flight` (--parallel, default the evaluator's
+parallelism) evaluations run at once, and as many proposals are made ahead while they run; a
+finished proposal waits in order for the next free place, and is written then. A would-be best's
+re-evaluation (recheck) takes the place its first evaluation freed. Profiles (search/profiling.py)
+never queue ahead of evaluations: the best node's may take the next free place, others only a place
+nobody waits for, all within the run's profile share. Where the places' time goes is counted
+(search/timing.py) and stored with the run (runs.settings["time_spent"]).
 """
 
 from __future__ import annotations
@@ -13,7 +21,8 @@ import logging
 import random
 import time
 import traceback
-from collections import Counter
+from collections import Counter, deque
+from itertools import count
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -25,6 +34,7 @@ from kernelevolve.operators.base import LLMCallRecord, OperatorContext, ParentVi
 from kernelevolve.search.graph import Node, SearchGraph
 from kernelevolve.search.policies import Expansion, Policy
 from kernelevolve.search.termination import stop_reason
+from kernelevolve.search.timing import TimeLedger, TimeSpent, gpu_count
 from kernelevolve.spec import Budget
 
 # (spec, child, parents, record_llm_call) -> insight text; model calls it makes are recorded run-level.
@@ -79,6 +89,7 @@ class Progress:
     wall_clock_s: float | None
     tokens: int
     cost_usd: float
+    time: TimeSpent | None = None  # where the evaluator's places' time went (search/timing.py)
 
 
 @dataclass
@@ -89,6 +100,9 @@ class _Task:
     calls: list[tuple[int, LLMCallRecord]] = field(default_factory=list)
     first: EvalResult | None = None  # recheck: the evaluation being confirmed
     lost: str | None = None  # evaluate/recheck: why its worker was lost once already (it is a retry)
+    seconds: float = 0.0  # how long its work ran (set on the worker thread)
+    done: Future | None = None  # propose: the finished proposal, while it waits for a place
+    seq: int = 0  # order of submission
 
 
 class SearchEngine:
@@ -111,27 +125,39 @@ class SearchEngine:
         on_event: Callable[[str, "SearchEngine", Node | None], None] | None = None,
         max_in_flight: int | None = None,
         profiler=None,
+        time_spent: dict | None = None,
     ) -> None:
         self.repo, self.run_id, self.spec, self.graph = repo, run_id, spec, graph
         self.policy, self.operator, self.evaluator, self.limits = policy, operator, evaluator, limits
         self.rng, self.device, self.shapes = rng, device, shapes
         self.insight_writer, self.on_event = insight_writer, on_event
+        # Evaluations at once (--parallel; default what the evaluator takes), and as many proposals ahead.
         self.max_in_flight = max(1, max_in_flight or int(getattr(evaluator, "parallelism", 1) or 1))
         self._elapsed_before, self._t0 = elapsed_s, time.monotonic()
         self.in_flight: dict[Future, _Task] = {}
+        self.waiting: deque[_Task] = deque()  # pending nodes and finished proposals, waiting for a place
+        self._seq = count()
         self.stop_reason: str | None = None
         self.operator_errors = 0
         self.warnings: list[str] = []
-        # Promising nodes are profiled (search/profiling.py); their profiles reach the prompts.
+        # Promising nodes are profiled (search/profiling.py) within a share of the GPU time; their
+        # profiles reach the prompts.
         self.profiler = profiler
         self.profiles: dict = {}
+        self.plan = None
         if profiler is not None:
             from kernelevolve.memory.profiles import load_profiles
             from kernelevolve.profiling.schema import NodeProfile
+            from kernelevolve.search.profiling import ProfilePlan
 
             self.profiles = {
                 i: NodeProfile(summaries=r.summaries, seconds=r.seconds) for i, r in load_profiles(repo, run_id).items()
             }
+            self.plan = ProfilePlan(profiler, gpu_count(evaluator), profiled=set(self.profiles))
+            for node in graph.evaluated():  # after a resume: the promising nodes not profiled yet
+                self.plan.offer(graph, node)
+        share = profiler.settings.share if profiler is not None else None
+        self.ledger = TimeLedger(self.max_in_flight, gpu_count(evaluator), share, TimeSpent.from_dict(time_spent))
 
     # -- state for progress displays ------------------------------------------------------
     @property
@@ -141,6 +167,10 @@ class SearchEngine:
     def spent(self) -> tuple[int, float]:
         nodes = self.graph.nodes()
         return sum(n.tokens for n in nodes), sum(n.cost_usd for n in nodes)
+
+    def time_spent(self) -> TimeSpent:
+        """Where the evaluator's places' time went so far (all sessions of the run)."""
+        return self.ledger.spent(self.elapsed_s)
 
     def progress(self) -> Progress:
         done = self.graph.evaluated()
@@ -159,47 +189,87 @@ class SearchEngine:
             wall_clock_s=self.limits.wall_clock_s,
             tokens=tokens,
             cost_usd=cost,
+            time=self.time_spent(),
         )
 
     def in_flight_work(self) -> list[_Task]:
-        return [t for t in self.in_flight.values() if t.stage != "insight"]
+        """Nodes on their way: proposals being made or waiting for a place, evaluations and rechecks."""
+        running = [t for t in self.in_flight.values() if t.stage in ("propose", "evaluate", "recheck")]
+        return running + list(self.waiting)
+
+    def _evaluations(self) -> int:
+        return sum(1 for t in self.in_flight.values() if t.stage in ("evaluate", "recheck"))
+
+    def _busy(self) -> int:
+        """The evaluator's places taken now (evaluations, rechecks, profiles)."""
+        return sum(1 for t in self.in_flight.values() if t.stage in ("evaluate", "recheck", "profile"))
 
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> str:
         """Search until a limit; returns the termination reason (also written on the run)."""
         self.repo.update_run(self.run_id, status="running", termination_reason=None)
-        pool = ThreadPoolExecutor(max_workers=2 * self.max_in_flight + 1, thread_name_prefix="kernelevolve")
-        self._pool = pool
+        n = self.max_in_flight
+        # Pools of their own, so that slow insight writers or proposals never delay an evaluation's start.
+        self._pools = {
+            "propose": ThreadPoolExecutor(max_workers=n, thread_name_prefix="kernelevolve-propose"),
+            "evaluate": ThreadPoolExecutor(
+                max_workers=n + self.ledger.gpus + 1, thread_name_prefix="kernelevolve-evaluate"
+            ),
+            "insight": ThreadPoolExecutor(max_workers=n, thread_name_prefix="kernelevolve-insight"),
+        }
+        self.ledger.tick(0)
         try:
-            for node in self.graph.pending():  # written before a crash, never evaluated: do it now
-                self._submit(_Task("evaluate", node_id=node.id), self._evaluate, node.source, False, node.id)
+            for node in self.graph.pending():  # written before a crash, never evaluated: first in line
+                self.waiting.append(_Task("evaluate", node_id=node.id, seq=next(self._seq)))
             while True:
                 if self.stop_reason is None:
                     self.stop_reason = self._check_limits()
-                if self.stop_reason is None:
-                    self._launch()
-                if not self.in_flight:
+                self._launch()
+                self.ledger.tick(self._busy())
+                if not self.in_flight and not self.waiting:
                     if self.stop_reason is None:  # nothing running and nothing to start
                         self.stop_reason = "exhausted"
                     break
                 done, _ = wait(list(self.in_flight), timeout=1.0, return_when=FIRST_COMPLETED)
-                for future in sorted(done, key=lambda f: self.in_flight[f].node_id or -1):
+                for future in sorted(done, key=lambda f: _completion_order(self.in_flight[f])):
                     self._complete(future, self.in_flight.pop(future))
+                self.ledger.tick(self._busy())
                 self._emit("tick", None)
         except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
+            for pool in self._pools.values():
+                pool.shutdown(wait=False, cancel_futures=True)
             self.repo.update_run(self.run_id, status="interrupted", elapsed_s=self.elapsed_s)
+            try:
+                self._save_time()
+            except Exception as e:  # noqa: BLE001 (the interruption's own error is the one to raise)
+                log.warning("run %s: could not store its time breakdown: %s", self.run_id, e)
             raise
-        pool.shutdown(wait=True)
+        for pool in self._pools.values():
+            pool.shutdown(wait=True)
         close = getattr(self.evaluator, "close", None)  # its warm processes wait for no more candidates
         if close is not None:
             close()
-        log.info("run %s stops: %s (%d nodes, %.0fs)", self.run_id, self.stop_reason, len(self.graph), self.elapsed_s)
+        spent = self.time_spent()
+        log.info(
+            "run %s stops: %s (%d nodes, %.0fs); %s",
+            self.run_id,
+            self.stop_reason,
+            len(self.graph),
+            self.elapsed_s,
+            spent.summary(),
+        )
         self.repo.update_run(
             self.run_id, status="finished", termination_reason=self.stop_reason, elapsed_s=self.elapsed_s
         )
+        self._save_time()
         self._emit("finished", None)
         return self.stop_reason
+
+    def _save_time(self) -> None:
+        """The run's time breakdown into its stored settings (runs.settings["time_spent"])."""
+        run = self.repo.run(self.run_id)
+        if run is not None:
+            self.repo.update_run(self.run_id, settings={**run.settings, "time_spent": self.time_spent().to_dict()})
 
     def _check_limits(self) -> str | None:
         if self.operator_errors >= MAX_OPERATOR_ERRORS:
@@ -211,10 +281,30 @@ class SearchEngine:
         return reason
 
     def _launch(self) -> None:
-        proposing = [t.expansion for t in self.in_flight.values() if t.stage == "propose"]
-        free = min(
-            self.max_in_flight - len(self.in_flight_work()), self.limits.max_nodes - len(self.graph) - len(proposing)
-        )
+        """Fill the free places (pending nodes, then finished proposals, in order), propose ahead, and
+        start the profiles the plan allows now."""
+        written = False
+        while self.waiting and self._evaluations() < self.max_in_flight:
+            task = self.waiting.popleft()
+            if task.stage == "evaluate":  # a pending node, after a resume
+                self._submit_evaluation(task)
+            else:
+                self._write(task)  # a proposal: written now (and evaluated, unless it holds no kernel)
+                written = True
+        if written and self.stop_reason is None:  # what was written may end the search (a broken operator)
+            self.stop_reason = self._check_limits()
+        if self.stop_reason is None:
+            self._propose_ahead()
+        self._start_profiles()
+
+    def _proposals(self) -> list[Expansion]:
+        """The steps proposed and not yet written (being made, or waiting for a place)."""
+        making = [t.expansion for t in self.in_flight.values() if t.stage == "propose"]
+        return making + [t.expansion for t in self.waiting if t.stage == "propose"]
+
+    def _propose_ahead(self) -> None:
+        proposing = self._proposals()
+        free = min(self.max_in_flight - len(proposing), self.limits.max_nodes - len(self.graph) - len(proposing))
         if free <= 0:
             return
         steps = self.policy.select(self.graph, free, self.rng, in_flight=proposing)
@@ -224,11 +314,32 @@ class SearchEngine:
         # The whole graph, so an operator never re-proposes what was tried (after a resume too).
         evaluated = [self.view(n.id, compact=True) for n in self.graph.evaluated()]
         pending = [n.source for n in self.graph.pending() if n.source]
+        pending += [src for t in self.waiting if t.stage == "propose" and (src := _proposed_source(t))]
         for step in steps:
             task = _Task("propose", expansion=step)
             context = self._context(step, task, insights, evaluated, pending)
             parents = [self.view(p) for p in step.parents]
             self._submit(task, self._propose, parents, context)
+
+    def _start_profiles(self) -> None:
+        if self.plan is None:
+            return
+        searching = self.stop_reason is None and len(self.graph) + len(self._proposals()) < self.limits.max_nodes
+        while True:
+            idle = not self.waiting and self._busy() < self.max_in_flight
+            node_id = self.plan.pick(
+                self.graph,
+                idle=idle,
+                searching=searching,
+                spent_s=self.ledger.seconds["profiling"],
+                elapsed_s=self.elapsed_s,
+            )
+            if node_id is None:
+                return
+            self.plan.started(node_id)
+            node = self.graph[node_id]
+            log.debug("run %s: profiling node %d", self.run_id, node_id)
+            self._submit(_Task("profile", node_id=node_id), self.profiler.run, node.source, node.evaluation)
 
     def _context(
         self, step: Expansion, task: _Task, insights: list[str], evaluated: list[ParentView], pending: list[str]
@@ -271,7 +382,13 @@ class SearchEngine:
         )
 
     def _submit(self, task: _Task, fn, *args) -> None:
-        self.in_flight[self._pool.submit(fn, *args)] = task
+        task.seq = next(self._seq)
+        pool = self._pools["evaluate" if task.stage in ("evaluate", "recheck", "profile") else task.stage]
+        self.in_flight[pool.submit(_timed, task, fn, *args)] = task
+
+    def _submit_evaluation(self, task: _Task) -> None:
+        node = self.graph[task.node_id]
+        self._submit(task, self._evaluate, node.source, task.stage == "recheck", node.id)
 
     # -- worker-side jobs -----------------------------------------------------------------
     def _propose(self, parents: list[ParentView], context: OperatorContext) -> Proposal:
@@ -306,16 +423,15 @@ class SearchEngine:
             self._profiled(task, future)
             return
         if task.stage == "propose":
-            self._proposed(task, future)
+            task.done = future  # written when a place is free (_launch), in the order proposals came
+            self.waiting.append(task)
             return
+        self.ledger.add("rechecking" if task.stage == "recheck" else "evaluating", task.seconds)
         error = future.exception()
         if isinstance(error, WorkerLost):
             if task.lost is None:  # the worker died, not the candidate: once more, on a fresh worker
                 log.warning("run %s: node %s: %s; evaluating it again", self.run_id, task.node_id, error)
-                retry = replace(task, lost=str(error))
-                self._submit(
-                    retry, self._evaluate, self.graph[task.node_id].source, task.stage == "recheck", task.node_id
-                )
+                self._submit_evaluation(replace(task, lost=str(error)))
                 return
             result = EvalResult.failed(
                 Failure.CRASH,
@@ -333,14 +449,9 @@ class SearchEngine:
         if task.stage == "recheck":
             self._record(self.graph[task.node_id], self._confirmed(task.first, result))
         elif self._would_lead(result):
-            # A new best is evaluated again in a fresh process, with new seeds, before it counts.
-            self._submit(
-                _Task("recheck", node_id=task.node_id, first=result),
-                self._evaluate,
-                self.graph[task.node_id].source,
-                True,
-                task.node_id,
-            )
+            # A new best is evaluated again in a fresh process, with new seeds, before it counts: in the
+            # place its first evaluation just left, ahead of the candidates waiting for one.
+            self._submit_evaluation(_Task("recheck", node_id=task.node_id, first=result))
         else:
             self._record(self.graph[task.node_id], result)
 
@@ -363,7 +474,10 @@ class SearchEngine:
             first.marks["unstable"] = reason
         return first
 
-    def _proposed(self, task: _Task, future: Future) -> None:
+    def _write(self, task: _Task) -> None:
+        """A finished proposal gets its place: written as a pending node (the first transaction), then
+        evaluated; one that holds no kernel is recorded as failed at once."""
+        future = task.done
         error = future.exception()
         if error is not None:
             # The tool's error (building the prompt, calling the model), never charged to the model as no_code.
@@ -424,7 +538,7 @@ class SearchEngine:
                 ),
             )
         else:
-            self._submit(_Task("evaluate", node_id=node.id), self._evaluate, node.source, False, node.id)
+            self._submit_evaluation(_Task("evaluate", node_id=node.id))
 
     def _record(self, node: Node, result: EvalResult) -> None:
         self.graph.set_evaluation(node.id, result)
@@ -448,8 +562,8 @@ class SearchEngine:
         if not result.correct:
             log.debug("run %s: node %d message: %s", self.run_id, node.id, result.message)
         self._emit("evaluated", node)
-        if self.profiler is not None and self.profiler.wants(self.graph, node):
-            self._submit(_Task("profile", node_id=node.id), self.profiler.run, node.source, result)
+        if self.plan is not None:
+            self.plan.offer(self.graph, node)  # profiled when the plan gets to it (_start_profiles)
         if self.insight_writer is not None:
             child = self.view(node.id)
             parents = [self.view(p) for p in node.parents]
@@ -462,13 +576,42 @@ class SearchEngine:
 
     def _profiled(self, task: _Task, future: Future) -> None:
         """A profile came back: stored with the node, shown in its children's prompts."""
+        self.ledger.add("profiling", task.seconds)
+        self.plan.finished(task.node_id, task.seconds)
         error = future.exception()
         if error is not None:
             self.warnings.append(f"profiling node {task.node_id} failed: {type(error).__name__}: {error}")
-            return
-        from kernelevolve.memory.profiles import save_profile
+            log.warning("run %s: profiling node %s failed: %s", self.run_id, task.node_id, error)
+        else:
+            from kernelevolve.memory.profiles import save_profile
 
-        profile = future.result()
-        self.profiles[task.node_id] = profile
-        save_profile(self.repo, self.run_id, task.node_id, [s.model_dump() for s in profile.summaries], profile.seconds)
-        self._emit("profiled", self.graph[task.node_id])
+            profile = future.result()
+            self.profiles[task.node_id] = profile
+            save_profile(
+                self.repo, self.run_id, task.node_id, [s.model_dump() for s in profile.summaries], profile.seconds
+            )
+            log.info("run %s: node %d profiled in %.1fs", self.run_id, task.node_id, task.seconds)
+        self._save_time()  # the share spent so far stays with the run, even if it is killed later
+        if error is None:
+            self._emit("profiled", self.graph[task.node_id])
+
+
+def _timed(task: _Task, fn, *args):
+    """Worker thread: run the task's work, noting how long it took."""
+    t0 = time.monotonic()
+    try:
+        return fn(*args)
+    finally:
+        task.seconds = time.monotonic() - t0
+
+
+def _proposed_source(task: _Task) -> str | None:
+    future = task.done
+    return None if future is None or future.exception() is not None else future.result().source
+
+
+def _completion_order(task: _Task) -> tuple:
+    """Completions seen together are handled evaluations first (by node), then profiles, then proposals
+    (in the order they were asked for), then insights."""
+    rank = {"evaluate": 0, "recheck": 0, "profile": 1, "propose": 2, "insight": 3}[task.stage]
+    return rank, task.node_id if task.node_id is not None else -1, task.seq

@@ -41,6 +41,9 @@ class RunSettings(BaseModel):
     ray_address: str | None = None  # --ray-address; None: $RAY_ADDRESS, else a Ray cluster started for the run
     knowledge_base: str | None = None  # --kb / $KERNELEVOLVE_KB when the run started; None: the bundled one
     profile: dict | None = None  # search.profiling.ProfileSettings of promising nodes; None: no profiles
+    # Not a setting: where the run's time went (search/timing.TimeSpent), written by the engine when a
+    # session ends and after each profile, read back by resume.
+    time_spent: dict | None = None
 
 
 def owner_tag() -> str:
@@ -115,10 +118,11 @@ def build_engine(
     parallel: int | None = None,
     executor: str | None = None,
     ray_address: str | None = None,
+    profiler=None,
 ) -> SearchEngine:
     """An engine positioned where the run stands in the database (a new run: at the start).
 
-    `operator` and `evaluator` default to what the run's settings name; `max_nodes` raises the
+    `operator`, `evaluator` and `profiler` default to what the run's settings name; `max_nodes` raises the
     node budget (resume with a bigger budget); `parallel`, `executor` and `ray_address` replace the
     run's (resume --parallel ...), saved with it for later resumes.
     """
@@ -152,8 +156,7 @@ def build_engine(
         evaluator = make_executor(repo, run_id, settings)
     if insight_writer is None:
         insight_writer = operator.write_insight
-    profiler = None
-    if settings.profile:
+    if profiler is None and settings.profile:
         from kernelevolve.search.profiling import ProfileSettings, Profiler
 
         profiler = Profiler(
@@ -179,6 +182,7 @@ def build_engine(
         on_event=on_event,
         max_in_flight=settings.parallel,
         profiler=profiler,
+        time_spent=settings.time_spent,
     )
 
 
@@ -195,6 +199,7 @@ def make_executor(repo, run_id: str, settings: RunSettings):
                 run_id=run_id,
                 address=settings.ray_address,
                 timeout_s=settings.timeout_s,
+                knowledge_base=settings.knowledge_base,
             )
         except RayUnavailable as e:
             raise SessionError(str(e)) from None
