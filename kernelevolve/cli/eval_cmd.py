@@ -104,13 +104,10 @@ def eval_command(
     if result.failure == "reference":  # the reference could not run: unusable input, not the candidate's fault
         from kernelevolve.preflight import suggestion
 
-        where = next((s.label for s in result.shapes if s.failure == "reference"), None)
         why = " ".join((result.message or "it failed").split())
-        fail(
-            f"the reference {spec.reference.name} cannot run"
-            + (f" at {where}" if where else "")
-            + f" on {device}: {why}; {suggestion(spec, device)}"
-        )
+        if why.startswith("default "):  # the label of the module's own constants
+            why = "at the module's own sizes, " + why[len("default ") :]
+        fail(f"the reference {spec.reference.name} cannot run on {device}: {why}; {suggestion(spec, device)}")
     # needs_gpu: the candidate could not be evaluated on this device (exit 2), it did not fail.
     raise typer.Exit(EXIT_OK if result.correct else EXIT_UNUSABLE if result.failure == "needs_gpu" else EXIT_FAILED)
 

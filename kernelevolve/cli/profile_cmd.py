@@ -213,7 +213,7 @@ PROFILE_HELP = (
 
 
 def profile_settings_or_fail(
-    tools: str, device: str, within: float, timeout_s: float, stop_at: float | None
+    tools: str, device: str, within: float, timeout_s: float, stop_at: float | None, share: float = 0.1
 ) -> dict | None:
     """`kernelevolve run`'s --profile options as ProfileSettings (a dict for the run's settings), or
     one-line exit 2; None when nothing is profiled."""
@@ -222,6 +222,8 @@ def profile_settings_or_fail(
 
     if not 0 <= within < 1:
         fail(f"--profile-within {within}: a fraction between 0 and 1 (0.05: within 5% of the best)")
+    if not 0 < share <= 1:
+        fail(f"--profile-share {share}: a fraction of the GPU time above 0 and at most 1 (0.1: 10%)")
     if stop_at is not None and not 0 < stop_at <= 1.5:
         fail(f"--stop-at-roofline {stop_at}: a fraction of the roofline, e.g. 0.85")
     if tools == "off":
@@ -246,7 +248,9 @@ def profile_settings_or_fail(
                 check_available(chosen, device)
             except ToolUnavailable as e:
                 fail(f"--profile: {e}")
-    return ProfileSettings(tools=chosen, within=within, timeout_s=timeout_s, roofline_stop=stop_at).to_dict()
+    return ProfileSettings(
+        tools=chosen, within=within, timeout_s=timeout_s, roofline_stop=stop_at, share=share
+    ).to_dict()
 
 
 def print_node_profile(row) -> None:

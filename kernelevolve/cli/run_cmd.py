@@ -147,6 +147,13 @@ def run_command(
         metavar="FRACTION",
         help="Profile nodes scoring within this fraction of the best (0: new bests only).",
     ),
+    profile_share: float = typer.Option(
+        0.1,
+        "--profile-share",
+        metavar="FRACTION",
+        help="Most of the GPU time profiles may take (0.1: 10%; the best node first, others when a GPU would "
+        "idle); the share spent is printed at the end and stored with the run.",
+    ),
     profile_timeout: float = typer.Option(
         300.0,
         "--profile-timeout",
@@ -219,12 +226,9 @@ def run_command(
     device = resolve_device(device)
     shapes = chosen_shapes(spec, device, shapes, err_console if as_json else console)
     _positive("--profile-timeout", profile_timeout)
-    profiling = profile_settings_or_fail(profile, device, profile_within, profile_timeout, stop_at_roofline)
-    if executor == "ray" and profiling is not None:
-        # Profiles are taken on this host's GPUs, where they would share a GPU with the workers' timings.
-        if profile != "auto":
-            fail(f"--profile {profile}: not with --executor ray yet (profiles run on this host); use --profile off")
-        profiling = None
+    profiling = profile_settings_or_fail(
+        profile, device, profile_within, profile_timeout, stop_at_roofline, share=profile_share
+    )
     repo = repo_or_fail(db)  # an unusable database fails before anything is spent
     if executor == "ray" and ray_address and repo.url.startswith("sqlite"):
         print_plain(

@@ -7,6 +7,12 @@ many candidates at once as that Evaluator takes (their checks overlap, their tim
 alone), on the interpreter one. The spec travels as data with its reference's text (the
 actor may be on a host without the driver's files); the result comes back as EvalResult's dict.
 
+The run's knowledge base (`--kb`; None: the worker's bundled one) travels as data too: its files are
+put in Ray's object store once and each actor writes them into a folder of its own before its
+Evaluator is built, so candidates are screened against and import the same kernels as under a local
+evaluator. Profiles of the search (search/profiling.py) are taken on a worker as well
+(`profile_on_worker`), on a place of its Evaluator and with the GPU to themselves.
+
 Each actor opens the run's experiment database: baselines it times are shared there (use
 PostgreSQL when workers are on several hosts: a SQLite file is only reachable on this one) and it
 registers in the `workers` table, heartbeating while it lives. An actor that dies (its process
@@ -28,8 +34,9 @@ from kernelevolve.evaluation.executors import WorkerLost, current_node, gpu_lost
 from kernelevolve.evaluation.result import EvalResult
 
 RAY_MISSING = "--executor ray needs Ray, which is not installed: pip install 'kernelevolve[ray]'"
-START_TIMEOUT_S = 300.0
-MAX_START_FAILURES = 3  # workers failing to start in a row before no more are started  # for the first actor to come up (imports, and a free GPU on the cluster)
+START_TIMEOUT_S = 300.0  # for the first actor to come up (imports, and a free GPU on the cluster)
+MAX_START_FAILURES = 3  # workers failing to start in a row before no more are started
+KB_LIMIT_BYTES = 64 << 20  # a knowledge base bigger than this is not shipped to the workers
 log = logging.getLogger(__name__)
 
 
@@ -62,8 +69,16 @@ def absolute_db_url(url: str) -> str:
 class _Worker:
     """The actor: one Evaluator on one GPU (or CPU), registered in the run's workers table."""
 
-    def __init__(self, device: str, db_url: str, run_id: str | None, timeout_s: float) -> None:
+    def __init__(
+        self, device: str, db_url: str, run_id: str | None, timeout_s: float, knowledge_base: dict | None = None
+    ) -> None:
         import ray
+
+        # The run's knowledge base before anything reads it (the evaluator's modules read it on import).
+        self.knowledge_base = _unpack_knowledge_base(knowledge_base) if knowledge_base else None
+        from kernelevolve import paths
+
+        self.kb_path = str(paths.knowledge_base())
 
         from kernelevolve.evaluation.evaluator import Evaluator
         from kernelevolve.memory import Repository
@@ -103,6 +118,7 @@ class _Worker:
             "pid": self.pid,
             "worker_id": self.live.id,
             "capacity": self.capacity,
+            "knowledge_base": self.kb_path,
         }
 
     def evaluate(self, spec_data: dict, reference: str, source: str, shapes, deep: bool, node_id, queued: int) -> dict:
@@ -127,6 +143,45 @@ class _Worker:
                         self.live.set("evaluating", self._nodes[max(self._nodes)], queued)
                     else:
                         self.live.set("idle")
+
+    def profile(
+        self, spec_data: dict, reference: str, source: str, cases: list[dict], tools: list[str], timeout_s, latency_ms
+    ) -> dict:
+        """A search's profile of one node, on a place of this worker's Evaluator with its GPU alone."""
+        import time
+
+        from kernelevolve.profiling.collect import profile_candidate
+        from kernelevolve.spec import Case
+
+        spec = self._spec(spec_data, reference)
+        device = self.evaluator.device
+        with self._busy:
+            self.live.set("profiling", None, 0)
+            try:
+                with self.evaluator.gpu() as slot:
+                    t0 = time.monotonic()
+                    summaries = profile_candidate(
+                        spec,
+                        source,
+                        [Case(**c) for c in cases],
+                        tools,
+                        device=device,
+                        gpu=slot or "0",
+                        timeout_s=timeout_s,
+                        latency_ms=latency_ms,
+                    )
+                    seconds = time.monotonic() - t0
+            finally:
+                with self._lock:
+                    if self._nodes:
+                        self.live.set("evaluating", self._nodes[max(self._nodes)], 0)
+                    else:
+                        self.live.set("idle")
+        return {
+            "summaries": [s.model_dump() for s in summaries],
+            "seconds": seconds,
+            "taken_on": f"{self.host} pid {self.pid} gpu {self.gpu}",
+        }
 
     def close(self) -> None:
         self.live.close()
@@ -172,8 +227,11 @@ class RayExecutor:
         workers: int | None = None,
         start_timeout_s: float = START_TIMEOUT_S,
         deadline_s: float | None = None,
+        knowledge_base: str | Path | None = None,
     ) -> None:
         ray = require_ray()
+        # Read before anything starts: an unreadable --kb is the user's error, said in one line.
+        kb_files = _pack_knowledge_base(Path(knowledge_base)) if knowledge_base else None
         self._ray = ray
         self._died = _died_errors()
         self.device, self.timeout_s = device, timeout_s
@@ -199,11 +257,13 @@ class RayExecutor:
             self.close()
             raise RayUnavailable(f"the Ray cluster has no {resource} for a --device {device} worker")
         self._actor_class = ray.remote(_Worker)
+        self._kb = ray.put(kb_files) if kb_files else None  # once in the object store, for every actor
         self._free: queue.Queue[_Slot] = queue.Queue()
         self._lock = threading.Lock()
         self._waiting = self._start_failures = 0
         self.slots = [self._start() for _ in range(count)]
         self.parallelism = count
+        self.gpu_count = count if device == "cuda" else 1  # a profile's GPU share is of these
         first, _ = ray.wait([s.ready for s in self.slots], num_returns=1, timeout=start_timeout_s)
         if not first:
             self.close()
@@ -215,6 +275,32 @@ class RayExecutor:
 
     # -- the Evaluator's interface -------------------------------------------------------
     def evaluate(self, spec, source: str, shapes=None, deep: bool = False) -> EvalResult:
+        data = spec.model_dump(mode="json")
+        result = self._call(
+            lambda slot, queued: slot.actor.evaluate.remote(
+                data, spec.reference_source, source, shapes, deep, current_node(), queued
+            )
+        )
+        return EvalResult.from_dict(result)
+
+    def profile_on_worker(self, spec, source: str, cases, tools, *, timeout_s: float, latency_ms=None):
+        """A search's profile of one node (search/profiling.Profiler.run), taken on a worker's GPU; a
+        NodeProfile whose summaries say where (`taken_on`). WorkerLost as for evaluations."""
+        from kernelevolve.profiling.schema import NodeProfile, ProfileSummary
+
+        data = spec.model_dump(mode="json")
+        cases_data = [c.model_dump(mode="json") for c in cases]
+        out = self._call(
+            lambda slot, _queued: slot.actor.profile.remote(
+                data, spec.reference_source, source, cases_data, list(tools), timeout_s, latency_ms
+            )
+        )
+        summaries = [ProfileSummary.model_validate(dict(s, taken_on=out["taken_on"])) for s in out["summaries"]]
+        return NodeProfile(summaries=summaries, seconds=out["seconds"])
+
+    def _call(self, send):
+        """Run `send(slot, queued)`'s remote call on the next free place and return its value; a worker
+        that dies, hangs past the deadline or loses its GPU is replaced (WorkerLost)."""
         ray = self._ray
         with self._lock:
             self._waiting += 1
@@ -224,10 +310,9 @@ class RayExecutor:
             with self._lock:
                 self._waiting -= 1
                 queued = self._waiting
-        data = spec.model_dump(mode="json")
-        ref = slot.actor.evaluate.remote(data, spec.reference_source, source, shapes, deep, current_node(), queued)
+        ref = send(slot, queued)
         try:
-            result = ray.get(ref, timeout=self.deadline_s)
+            value = ray.get(ref, timeout=self.deadline_s)
         except ray.exceptions.GetTimeoutError:
             self._replace(slot, kill=True)
             raise WorkerLost(f"{slot.name} gave no result within {self.deadline_s:g}s: replaced", slot.name) from None
@@ -235,13 +320,13 @@ class RayExecutor:
             if isinstance(getattr(e, "cause", None), GpuLost):
                 self._replace(slot, kill=True)
                 raise WorkerLost(f"{slot.name} lost its GPU: {e.cause}: replaced", slot.name) from None
-            self._give_back(slot)  # the worker is fine: only this evaluation failed
+            self._give_back(slot)  # the worker is fine: only this call failed
             raise e.as_instanceof_cause() from None
         except self._died as e:
             self._replace(slot)
             raise WorkerLost(f"{slot.name} died ({_first_line(e)}): replaced", slot.name) from None
         self._give_back(slot)
-        return EvalResult.from_dict(result)
+        return value
 
     def _give_back(self, slot: _Slot) -> None:
         with self._lock:
@@ -292,7 +377,7 @@ class RayExecutor:
 
     def _start(self) -> _Slot:
         actor = self._actor_class.options(**self._options()).remote(
-            self.device, self.db_url, self.run_id, self.timeout_s
+            self.device, self.db_url, self.run_id, self.timeout_s, self._kb
         )
         slot = _Slot(actor, actor.describe.remote())
         threading.Thread(target=self._when_ready, args=(slot,), daemon=True, name="kernelevolve-ray-start").start()
@@ -346,6 +431,50 @@ class RayExecutor:
                 repo.close()
         except Exception as e:  # noqa: BLE001 (its heartbeat stops all the same: it drops out of the list)
             log.warning("could not retire lost worker %s: %s", worker_id, e)
+
+
+def _pack_knowledge_base(folder: Path) -> dict:
+    """The knowledge base's files as {relative path: bytes} and their digest (RayUnavailable, one line,
+    when it cannot be read or is too big to ship)."""
+    import hashlib
+
+    if not folder.is_dir():
+        raise RayUnavailable(f"--kb {folder}: no such directory")
+    files: dict[str, bytes] = {}
+    total = 0
+    try:
+        for path in sorted(folder.rglob("*")):
+            rel = path.relative_to(folder)
+            if not path.is_file() or any(p.startswith(".") or p == "__pycache__" for p in rel.parts):
+                continue
+            files[rel.as_posix()] = data = path.read_bytes()
+            total += len(data)
+            if total > KB_LIMIT_BYTES:
+                raise RayUnavailable(
+                    f"--kb {folder}: more than {KB_LIMIT_BYTES >> 20} MiB, too big to send to the Ray workers"
+                )
+    except OSError as e:
+        raise RayUnavailable(f"--kb {folder}: cannot be read for the Ray workers: {e}") from None
+    digest = hashlib.sha256()
+    for name, data in files.items():
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return {"name": folder.name, "digest": digest.hexdigest()[:16], "files": files}
+
+
+def _unpack_knowledge_base(kb: dict) -> Path:
+    """Actor side: the shipped knowledge base written into a folder of its own, made this process's
+    (--kb, and KERNELEVOLVE_KB for anything that reads the environment)."""
+    from kernelevolve import paths
+
+    root = Path(tempfile.mkdtemp(prefix=f"kernelevolve-ray-kb-{kb['digest']}-")) / kb["name"]
+    for name, data in kb["files"].items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    root.mkdir(parents=True, exist_ok=True)
+    os.environ["KERNELEVOLVE_KB"] = str(root)
+    paths.use_knowledge_base(root)
+    return root
 
 
 def _died_errors() -> tuple[type[BaseException], ...]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kernelevolve.evaluation.sandbox import Limits, clean_environment, run_script
 from kernelevolve.harness import PACKAGE_ROOT, render
-from kernelevolve.paths import KNOWLEDGE_BASE
+from kernelevolve import paths
 from kernelevolve.spec import Case, Spec
 
 TOOLS = ("torch", "ncu", "proton")
@@ -85,7 +85,7 @@ def run_tool(
         "cases": [{"label": c.label, "params": c.params, "dtype": c.dtype} for c in cases],
         "seed": secrets.randbits(30),
         "calls": calls,
-        "import_paths": [str(KNOWLEDGE_BASE / "kernels")],
+        "import_paths": [str(paths.knowledge_base() / "kernels")],  # read now: --kb, a Ray worker's copy
         "package_root": str(PACKAGE_ROOT),
         "ncu_path": find_ncu() or "ncu",
         "ncu_launch_count": NCU_LAUNCH_COUNT,

@@ -129,6 +129,7 @@ class ProfileSummary(BaseModel):
     roofline: Roofline | None = None
     errors: dict[str, str] = Field(default_factory=dict)  # tool -> why it gave no profile
     seconds: float = 0.0  # wall time the profiles took
+    taken_on: str | None = None  # a Ray worker's "HOST pid PID gpu GPU"; None: the host that ran the search
 
     @property
     def spills(self) -> bool:

@@ -147,3 +147,33 @@ def test_processes_that_together_hold_more_than_the_limit_are_killed(long_softma
     result = _evaluate(long_softmax, hostile, screen=False, max_memory_bytes=2 << 30)
     assert result.failure == "crash", result.message
     assert "together held" in result.message and "limit of 2.0 GiB" in result.message
+
+
+def test_an_outside_timed_loop_that_skips_or_caches_calls_fails_the_judges_check():
+    """The loop's per-call sums of squares, recomputed by the judge on the same fresh inputs: an honest
+    loop matches; one that computes the first call and hands back its output after that does not."""
+    import torch
+
+    from kernelevolve.harness.runtime import outside
+
+    pool = [[torch.randn(64, 300)], [torch.randn(64, 300)]]
+    buffers = [[p[0].clone()] for p in pool]
+    seed, calls = 12345, 12
+    cache = {}
+
+    def honest(x):
+        return torch.softmax(x, dim=1)
+
+    def caching(x):
+        return cache.setdefault("out", torch.softmax(x, dim=1))
+
+    want = []
+    for i in range(calls):  # the judge's side
+        xs = outside.call_inputs(pool[i % 2], [b[0].clone() for b in [buffers[i % 2]]], seed, i)
+        want.append([float(v) for v in outside.sums_of_squares([torch.softmax(xs[0].double(), dim=1)], torch.float64)])
+    flat = lambda out: [out]  # noqa: E731
+    got = outside.run_loop(honest, pool, buffers, seed, calls, lambda: None, flat)
+    assert outside.sums_mismatch(got, want, 1e-3) is None
+    cheated = outside.run_loop(caching, pool, buffers, seed, calls, lambda: None, flat)
+    assert "call 2 of 12" in outside.sums_mismatch(cheated, want, 1e-3)
+    assert outside.sums_mismatch(got[:-1], want, 1e-3).startswith("it reported 11 calls")
