@@ -39,7 +39,7 @@ def summary_line(p: Progress) -> str:
     return (
         f"{p.evaluated}/{p.max_nodes} done, {p.in_flight} in flight | failures: {failures}{held} | "
         f"best: {_best_text(p)} | {_budget_text(p)} | {p.elapsed_s:.0f}s"
-    )
+    ) + (f" | {p.time.line()}" if p.time is not None else "")  # where time goes: search/timing.py
 
 
 class ProgressView:
@@ -63,6 +63,8 @@ class ProgressView:
 
     def __call__(self, event: str, engine, node) -> None:
         p = engine.progress()
+        if event == "finished" and p.time is not None:  # the run's time breakdown and profile share, once
+            print_plain(p.time.summary(), out=self.console)
         if self._live is not None:
             if event in ("evaluated", "node", "finished") or time.monotonic() - self._last > 0.5:
                 self._last = time.monotonic()
@@ -82,6 +84,8 @@ class ProgressView:
             table.add_row("held for review", ", ".join(f"{k} {v}" for k, v in sorted(p.held.items())))
         table.add_row("best", _best_text(p))
         table.add_row("budget", f"{_budget_text(p)}; {p.elapsed_s:.0f}s elapsed, {p.tokens} tokens, ${p.cost_usd:.2f}")
+        if p.time is not None:  # search/timing.py
+            table.add_row("time", f"{p.time.line()}; {p.time.profile_text()}")
         if node is not None and node.evaluation is not None:
             width = max(20, self.console.width - 12)
             table.add_row("last", clip(node_line(node, engine.graph.kind(node.id)), width))

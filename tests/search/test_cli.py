@@ -182,8 +182,12 @@ def test_database_url_from_the_environment(tmp_path, spec, monkeypatch):
         (["run", str(FIXTURES / "scale.yaml"), "--ray-address", "h:6379"], "--ray-address needs --executor ray"),
         (["resume", "{run}", "--executor", "k8s"], "--executor 'k8s'"),
         (
-            ["run", str(FIXTURES / "scale.yaml"), "--device", "interpret", "--executor", "ray", "--profile", "torch"],
-            "not with --executor ray yet",
+            ["run", str(FIXTURES / "scale.yaml"), "--device", "interpret", "--profile", "torch", "--profile-share=0"],
+            "--profile-share 0.0: a fraction of the GPU time above 0 and at most 1",
+        ),
+        (
+            ["run", str(FIXTURES / "scale.yaml"), "--device", "interpret", "--profile-share", "1.5"],
+            "--profile-share 1.5",
         ),
     ],
 )
