@@ -181,3 +181,82 @@ def test_a_hung_ray_worker_is_replaced_after_the_deadline(ray_address, tmp_path,
         assert fresh.pid != worker.pid
     finally:
         executor.close()
+
+
+OWN_KB = FIXTURES / "own_kb"
+KB_OPERATOR = f"plugin:{FIXTURES / 'kb_operator.py'}:KbScaleOperator"
+
+
+@pytest.mark.timeout(300)
+def test_a_kb_run_evaluates_and_profiles_on_ray_workers_with_its_own_knowledge_base(ray_address, tmp_path, spec):
+    """The candidates import a kernel of the run's own --kb (fixtures/own_kb): the workers must screen
+    and import against it, as a local evaluator does; the best node's profile is taken on a worker."""
+    from kernelevolve.evaluation.evaluator import Evaluator
+    from kernelevolve.memory.profiles import load_profiles
+    from tests.search.fixtures.kb_operator import TEMPLATE
+
+    # Against the bundled knowledge base the same candidate is refused before it runs.
+    with Evaluator("interpret") as bundled:
+        refused = bundled.evaluate(spec, TEMPLATE.format(block=128))
+    assert refused.failure == "tampering" and "_scale_helper" in refused.message
+
+    db_url = f"sqlite:///{tmp_path / 'kb.db'}"
+    env = dict(os.environ, **RAY_ENV)
+    env.pop("KERNELEVOLVE_DB", None)
+    env.pop("KERNELEVOLVE_KB", None)
+    out = subprocess.run(
+        [
+            *CLI,
+            "--kb",
+            str(OWN_KB),
+            "run",
+            str(FIXTURES / "scale.yaml"),
+            "--device",
+            "interpret",
+            "--model",
+            KB_OPERATOR,
+            "--db",
+            db_url,
+            "--budget",
+            "2",
+            "--parallel",
+            "2",
+            "--executor",
+            "ray",
+            "--ray-address",
+            ray_address,
+            "--profile",
+            "torch",
+            "--profile-share",
+            "1",
+            "--no-preflight",
+            "--seed",
+            "3",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=280,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads(out.stdout)
+    assert summary["settings"]["knowledge_base"] == str(OWN_KB.resolve())
+    assert [n["failure"] for n in summary["nodes"]] == [None, None], summary["nodes"]  # both correct
+    repo = Repository(db_url)
+    with repo.Session() as s:
+        workers = {r.pid: r for r in s.query(WorkerRow).filter_by(run_id=summary["id"]).all()}
+    assert workers and all(w.executor == "ray" for w in workers.values())
+    # The best node was profiled, on one of the run's Ray workers (not by the search's own process).
+    profiles = load_profiles(repo, summary["id"])
+    assert summary["best"]["id"] in profiles
+    for row in profiles.values():
+        (taken,) = row.summaries
+        assert taken["tools"] == ["torch"] and not taken["errors"], taken
+        assert int(taken["taken_on"].split(" pid ")[1].split()[0]) in workers, taken["taken_on"]
+    # The share spent is printed at the end and stored with the run.
+    spent = summary["settings"]["time_spent"]
+    assert spent["profiles"] == len(profiles) and spent["profiling_s"] > 0 and spent["profile_share"] == 1.0
+    assert f"profiles: {len(profiles)} (" in out.stderr and "of GPU time (limit 100%)" in out.stderr
+    repo.close()
