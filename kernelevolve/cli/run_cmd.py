@@ -34,8 +34,9 @@ REPLY_CACHE_HELP = (
 
 
 PARALLEL_HELP = (
-    "Nodes in flight at once: proposals and evaluations overlap and results are recorded as they complete "
-    "(default: the executor's parallelism, one per GPU). Saved with the run; resume keeps it unless given."
+    "Evaluations at once (default: what the evaluator takes: up to four per GPU here, every worker's under Ray); "
+    "as many proposals are made ahead while they run, and results are recorded as they complete. "
+    "Saved with the run; resume keeps it unless given."
 )
 EXECUTOR_HELP = (
     "Where evaluations run: local (this host's GPUs) or ray (one worker per GPU of a Ray cluster; "

@@ -400,7 +400,12 @@ class RayExecutor:
         self._start_failures = 0
         slot.worker_id = info["worker_id"]
         slot.name = f"Ray worker {info['worker_id']} ({info['host']}, GPU {info['gpu']}, pid {info['pid']})"
-        log.info("%s ready, %d evaluation(s) at once", slot.name, info.get("capacity", 1))
+        log.info(
+            "%s ready, %d evaluation(s) at once, knowledge base %s",
+            slot.name,
+            info.get("capacity", 1),
+            info.get("knowledge_base"),
+        )
         for _ in range(int(info.get("capacity", 1))):
             self._free.put(slot)
 

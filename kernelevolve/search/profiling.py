@@ -151,17 +151,15 @@ class ProfilePlan:
     def pick(self, graph: SearchGraph, *, idle: bool, searching: bool, spent_s: float, elapsed_s: float) -> int | None:
         """The node to profile now, or None. `idle`: a free place no candidate waits for; `searching`:
         more nodes will be proposed."""
-        if not self.candidates or len(self.running) >= self.gpus:
+        if not self.candidates or len(self.running) >= self.gpus or not self.affordable(spent_s, elapsed_s):
             return None
-        ranked = sorted(self.candidates, key=lambda i: (-graph[i].score, i))
-        best = graph.best()
-        for node_id in ranked:  # the ones no longer promising are dropped
+        for node_id in list(self.candidates):  # the ones no longer promising are dropped
             if not self.profiler.wants(graph, graph[node_id]):
                 self.candidates.discard(node_id)
-        ranked = [i for i in ranked if i in self.candidates]
-        if not ranked or not self.affordable(spent_s, elapsed_s):
+        if not self.candidates:
             return None
-        first = ranked[0]
+        first = min(self.candidates, key=lambda i: (-graph[i].score, i))
+        best = graph.best()
         if (best is not None and first == best.id) or (idle and searching):
             return first
         return None
