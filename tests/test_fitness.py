@@ -130,6 +130,10 @@ class FakeGPU:
                     Path(result_path).write_text(json.dumps(prepared))
                 time.sleep(0.005)
         labels = [c["label"] for c in config["cases"]]
+        if rendered["name"] == "judge" and config["mode"] == "timed":  # what the evaluator hands the timed judge
+            loops = json.loads((workdir / "go").read_text())["outside"]
+            assert sorted(loops) == [f"c{n}.0" for n in range(len(labels))], loops
+            assert all(len(loop["sums"]) == loop["calls"] for loop in loops.values()), loops
         name = rendered["name"]
         phase = {"correctness": "correctness", "judge": f"judge {config.get('mode')}"}.get(name) or config["mode"]
         self.runs.append((phase, labels))

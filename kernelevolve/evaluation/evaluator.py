@@ -391,7 +391,7 @@ class Evaluator:
                 name: {
                     "seed": loop.payload["seed"],
                     "calls": loop.payload["calls"],
-                    "digests": loop.reported.get("digests"),
+                    "sums": loop.reported.get("sums"),
                 }
                 for name, loop in loops.items()
             }

@@ -177,3 +177,30 @@ def test_an_outside_timed_loop_that_skips_or_caches_calls_fails_the_judges_check
     cheated = outside.run_loop(caching, pool, buffers, seed, calls, lambda: None, flat)
     assert "call 2 of 12" in outside.sums_mismatch(cheated, want, 1e-3)
     assert outside.sums_mismatch(got[:-1], want, 1e-3).startswith("it reported 11 calls")
+
+
+def test_the_evaluators_interpreter_rounds_tf32_dots_as_the_gpu_does(tmp_path):
+    """A float32 tl.dot at its default precision (tf32) is off by ~1e-4 relative in the evaluator's processes,
+    as on the GPU; with input_precision="ieee" it is exact to float32."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "dot.py"
+    script.write_text(
+        "import os\nos.environ['TRITON_INTERPRET'] = '1'\n"
+        "import torch, triton, triton.language as tl\n"
+        "from kernelevolve.evaluation.interpreter_compat import emulate_tf32, patch_triton_interpreter\n"
+        "patch_triton_interpreter(); emulate_tf32()\n"
+        "@triton.jit\ndef k(a, b, c, IEEE: tl.constexpr):\n"
+        "    o = tl.arange(0, 32)\n"
+        "    x = tl.load(a + o[:, None] * 32 + o[None, :]); y = tl.load(b + o[:, None] * 32 + o[None, :])\n"
+        "    z = tl.dot(x, y, input_precision='ieee') if IEEE else tl.dot(x, y)\n"
+        "    tl.store(c + o[:, None] * 32 + o[None, :], z)\n"
+        "a, b, c = torch.randn(32, 32), torch.randn(32, 32), torch.empty(32, 32)\n"
+        "ref = a.double() @ b.double()\n"
+        "for ieee in (0, 1):\n"
+        "    k[(1,)](a, b, c, ieee); print(((c.double() - ref).norm() / ref.norm()).item())\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True).stdout.split()
+    tf32, ieee = float(out[0]), float(out[1])
+    assert 2e-5 < tf32 < 2e-3 and ieee < 1e-6, (tf32, ieee)

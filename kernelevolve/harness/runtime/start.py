@@ -20,9 +20,10 @@ def begin(config: dict) -> tuple[Result, str]:
         print(f"harness: cannot import torch/triton: {exc}", file=sys.stderr)
         sys.exit(3)
     if device == "cpu":
-        from kernelevolve.evaluation.interpreter_compat import patch_triton_interpreter
+        from kernelevolve.evaluation.interpreter_compat import emulate_tf32, patch_triton_interpreter
 
         patch_triton_interpreter()
+        emulate_tf32()  # float32 dots as the GPU computes them (the spec's tf32 policy decides what passes)
     result.data["environment"] = {
         "torch": torch.__version__,
         "triton": triton.__version__,
