@@ -54,3 +54,10 @@ def test_re_evaluations_agree_within_noise_and_disagree_beyond_it():
     second = _timed(0.1)
     second.correct, second.failure, second.message = False, "inconsistent", "timed call 3 was wrong"
     assert "re-evaluation failed (inconsistent)" in disagreement(_timed(0.1), second)
+
+
+def test_an_honest_20x_kernel_within_the_hardware_is_not_held():
+    """Block-diagonal attention against a dense-mask SDPA: 20x faster, at a throughput the GPU can do."""
+    assert suspicious(_timed(1 / 20, tflops=450.0), "h200") is None
+    assert suspicious(_timed(1 / 20, gbps=3000.0), "h200") is None
+    assert "20.0x" in suspicious(_timed(1 / 20), "h200")  # no bytes/flops in the spec: the flat bound
