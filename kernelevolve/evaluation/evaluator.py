@@ -289,32 +289,31 @@ class Evaluator:
         waiting_s = WARM_WAIT_S if warm else max(2 * self.timeout_s, PREPARE_S)
         check_config = dict(config, outputs_dir=str(workdir / "check" / "outputs"))
         check = WaitingRun.of("correctness", check_config, workdir / "check", limits, env, waiting_s)
-        judge = WaitingRun.of(
-            "judge",
-            dict(check_config, mode="check"),
-            workdir / "judge",
-            trusted_limits,
-            trusted_env,
-            waiting_s,
-            prepare=True,
-        )
+
+        def judge(mode: str, config: dict, folder: str) -> WaitingRun:
+            return WaitingRun.of(
+                "judge", dict(config, mode=mode), workdir / folder, trusted_limits, trusted_env, waiting_s, prepare=True
+            )
+
+        check_judge = judge("check", check_config, "judge")
         baselines = timing = timed_judge = None
         if self.device == "cuda":
             bench = dict(config, mode="candidate", baseline=spec.baseline, warmup_ms=self.warmup_ms, rep_ms=self.rep_ms)
             bench["outputs_dir"] = str(workdir / "bench" / "outputs")
             baselines = BaselineJob(self, spec, bench, workdir, slot, trusted_env, waiting_s)
             timing = WaitingRun.of("benchmark", bench, workdir / "bench", limits, env, waiting_s, prepare=True)
-            timed_judge = WaitingRun.of(
-                "judge",
-                dict(bench, mode="timed"),
-                workdir / "judge-timed",
-                trusted_limits,
-                trusted_env,
-                waiting_s,
-                prepare=True,
-            )
+            timed_judge = judge("timed", bench, "judge-timed")
         return ProcessSet(
-            _set_key(spec, cases, slot), workdir, slot, seed, check, baselines, timing, waiting_s, judge, timed_judge
+            _set_key(spec, cases, slot),
+            workdir,
+            slot,
+            seed,
+            check,
+            baselines,
+            timing,
+            waiting_s,
+            check_judge,
+            timed_judge,
         )
 
     def _judge(

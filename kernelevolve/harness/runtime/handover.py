@@ -149,16 +149,25 @@ def read_outputs(folder: str, name: str, device: str) -> list[torch.Tensor]:
     return out
 
 
-def _read_into(path: str, view: memoryview, missing: str) -> None:
-    """Fill `view` from a regular file of exactly its size (no link followed, no FIFO blocked on)."""
+def _open_regular(path: str, missing: str) -> tuple[int, int]:
+    """(fd, size) of a regular file opened without following a link or blocking on a FIFO."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         raise HandoverError(missing) from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise HandoverError(f"{missing} (not a regular file)")
+    return fd, st.st_size
+
+
+def _read_into(path: str, view: memoryview, missing: str) -> None:
+    """Fill `view` from a regular file of exactly its size."""
+    fd, size = _open_regular(path, missing)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size != len(view):
-            raise HandoverError(f"{missing} (not a regular file of {len(view)} bytes)")
+        if size != len(view):
+            raise HandoverError(f"{missing} ({size} bytes, not {len(view)})")
         done = 0
         while done < len(view):
             got = os.readv(fd, [view[done:]])
@@ -170,22 +179,11 @@ def _read_into(path: str, view: memoryview, missing: str) -> None:
 
 
 def _read_file(path: str, limit: int, missing: str) -> bytes:
-    """A regular file's bytes, opened without following a link or blocking on a FIFO."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        raise HandoverError(missing) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            raise HandoverError(f"{missing} (not a regular file of at most {limit} bytes)")
-        chunks, left = [], st.st_size
-        while left > 0:
-            block = os.read(fd, min(left, 16 << 20))
-            if not block:
-                break
-            chunks.append(block)
-            left -= len(block)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+    """A regular file's bytes, at most `limit` of them."""
+    fd, size = _open_regular(path, missing)
+    os.close(fd)
+    if size > limit:
+        raise HandoverError(f"{missing} (over {limit} bytes)")
+    buf = bytearray(size)
+    _read_into(path, memoryview(buf), missing)
+    return bytes(buf)
