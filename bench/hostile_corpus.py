@@ -1,10 +1,15 @@
-"""The hostile corpus on a GPU: every cheat through `kernelevolve eval --device cuda`, then a
-`kernelevolve run` whose scripted model (a local OpenAI-compatible server) proposes the cheats.
+"""The hostile corpus on a GPU: every entry (tests/evaluation/hostile/: the older corpus.py and the
+documented cheats of documented.py, CPU and GPU mechanisms alike) through `kernelevolve eval --device
+cuda --json`, each judged against what a correct evaluator answers; then a `kernelevolve run` whose
+scripted model (a local OpenAI-compatible server) proposes cheats.
 
-    python bench/hostile_corpus.py --out DIR [--part eval|run|all]
+    python bench/hostile_corpus.py --list                       # the entries and their expected answers
+    python bench/hostile_corpus.py --out DIR [--part eval|run|all] [--where gpu|cpu|all] [--only NAME ...]
 
-Writes DIR/hostile_eval.json and DIR/hostile_run.json; exits 1 if any cheat ends correct with
-fitness > 0 or as the run's best. Expected classes come from tests/evaluation/hostile/corpus.py.
+Writes DIR/hostile_eval.json (per entry: expected, got, whether it meets the expectation and why not,
+fitness, marks, message, timings, the post-condition checks) and DIR/hostile_run.json; prints one line
+an entry. Exits 1 if any entry's outcome is not what a correct evaluator answers (a cheat ending correct
+with a fitness above the honest control's, as the run's best, or in the wrong class).
 """
 
 from __future__ import annotations
@@ -21,11 +26,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.evaluation.hostile.corpus import CORPUS, SPEC  # noqa: E402
-from tests.llm.fake_llm_server import FakeLLMServer  # noqa: E402
+from tests.evaluation.hostile.corpus import CORPUS  # noqa: E402
+from tests.evaluation.hostile.documented import (  # noqa: E402
+    CHEATS,
+    FIGURES_NOT_BELIEVED,
+    NOTHING_PERSISTS,
+    SPECS,
+    meets,
+)
 
 DEVICE = "cuda"  # --device interpret: a dry run of the script on a CPU
 CLI = [sys.executable, "-c", "from kernelevolve.cli import main; main()"]
+MARKERS = "kernelevolve-hostile-*"
 # The cheats a scripted model proposes in the search (those that could score if unchecked).
 SEARCH_ORDER = [
     "cache_by_pointer",
@@ -41,48 +53,111 @@ SEARCH_ORDER = [
     "honest",
     "lower_precision",
     "torch_compute_plus_token_kernel",
+    "forges_handed_over_digests",
+    "timer_statistics_alias",
+    "detects_the_monitor",
+    "cache_keyed_on_sampled_values",
 ]
 
 
+def entries() -> dict[str, dict]:
+    """name -> {source, spec, expected (on a GPU), where, check, origin}; the honest control first."""
+    out = {}
+    for name, h in CORPUS.items():
+        expected = h.gpu if h.gpu != "same" else h.screened
+        out[name] = {"code": h.source, "spec": SPECS["strict"], "expected": expected, "where": "cpu", "check": ""}
+        out[name]["origin"] = "corpus.py"
+    for name, c in CHEATS.items():
+        out[name] = {"code": c.code, "spec": SPECS[c.spec], "expected": c.on_gpu, "where": c.where, "check": c.check}
+        out[name]["origin"] = "documented.py"
+    return out
+
+
+def source_of(name: str) -> str:
+    return entries()[name]["code"]
+
+
+def markers() -> list[str]:
+    """Files the corpus's candidates leave as markers, wherever a later evaluation could find them."""
+    places = [Path("/dev/shm"), Path(tempfile.gettempdir()), Path.home() / ".triton", Path.home() / ".cache"]
+    found = []
+    for place in places:
+        if place.is_dir():
+            found += [str(p) for p in place.glob(MARKERS)]
+            found += [str(p) for p in place.glob(f"kernelevolve-*/**/{MARKERS}")]
+            if place.name in (".triton", ".cache"):
+                found += [str(p) for p in place.glob(f"**/{MARKERS}")]
+    return sorted(set(found))
+
+
 def evaluate_all(work: Path, names: list[str], save_to: Path) -> list[dict]:
+    table = entries()
     rows = []
-    for name in names:
-        hostile = CORPUS[name]
+    honest_fitness = None
+    for name in ["honest"] + [n for n in names if n != "honest"]:
+        e = table[name]
         path = work / f"{name}.py"
-        path.write_text(hostile.source)
+        path.write_text(e["code"])
+        before = set(markers())
         t0 = time.monotonic()
-        proc = subprocess.run(
-            [*CLI, "eval", str(SPEC), str(path), "--device", DEVICE, "--json"],
-            capture_output=True,
-            text=True,
-            timeout=900,
-            env={**os.environ, "ANTHROPIC_API_KEY": "sk-bench-secret"},
-        )
+        try:
+            proc = subprocess.run(
+                [*CLI, "eval", str(e["spec"]), str(path), "--device", DEVICE, "--json"],
+                capture_output=True,
+                text=True,
+                timeout=1800,
+                env={**os.environ, "ANTHROPIC_API_KEY": "sk-bench-secret"},
+            )
+            stdout, stderr, code = proc.stdout, proc.stderr, proc.returncode
+        except subprocess.TimeoutExpired as exc:
+            stdout, stderr, code = "", f"timed out after {exc.timeout}s", None
         wall = time.monotonic() - t0
         try:
-            out = json.loads(proc.stdout)
+            out = json.loads(stdout)
         except ValueError:
-            out = {"correct": None, "failure": "no JSON", "message": (proc.stderr or proc.stdout)[-300:]}
-        expected = hostile.gpu if hostile.gpu != "same" else hostile.screened
-        got = "correct" if out.get("correct") else out.get("failure")
+            out = {"correct": None, "failure": "no JSON", "message": (stderr or stdout)[-300:]}
+        correct = bool(out.get("correct"))
+        got = "correct" if correct else out.get("failure")
+        if name == "honest":
+            honest_fitness = out.get("fitness")
+        problem = meets(
+            e["expected"], correct, out.get("failure"), out.get("fitness"), out.get("marks"), honest_fitness
+        )
+        if out.get("failure") == "no JSON":
+            problem = f"kernelevolve eval gave no JSON (exit {code}): {out['message']}"
+        elif "\n" in (out.get("message") or ""):
+            problem = (problem + "; " if problem else "") + "the message is not one line"
+        left = sorted(set(markers()) - before)
+        if e["check"] == NOTHING_PERSISTS and left:
+            problem = (problem + "; " if problem else "") + f"files outlive the verdict: {left[:3]}"
+        env = out.get("environment", {}) or {}
+        if e["check"] == FIGURES_NOT_BELIEVED and 2**50 in (env.get("gpu_prepared_bytes"), env.get("gpu_peak_bytes")):
+            problem = (problem + "; " if problem else "") + "the evaluator took the candidate's memory figures"
         rows.append(
             {
                 "name": name,
-                "expected": expected,
+                "origin": e["origin"],
+                "where": e["where"],
+                "expected": e["expected"],
                 "got": got,
+                "meets": problem is None,
+                "problem": problem,
                 "fitness": out.get("fitness"),
+                "honest_fitness": honest_fitness,
                 "message": out.get("message", ""),
                 "marks": out.get("marks", {}),
-                "exit": proc.returncode,
+                "exit": code,
                 "wall_s": round(wall, 2),
                 "phases_s": out.get("phases_s", {}),
-                "sandbox": out.get("environment", {}).get("sandbox", {}),
+                "sandbox": env.get("sandbox", {}),
+                "outside_timing": env.get("outside_timing"),
                 "speedups": [s.get("speedup") for s in out.get("shapes", [])],
+                "markers_left": left,
             }
         )
         print(
-            f"{name:32s} expected {expected:14s} got {str(got):14s} fitness {out.get('fitness')} "
-            f"({wall:.1f}s) {out.get('message', '')[:120]}",
+            f"{name:40s} expected {e['expected']:14s} got {str(got):14s} fitness {out.get('fitness')} "
+            f"{'ok' if problem is None else 'PROBLEM: ' + problem} ({wall:.1f}s) {out.get('message', '')[:100]}",
             flush=True,
         )
         save_to.write_text(json.dumps(rows, indent=1))  # as it goes: a cut-off run keeps what it measured
@@ -90,7 +165,9 @@ def evaluate_all(work: Path, names: list[str], save_to: Path) -> list[dict]:
 
 
 def search(work: Path) -> dict:
-    replies = [f"Trying {name}.\n\n```python\n{CORPUS[name].source}```\n" for name in SEARCH_ORDER]
+    from tests.llm.fake_llm_server import FakeLLMServer
+
+    replies = [f"Trying {name}.\n\n```python\n{source_of(name)}```\n" for name in SEARCH_ORDER]
     served = []
 
     def responder(api, prompt, body):
@@ -114,7 +191,7 @@ def search(work: Path) -> dict:
             [
                 *CLI,
                 "run",
-                str(SPEC),
+                str(SPECS["strict"]),
                 "--model",
                 "openai:scripted",
                 "--device",
@@ -128,7 +205,7 @@ def search(work: Path) -> dict:
             ],
             capture_output=True,
             text=True,
-            timeout=1800,
+            timeout=3600,
             env=env,
         )
         wall = time.monotonic() - t0
@@ -147,7 +224,7 @@ def search(work: Path) -> dict:
             ).stdout
         )
         name = next(
-            (k for k in SEARCH_ORDER if n.get("source") and CORPUS[k].source.strip() == (n["source"] or "").strip()),
+            (k for k in SEARCH_ORDER if n.get("source") and source_of(k).strip() == (n["source"] or "").strip()),
             None,
         )
         nodes.append(
@@ -172,19 +249,38 @@ def search(work: Path) -> dict:
     }
 
 
+def list_entries(where: str) -> None:
+    for name, e in entries().items():
+        if where in ("all", e["where"]):
+            check = f"  [{e['check']}]" if e["check"] else ""
+            print(f"{name:40s} {e['where']:4s} {e['origin']:14s} expected on a GPU: {e['expected']}{check}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--list", action="store_true", help="list the entries and their expected answers, run nothing")
+    ap.add_argument("--out", type=Path)
     ap.add_argument("--part", choices=["eval", "run", "all"], default="all")
     ap.add_argument("--device", default="cuda")
     ap.add_argument(
+        "--where",
+        choices=["gpu", "cpu", "all"],
+        default="all",
+        help="entries whose mechanism needs a GPU, those the CPU tests also run, or all (default)",
+    )
+    ap.add_argument(
         "--only",
         nargs="+",
-        choices=sorted(CORPUS),
+        choices=sorted(entries()),
         metavar="NAME",
-        help="evaluate only these candidates of the corpus (default: all)",
+        help="evaluate only these entries (default: all of --where)",
     )
     args = ap.parse_args()
+    if args.list:
+        list_entries(args.where)
+        return 0
+    if args.out is None:
+        ap.error("--out DIR is needed unless --list")
     global DEVICE
     DEVICE = args.device
     args.out.mkdir(parents=True, exist_ok=True)
@@ -192,17 +288,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         if args.part in ("eval", "all"):
-            rows = evaluate_all(work, args.only or list(CORPUS), args.out / "hostile_eval.json")
-            bad += [
-                r["name"]
-                for r in rows
-                if r["name"] != "honest"
-                and (r["got"] == "correct" and (r["fitness"] or 0) > 0)
-                and r["expected"] != "correct"
-            ]
-            bad += [
-                f"{r['name']} (expected {r['expected']}, got {r['got']})" for r in rows if r["got"] != r["expected"]
-            ]
+            names = args.only or [n for n, e in entries().items() if args.where in ("all", e["where"])]
+            rows = evaluate_all(work, names, args.out / "hostile_eval.json")
+            bad += [f"{r['name']} ({r['problem']})" for r in rows if not r["meets"]]
         if args.part in ("run", "all"):
             res = search(work)
             (args.out / "hostile_run.json").write_text(json.dumps(res, indent=1))
@@ -215,12 +303,16 @@ def main() -> int:
                 )
             if best_cheat not in (None, "honest"):
                 bad.append(f"run best is the cheat {best_cheat}")
+            table = entries()
             bad += [
                 f"run node {n['id']} ({n['cheat']}) correct with fitness {n['fitness']}"
                 for n in res["nodes"]
-                if n["cheat"] not in ("honest", None) and n["correct"] and (n["fitness"] or 0) > 0
+                if n["cheat"] not in (None, "honest")
+                and table[n["cheat"]]["expected"] not in ("correct", "no gain")
+                and n["correct"]
+                and (n["fitness"] or 0) > 0
             ]
-    print("PROBLEMS: " + "; ".join(bad) if bad else "no cheat ended correct with fitness > 0 or as the best")
+    print("PROBLEMS: " + "; ".join(bad) if bad else "every entry got what a correct evaluator answers")
     return 1 if bad else 0
 
 
