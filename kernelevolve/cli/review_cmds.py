@@ -109,8 +109,10 @@ def export_command(
             f"wrote {len(written)} files to {output}: check with `python -m pytest {output / (name + '_test.py')}`"
         )
         return
-    try:
-        text = export(repo, run_id, node, allow_unreviewed=unreviewed)
+    from kernelevolve.review.export_op import standalone_source
+
+    try:  # one file that needs only torch and triton: the knowledge-base helpers it imports go in it
+        text = standalone_source(export(repo, run_id, node, allow_unreviewed=unreviewed))
     except ReviewError as e:
         fail(str(e))
     if output is None:

@@ -226,3 +226,123 @@ def _render(template: str, context: dict) -> str:
         keep_trailing_newline=True,
     )
     return env.get_template(template).render(**context)
+
+
+# -- a single file that stands alone -------------------------------------------------------------
+
+
+def standalone_source(header_and_source: str) -> str:
+    """The exported file with the knowledge base's helper modules it imports (`from _row_io import
+    ...`, found as kernelevolve.paths.kernel_helpers finds them) written into it, so that it needs
+    only torch and triton: each helper's text (its docstring left out) where the kernel first
+    imported one, dependencies first, its `from helper import x as y` lines turned into `y = x`.
+
+    ReviewError with the list of helpers when that cannot be done faithfully: a helper imported as a
+    module (`import _flash_hopper`), inside a function, or relatively, or two files that define one
+    name differently. The file is returned unchanged when it imports no helper."""
+    import ast
+
+    from kernelevolve.paths import kernel_helpers
+
+    helpers = {p.stem: p for p in kernel_helpers(header_and_source)}
+    if not helpers:
+        return header_and_source
+    texts = {name: path.read_text() for name, path in helpers.items()}
+    listed = ", ".join(f"{n}.py" for n in sorted(helpers))
+    refuse = lambda why: ReviewError(  # noqa: E731
+        f"the kernel imports knowledge-base modules ({listed}) that cannot be written into one file: {why}; "
+        "export it with --as-op DIR (the folder carries them) or copy them beside the file"
+    )
+
+    def helper_imports(name: str, tree: ast.Module) -> tuple[list[tuple[ast.stmt, list[str]]], list[str]]:
+        """(top-level `from helper import ...` statements with their alias lines, helpers they name)."""
+        found, deps = [], []
+        top = set(map(id, tree.body))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import) and any(a.name.split(".")[0] in helpers for a in node.names):
+                raise refuse(f"{name} imports a helper as a module (`import {node.names[0].name}`)")
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            module = (node.module or "").split(".")[0]
+            if node.level and module in helpers or (not node.level and module in helpers and node.module != module):
+                raise refuse(f"{name} imports {node.module} in a way one file cannot keep")
+            if node.level or module not in helpers:
+                continue
+            if id(node) not in top:
+                raise refuse(f"{name} imports {module} inside a function or block")
+            if any(a.name == "*" for a in node.names):
+                raise refuse(f"{name} imports * from {module}")
+            found.append((node, [f"{a.asname} = {a.name}" for a in node.names if a.asname and a.asname != a.name]))
+            deps.append(module)
+        return found, deps
+
+    def defined(tree: ast.Module, skip: set[int]) -> dict[str, str]:
+        """Top-level name -> the text of the statement binding it (helper imports left out)."""
+        out: dict[str, str] = {}
+        for stmt in tree.body:
+            if id(stmt) in skip:
+                continue
+            names: list[str] = []
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names = [stmt.name]
+            elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                names = [(a.asname or a.name).split(".")[0] for a in stmt.names]
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            for n in names:
+                out[n] = ast.dump(stmt) if isinstance(stmt, (ast.Import, ast.ImportFrom)) else f"{id(stmt)}"
+        return out
+
+    def cut(text: str, tree: ast.Module, replace: list[tuple[ast.stmt, list[str]]], drop_docstring: bool):
+        """`text` with the statements in `replace` swapped for their alias lines (and the docstring out)."""
+        lines = text.splitlines(keepends=True)
+        edits = [(s.lineno, s.end_lineno, [a + "\n" for a in aliases]) for s, aliases in replace]
+        body = tree.body
+        if drop_docstring and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            if isinstance(body[0].value.value, str):
+                edits.append((body[0].lineno, body[0].end_lineno, []))
+        for start, end, new in sorted(edits, reverse=True):
+            lines[start - 1 : end] = new
+        return lines
+
+    trees, imports, order = {}, {}, []
+    for name, text in texts.items():
+        trees[name] = ast.parse(text)
+        if any(isinstance(s, ast.ImportFrom) and s.module == "__future__" for s in trees[name].body):
+            raise refuse(f"{name} has a `from __future__` import")
+        imports[name] = helper_imports(name, trees[name])
+    seen: set[str] = set()
+
+    def visit(name: str) -> None:  # dependencies first
+        if name in seen:
+            return
+        seen.add(name)
+        for dep in imports[name][1]:
+            visit(dep)
+        order.append(name)
+
+    kernel_tree = ast.parse(header_and_source)
+    kernel_imports, kernel_deps = helper_imports("the kernel", kernel_tree)
+    for dep in kernel_deps:
+        visit(dep)
+    bound: dict[str, tuple[str, str]] = {}
+    files = [(n, trees[n], {id(s) for s, _ in imports[n][0]}) for n in order]
+    files.append(("the kernel", kernel_tree, {id(s) for s, _ in kernel_imports}))
+    for where, tree, skip in files:
+        for n, how in defined(tree, skip).items():
+            if n in bound and bound[n][1] != how:
+                raise refuse(f"{bound[n][0]} and {where} both define {n}")
+            bound.setdefault(n, (where, how))
+    block = [f"# ---- knowledge-base helpers written into this file ({listed}): it needs only torch and triton ----\n"]
+    for name in order:
+        block.append(f"# ---- from knowledge_base/kernels/{name}.py ----\n")
+        block += cut(texts[name], trees[name], imports[name][0], drop_docstring=True)
+        if not block[-1].endswith("\n"):
+            block[-1] += "\n"
+    block.append("# ---- the kernel ----\n")
+    first = min(kernel_imports, key=lambda item: item[0].lineno)[0]
+    lines = cut(header_and_source, kernel_tree, [(s, a) for s, a in kernel_imports if s is not first], False)
+    aliases = [a + "\n" for s, a_list in kernel_imports if s is first for a in a_list]
+    lines[first.lineno - 1 : first.end_lineno] = block + aliases
+    return "".join(lines)

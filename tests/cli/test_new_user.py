@@ -97,3 +97,21 @@ def test_a_reference_too_big_at_the_given_shape_names_the_constants_to_pass(tmp_
     line = _one_line_error(proc)
     assert "the reference 19_ReLU.py cannot run at batch_size=1048576,dim=65536" in line
     assert "e.g. --shape batch_size=64,dim=64" in line
+
+
+def test_a_reference_that_fails_in_the_check_itself_is_exit_2_with_the_hint(tmp_path):
+    """Was: `failure: reference`, exit 1, no hint (the preflight passed, then the check could not run
+    the reference). --no-preflight makes the check the first to run it."""
+    ref = tmp_path / "raises.py"
+    ref.write_text(
+        "import torch\nimport torch.nn as nn\n\nsize = 16\n\nclass Model(nn.Module):\n"
+        "    def forward(self, x):\n        raise ValueError('bad reference')\n\n"
+        "def get_inputs():\n    return [torch.randn(size)]\n\ndef get_init_inputs():\n    return []\n"
+    )
+    proc = _cli(["eval", ref, RELU_KERNEL, "--device", "interpret", "--no-preflight"], tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    error = proc.stderr.strip().splitlines()[-1]
+    assert error.startswith(
+        "error: the reference raises.py cannot run on interpret: at the module's own sizes, native:"
+    ), error
+    assert "ValueError: bad reference" in error and "--shape NAME=VALUE (its constants: size)" in error
