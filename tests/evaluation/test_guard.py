@@ -137,3 +137,16 @@ def test_the_knowledge_bases_helper_modules_are_importable_by_convention(tmp_pat
         assert screen_source(bundled)  # that knowledge base has no _row_io
     finally:
         paths.use_knowledge_base(None)
+
+
+def test_saving_a_tensor_is_not_tampering():
+    """torch.save pickles a tensor, and Python caches __slotnames__ on torch.Tensor: not a replacement."""
+    import io
+
+    import torch
+
+    from kernelevolve.harness.runtime.guard import Tripwire
+
+    tripwire = Tripwire()
+    torch.save(torch.zeros(2), io.BytesIO())
+    assert tripwire.changed() == []

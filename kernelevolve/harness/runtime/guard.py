@@ -64,11 +64,16 @@ class Tripwire:
             if current is not value and not _torch_own_wrapper(current, value):
                 out.append(f"{name}.{key}")
         for name, obj in self._objs.items():
-            for key in set(vars(obj)) - self._keys[name]:
+            for key in set(vars(obj)) - self._keys[name] - _CACHED_BY_PYTHON:
                 value = vars(obj)[key]
                 if isinstance(obj, type) or isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
                     out.append(f"{name}.{key}")
         return sorted(out)
+
+
+# Attributes Python itself caches on a class the first time it is used so (copyreg, pickling a tensor:
+# torch.save): not the candidate's doing.
+_CACHED_BY_PYTHON = {"__slotnames__"}
 
 
 def _torch_own_wrapper(current, original) -> bool:
