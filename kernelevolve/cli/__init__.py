@@ -58,8 +58,10 @@ def main() -> None:
     except abort:
         print("aborted", file=sys.stderr)
         sys.exit(1)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    except KeyboardInterrupt as exc:  # Ctrl-C (130), or SIGTERM where a command turned it into one (143)
+        from kernelevolve.cli.app import interrupt_code
+
+        sys.exit(interrupt_code(exc))
     except SystemExit:
         raise
     except SettingsError as exc:  # a KERNELEVOLVE_* variable with an unusable value

@@ -17,14 +17,21 @@ def runs_command(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list."),
 ) -> None:
     """List the runs in the experiment database, newest first: spec, model, status, nodes,
-    best result and LLM cost."""
+    best result and LLM cost.
+
+    A run whose process died (kill -9, a crash) shows as stopped, not running: `kernelevolve
+    resume RUN_ID` continues it."""
     from kernelevolve.search.graph import best_nodes
     from kernelevolve.views import fitness_text
 
+    from kernelevolve.memory.workers import GONE, SILENT, run_processes
+
     repo = repo_or_fail(db)
     counts = repo.node_counts()
+    runs = repo.runs()
+    processes = run_processes(repo, runs)  # a `running` row whose process died is not running
     rows = []
-    for run in repo.runs():
+    for run in runs:
         c = counts.get(run.id, {})
         best = best_nodes(repo.load_graph(run.id), 1)
         tokens, cost = repo.totals(run.id)
@@ -36,6 +43,8 @@ def runs_command(
                 "device": run.device,
                 "model": run.settings.get("model") or "offline",
                 "status": run.status,
+                # running rows only: alive, gone (its process died: resume it) or silent (no heartbeat)
+                "process": processes.get(run.id),
                 "termination_reason": run.termination_reason,
                 "nodes": c.get("nodes", 0),
                 "evaluated": c.get("evaluated", 0),
@@ -58,6 +67,10 @@ def runs_command(
     lines = []
     for r in rows:
         stop = r["status"] + (f" ({r['termination_reason']})" if r["termination_reason"] else "")
+        if r["process"] == GONE:
+            stop = "stopped (its process is gone: resume it)"
+        elif r["process"] == SILENT:
+            stop = "running? (no heartbeat)"
         best = "none" if r["best"] is None else f"#{r['best']['id']} {r['best']['text']}"
         lines.append(
             [

@@ -8,7 +8,17 @@ import json
 import typer
 from rich.console import Console
 
-from kernelevolve.cli.app import EXIT_FAILED, EXIT_OK, console, err_console, fail, print_plain
+from kernelevolve.cli.app import (
+    EXIT_FAILED,
+    EXIT_OK,
+    console,
+    err_console,
+    exit_now,
+    fail,
+    interrupt_code,
+    print_plain,
+    sigterm_as_interrupt,
+)
 
 
 def operator_or_fail(model: str | None, spec=None, options: dict | None = None):
@@ -47,12 +57,18 @@ def drive_search(
         engine = build_engine(repo, run_id, operator=operator, on_event=view, max_nodes=max_nodes, **(overrides or {}))
     except SessionError as e:
         fail(str(e))
+    interrupted = None
     try:
-        reason = _drive(engine, view, run_id, as_json, db)
+        with sigterm_as_interrupt():
+            reason = _drive(engine, view, run_id, as_json, db)
+    except KeyboardInterrupt as e:
+        interrupted = interrupt_code(e)
     finally:
         close = getattr(engine.evaluator, "close", None)
         if close is not None:  # Ray workers retire; a Ray cluster started for the run stops
             close()
+    if interrupted is not None:
+        exit_now(interrupted)
     _summarise(repo, run_id, engine, reason, as_json, db)
 
 
@@ -64,10 +80,10 @@ def _drive(engine, view, run_id: str, as_json: bool, db: str | None) -> str:
         with view, run_log(run_id) as log_file:
             print_plain(f"log: {log_file}", out=err_console if as_json else console)
             reason = engine.run()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (Terminated): the engine marked the run interrupted
         where = "" if db is None else f" --db {db}"
-        err_console.print(f"interrupted: resume with `kernelevolve resume {run_id}{where}`", highlight=False)
-        raise typer.Exit(130) from None
+        print_plain(f"interrupted: resume with `kernelevolve resume {run_id}{where}`", out=err_console)
+        raise
     except SQLAlchemyError as e:  # the database went away mid-run: what was committed is safe
         where = "" if db is None else f" --db {db}"
         fail(

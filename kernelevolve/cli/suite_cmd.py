@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -16,12 +14,15 @@ from kernelevolve.cli.app import (
     check_model_or_fail,
     console,
     err_console,
+    exit_now,
     fail,
+    interrupt_code,
     print_entries,
     print_plain,
     repo_or_fail,
     resolve_device,
     settings_or_fail,
+    sigterm_as_interrupt,
 )
 
 SHAPE_HELP = (
@@ -154,16 +155,13 @@ def suite_command(
     from kernelevolve.logs import run_log
 
     try:
-        with run_log(campaign_id) as log_file:  # one file for the campaign: each line names its run
+        with sigterm_as_interrupt(), run_log(campaign_id) as log_file:  # one file: each line names its run
             print_plain(f"log: {log_file}", out=out)
             runner.run(repo, campaign_id, progress)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM
         # Everything recorded is safe (the database is written step by step); workers are cut off.
-        err_console.print(
-            f"interrupted: resume with `kernelevolve suite --resume {campaign_id}{where}`", highlight=False
-        )
-        sys.stderr.flush()
-        os._exit(130)
+        print_plain(f"interrupted: resume with `kernelevolve suite --resume {campaign_id}{where}`", out=err_console)
+        exit_now(interrupt_code(e))
     _print_score(repo, campaign_id, None, as_json)
 
 

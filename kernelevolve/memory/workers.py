@@ -163,3 +163,54 @@ class LiveWorker:
             self.registry.heartbeat(self.id, *self._state)
         except Exception as e:  # noqa: BLE001
             log.warning("worker %s: heartbeat not written: %s", self.id, e)
+
+
+# -- is a run's process still there? ----------------------------------------------------------------
+
+ALIVE, GONE, SILENT = "alive", "gone", "silent"
+
+
+def run_processes(repo, runs) -> dict[str, str]:
+    """For each run whose row says `running`: `alive` (its process answers), `gone` (its process on
+    this host is no more: killed, crashed, the machine restarted) or `silent` (on another host, or a
+    pid now reused, and its workers' heartbeats stopped more than STALE_S ago). Runs not listed are
+    not running, or cannot be told (another host, no worker registered yet: taken as alive)."""
+    import socket
+
+    from sqlalchemy import func
+
+    running = [r for r in runs if r.status == "running"]
+    if not running:
+        return {}
+    with repo.Session() as s:
+        rows = s.execute(
+            select(WorkerRow.run_id, func.max(WorkerRow.heartbeat_at))
+            .where(WorkerRow.run_id.in_([r.id for r in running]), WorkerRow.state != RETIRED)
+            .group_by(WorkerRow.run_id)
+        ).all()
+    beats = {run_id: at for run_id, at in rows}
+    now, here = time.time(), socket.gethostname()
+    out: dict[str, str] = {}
+    for run in running:
+        host, _, pid = (run.owner or "").rpartition(":")
+        beat = beats.get(run.id)
+        stale = beat is not None and now - beat > STALE_S
+        if host == here and pid.isdigit() and not _pid_alive(int(pid)):
+            out[run.id] = GONE
+        elif stale:
+            out[run.id] = SILENT
+        else:
+            out[run.id] = ALIVE
+    return out
+
+
+def _pid_alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

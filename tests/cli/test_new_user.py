@@ -4,8 +4,11 @@ items. Each test runs the real command in a subprocess, as a user would."""
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -28,7 +31,7 @@ LLM_ENV = (
 
 def _env(tmp_path, **extra):
     env = {k: v for k, v in os.environ.items() if k not in LLM_ENV}
-    env.update(COLUMNS="80", KERNELEVOLVE_CACHE_DIR=str(tmp_path / "cache"), **extra)
+    env.update({"COLUMNS": "80", "KERNELEVOLVE_CACHE_DIR": str(tmp_path / "cache"), **extra})
     return env
 
 
@@ -115,3 +118,64 @@ def test_a_reference_that_fails_in_the_check_itself_is_exit_2_with_the_hint(tmp_
         "error: the reference raises.py cannot run on interpret: at the module's own sizes, native:"
     ), error
     assert "ValueError: bad reference" in error and "--shape NAME=VALUE (its constants: size)" in error
+
+
+# -- item 5: a dead run does not look alive; SIGTERM is Ctrl-C ----------------------------------------
+
+SLOW_OPERATOR = f"plugin:{FIXTURES / 'slow_operator.py'}:SlowOperator"
+
+
+def _start_slow_run(tmp_path, db):
+    """A real `kernelevolve run` caught while its model is answering, and its run id."""
+    args = ["run", RELU, "--model", SLOW_OPERATOR, "--device", "interpret", "--budget", "2", "--db", db]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from kernelevolve.cli import main; main()", *map(str, args), "--no-preflight"],
+        env=_env(tmp_path),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        runs = json.loads(_cli(["runs", "--db", db, "--json"], tmp_path).stdout or "[]")
+        if runs and runs[0]["status"] == "running":
+            return proc, runs[0]["id"]
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.5)
+    proc.kill()
+    raise AssertionError("the run never showed as running")
+
+
+@pytest.mark.timeout(300)
+def test_runs_tells_a_killed_run_from_a_live_one(tmp_path):
+    """Was: after kill -9 the run stayed `running` in `runs` forever."""
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    proc, run_id = _start_slow_run(tmp_path, db)
+    try:
+        live = json.loads(_cli(["runs", "--db", db, "--json"], tmp_path).stdout)[0]
+        assert live["status"] == "running" and live["process"] == "alive"
+        assert re.search(rf"^{run_id} .* running\s", _cli(["runs", "--db", db], tmp_path, COLUMNS="200").stdout, re.M)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    dead = json.loads(_cli(["runs", "--db", db, "--json"], tmp_path).stdout)[0]
+    assert dead["status"] == "running" and dead["process"] == "gone"
+    text = _cli(["runs", "--db", db], tmp_path).stdout
+    assert "stopped (its process is gone: resume it)" in text and " running" not in text, text
+
+
+@pytest.mark.timeout(300)
+def test_sigterm_prints_the_resume_hint_and_marks_the_run_interrupted(tmp_path):
+    """Was: SIGTERM ended the run with no message (Ctrl-C printed one) and left it `running`."""
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    proc, run_id = _start_slow_run(tmp_path, db)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, (out, err)
+    assert time.monotonic() - started < 30  # not held open by the model call in flight
+    assert f"interrupted: resume with `kernelevolve resume {run_id} --db {db}`" in err
+    assert "Traceback" not in out + err
+    row = json.loads(_cli(["runs", "--db", db, "--json"], tmp_path).stdout)[0]
+    assert row["status"] == "interrupted" and row["process"] is None
