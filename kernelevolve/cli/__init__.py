@@ -39,6 +39,21 @@ def _debug() -> bool:
         return False
 
 
+def _unwritable_database(exc: Exception) -> str | None:
+    """One line for a database the command could not write (SQLite's read-only and cannot-open
+    errors), without the SQL statement; None for any other error."""
+    try:
+        from sqlalchemy.exc import OperationalError
+    except ImportError:
+        return None
+    if not isinstance(exc, OperationalError):
+        return None
+    text = " ".join(str(getattr(exc, "orig", None) or exc).split())
+    if "readonly database" in text or "unable to open database" in text:
+        return f"the experiment database cannot be written ({text}): check the file's and its folder's permissions"
+    return None
+
+
 def main() -> None:
     """The console script. Never a traceback at the user: a bad option or argument is one line
     (exit 2) naming the command's --help; an error no command foresaw becomes one line (exit 3)
@@ -70,6 +85,10 @@ def main() -> None:
     except Exception as exc:  # noqa: BLE001
         if _debug():
             raise
+        unwritable = _unwritable_database(exc)
+        if unwritable:  # a database that became read-only while the command ran: unusable input
+            print(f"error: {unwritable}", file=sys.stderr)
+            sys.exit(2)
         text = " ".join(str(exc).split())[:300]
         print(
             f"error: internal error: {type(exc).__name__}"

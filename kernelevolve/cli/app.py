@@ -250,14 +250,18 @@ _DRIVERS = {
 }
 
 
-def repo_or_fail(db: str | None):
+def repo_or_fail(db: str | None, write: bool = False):
     """The experiment database at `db` (or the default); an unusable URL or a database driver
-    that is not installed ends with one line naming what to install."""
+    that is not installed ends with one line naming what to install. `write`: the command writes,
+    so a database it cannot write (a read-only or immutable file, a read-only folder) ends it now."""
     from kernelevolve.memory import DatabaseError, Repository
     from kernelevolve.memory.repository import database_url
 
     try:
-        return Repository(db)
+        repo = Repository(db)
+        if write:
+            repo.check_writable()
+        return repo
     except DatabaseError as e:
         fail(str(e))
     except ImportError as e:  # the URL's driver is not installed

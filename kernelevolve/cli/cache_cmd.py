@@ -30,7 +30,7 @@ def clear_command(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP)) 
     removed = 0
     path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else None
     if path is None or (path and __import__("os").path.exists(path)):  # never create a database to empty it
-        repo = repo_or_fail(db)
+        repo = repo_or_fail(db, write=True)
         try:
             removed = repo.clear_reply_cache()
         finally:

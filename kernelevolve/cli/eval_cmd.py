@@ -88,7 +88,7 @@ def eval_command(
     if device == "cuda":  # only timings need the database: a CPU check leaves no file behind
         from kernelevolve.memory.repository import BaselineTable
 
-        store = BaselineTable(repo_or_fail(db))
+        store = BaselineTable(repo_or_fail(db, write=True))
     # One candidate: no processes started ahead for a next one.
     evaluator = Evaluator(device=device, timeout_s=timeout, baseline_store=store, warm=False)
     if as_json:

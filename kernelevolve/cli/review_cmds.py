@@ -31,7 +31,7 @@ def review_command(
 
     if approve == reject:
         fail("give exactly one of --approve or --reject")
-    repo = repo_or_fail(db)
+    repo = repo_or_fail(db, write=True)
     try:
         verdict = review(repo, run_id, node, "approve" if approve else "reject", note, reviewer)
     except ReviewError as e:

@@ -230,7 +230,7 @@ def run_command(
     profiling = profile_settings_or_fail(
         profile, device, profile_within, profile_timeout, stop_at_roofline, share=profile_share
     )
-    repo = repo_or_fail(db)  # an unusable database fails before anything is spent
+    repo = repo_or_fail(db, write=True)  # an unusable database fails before anything is spent
     if executor == "ray" and ray_address and repo.url.startswith("sqlite"):
         print_plain(
             f"note: Ray workers on other hosts cannot open {repo.display_url} (a file on this host); "
@@ -302,7 +302,7 @@ def resume_command(
 
     _positive("--budget", budget)
     parallel = _parallel_or_fail(parallel, workers)
-    repo = repo_or_fail(db)
+    repo = repo_or_fail(db, write=True)
     try:
         run = check_resumable(repo, run_id, force)
     except SessionError as e:

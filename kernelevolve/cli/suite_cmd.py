@@ -100,7 +100,7 @@ def suite_command(
         parse_problem_shapes,
     )
 
-    repo = repo_or_fail(db)
+    repo = repo_or_fail(db, write=True)
     where = "" if db is None else f" --db {db}"
     out = err_console if as_json else console
     if resume is not None:

@@ -67,8 +67,17 @@ class Repository:
         except (ArgumentError, NoSuchModuleError, ValueError) as e:
             raise DatabaseError(f"--db {self.url!r}: not a usable SQLAlchemy URL ({_first_line(e)})") from None
         except (OperationalError, SQLAlchemyError) as e:
-            raise DatabaseError(f"cannot open the database {self.display_url}: {_first_line(e.orig or e)}") from None
+            why = _sqlite_unwritable(self.url) or _first_line(getattr(e, "orig", None) or e)
+            raise DatabaseError(f"cannot open the database {self.display_url}: {why}") from None
         self.Session = sessionmaker(self.engine, expire_on_commit=False)
+
+    def check_writable(self) -> None:
+        """DatabaseError (one line) when this process cannot write the database: a SQLite file that
+        is read-only or immutable, or in a folder it cannot write (SQLite keeps its journal beside
+        the file). Commands that write call it before they spend anything; reading needs none."""
+        why = _sqlite_unwritable(self.url)
+        if why:
+            raise DatabaseError(f"cannot write the database {self.display_url}: {why}")
 
     @property
     def display_url(self) -> str:
@@ -402,3 +411,30 @@ def _make_engine(url: str):
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
+
+
+def _sqlite_unwritable(url: str) -> str | None:
+    """Why this process cannot write the SQLite file of `url` (None: it can, or not a SQLite file)."""
+    import os
+
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 (an unusable URL is reported where it is opened)
+        return None
+    path = parsed.database
+    if not parsed.drivername.startswith("sqlite") or not path or path == ":memory:" or path.startswith("file:"):
+        return None
+    path = os.path.abspath(path)
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        return f"its folder {folder} does not exist"
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        return f"the file {path} is read-only (its permissions or an immutable attribute); give --db a writable file"
+    if not os.access(folder, os.W_OK):
+        return (
+            f"its folder {folder} is not writable (SQLite writes its journal files beside the database); "
+            "give --db a file in a writable folder"
+        )
+    return None

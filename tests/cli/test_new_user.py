@@ -5,6 +5,7 @@ items. Each test runs the real command in a subprocess, as a user would."""
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -179,3 +180,53 @@ def test_sigterm_prints_the_resume_hint_and_marks_the_run_interrupted(tmp_path):
     assert "Traceback" not in out + err
     row = json.loads(_cli(["runs", "--db", db, "--json"], tmp_path).stdout)[0]
     assert row["status"] == "interrupted" and row["process"] is None
+
+
+# -- item 6: a database that cannot be written ---------------------------------------------------------
+
+
+def _read_only(path: Path) -> bool:
+    """Make `path` unwritable for this process: immutable when root (root ignores permission bits),
+    else its mode. True when it is an immutable attribute (to be undone)."""
+    if os.geteuid() == 0:
+        subprocess.run(["chattr", "+i", str(path)], check=True)
+        return True
+    path.chmod(0o555 if path.is_dir() else 0o444)
+    return False
+
+
+def _writable_again(path: Path, immutable: bool) -> None:
+    if immutable:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+    path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+@pytest.mark.skipif(os.geteuid() == 0 and not shutil.which("chattr"), reason="root without chattr")
+def test_a_read_only_database_is_one_line_naming_the_file_and_readers_still_work(tmp_path):
+    """Was: `chattr +i x.db; kernelevolve run ...` -> exit 3 with a raw SQL statement; in a read-only
+    folder: 'unable to open database file'."""
+    db_file = tmp_path / "x.db"
+    assert _cli(["runs", "--db", f"sqlite:///{db_file}"], tmp_path).returncode == 0  # made, empty
+    immutable = _read_only(db_file)
+    try:
+        run = ["run", "specs/softmax.yaml", "--device", "interpret", "--budget", "1", "--db", f"sqlite:///{db_file}"]
+        line = _one_line_error(_cli(run, tmp_path))
+        assert f"cannot write the database sqlite:///{db_file}: the file {db_file} is read-only" in line
+        assert "INSERT" not in line and "internal error" not in line
+        review = _one_line_error(_cli(["review", "r-1", "0", "--approve", "--db", f"sqlite:///{db_file}"], tmp_path))
+        assert "is read-only" in review
+        listed = _cli(["runs", "--db", f"sqlite:///{db_file}"], tmp_path)  # reading needs no write
+        assert listed.returncode == 0 and "no runs in" in listed.stdout, listed.stderr
+    finally:
+        _writable_again(db_file, immutable)
+
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    immutable = _read_only(folder)
+    try:
+        url = f"sqlite:///{folder / 'y.db'}"
+        run = ["run", "specs/softmax.yaml", "--device", "interpret", "--budget", "1", "--db", url]
+        line = _one_line_error(_cli(run, tmp_path))
+        assert f"its folder {folder} is not writable" in line and "unable to open" not in line, line
+    finally:
+        _writable_again(folder, immutable)
