@@ -9,6 +9,7 @@ from typing import Iterator, NoReturn, Optional
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from kernelevolve.settings import environment_help
 
@@ -27,8 +28,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-console = Console()
-err_console = Console(stderr=True)
+# No console markup or emoji codes anywhere: text from users, specs and models (`[rows, segments]`,
+# `openai:x:`) is printed as it is; styles are given as rich Text styles, never as markup.
+console = Console(markup=False, emoji=False)
+err_console = Console(stderr=True, markup=False, emoji=False)
 
 # Exit statuses shared by every command.
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
@@ -78,10 +81,13 @@ def settings_or_fail():
 
 def fail(message: str, code: int = EXIT_UNUSABLE) -> NoReturn:
     """One-line error on stderr, then exit: never a traceback for bad input."""
-    from rich.markup import escape
-
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True, emoji=False)
+    err_console.print(styled(("error:", "bold red"), " " + message), highlight=False, soft_wrap=True)
     sys.exit(code)
+
+
+def styled(*parts) -> Text:
+    """Text from pieces, each a string (as it is) or (string, rich style): styles without markup."""
+    return Text.assemble(*parts)
 
 
 def print_plain(text: str, out: Console | None = None) -> None:
@@ -227,7 +233,10 @@ def resolve_device(device: str | None) -> str:
     if device is None:
         if torch.cuda.is_available():
             return "cuda"
-        err_console.print("[yellow]note:[/] no GPU visible: using --device interpret (correctness only, no timings)")
+        err_console.print(
+            styled(("note:", "yellow"), " no GPU visible: using --device interpret (correctness only, no timings)"),
+            highlight=False,
+        )
         return "interpret"
     if device not in ("cuda", "interpret"):
         fail(f"--device {device!r}: use cuda or interpret")

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.markup import escape
+from rich.text import Text
 from rich.table import Table
 
 from kernelevolve.cli.app import (
@@ -23,10 +23,12 @@ from kernelevolve.cli.app import (
     console,
     load_spec_or_fail,
     preflight_or_fail,
+    print_plain,
     print_table_or_entries,
     repo_or_fail,
     resolve_device,
     shapes_or_fail,
+    styled,
 )
 from kernelevolve.evaluation.result import EvalResult
 
@@ -144,7 +146,7 @@ def print_result(result: EvalResult, spec_name: str, candidate_name: str) -> Non
         text = verdict(s.correct, s.failure)
         row = [
             s.label,
-            f"[green]{text}[/]" if s.correct else f"[red]{text}[/]" if s.correct is False or s.failure else text,
+            Text(text, style="green" if s.correct else "red" if s.correct is False or s.failure else ""),
             _num(s.max_abs_err, ".2e"),
             _num(s.max_rel_err, ".2e"),
         ]
@@ -167,9 +169,9 @@ def print_result(result: EvalResult, spec_name: str, candidate_name: str) -> Non
         entries.append((f"{s.label}:", facts))
     print_table_or_entries(table, entries)
     if result.failure == "needs_gpu":
-        console.print(escape(result.message), highlight=False)
+        print_plain(result.message)
     elif result.failure:
-        console.print(f"[red]failed ({result.failure}):[/] {escape(result.message)}", highlight=False)
+        console.print(styled((f"failed ({result.failure}):", "red"), " " + result.message), highlight=False)
         if result.failure in EXPLANATIONS:
             console.print(f"  what this check means: {EXPLANATIONS[result.failure]}", highlight=False, markup=False)
         for s in result.shapes:
@@ -189,15 +191,18 @@ def print_result(result: EvalResult, spec_name: str, candidate_name: str) -> Non
         )
     else:
         console.print(
-            f"result: correct; fitness [bold]{fitness:.3f}x[/] (geometric-mean speedup over {n} "
-            f"shape{'s' if n != 1 else ''})",
+            styled(
+                "result: correct; fitness ",
+                (f"{fitness:.3f}x", "bold"),
+                f" (geometric-mean speedup over {n} shape{'s' if n != 1 else ''})",
+            ),
             highlight=False,
         )
     for mark, reason in result.marks.items():
         console.print(
-            f"[yellow]{mark}:[/] {escape(reason)}; held for review: not to be trusted until a person has looked",
+            styled((f"{mark}:", "yellow"), f" {reason}; held for review: not to be trusted until a person has looked"),
             highlight=False,
         )
     phases = ", ".join(f"{k} {v:.1f}s" for k, v in result.phases_s.items())
     how = phases or "no process started: the source was refused before it ran"
-    console.print(f"[dim]evaluated in {result.duration_s:.1f}s ({how})[/]")
+    console.print(f"evaluated in {result.duration_s:.1f}s ({how})", style="dim", highlight=False)

@@ -20,6 +20,7 @@ from kernelevolve.cli.app import (
     print_entries,
     print_plain,
     print_table_or_entries,
+    styled,
     shapes_or_fail,
 )
 from kernelevolve.profiling.schema import ProfileSummary, ncu_line
@@ -116,7 +117,7 @@ def profile_command(
 def print_profile(s: ProfileSummary) -> None:
     """One case's profile: the roofline line, then one block per tool; tables only where they fit."""
     console.print()
-    console.print(f"[bold]{s.label}[/] ({s.seconds:.1f} s of profiling)", highlight=False)
+    console.print(styled((s.label, "bold"), f" ({s.seconds:.1f} s of profiling)"), highlight=False)
     if s.roofline:
         _wrapped(s.roofline.line())
     if s.torch:
@@ -164,7 +165,7 @@ def print_profile(s: ProfileSummary) -> None:
         for sc in s.proton.scopes:
             console.print(f"  proton scope {sc.name}: {sc.gpu_ms:.4f} ms per call", highlight=False, markup=False)
     for tool, err in s.errors.items():
-        console.print(f"  [red]{tool}:[/] no profile", highlight=False)
+        console.print(styled("  ", (f"{tool}:", "red"), " no profile"), highlight=False)
         print_entries([("", err)], indent=4)
 
 

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from kernelevolve.cli.app import DB_HELP, app, console, fail, print_plain, repo_or_fail
+from kernelevolve.cli.app import DB_HELP, app, console, fail, print_plain, repo_or_fail, styled
 
 
 @app.command("review")
@@ -39,7 +39,9 @@ def review_command(
     if as_json:
         typer.echo(json.dumps(verdict.__dict__))
     else:
-        console.print(f"run {run_id} node {node}: [bold]{verdict.verdict}[/] by {verdict.reviewer}", highlight=False)
+        console.print(
+            styled(f"run {run_id} node {node}: ", (verdict.verdict, "bold"), f" by {verdict.reviewer}"), highlight=False
+        )
 
 
 @app.command("export")

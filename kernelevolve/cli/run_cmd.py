@@ -268,7 +268,7 @@ def run_command(
     where = "" if db is None else f" --db {db}"
     out = err_console if as_json else console
     out.print(
-        f"run [bold]{run_id}[/] ({spec.name}, {policy}, {device}, budget {limits.max_nodes} nodes, "
+        f"run {run_id} ({spec.name}, {policy}, {device}, budget {limits.max_nodes} nodes, "
         f"{operator.name}); resume with:",
         highlight=False,
     )
@@ -320,9 +320,7 @@ def resume_command(
     operator = operator_or_fail(settings.model, options=settings.model_options)
     replayed = operator.replay(repo.llm_calls(run_id))
     more = f"; {replayed} recorded model repl{'y' if replayed == 1 else 'ies'} to replay" if replayed else ""
-    (err_console if as_json else console).print(
-        f"resuming run [bold]{run_id}[/] ({nodes} nodes so far{more})", highlight=False
-    )
+    (err_console if as_json else console).print(f"resuming run {run_id} ({nodes} nodes so far{more})", highlight=False)
     drive_search(
         repo,
         run_id,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import typer
-from rich.console import Console
 
 from kernelevolve.cli.app import (
     EXIT_FAILED,
@@ -18,6 +17,7 @@ from kernelevolve.cli.app import (
     interrupt_code,
     print_plain,
     sigterm_as_interrupt,
+    styled,
 )
 
 
@@ -51,7 +51,7 @@ def drive_search(
     from kernelevolve.search.session import SessionError, build_engine
 
     operator.attach(repo)  # e.g. --reply-cache: kept in the experiment database
-    out = Console(stderr=True) if as_json else console
+    out = err_console if as_json else console
     view = ProgressView(out)
     try:
         engine = build_engine(repo, run_id, operator=operator, on_event=view, max_nodes=max_nodes, **(overrides or {}))
@@ -102,7 +102,7 @@ def _summarise(repo, run_id: str, engine, reason: str, as_json: bool, db: str | 
     graph = engine.graph
     best = best_nodes(graph, 1)
     for warning in engine.warnings[:3]:
-        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        err_console.print(styled(("warning:", "yellow"), f" {warning}"), highlight=False)
     if as_json:
         summary = run_dict(run, graph)
         summary["nodes"] = [

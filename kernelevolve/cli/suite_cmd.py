@@ -140,7 +140,7 @@ def suite_command(
         skip = _skipped(problems, settings, no_model_check)
         campaign_id = runner.create(repo, problems, settings, skip)
         out.print(
-            f"campaign [bold]{campaign_id}[/] ({len(problems)} problems, "
+            f"campaign {campaign_id} ({len(problems)} problems, "
             f"{'solutions from ' + str(solutions) if solutions else settings.model}, {device}); resume with:",
             highlight=False,
         )

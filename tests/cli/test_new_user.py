@@ -230,3 +230,31 @@ def test_a_read_only_database_is_one_line_naming_the_file_and_readers_still_work
         assert f"its folder {folder} is not writable" in line and "unable to open" not in line, line
     finally:
         _writable_again(folder, immutable)
+
+
+# -- item 4: no output altered by console markup ------------------------------------------------------
+
+
+@pytest.mark.timeout(300)
+def test_text_from_models_and_users_is_printed_as_it_is(tmp_path):
+    """Was: `openai❌ gave up` on the progress line (`:x:` read as an emoji code) and `show`
+    dropping `[rows, segments]` (read as markup)."""
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    dead = _cli(
+        ["run", "specs/softmax.yaml", "--model", "openai:x", "--no-model-check", "--no-preflight"]
+        + ["--device", "interpret", "--budget", "1", "--db", db],
+        tmp_path,
+        OPENAI_BASE_URL="http://127.0.0.1:9/v1",
+        OPENAI_API_KEY="sk-test",
+    )
+    assert dead.returncode == 1, dead.stdout + dead.stderr
+    assert "node 0 draft: failed (operator): operator error: openai:x: " in dead.stdout, dead.stdout
+    assert "❌" not in dead.stdout + dead.stderr
+
+    proc = _cli(["run", RELU, "--model", RELU_OPERATOR, "--device", "interpret", "--budget", "1", "--db", db], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_id = json.loads(_cli(["runs", "--db", db, "--json"], tmp_path).stdout)[0]["id"]
+    shown = _cli(["show", run_id, "--db", db], tmp_path, COLUMNS="200").stdout
+    assert shown.count("one program per [rows, segments] tile :x: as written") == 2, shown  # tree and table
+    narrow = " ".join(_cli(["show", run_id, "--db", db], tmp_path).stdout.split())
+    assert "[rows, segments]" in narrow and ":x:" in narrow and "❌" not in narrow, narrow
