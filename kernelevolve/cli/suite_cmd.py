@@ -10,6 +10,8 @@ import typer
 
 from kernelevolve.cli.app import (
     DB_HELP,
+    EXIT_FAILED,
+    EXIT_OK,
     app,
     check_model_or_fail,
     console,
@@ -138,6 +140,8 @@ def suite_command(
             fail(str(e))
         settings = _settings(model, policy, drafts, budget, device, parallel, timeout, seed, baseline, solutions, paths)
         skip = _skipped(problems, settings, no_model_check)
+        if len(skip) == len(problems):  # nothing would be searched or scored: say so instead of a 0/N score
+            _nothing_to_run(problems, skip, solutions)
         campaign_id = runner.create(repo, problems, settings, skip)
         out.print(
             f"campaign {campaign_id} ({len(problems)} problems, "
@@ -162,7 +166,24 @@ def suite_command(
         # Everything recorded is safe (the database is written step by step); workers are cut off.
         print_plain(f"interrupted: resume with `kernelevolve suite --resume {campaign_id}{where}`", out=err_console)
         exit_now(interrupt_code(e))
-    _print_score(repo, campaign_id, None, as_json)
+    result = _print_score(repo, campaign_id, None, as_json)
+    # As `run`: 0 when a problem got a correct kernel, 1 when none did.
+    raise typer.Exit(EXIT_OK if result.correct else EXIT_FAILED)
+
+
+def _nothing_to_run(problems, skip: dict[str, str], solutions: Path | None) -> None:
+    """One line (exit 2) for a campaign in which every problem would be skipped."""
+    names = ", ".join(p.name for p in problems[:5]) + (f" and {len(problems) - 5} more" if len(problems) > 5 else "")
+    if solutions is not None:
+        fail(
+            f"--solutions {solutions}: no solution file for any of the {len(problems)} problems ({names}); "
+            "name each PROBLEM.py (or after the spec's `kernel:`)"
+        )
+    fail(
+        f"none of the {len(problems)} problems can be searched with the offline operator ({names}): it has no "
+        "reference kernel for them in the knowledge base; give --model PROVIDER:MODEL (or plugin:PATH.py:CLASS), "
+        "or score your own kernels with --solutions DIR"
+    )
 
 
 def _settings(model, policy, drafts, budget, device, parallel, timeout, seed, baseline, solutions, paths):
@@ -283,13 +304,13 @@ def _list_campaigns(repo, as_json: bool) -> None:
         )
 
 
-def _print_score(repo, campaign_id: str, baseline: str | None, as_json: bool) -> None:
+def _print_score(repo, campaign_id: str, baseline: str | None, as_json: bool):
     from kernelevolve.campaign.scoring import score
 
     result = score(repo, campaign_id, baseline)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
-        return
+        return result
     pct = lambda n: f"{n}/{result.total} ({100 * n / max(1, result.total):.0f}%)"  # noqa: E731
     console.print(
         f"campaign {campaign_id} ({result.kind}, {result.device}): correct {pct(result.correct)}",
@@ -326,3 +347,4 @@ def _print_score(repo, campaign_id: str, baseline: str | None, as_json: bool) ->
             (f"{p.name}: {what}", f"{p.nodes} nodes; shapes {shapes}{rule}" + (f"; run {p.run_id}" if p.run_id else ""))
         )
     print_entries(entries)
+    return result

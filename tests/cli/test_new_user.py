@@ -258,3 +258,33 @@ def test_text_from_models_and_users_is_printed_as_it_is(tmp_path):
     assert shown.count("one program per [rows, segments] tile :x: as written") == 2, shown  # tree and table
     narrow = " ".join(_cli(["show", run_id, "--db", db], tmp_path).stdout.split())
     assert "[rows, segments]" in narrow and ":x:" in narrow and "❌" not in narrow, narrow
+
+
+# -- item 7: a suite that searched nothing, or found nothing, does not exit 0 ---------------------------
+
+
+def test_an_offline_suite_of_kernelbench_files_that_would_skip_them_all_says_so(tmp_path):
+    """Was: exit 0 with 0 of 3 correct, all `skipped: needs a model`."""
+    (tmp_path / "problems").mkdir()
+    for name in ("19_ReLU.py", "20_LeakyReLU.py"):
+        (tmp_path / "problems" / name).write_text(RELU.read_text())
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    line = _one_line_error(_cli(["suite", tmp_path / "problems", "--device", "interpret", "--db", db], tmp_path))
+    assert "none of the 2 problems can be searched with the offline operator (19_ReLU, 20_LeakyReLU)" in line
+    assert "--model PROVIDER:MODEL" in line and "--solutions DIR" in line
+    assert json.loads(_cli(["score", "--db", db, "--json"], tmp_path).stdout) == []  # no campaign was made
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    args = ["suite", "--solutions", empty, tmp_path / "problems", "--device", "interpret", "--db", db]
+    assert "no solution file for any of the 2 problems" in _one_line_error(_cli(args, tmp_path))
+
+
+@pytest.mark.timeout(300)
+def test_a_suite_with_no_correct_problem_exits_1(tmp_path):
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "solutions" / "19_ReLU.py").write_text(RELU_KERNEL.read_text().replace("tl.maximum(x, 0.0)", "x"))
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    args = ["suite", "--solutions", tmp_path / "solutions", RELU, "--device", "interpret", "--db", db]
+    proc = _cli(args, tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "correct 0/1 (0%)" in proc.stdout and "19_ReLU: incorrect" in proc.stdout
