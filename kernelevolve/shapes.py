@@ -140,13 +140,50 @@ def check(overrides: dict[str, Any], source: str, module_name: str, where: str =
     if unknown:
         listed = ", ".join(sorted(consts)) or "none"
         raise ShapeError(
-            f"{where}: {', '.join(unknown)} is not a module-level constant of {module_name} (constants: {listed})"
+            f"{where}: {', '.join(unknown)} is not a module-level constant of {module_name}"
+            f"{did_you_mean(unknown[0], consts)} (constants: {listed})"
         )
     for name, value in overrides.items():
-        problem = _mismatch(name, value, consts[name])
+        problem = _mismatch(name, value, consts[name]) or _unusable_size(name, value, consts[name])
         if problem:
             shown = _show(value) if isinstance(value, (list, tuple)) else repr(value)
             raise ShapeError(f"{where}: {name}={shown}: {problem} ({module_name} has {name} = {_show(consts[name])})")
+
+
+def did_you_mean(name: str, known) -> str:
+    """` (did you mean X?)` for the closest of `known` to a mistyped `name`, else ''."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+_NOT_SIZES = ("pad", "offset", "shift", "margin", "axis", "reduc")  # names whose 0 (or negative) means something
+
+
+def _unusable_size(name: str, value: Any, original: Any) -> str | None:
+    """Why `value` cannot stand for the module's size `original`: a negative number where the module
+    has a positive one, or 0 for a size the module writes above 1 (an empty tensor checks nothing).
+    Paddings, offsets and axes (`pad`, `axis`... in the name, or a `dim` of 8 or less: a dimension's
+    index, not a size) may be 0 or negative."""
+    lowered = name.lower()
+    if any(word in lowered for word in _NOT_SIZES):
+        return None
+    if "dim" in lowered and _kind(original) == "int" and original <= 8:
+        return None
+    pairs = (
+        zip(value, original)
+        if isinstance(value, (list, tuple)) and isinstance(original, (list, tuple)) and len(value) == len(original)
+        else [(value, original)]
+    )
+    for v, o in pairs:
+        if not (_kind(v) == "int" and _kind(o) == "int"):
+            continue
+        if v < 0 <= o:
+            return f"a size cannot be negative: give a positive {name}"
+        if v == 0 and o > 1:
+            return f"a size of 0 makes empty tensors, with nothing to check: give a positive {name}"
+    return None
 
 
 def _mismatch(name: str, value: Any, original: Any) -> str | None:

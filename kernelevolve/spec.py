@@ -270,7 +270,12 @@ def load_spec(path: str | Path) -> Spec:
     except ValidationError as e:
         err = e.errors()[0]
         more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
-        raise SpecError(f"{path}: field `{_field_path(err['loc'])}`: {err['msg']}{more}") from None
+        hint = ""
+        if err["type"] == "extra_forbidden" and len(err["loc"]) == 1:  # a mistyped field name
+            hint = shapes_mod.did_you_mean(str(err["loc"][0]), [f for f in Spec.model_fields if f != "path"])
+        elif err["type"] == "extra_forbidden" and err["loc"][0] == "budget":
+            hint = shapes_mod.did_you_mean(str(err["loc"][-1]), Budget.model_fields)
+        raise SpecError(f"{path}: field `{_field_path(err['loc'])}`: {err['msg']}{hint}{more}") from None
     _check_reference(spec.reference, f"{path}: field `reference`")
     for field_name in ("shapes", "interpret_shapes"):
         for i, shape in enumerate(getattr(spec, field_name) or []):

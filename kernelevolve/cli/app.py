@@ -85,6 +85,11 @@ def fail(message: str, code: int = EXIT_UNUSABLE) -> NoReturn:
     sys.exit(code)
 
 
+def plural(n: int, word: str) -> str:
+    """`1 node`, `2 nodes`, `0 nodes`."""
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def styled(*parts) -> Text:
     """Text from pieces, each a string (as it is) or (string, rich style): styles without markup."""
     return Text.assemble(*parts)
@@ -94,6 +99,21 @@ def print_plain(text: str, out: Console | None = None) -> None:
     """`text` as it is (no markup, no highlighting) and never wrapped: paths, commands and
     messages that hold brackets or must be copied whole."""
     (out if out is not None else console).print(text, highlight=False, markup=False, soft_wrap=True)
+
+
+def print_wrapped(text: str, out: Console | None = None, indent: int = 0) -> None:
+    """`text` wrapped at word boundaries to the console's width (long words never broken)."""
+    import textwrap
+
+    out = out if out is not None else console
+    for line in textwrap.wrap(
+        " ".join(text.split()),
+        width=max(40, out.width),
+        subsequent_indent=" " * indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [""]:
+        print_plain(line, out=out)
 
 
 def print_entries(entries: list[tuple[str, str]], indent: int = 4, out: Console | None = None) -> None:
@@ -307,6 +327,26 @@ def preflight_or_fail(spec, device: str, shapes, timeout_s: float, quiet: bool =
             result = preflight(spec, device, shapes, timeout_s=timeout_s)
     if not result.ok:
         fail(result.message)
+
+
+def sandbox_warning(sandbox: dict) -> str | None:
+    """One warning line when a candidate's sandbox lacked something (kernelevolve/evaluation/sandbox.py
+    reports what was active): a protection the OS refused, or candidates that ran as root with their
+    capabilities dropped because the unprivileged user could not reach Python. None: fully sealed."""
+    from kernelevolve.evaluation.sandbox import missing_protections
+
+    missing = missing_protections(sandbox)
+    if missing:
+        return f"warning: the candidate ran without part of its sandbox ({'; '.join(missing)})"
+    uid = str(sandbox.get("uid", ""))
+    if uid and not (uid.isdigit() and uid != "0"):
+        why = next((n for n in sandbox.get("notes") or [] if n.startswith("uid ")), "")
+        return (
+            f"warning: candidates ran as uid {uid}, not as an unprivileged user"
+            + (f" ({why})" if why else "")
+            + "; a Python installed where every user can read it gives the full sandbox"
+        )
+    return None
 
 
 def check_model_or_fail(operator, model: str | None) -> None:

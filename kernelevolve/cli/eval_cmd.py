@@ -23,10 +23,12 @@ from kernelevolve.cli.app import (
     console,
     load_spec_or_fail,
     preflight_or_fail,
+    plural,
     print_plain,
     print_table_or_entries,
     repo_or_fail,
     resolve_device,
+    sandbox_warning,
     shapes_or_fail,
     styled,
 )
@@ -98,7 +100,7 @@ def eval_command(
         typer.echo(json.dumps(result.to_dict(), indent=2))
     else:
         with console.status(
-            f"evaluating {candidate.name} on {device} ({spec.name}, {len(spec.cases(device, shapes))} cases)…"
+            f"evaluating {candidate.name} on {device} ({spec.name}, {plural(len(spec.cases(device, shapes)), 'case')})…"
         ):
             result = evaluator.evaluate(spec, source, shapes, deep=True)
         print_result(result, spec.name, candidate.name)
@@ -116,12 +118,11 @@ def eval_command(
 
 def _warn_unsealed(result: EvalResult) -> None:
     """One line on stderr when the OS refused part of the sandbox (the verdict still stands)."""
-    from kernelevolve.evaluation.sandbox import missing_protections
-
-    missing = missing_protections(result.environment.get("sandbox") or {})
     # A candidate refused before it ran (the screen, the language check) had no sandbox to warn about.
-    if missing and result.failure != "tampering" and result.phases_s:
-        typer.echo(f"warning: the candidate ran without part of its sandbox ({'; '.join(missing)})", err=True)
+    if result.failure != "tampering" and result.phases_s:
+        line = sandbox_warning(result.environment.get("sandbox") or {})
+        if line:
+            typer.echo(line, err=True)
 
 
 def _num(value: float | None, fmt: str) -> str:

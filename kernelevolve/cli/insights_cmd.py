@@ -7,7 +7,7 @@ import time
 from typing import Optional
 
 import typer
-from kernelevolve.cli.app import DB_HELP, app, console, fail, print_entries, repo_or_fail
+from kernelevolve.cli.app import DB_HELP, app, console, fail, plural, print_entries, repo_or_fail
 
 
 @app.command("insights")
@@ -32,6 +32,7 @@ def insights_command(
     repo = repo_or_fail(db)
     try:
         rows = repo.insights(family=family, hardware=hardware, limit=limit)
+        runs = [] if rows or as_json else repo.runs()
     finally:
         repo.close()
     if as_json:
@@ -58,7 +59,18 @@ def insights_command(
         what = " ".join(
             x for x in (f"family {family}" if family else "", f"hardware {hardware}" if hardware else "") if x
         )
-        console.print(f"no insights{' for ' + what if what else ''} in {repo.display_url}", highlight=False)
+        why = ""
+        if runs and all(r.device == "interpret" for r in runs):  # say why a CPU-only database has none
+            why = (
+                f": its {plural(len(runs), 'run')} {'is' if len(runs) == 1 else 'are'} untimed (the interpreter), "
+                "and untimed runs write insights only about failures and their repairs; insights about speed come from "
+                "runs on a GPU"
+            )
+        head = f"no insights{' for ' + what if what else ''} in {repo.display_url}"
+        if why:
+            print_entries([(head + ":", why[2:])])
+        else:
+            console.print(head, highlight=False)
         return
     from kernelevolve.operators.context_builder import usable_insight
 

@@ -18,6 +18,7 @@ from kernelevolve.cli.app import (
     fail,
     load_spec_or_fail,
     print_entries,
+    plural,
     print_plain,
     print_table_or_entries,
     styled,
@@ -105,7 +106,7 @@ def profile_command(
             )
         )
     else:
-        with console.status(f"profiling {candidate.name} with {', '.join(tools)} ({len(cases)} shapes)…"):
+        with console.status(f"profiling {candidate.name} with {', '.join(tools)} ({plural(len(cases), 'shape')})…"):
             summaries = profile_candidate(spec, source, cases, tools, timeout_s=timeout, raw_dir=keep)
         console.print(f"{candidate.name} vs {spec.name}: profiles ({', '.join(tools)})", highlight=False, markup=False)
         for s in summaries:

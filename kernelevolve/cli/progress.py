@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from kernelevolve.cli.app import print_plain
+from kernelevolve.cli.app import print_entries, print_wrapped
 from kernelevolve.search.engine import Progress
 from kernelevolve.views import UNTIMED, clip, failure_line, fitness_text
 
@@ -64,15 +64,15 @@ class ProgressView:
     def __call__(self, event: str, engine, node) -> None:
         p = engine.progress()
         if event == "finished" and p.time is not None:  # the run's time breakdown and profile share, once
-            print_plain(p.time.summary(), out=self.console)
+            print_wrapped(p.time.summary(), out=self.console, indent=4)
         if self._live is not None:
             if event in ("evaluated", "node", "finished") or time.monotonic() - self._last > 0.5:
                 self._last = time.monotonic()
                 self._live.update(self._panel(p, engine, node))
             return
-        if event == "evaluated":
+        if event == "evaluated":  # in a file or a pipe: the node's line, then the run's state wrapped under it
             kind = engine.graph.kind(node.id)
-            print_plain(f"{clip(node_line(node, kind), 300)} | {summary_line(p)}", out=self.console)
+            print_entries([(clip(node_line(node, kind), 300), summary_line(p))], out=self.console)
 
     def _panel(self, p: Progress, engine, node) -> Table:
         table = Table.grid(padding=(0, 2))

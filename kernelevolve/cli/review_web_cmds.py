@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from kernelevolve.cli.app import DB_HELP, app, fail, print_plain, repo_or_fail, settings_or_fail
+from kernelevolve.cli.app import DB_HELP, app, fail, plural, print_plain, repo_or_fail, settings_or_fail
 
 
 @app.command("report")
@@ -38,7 +38,7 @@ def report_command(
         fail(str(e))
     except OSError as e:
         fail(f"{output}: cannot write the report: {e.strerror or e}")
-    print_plain(f"wrote {written['nodes']} nodes in {time.perf_counter() - start:.1f}s: {written['index']}")
+    print_plain(f"wrote {plural(written['nodes'], 'node')} in {time.perf_counter() - start:.1f}s: {written['index']}")
 
 
 @app.command("serve")

@@ -15,8 +15,10 @@ from kernelevolve.cli.app import (
     err_console,
     fail,
     load_spec_or_fail,
+    plural,
     preflight_or_fail,
     print_plain,
+    print_wrapped,
     repo_or_fail,
     resolve_device,
     settings_or_fail,
@@ -267,10 +269,10 @@ def run_command(
         fail(str(e))
     where = "" if db is None else f" --db {db}"
     out = err_console if as_json else console
-    out.print(
-        f"run {run_id} ({spec.name}, {policy}, {device}, budget {limits.max_nodes} nodes, "
+    print_wrapped(
+        f"run {run_id} ({spec.name}, {policy}, {device}, budget {plural(limits.max_nodes, 'node')}, "
         f"{operator.name}); resume with:",
-        highlight=False,
+        out=out,
     )
     print_plain(f"  kernelevolve resume {run_id}{where}", out=out)
     drive_search(repo, run_id, operator, as_json, db)
@@ -314,13 +316,15 @@ def resume_command(
     nodes = len(repo.load_graph(run_id))
     if run.status == "finished" and (budget is None or budget <= nodes):
         fail(
-            f"run {run_id} already finished ({run.termination_reason}) with {nodes} nodes; "
+            f"run {run_id} already finished ({run.termination_reason}) with {plural(nodes, 'node')}; "
             f"pass --budget N (more than {nodes}) to search on"
         )
     operator = operator_or_fail(settings.model, options=settings.model_options)
     replayed = operator.replay(repo.llm_calls(run_id))
     more = f"; {replayed} recorded model repl{'y' if replayed == 1 else 'ies'} to replay" if replayed else ""
-    (err_console if as_json else console).print(f"resuming run {run_id} ({nodes} nodes so far{more})", highlight=False)
+    (err_console if as_json else console).print(
+        f"resuming run {run_id} ({plural(nodes, 'node')} so far{more})", highlight=False
+    )
     drive_search(
         repo,
         run_id,

@@ -15,7 +15,9 @@ from kernelevolve.cli.app import (
     exit_now,
     fail,
     interrupt_code,
+    plural,
     print_plain,
+    sandbox_warning,
     sigterm_as_interrupt,
     styled,
 )
@@ -103,6 +105,10 @@ def _summarise(repo, run_id: str, engine, reason: str, as_json: bool, db: str | 
     best = best_nodes(graph, 1)
     for warning in engine.warnings[:3]:
         err_console.print(styled(("warning:", "yellow"), f" {warning}"), highlight=False)
+    ran = next((n for n in graph.evaluated() if (n.evaluation.environment or {}).get("sandbox")), None)
+    sealed = None if ran is None else sandbox_warning(ran.evaluation.environment["sandbox"])
+    if sealed:  # as eval says it: once per run, from the first evaluation that reported its sandbox
+        print_plain(sealed, out=err_console)
     if as_json:
         summary = run_dict(run, graph)
         summary["nodes"] = [
@@ -113,7 +119,7 @@ def _summarise(repo, run_id: str, engine, reason: str, as_json: bool, db: str | 
     else:
         done = graph.evaluated()
         console.print(
-            f"finished: {reason}; {len(done)} nodes, {sum(n.correct for n in done)} correct, {engine.elapsed_s:.0f}s",
+            f"finished: {reason}; {plural(len(done), 'node')}, {sum(n.correct for n in done)} correct, {engine.elapsed_s:.0f}s",
             highlight=False,
         )
         if reason == "operator_error":

@@ -13,7 +13,9 @@ from kernelevolve.cli.app import (
     EXIT_FAILED,
     app,
     console,
+    err_console,
     fail,
+    plural,
     print_plain,
     print_table_or_entries,
     repo_or_fail,
@@ -25,7 +27,9 @@ from kernelevolve.cli.profile_cmd import print_node_profile
 def show_command(
     run_id: str = typer.Argument(..., metavar="RUN_ID"),
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-    node: Optional[int] = typer.Option(None, "--node", help="Print this node's source (with --json: all its details)."),
+    node: Optional[int] = typer.Option(
+        None, "--node", help="Print this node's outcome (on stderr) and source (with --json: all its details)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the run and its nodes as JSON."),
 ) -> None:
     """A run: its search tree, best nodes and their per-shape numbers; or one node's source."""
@@ -58,6 +62,8 @@ def show_command(
                 EXIT_FAILED,
             )
         else:
+            for line in _node_header(run_id, graph, graph[node]):  # stderr: `> kernel.py` keeps the source alone
+                print_plain(line, out=err_console)
             typer.echo(graph[node].source)
             print_node_profile(profiled)
         return
@@ -69,7 +75,7 @@ def show_command(
     model = run.settings.get("model") or "offline"
     tokens, cost = repo.totals(run_id)
     console.print(
-        f"run {run.id}: {run.spec_name}, {run.policy} on {run.device}, {model}, {status}, {len(graph)} nodes, "
+        f"run {run.id}: {run.spec_name}, {run.policy} on {run.device}, {model}, {status}, {plural(len(graph), 'node')}, "
         f"{run.elapsed_s:.0f}s, {tokens} tokens, ${cost:.2f}",
         highlight=False,
         markup=False,
@@ -149,3 +155,35 @@ def show_command(
                 )
             )
     print_table_or_entries(shapes, entries)
+
+
+def _node_header(run_id: str, graph, node) -> list[str]:
+    """The node's outcome as Python comments above its source (on the terminal the whole reads as one module):
+    where it came from, its result or failure line, its change note, its result per shape."""
+    import textwrap
+
+    from kernelevolve.views import failure_line, fitness_text, verdict
+
+    width = max(40, err_console.width)
+    parents = f", from #{', #'.join(map(str, node.parents))}" if node.parents else ""
+    texts = [
+        f"node {node.id} of run {run_id} ({graph.kind(node.id)}{parents}): {failure_line(node) or fitness_text(node)}"
+    ]
+    if node.note and node.note != graph.kind(node.id):
+        texts.append(f"change: {node.note}")
+    ev = node.evaluation
+    for s in [] if ev is None else ev.shapes:
+        err = "" if s.max_abs_err is None else f", max abs err {s.max_abs_err:.3g}"
+        speed = "" if s.speedup is None else f", {s.speedup:.3f}x"
+        texts.append(f"{s.label}: {verdict(s.correct, s.failure)}{err}{speed}")
+    lines = []
+    for text in texts:
+        lines += textwrap.wrap(
+            " ".join(text.split()),
+            width=width,
+            initial_indent="# ",
+            subsequent_indent="#   ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    return lines

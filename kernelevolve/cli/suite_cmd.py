@@ -19,6 +19,7 @@ from kernelevolve.cli.app import (
     exit_now,
     fail,
     interrupt_code,
+    plural,
     print_entries,
     print_plain,
     repo_or_fail,
@@ -144,7 +145,7 @@ def suite_command(
             _nothing_to_run(problems, skip, solutions)
         campaign_id = runner.create(repo, problems, settings, skip)
         out.print(
-            f"campaign {campaign_id} ({len(problems)} problems, "
+            f"campaign {campaign_id} ({plural(len(problems), 'problem')}, "
             f"{'solutions from ' + str(solutions) if solutions else settings.model}, {device}); resume with:",
             highlight=False,
         )
@@ -344,7 +345,10 @@ def _print_score(repo, campaign_id: str, baseline: str | None, as_json: bool):
         rule = f" [{p.shape_rule}]" if p.shape_rule else ""
         shapes = p.shapes or "the spec's"
         entries.append(
-            (f"{p.name}: {what}", f"{p.nodes} nodes; shapes {shapes}{rule}" + (f"; run {p.run_id}" if p.run_id else ""))
+            (
+                f"{p.name}: {what}",
+                f"{plural(p.nodes, 'node')}; shapes {shapes}{rule}" + (f"; run {p.run_id}" if p.run_id else ""),
+            )
         )
     print_entries(entries)
     return result

@@ -64,7 +64,7 @@ SCALED = (
 )
 
 
-@pytest.mark.timeout(200)
+@pytest.mark.timeout(400)
 def test_eval_scales_a_kernelbench_file_under_the_interpreter_as_suite_does(tmp_path):
     """Was: 74 s, then `cannot run at the module's own sizes ... SIGKILL (out of memory?)`."""
     proc = _cli(["eval", RELU, RELU_KERNEL, "--device", "interpret"], tmp_path)
@@ -77,21 +77,41 @@ def test_eval_scales_a_kernelbench_file_under_the_interpreter_as_suite_does(tmp_
     assert [s["params"] for s in json.loads(proc.stdout)["shapes"]] == [{"batch_size": 64, "dim": 64}]
 
 
-@pytest.mark.timeout(200)
+@pytest.mark.timeout(400)
 def test_run_scales_a_kernelbench_file_and_keeps_the_shapes_with_the_run(tmp_path):
+    """Item 2 for `run`; and item 9 on the same run: `1 node` (was `1 nodes`), progress lines that
+    read at 80 columns in a file (were 124 characters), `show --node` with the node's outcome above
+    its source, `insights` saying why an interpreter-only database has none, the sandbox's fallback
+    from an unprivileged uid in one warning line."""
     db = f"sqlite:///{tmp_path / 'r.db'}"
     args = ["run", RELU, "--model", RELU_OPERATOR, "--device", "interpret", "--budget", "1", "--db", db]
     proc = _cli(args, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert SCALED in proc.stdout and "finished: nodes; 1 nodes, 1 correct" in proc.stdout
-    shown = json.loads(
-        _cli(
-            ["show", json.loads(_cli(["runs", "--db", db, "--json"], tmp_path).stdout)[0]["id"], "--db", db, "--json"],
-            tmp_path,
-        ).stdout
-    )
+    assert SCALED in proc.stdout and "finished: nodes; 1 node, 1 correct" in proc.stdout
+    assert "budget 1 node," in proc.stdout and "1 nodes" not in proc.stdout
+    progress = proc.stdout[proc.stdout.index("node 0 draft: correct (untimed)") :].split("finished:")[0]
+    assert progress.count("\n") >= 2 and all(len(line) <= 80 for line in progress.splitlines()), progress
+    run_id = json.loads(_cli(["runs", "--db", db, "--json"], tmp_path).stdout)[0]["id"]
+    shown = json.loads(_cli(["show", run_id, "--db", db, "--json"], tmp_path).stdout)
     assert shown["settings"]["shapes"] == [{"batch_size": 64, "dim": 64}]
     assert [s["label"] for s in shown["nodes"][0]["shapes"]] == ["batch_size=64,dim=64 native"]
+
+    sandbox = json.loads(_cli(["show", run_id, "--db", db, "--node", "0", "--json"], tmp_path).stdout)
+    node = _cli(["show", run_id, "--db", db, "--node", "0"], tmp_path)
+    assert node.stdout.startswith("import torch")  # `> kernel.py` keeps the source alone
+    assert node.stderr.startswith(f"# node 0 of run {run_id} (draft): correct (untimed)\n"), node.stderr
+    assert "# batch_size=64,dim=64 native: correct, max abs err 0" in node.stderr
+    assert sandbox["source"].startswith("import torch")
+
+    insights = " ".join(_cli(["insights", "--db", db], tmp_path).stdout.split())
+    assert "its 1 run is untimed (the interpreter)" in insights and "runs on a GPU" in insights
+
+    from kernelevolve.memory import Repository
+
+    environment = Repository(db).load_graph(run_id)[0].evaluation.environment["sandbox"]
+    uid = str(environment.get("uid"))
+    unprivileged = uid.isdigit() and uid != "0"
+    assert ("not as an unprivileged user" in proc.stderr) is not unprivileged, (uid, proc.stderr)
 
 
 def test_a_reference_too_big_at_the_given_shape_names_the_constants_to_pass(tmp_path):
@@ -288,3 +308,39 @@ def test_a_suite_with_no_correct_problem_exits_1(tmp_path):
     proc = _cli(args, tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "correct 0/1 (0%)" in proc.stdout and "19_ReLU: incorrect" in proc.stdout
+
+
+# -- item 9: the smaller ones -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape, message",
+    [
+        ("batch_size=-4", "batch_size=-4: a size cannot be negative: give a positive batch_size"),
+        ("batch_size=0", "batch_size=0: a size of 0 makes empty tensors, with nothing to check"),
+        ("dim=16,batch_sise=4", "batch_sise is not a module-level constant of 19_ReLU.py (did you mean batch_size?)"),
+    ],
+)
+def test_an_unusable_shape_value_is_one_line_before_anything_runs(tmp_path, shape, message):
+    """Was: -4 suggested `smaller shapes` (after a preflight); 0 failed the kernel as not_a_kernel."""
+    from typer.testing import CliRunner
+
+    from kernelevolve.cli import app
+
+    out = CliRunner().invoke(app, ["eval", str(RELU), str(RELU_KERNEL), "--device", "interpret", "--shape", shape])
+    assert out.exit_code == 2 and isinstance(out.exception, SystemExit), out.output
+    assert out.output.startswith("error: --shape: ") and out.output.count("\n") == 1, out.output
+    assert message in out.output and "smaller shapes" not in out.output
+
+
+def test_a_mistyped_spec_field_gets_a_did_you_mean(tmp_path):
+    from typer.testing import CliRunner
+
+    from kernelevolve.cli import app
+
+    (tmp_path / "ref.py").write_text(RELU.read_text())
+    for field, guess in (("shape: [{dim: 64}]", "shapes"), ("interpret_shape: [{dim: 64}]", "interpret_shapes")):
+        (tmp_path / "spec.yaml").write_text(f"name: x\nreference: ref.py\n{field}\n")
+        out = CliRunner().invoke(app, ["eval", str(tmp_path / "spec.yaml"), str(RELU_KERNEL)])
+        assert out.exit_code == 2 and out.output.count("\n") == 1, out.output
+        assert f"Extra inputs are not permitted (did you mean {guess}?)" in out.output, out.output
