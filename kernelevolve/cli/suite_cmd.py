@@ -12,6 +12,7 @@ from kernelevolve.cli.app import (
     DB_HELP,
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_UNUSABLE,
     app,
     check_model_or_fail,
     console,
@@ -141,8 +142,6 @@ def suite_command(
             fail(str(e))
         settings = _settings(model, policy, drafts, budget, device, parallel, timeout, seed, baseline, solutions, paths)
         skip = _skipped(problems, settings, no_model_check)
-        if len(skip) == len(problems):  # nothing would be searched or scored: say so instead of a 0/N score
-            _nothing_to_run(problems, skip, solutions)
         campaign_id = runner.create(repo, problems, settings, skip)
         out.print(
             f"campaign {campaign_id} ({plural(len(problems), 'problem')}, "
@@ -168,20 +167,24 @@ def suite_command(
         print_plain(f"interrupted: resume with `kernelevolve suite --resume {campaign_id}{where}`", out=err_console)
         exit_now(interrupt_code(e))
     result = _print_score(repo, campaign_id, None, as_json)
+    skipped = [p for p in result.problems if (p.failure or "").startswith("skipped")]
+    if result.problems and len(skipped) == len(result.problems):  # nothing was searched or scored
+        print_plain(f"error: {_nothing_ran(result.problems, skipped[0].failure)}", out=err_console)
+        raise typer.Exit(EXIT_UNUSABLE)
     # As `run`: 0 when a problem got a correct kernel, 1 when none did.
     raise typer.Exit(EXIT_OK if result.correct else EXIT_FAILED)
 
 
-def _nothing_to_run(problems, skip: dict[str, str], solutions: Path | None) -> None:
-    """One line (exit 2) for a campaign in which every problem would be skipped."""
+def _nothing_ran(problems, why: str) -> str:
+    """The one line for a campaign whose every problem was skipped (after its score: exit 2)."""
     names = ", ".join(p.name for p in problems[:5]) + (f" and {len(problems) - 5} more" if len(problems) > 5 else "")
-    if solutions is not None:
-        fail(
-            f"--solutions {solutions}: no solution file for any of the {len(problems)} problems ({names}); "
-            "name each PROBLEM.py (or after the spec's `kernel:`)"
+    if "no solution file" in why:
+        return (
+            f"no solution file for any of the {len(problems)} problems ({names}): "
+            "name each PROBLEM.py (or after the spec's `kernel:`) in --solutions DIR"
         )
-    fail(
-        f"none of the {len(problems)} problems can be searched with the offline operator ({names}): it has no "
+    return (
+        f"none of the {len(problems)} problems could be searched with the offline operator ({names}): it has no "
         "reference kernel for them in the knowledge base; give --model PROVIDER:MODEL (or plugin:PATH.py:CLASS), "
         "or score your own kernels with --solutions DIR"
     )
