@@ -26,10 +26,32 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Help as click writes it: paragraphs rewrapped to the terminal (80 columns at most), option text
+    # beside or under the option, full defaults, `[ray]` as written; `\b` keeps example lines whole.
+    rich_markup_mode=None,
 )
+
 
 # No console markup or emoji codes anywhere: text from users, specs and models (`[rows, segments]`,
 # `openai:x:`) is printed as it is; styles are given as rich Text styles, never as markup.
+def _arguments_show_their_metavar_alone() -> None:
+    """Typer writes an argument's type beside its metavar (`SPEC <str>`); the metavar says it all.
+    (Options with a metavar already show only it.) Skipped where typer has no such method."""
+    import typer.core
+
+    cls = getattr(typer.core, "TyperArgument", None)
+    original = getattr(cls, "display_type_rich", None)
+    if original is None:
+        return
+
+    def display_type_rich(self, ctx):
+        return None if self.metavar else original(self, ctx)
+
+    cls.display_type_rich = display_type_rich
+
+
+_arguments_show_their_metavar_alone()
+
 console = Console(markup=False, emoji=False)
 err_console = Console(stderr=True, markup=False, emoji=False)
 

@@ -20,7 +20,7 @@ app.add_typer(cache_app, name="cache")
 
 
 @cache_app.command("clear")
-def clear_command(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP)) -> None:
+def clear_command(db: Optional[str] = typer.Option(None, "--db", metavar="URL", help=DB_HELP)) -> None:
     """Delete every cached LLM reply of the database (runs keep their recorded calls), and the
     files an older version cached under $KERNELEVOLVE_CACHE_DIR/llm_replies."""
     from kernelevolve.llm.cache import clear

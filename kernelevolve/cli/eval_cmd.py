@@ -46,6 +46,7 @@ def eval_command(
     device: Optional[str] = typer.Option(
         None,
         "--device",
+        metavar="cuda|interpret",
         help="cuda (check + time on a GPU) or interpret (CPU, TRITON_INTERPRET=1, correctness only). Default: cuda if a GPU is visible.",
     ),
     shape: Optional[list[str]] = typer.Option(
@@ -64,7 +65,9 @@ def eval_command(
     no_preflight: bool = typer.Option(
         False, "--no-preflight", help="Skip running the reference alone once per shape first."
     ),
-    db: Optional[str] = typer.Option(None, "--db", help="Where baseline timings are cached on a GPU: " + DB_HELP),
+    db: Optional[str] = typer.Option(
+        None, "--db", metavar="URL", help="Where baseline timings are cached on a GPU: " + DB_HELP
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the table."),
 ) -> None:
     """Evaluate one candidate kernel against a spec: correctness, then timing on a GPU.
@@ -76,7 +79,12 @@ def eval_command(
     Exit status: 0 correct, 1 evaluated and failed, 2 could not evaluate (bad spec, arguments or
     file, or a GPU-only kernel language such as CuTe DSL under the CPU interpreter).
 
-    Example: kernelevolve eval specs/softmax.yaml knowledge_base/kernels/softmax.py --device interpret
+    Examples:
+
+    \b
+      kernelevolve eval specs/softmax.yaml \\
+          knowledge_base/kernels/softmax.py --device interpret
+      kernelevolve eval level1/19_ReLU.py my_relu.py --json
     """
     spec = load_spec_or_fail(spec_path)
     shapes = shapes_or_fail(spec, shape)

@@ -13,19 +13,22 @@ from kernelevolve.cli.app import DB_HELP, app, console, fail, plural, print_entr
 @app.command("insights")
 def insights_command(
     family: Optional[str] = typer.Option(
-        None, "--family", help="Only insights about this operator family (e.g. rmsnorm)."
+        None, "--family", metavar="FAMILY", help="Only insights about this operator family (e.g. rmsnorm)."
     ),
     hardware: Optional[str] = typer.Option(
-        None, "--hardware", help="Only insights from searches for this GPU (e.g. h200)."
+        None, "--hardware", metavar="GPU", help="Only insights from searches for this GPU (e.g. h200)."
     ),
-    limit: int = typer.Option(20, "--limit", help="How many, most recent first."),
+    limit: int = typer.Option(20, "--limit", metavar="N", help="How many, most recent first."),
     as_json: bool = typer.Option(False, "--json", help="Print them as a JSON list."),
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", metavar="URL", help=DB_HELP),
 ) -> None:
     """Short analyses written after each evaluation (by the model, or by rules offline): which
     change did what to correctness and speed. Later prompts on the same family retrieve them.
 
-    Example: kernelevolve insights --family rmsnorm --hardware h200 --limit 10
+    Example:
+
+    \b
+      kernelevolve insights --family rmsnorm --hardware h200 --limit 10
     """
     if limit < 1:
         fail(f"--limit {limit}: must be 1 or more")

@@ -26,12 +26,20 @@ def _load():
 
 @kb_app.command("search")
 def search_cmd(
-    query: str = typer.Argument(..., help="Words to look for, e.g. 'online softmax split row'."),
-    kind: Optional[str] = typer.Option(None, "--kind", help="hardware, constraints, guidance or kernels."),
-    hardware: Optional[str] = typer.Option(None, "--hardware", help="Only documents for this GPU (e.g. h200)."),
-    family: Optional[str] = typer.Option(None, "--family", help="Only documents for this operator family."),
-    tag: Optional[list[str]] = typer.Option(None, "--tag", help="Only documents with this tag (repeatable)."),
-    limit: int = typer.Option(5, "--limit", min=1, help="How many results."),
+    query: str = typer.Argument(..., metavar="QUERY", help="Words to look for, e.g. 'online softmax split row'."),
+    kind: Optional[str] = typer.Option(
+        None, "--kind", metavar="KIND", help="hardware, constraints, guidance or kernels."
+    ),
+    hardware: Optional[str] = typer.Option(
+        None, "--hardware", metavar="GPU", help="Only documents for this GPU (e.g. h200)."
+    ),
+    family: Optional[str] = typer.Option(
+        None, "--family", metavar="FAMILY", help="Only documents for this operator family."
+    ),
+    tag: Optional[list[str]] = typer.Option(
+        None, "--tag", metavar="TAG", help="Only documents with this tag (repeatable)."
+    ),
+    limit: int = typer.Option(5, "--limit", metavar="N", min=1, help="How many results."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
 ) -> None:
     """Rank documents by BM25 over title, tags and body, after the filters."""
@@ -62,7 +70,9 @@ def search_cmd(
 
 @kb_app.command("show")
 def show_cmd(
-    name: str = typer.Argument(..., help="A document name (h200, masking) or kind/name (kernels/softmax)."),
+    name: str = typer.Argument(
+        ..., metavar="NAME", help="A document name (h200, masking) or kind/name (kernels/softmax)."
+    ),
 ) -> None:
     """Print one document as it goes into a prompt."""
     from kernelevolve.knowledge import KnowledgeError

@@ -36,7 +36,10 @@ def profile_command(
         ..., metavar="CANDIDATE.py", help="Python source defining class ModelNew(nn.Module)."
     ),
     tool: str = typer.Option(
-        "all", "--tool", help="torch (torch.profiler), ncu (Nsight Compute), proton (triton.profiler) or all."
+        "all",
+        "--tool",
+        metavar="torch|ncu|proton|all",
+        help="torch (torch.profiler), ncu (Nsight Compute), proton (triton.profiler) or all.",
     ),
     shape: Optional[list[str]] = typer.Option(
         None,
@@ -68,7 +71,11 @@ def profile_command(
 
     Exit status: 0 every tool profiled every shape, 1 some tool failed on the candidate, 2 unusable input or machine.
 
-    Example: kernelevolve profile specs/softmax.yaml knowledge_base/kernels/softmax.py --shape M=32768,N=4096
+    Examples:
+
+    \b
+      kernelevolve profile specs/softmax.yaml \\
+          knowledge_base/kernels/softmax.py --shape M=32768,N=4096
     """
     from kernelevolve.profiling.runner import TOOLS, ToolUnavailable, check_available
 

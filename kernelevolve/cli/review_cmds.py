@@ -17,15 +17,22 @@ def review_command(
     node: int = typer.Argument(..., metavar="NODE", help="Node id (see `kernelevolve show RUN_ID`)."),
     approve: bool = typer.Option(False, "--approve", help="The kernel may be used."),
     reject: bool = typer.Option(False, "--reject", help="The kernel must not be used."),
-    note: str = typer.Option("", "--note", help="Why: what you checked, what worries you."),
-    reviewer: Optional[str] = typer.Option(None, "--reviewer", help="Who reviews (default: your user name)."),
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    note: str = typer.Option("", "--note", metavar="TEXT", help="Why: what you checked, what worries you."),
+    reviewer: Optional[str] = typer.Option(
+        None, "--reviewer", metavar="NAME", help="Who reviews (default: your user name)."
+    ),
+    db: Optional[str] = typer.Option(None, "--db", metavar="URL", help=DB_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the recorded verdict as JSON."),
 ) -> None:
     """Record your verdict on one kernel of a run; only a correct kernel can be approved.
 
-    Read it first: `kernelevolve show RUN_ID --node NODE`. Example:
-    kernelevolve review r-1a2b3c4d 7 --approve --note "checked masking and int64 offsets"
+    Read it first: `kernelevolve show RUN_ID --node NODE`.
+
+    Examples:
+
+    \b
+      kernelevolve review r-1a2b3c4d 7 --approve \\
+          --note "checked masking and int64 offsets"
     """
     from kernelevolve.review import ReviewError, review
 
@@ -52,6 +59,7 @@ def export_command(
         None,
         "--output",
         "-o",
+        metavar="PATH",
         help="Write here (default: print on stdout); with --as-op, the folder to write the op into.",
     ),
     as_op: Optional[str] = typer.Option(
@@ -70,14 +78,19 @@ def export_command(
     unreviewed: bool = typer.Option(
         False, "--unreviewed", help="Export even if nobody approved this kernel (or it is marked suspicious)."
     ),
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", metavar="URL", help=DB_HELP),
 ) -> None:
     """Write an approved kernel to a file, with a header saying where it came from, how fast and
     how accurate it was, and who approved it; or, with --as-op, as a PyTorch custom op.
 
-    Examples: kernelevolve export r-1a2b3c4d 7 -o rmsnorm_triton.py;
-    kernelevolve export r-1a2b3c4d 7 -o rmsnorm_op/ --as-op mylib::rmsnorm;
-    kernelevolve export r-1a2b3c4d 7 -o rmsnorm_tb/ --tritonbench
+    The file stands alone: the knowledge-base helpers the kernel imports are written into it.
+
+    Examples:
+
+    \b
+      kernelevolve export r-1a2b3c4d 7 -o rmsnorm_triton.py
+      kernelevolve export r-1a2b3c4d 7 -o rmsnorm_op/ --as-op mylib::rmsnorm
+      kernelevolve export r-1a2b3c4d 7 -o rmsnorm_tb/ --tritonbench
     """
     from kernelevolve.review import ReviewError, export
 

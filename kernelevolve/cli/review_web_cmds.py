@@ -13,13 +13,19 @@ from kernelevolve.cli.app import DB_HELP, app, fail, plural, print_plain, repo_o
 @app.command("report")
 def report_command(
     run_id: str = typer.Argument(..., metavar="RUN_ID"),
-    output: Path = typer.Option(..., "--output", "-o", help="Folder to write the site into (created if missing)."),
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    output: Path = typer.Option(
+        ..., "--output", "-o", metavar="PATH", help="Folder to write the site into (created if missing)."
+    ),
+    db: Optional[str] = typer.Option(None, "--db", metavar="URL", help=DB_HELP),
 ) -> None:
     """Write a run as a static site that opens from disk with no network: the search tree, fitness
     over evaluations, per-shape numbers, every node's source and diffs, every model call.
 
-    Example: kernelevolve report r-1a2b3c4d -o review/ && xdg-open review/index.html
+    Examples:
+
+    \b
+      kernelevolve report r-1a2b3c4d -o review/
+      xdg-open review/index.html
     """
     import time
 
@@ -43,12 +49,15 @@ def report_command(
 
 @app.command("serve")
 def serve_command(
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; anything but loopback needs a token."),
-    port: int = typer.Option(8765, "--port", help="Port (0: any free port)."),
+    db: Optional[str] = typer.Option(None, "--db", metavar="URL", help=DB_HELP),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", metavar="HOST", help="Address to bind; anything but loopback needs a token."
+    ),
+    port: int = typer.Option(8765, "--port", metavar="PORT", help="Port (0: any free port)."),
     token: Optional[str] = typer.Option(
         None,
         "--token",
+        metavar="TOKEN",
         help="Secret every review and export must carry (default: "
         "$KERNELEVOLVE_REVIEW_TOKEN; on a non-loopback host, else a new one, printed).",
     ),
@@ -56,7 +65,12 @@ def serve_command(
     """Serve the review pages for every run in the database: live while a search runs, with
     approve/reject and a note per node (stored as `kernelevolve review` stores them) and export.
 
-    Example: kernelevolve serve --db sqlite:///runs.db, then open the printed address.
+    Open the address it prints.
+
+    Example:
+
+    \b
+      kernelevolve serve --db sqlite:///runs.db
     """
     from kernelevolve.review.server import make_server
 

@@ -83,19 +83,27 @@ def _positive(name: str, value, allow_zero: bool = False) -> None:
 @app.command("run")
 def run_command(
     spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec YAML or a KernelBench reference module (.py)."),
-    policy: str = typer.Option("greedy", "--policy", help="greedy | mcts | evolutionary."),
+    policy: str = typer.Option(
+        "greedy", "--policy", metavar="greedy|mcts|evolutionary", help="greedy | mcts | evolutionary."
+    ),
     budget: Optional[int] = typer.Option(
-        None, "--budget", help="Most nodes (kernel candidates) to make; default: the spec's budget.nodes."
+        None, "--budget", metavar="N", help="Most nodes (kernel candidates) to make; default: the spec's budget.nodes."
     ),
     device: Optional[str] = typer.Option(
-        None, "--device", help="cuda or interpret (CPU, correctness only). Default: cuda if a GPU is visible."
+        None,
+        "--device",
+        metavar="cuda|interpret",
+        help="cuda or interpret (CPU, correctness only). Default: cuda if a GPU is visible.",
     ),
     shape: Optional[list[str]] = typer.Option(
         None, "--shape", metavar="NAME=VALUE[,NAME=VALUE...]", help="Replace the spec's shapes; repeat for several."
     ),
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", metavar="URL", help=DB_HELP),
     model: Optional[str] = typer.Option(
-        None, "--model", help="Operator: PROVIDER:MODEL, or plugin:PATH.py:CLASS. Default: the offline operator."
+        None,
+        "--model",
+        metavar="PROVIDER:MODEL",
+        help="Operator: PROVIDER:MODEL, or plugin:PATH.py:CLASS. Default: the offline operator.",
     ),
     kernel: Optional[str] = typer.Option(
         None,
@@ -105,22 +113,28 @@ def run_command(
         "(knowledge_base/kernels/NAME.py, e.g. softmax_cute for the CuTe DSL one). Default: the spec's `kernel:`.",
     ),
     temperature: Optional[float] = typer.Option(
-        None, "--temperature", help="LLM sampling temperature (default: the provider's, or $KERNELEVOLVE_TEMPERATURE)."
+        None,
+        "--temperature",
+        metavar="T",
+        help="LLM sampling temperature (default: the provider's, or $KERNELEVOLVE_TEMPERATURE).",
     ),
     max_tokens: Optional[int] = typer.Option(
-        None, "--max-tokens", help="Longest LLM reply in tokens (default 8192, or $KERNELEVOLVE_MAX_TOKENS)."
+        None,
+        "--max-tokens",
+        metavar="N",
+        help="Longest LLM reply in tokens (default 8192, or $KERNELEVOLVE_MAX_TOKENS).",
     ),
     timeout: float = typer.Option(
         300.0, "--timeout", metavar="SECONDS", help="Evaluation time limit per candidate phase."
     ),
-    drafts: int = typer.Option(3, "--drafts", help="Independent drafts before any improvement."),
+    drafts: int = typer.Option(3, "--drafts", metavar="N", help="Independent drafts before any improvement."),
     seed: Optional[int] = typer.Option(
-        None, "--seed", help="Seed of the run's random stream (saved; resume continues it)."
+        None, "--seed", metavar="N", help="Seed of the run's random stream (saved; resume continues it)."
     ),
     wall_clock: Optional[float] = typer.Option(
         None, "--wall-clock", metavar="SECONDS", help="Stop starting nodes after this much search time."
     ),
-    tokens: Optional[int] = typer.Option(None, "--tokens", help="Stop after this many LLM tokens."),
+    tokens: Optional[int] = typer.Option(None, "--tokens", metavar="N", help="Stop after this many LLM tokens."),
     cost: Optional[float] = typer.Option(None, "--cost", metavar="USD", help="Stop after this much LLM cost."),
     stall: Optional[int] = typer.Option(
         None, "--stall", metavar="K", help="Stop after K evaluated nodes without a new best."
@@ -128,8 +142,10 @@ def run_command(
     target: Optional[float] = typer.Option(
         None, "--target", metavar="SPEEDUP", help="Stop once a node reaches this fitness (GPU only)."
     ),
-    debug_depth: int = typer.Option(3, "--debug-depth", help="Most debug attempts in a row on a failing line."),
-    exploration: float = typer.Option(1.4, "--exploration", help="MCTS: UCT exploration constant."),
+    debug_depth: int = typer.Option(
+        3, "--debug-depth", metavar="N", help="Most debug attempts in a row on a failing line."
+    ),
+    exploration: float = typer.Option(1.4, "--exploration", metavar="C", help="MCTS: UCT exploration constant."),
     parallel: Optional[int] = typer.Option(None, "--parallel", metavar="N", help=PARALLEL_HELP),
     workers: Optional[int] = typer.Option(None, "--workers", hidden=True, help="The old name of --parallel."),
     executor: str = typer.Option("local", "--executor", metavar="local|ray", help=EXECUTOR_HELP),
@@ -179,8 +195,13 @@ def run_command(
     stopped or killed. LLM replies are not cached across runs unless --reply-cache is given.
     Exit status: 0 a correct kernel was found, 1 none was, 2 unusable input.
 
-    Example: kernelevolve run specs/softmax.yaml --policy mcts --budget 30
-    (on a GPU, `--kernel softmax_cute` tunes the CuTe DSL kernel's CONFIG instead)
+    On a GPU, `--kernel softmax_cute` tunes the CuTe DSL kernel's CONFIG instead.
+
+    Examples:
+
+    \b
+      kernelevolve run specs/softmax.yaml --policy mcts --budget 30
+      kernelevolve run specs/softmax.yaml --model openai:my-model
     """
     from kernelevolve.search.policies import POLICIES, make_policy
     from kernelevolve.search.session import RunSettings, SessionError, start_run
@@ -281,9 +302,9 @@ def run_command(
 @app.command("resume")
 def resume_command(
     run_id: str = typer.Argument(..., metavar="RUN_ID"),
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", metavar="URL", help=DB_HELP),
     budget: Optional[int] = typer.Option(
-        None, "--budget", help="A new node budget (to search on after a finished run)."
+        None, "--budget", metavar="N", help="A new node budget (to search on after a finished run)."
     ),
     force: bool = typer.Option(
         False, "--force", help="Resume even if the run looks held by a live process on this host."

@@ -13,7 +13,7 @@ from kernelevolve.cli.app import DB_HELP, app, console, print_plain, repo_or_fai
 
 @app.command("runs")
 def runs_command(
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", metavar="URL", help=DB_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list."),
 ) -> None:
     """List the runs in the experiment database, newest first: spec, model, status, nodes,

@@ -26,9 +26,12 @@ from kernelevolve.cli.profile_cmd import print_node_profile
 @app.command("show")
 def show_command(
     run_id: str = typer.Argument(..., metavar="RUN_ID"),
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", metavar="URL", help=DB_HELP),
     node: Optional[int] = typer.Option(
-        None, "--node", help="Print this node's outcome (on stderr) and source (with --json: all its details)."
+        None,
+        "--node",
+        metavar="N",
+        help="Print this node's outcome (on stderr) and source (with --json: all its details).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the run and its nodes as JSON."),
 ) -> None:

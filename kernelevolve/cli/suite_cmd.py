@@ -57,31 +57,43 @@ def suite_command(
     model: Optional[str] = typer.Option(
         None,
         "--model",
+        metavar="PROVIDER:MODEL",
         help="Operator: PROVIDER:MODEL, or plugin:PATH.py:CLASS. "
         "Default: the offline operator (problems without a reference kernel are skipped).",
     ),
     budget: Optional[int] = typer.Option(
-        None, "--budget", help="Most nodes per problem (default: each spec's budget.nodes)."
+        None, "--budget", metavar="N", help="Most nodes per problem (default: each spec's budget.nodes)."
     ),
-    policy: str = typer.Option("greedy", "--policy", help="greedy | mcts | evolutionary."),
-    drafts: int = typer.Option(3, "--drafts", help="Independent drafts per problem before any improvement."),
+    policy: str = typer.Option(
+        "greedy", "--policy", metavar="greedy|mcts|evolutionary", help="greedy | mcts | evolutionary."
+    ),
+    drafts: int = typer.Option(
+        3, "--drafts", metavar="N", help="Independent drafts per problem before any improvement."
+    ),
     parallel: int = typer.Option(
-        2, "--parallel", help="Problems searched at once (they share the evaluation workers)."
+        2, "--parallel", metavar="N", help="Problems searched at once (they share the evaluation workers)."
     ),
-    device: Optional[str] = typer.Option(None, "--device", help="cuda or interpret (CPU, correctness only)."),
+    device: Optional[str] = typer.Option(
+        None, "--device", metavar="cuda|interpret", help="cuda or interpret (CPU, correctness only)."
+    ),
     shape: Optional[list[str]] = typer.Option(None, "--shape", metavar="PROBLEM:NAME=VALUE[,...]", help=SHAPE_HELP),
     baseline: Optional[str] = typer.Option(
-        None, "--baseline", help="Time every problem against eager or torch.compile (default: each spec's baseline)."
+        None,
+        "--baseline",
+        metavar="eager|torch.compile",
+        help="Time every problem against eager or torch.compile (default: each spec's baseline).",
     ),
     timeout: float = typer.Option(
         300.0, "--timeout", metavar="SECONDS", help="Evaluation time limit per candidate phase."
     ),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the campaign (problem i's run gets seed + i)."),
+    seed: Optional[int] = typer.Option(
+        None, "--seed", metavar="N", help="Seed of the campaign (problem i's run gets seed + i)."
+    ),
     no_model_check: bool = typer.Option(
         False, "--no-model-check", help="Skip the one cheap request that checks --model."
     ),
     force: bool = typer.Option(False, "--force", help="With --resume: even if a live process on this host holds it."),
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", metavar="URL", help=DB_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the campaign's score as JSON on stdout at the end."),
 ) -> None:
     """Search (or score given kernels for) many problems as one campaign, then print its score.
@@ -92,8 +104,11 @@ def suite_command(
     --resume CAMPAIGN` continues after Ctrl-C, a crash or kill -9; `kernelevolve score CAMPAIGN`
     prints the score again.
 
-    Examples: kernelevolve suite specs/ --model openai:my-model --budget 10;
-    kernelevolve suite --solutions my_kernels/ kernelbench/level1/ --device cuda
+    Examples:
+
+    \b
+      kernelevolve suite specs/ --model openai:my-model --budget 10
+      kernelevolve suite --solutions my_kernels/ kernelbench/level1/
     """
     from kernelevolve.campaign import runner
     from kernelevolve.campaign.problems import (
@@ -256,9 +271,10 @@ def score_command(
     baseline: Optional[str] = typer.Option(
         None,
         "--baseline",
+        metavar="eager|torch.compile",
         help="Speedups against eager or torch.compile (default: what each problem was timed against).",
     ),
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", metavar="URL", help=DB_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the score as JSON."),
 ) -> None:
     """A campaign's score (without CAMPAIGN: the campaigns in the database): pass rate, fast_p for p in 0, 0.5, 0.8, 1.0, 1.5, 2.0, geometric-mean

@@ -14,7 +14,7 @@ from kernelevolve.cli.app import DB_HELP, app, print_plain, print_table_or_entri
 
 @app.command("workers")
 def workers_command(
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", metavar="URL", help=DB_HELP),
     run: Optional[str] = typer.Option(None, "--run", metavar="RUN_ID", help="Only the workers of this run."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list."),
 ) -> None:
@@ -22,7 +22,10 @@ def workers_command(
     pid, executor, run, state (idle, evaluating, timing), node and queue. A worker is listed while
     its heartbeat is recent (every few seconds); one that died drops out of the list by itself.
 
-    Example: kernelevolve workers --db postgresql+psycopg://me@dbhost/kernels
+    Example:
+
+    \b
+      kernelevolve workers --db postgresql+psycopg://me@dbhost/kernels
     """
     from kernelevolve.memory.workers import STALE_S, WorkerRegistry
 

@@ -345,3 +345,34 @@ def test_a_mistyped_spec_field_gets_a_did_you_mean(tmp_path):
         out = CliRunner().invoke(app, ["eval", str(tmp_path / "spec.yaml"), str(RELU_KERNEL)])
         assert out.exit_code == 2 and out.output.count("\n") == 1, out.output
         assert f"Extra inputs are not permitted (did you mean {guess}?)" in out.output, out.output
+
+
+# -- item 8: help written for 80 columns -----------------------------------------------------------------
+
+HELP_COMMANDS = [["run"], ["eval"], ["resume"], ["suite"], ["export"], ["review"], ["profile"], ["kb", "search"], []]
+
+
+@pytest.mark.parametrize("command", HELP_COMMANDS, ids=lambda c: " ".join(c) or "kernelevolve")
+def test_help_reads_at_80_columns(command):
+    """Was (`COLUMNS=80 kernelevolve run --help`): 179 lines with about 23 characters of text per
+    option, defaults cut with `…`, `[ray]` eaten as markup, ragged docstring lines, example commands
+    split across lines, `<bool>` and `<list[str]>` for metavars."""
+    from typer.testing import CliRunner
+
+    from kernelevolve.cli import app
+
+    out = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "80"})
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    assert "…" not in out.output and not re.search(r"<(str|int|bool|float|path|list)", out.output), out.output
+    # option text beside or under its option, using the width: no column of ~23 characters
+    text_width = [len(line) for line in lines if line.startswith(" " * 34) and line.strip()]
+    assert not text_width or max(text_width) >= 70
+    if command == ["run"]:
+        assert len(lines) <= 125
+        assert "pip install 'kernelevolve[ray]'" in " ".join(out.output.split())
+        assert "kernelevolve run specs/softmax.yaml --policy mcts --budget 30" in [x.strip() for x in lines]
+        assert "(default: $KERNELEVOLVE_DB, else sqlite:///kernelevolve.db)" in " ".join(out.output.split())
+    if command == ["eval"]:
+        assert "kernelevolve eval level1/19_ReLU.py my_relu.py --json" in [x.strip() for x in lines]
