@@ -62,8 +62,12 @@ def main() -> None:
     try:
         code = app(standalone_mode=False, prog_name="kernelevolve")
         sys.exit(code if isinstance(code, int) else 0)
-    except no_args as exc:  # `kernelevolve` alone, `kernelevolve kb`: the help
-        exc.show()
+    except no_args as exc:  # `kernelevolve` alone, `kernelevolve kb`: the help, on stdout as --help writes it
+        ctx = getattr(exc, "ctx", None)
+        if ctx is not None:
+            print(ctx.get_help())
+        else:
+            exc.show()
         sys.exit(0)
     except usage as exc:  # bad option or argument, unknown command
         where = f" (see `{exc.ctx.command_path} --help`)" if getattr(exc, "ctx", None) is not None else ""
