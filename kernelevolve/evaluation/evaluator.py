@@ -44,7 +44,7 @@ from kernelevolve.evaluation.processes import (
 from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
 from kernelevolve.evaluation.sandbox import Limits, Outcome, clean_environment
 from kernelevolve.harness.runtime.screen import screen_source
-from kernelevolve.paths import KNOWLEDGE_BASE
+from kernelevolve import paths
 from kernelevolve.spec import Case, Spec, ShapeValue
 
 DEVICES = ("cuda", "interpret")
@@ -269,7 +269,7 @@ class Evaluator:
             "allow_torch_ops": list(spec.allow_torch_ops),
             "inplace": spec.inplace,
             # Candidates may import the knowledge base's shared launch helpers (_launch_heuristics).
-            "import_paths": [str(KNOWLEDGE_BASE / "kernels")],
+            "import_paths": [str(paths.knowledge_base() / "kernels")],  # the run's --kb, read now
         }
         env = self._environment(workdir, slot, trusted=False)
         limits = Limits(
