@@ -3,10 +3,14 @@
 
     python bench/framework/integrity_overhead.py --old DIR --out DIR [--repeat 3]
 
-For each (spec, kernel): old and new evaluations alternate, the first of each with an empty
-baseline cache (the uncached latency), the rest cached. Writes DIR/integrity_overhead.json and
-prints fitness and evaluation latency side by side. Then every reference kernel's spec through
-the new evaluator (DIR/reference_kernels_eval.json).
+--part compare: for each (spec, kernel), old and new evaluations alternate, each in a fresh process
+(the first with an empty baseline cache: the uncached latency, the rest cached). Writes
+DIR/integrity_overhead.json and prints fitness and evaluation latency side by side.
+--part search: as a search evaluates: one warm evaluator per side (its next candidate's processes
+start while one is judged), the same candidate evaluated 1 + --repeat times in a row with --pause
+seconds between (a model's thinking time), baselines cached after the first; old and new sides
+alternate per spec. Writes DIR/integrity_overhead_search.json.
+--part kernels: every reference kernel's spec through the new evaluator (DIR/reference_kernels_eval.json).
 """
 
 from __future__ import annotations
@@ -29,6 +33,25 @@ PAIRS = [
     ("specs/rmsnorm.yaml", "knowledge_base/kernels/rmsnorm.py"),
 ]
 KERNELS = ["rmsnorm", "softmax", "cross_entropy", "flash_attention", "ikbo_lce", "ikbo_target_attention"]
+
+# One warm evaluator evaluating the same candidate again and again, as a search's evaluator does.
+WARM_SEARCH = """
+import json, sys, time
+from kernelevolve.evaluation.evaluator import Evaluator
+from kernelevolve.memory.repository import BaselineTable, Repository
+from kernelevolve.spec import load_spec
+spec, source = load_spec(sys.argv[1]), open(sys.argv[2]).read()
+store = BaselineTable(Repository(sys.argv[3]))
+times, pause, device = int(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
+with Evaluator(device=device, baseline_store=store, warm=True) as ev:
+    for i in range(times):
+        t0 = time.monotonic()
+        r = ev.evaluate(spec, source, deep=False)
+        d = r.to_dict()
+        d["wall_s"] = time.monotonic() - t0
+        print("RESULT " + json.dumps(d), flush=True)
+        time.sleep(pause)
+"""
 
 
 # What a search does per candidate (no profiler: that is for a would-be best and for `kernelevolve eval`).
@@ -105,12 +128,59 @@ def evaluate(code_root: Path, spec: str, kernel: str, cache: Path, search_path: 
     }
 
 
+def warm_search(
+    code_root: Path, spec: str, kernel: str, cache: Path, times: int, pause: float, device: str = "cuda"
+) -> list[dict]:
+    """`times` evaluations of one candidate by one warm evaluator of the tree at `code_root`."""
+    env = {
+        **os.environ,
+        "KERNELEVOLVE_CACHE_DIR": str(cache),
+        "PYTHONPATH": os.pathsep.join(
+            [str(code_root)]
+            + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != ROOT]
+        ),
+    }
+    db = f"sqlite:///{cache / 'baselines.db'}"
+    args = [str(ROOT / spec), str(_kernel_file(kernel)), db, str(times), str(pause), device]
+    proc = subprocess.run(
+        [sys.executable, "-c", WARM_SEARCH, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tempfile.gettempdir(),
+        timeout=1200,
+    )
+    out = []
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            d = json.loads(line[7:])
+            out.append(
+                {
+                    "correct": d["correct"],
+                    "failure": d["failure"],
+                    "message": (d.get("message") or "")[:300],
+                    "fitness": d["fitness"],
+                    "wall_s": round(d["wall_s"], 3),
+                    "phases_s": d.get("phases_s"),
+                    "latency_ms": [s["latency_ms"] for s in d["shapes"]],
+                    "baseline_ms": [s["baseline_ms"] for s in d["shapes"]],
+                    "marks": d.get("marks", {}),
+                    "stages_s": d.get("environment", {}).get("stages_s", {}),
+                }
+            )
+    if not out:
+        out.append({"error": (proc.stderr or proc.stdout)[-800:]})
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--old", type=Path, required=True, help="a checkout of the evaluator to compare with")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--part", choices=["compare", "kernels", "all"], default="all")
+    ap.add_argument("--part", choices=["compare", "search", "kernels", "all"], default="all")
+    ap.add_argument("--device", default="cuda", help="--part search: interpret is a CPU smoke test of this script")
+    ap.add_argument("--pause", type=float, default=5.0, help="--part search: seconds between evaluations")
     ap.add_argument(
         "--search-path",
         action="store_true",
@@ -150,6 +220,26 @@ def main() -> int:
             rows.append(summary)
             print(json.dumps({k: v for k, v in summary.items() if k != "runs"}), flush=True)
         (args.out / "integrity_overhead.json").write_text(json.dumps(rows, indent=1))
+    if args.part in ("search", "all"):
+        rows = []
+        for spec, kernel in PAIRS[: args.pairs]:
+            runs = {}
+            for which, root in (("old", args.old.resolve()), ("new", ROOT)):
+                with tempfile.TemporaryDirectory() as cache:
+                    runs[which] = warm_search(root, spec, kernel, Path(cache), 1 + args.repeat, args.pause, args.device)
+                for i, r in enumerate(runs[which]):
+                    print(f"{spec:40s} {which} #{i}: fitness {r.get('fitness')} in {r.get('wall_s')} s", flush=True)
+            summary = {"spec": spec, "kernel": kernel, "pause_s": args.pause, "runs": runs}
+            for which, rs in runs.items():
+                cached = [r["wall_s"] for r in rs[1:] if "wall_s" in r]
+                summary[f"{which}_cached_s_median"] = statistics.median(cached) if cached else None
+                fits = [r.get("fitness") for r in rs if r.get("fitness")]
+                summary[f"{which}_fitness_median"] = statistics.median(fits) if fits else None
+            o, n = summary["old_cached_s_median"], summary["new_cached_s_median"]
+            summary["cost"] = round(n / o - 1, 4) if o and n else None
+            rows.append(summary)
+            print(json.dumps({k: v for k, v in summary.items() if k != "runs"}), flush=True)
+            (args.out / "integrity_overhead_search.json").write_text(json.dumps(rows, indent=1))  # kept if cut short
     if args.part in ("kernels", "all"):
         results = {}
         with tempfile.TemporaryDirectory() as cache:
