@@ -35,7 +35,8 @@ def fitness_text(node: Node) -> str:
     held = marks_text(node.evaluation.marks) if node.held else ""
     if node.fitness is not None:
         return f"{node.fitness:.3f}x" + held
-    return UNTIMED + held
+    cost = (node.evaluation.static or {}).get("cost")  # a static estimate (evaluation/static_cost.py), not a speedup
+    return UNTIMED + (f" est. cost {cost:.2f}" if cost is not None else "") + held
 
 
 def node_fields(graph: SearchGraph, node: Node) -> dict:
@@ -49,6 +50,7 @@ def node_fields(graph: SearchGraph, node: Node) -> dict:
         "correct": node.correct if node.evaluation is not None else None,
         "fitness": node.fitness,
         "failure": node.failure,
+        "static_cost": (node.evaluation.static or {}).get("cost") if node.evaluation is not None else None,
     }
 
 

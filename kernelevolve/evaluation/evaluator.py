@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Protocol
 
 from kernelevolve import languages
-from kernelevolve.evaluation import plausibility
+from kernelevolve.evaluation import plausibility, static_cost
 from kernelevolve.evaluation.baselines import BaselineStore, MemoryBaselineStore
 from kernelevolve.evaluation.executors import current_node
 from kernelevolve.evaluation.gpu_gate import GpuGate
@@ -170,6 +170,10 @@ class Evaluator:
         node = current_node()
         self._report(place, slot, "evaluating", node)
         processes = None
+        # hook: a static cost estimate to rank untimed candidates by (evaluation/static_cost.py)
+        probe = None
+        if self.device == "interpret":
+            probe = static_cost.start(spec, source, cases, self.timeout_s, self.scratch_root)
         try:
             processes = self._take(spec, cases, slot)
             processes.place = place
@@ -184,8 +188,13 @@ class Evaluator:
                 first = result.message
                 result = self._judge(processes, spec, source, cases, deep, alone=True)
                 result.environment["judged_alone_after"] = first
+            if probe is not None:
+                probe.finish(result)
+                probe = None
             return self._finish(result, start)
         finally:
+            if probe is not None:
+                probe.stop()
             self._report(place, slot, "idle", None)
             self._places.put(place)
             self._slots.put(slot)

@@ -110,6 +110,8 @@ class EvalResult:
     # re-evaluation disagreed); mark -> reason. A marked node is never reported as a run's best.
     marks: dict[str, str] = field(default_factory=dict)
     recheck: dict[str, Any] | None = None  # the elite re-evaluation: fitness and per-shape latencies
+    # Untimed (interpreter) only: the static cost estimate of kernelevolve/evaluation/static_cost.py, never a timing.
+    static: dict[str, Any] | None = None
 
     @computed_field  # stored like speedup: written for readers of the JSON, never read back
     @property
@@ -125,8 +127,12 @@ class EvalResult:
         return math.exp(sum(math.log(x) for x in speedups) / len(speedups))
 
     def to_dict(self) -> dict[str, Any]:
-        """The stored form: every field, plus `fitness` and each shape's `speedup`."""
-        return _EVAL_RESULT.dump_python(self)
+        """The stored form: every field, plus `fitness` and each shape's `speedup` (`static` only when set:
+        an evaluation without one reads and writes as before it existed)."""
+        out = _EVAL_RESULT.dump_python(self)
+        if out.get("static") is None:
+            out.pop("static", None)
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EvalResult":

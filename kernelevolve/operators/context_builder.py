@@ -165,6 +165,7 @@ def evaluation_summary(view: ParentView) -> str:
         return "\n".join(lines)
     if not ev.timed:
         lines.append(f"- correct at all {len(ev.shapes)} shapes (device {ev.device}: not timed)")
+        lines += static_lines(ev.static)
     else:
         lines.append(
             f"- correct at all {len(ev.shapes)} shapes; fitness (geometric-mean speedup over the baseline) {_fmt(ev.fitness, '.3f')}x"
@@ -183,6 +184,38 @@ def evaluation_summary(view: ParentView) -> str:
     return "\n".join(lines)
 
 
+def static_lines(static: dict | None) -> list[str]:
+    """The static estimate of an untimed candidate (evaluation/static_cost.py), for the model: what it
+    is made of, and that it is not a timing."""
+    if not static:
+        return []
+    if static.get("cost") is None:
+        return [f"- static estimate: none ({static.get('error', 'unknown reason')})"]
+    lines = [
+        f"- static estimate (its kernels compiled for {static.get('target', 'the GPU')} without running them, and "
+        f"its loads and stores counted at {static.get('shape') or 'the smallest shape'}; not a timing): "
+        f"est. cost {static['cost']:.2f}, where 1.0 is one launch moving the minimal bytes at good occupancy "
+        "without spills; lower is better, and candidates are chosen by it until a GPU times them",
+        f"- per call: {static.get('launches')} launch(es), {static.get('bytes', 0)} bytes moved against "
+        f"{static.get('minimal_bytes', 0):.0f} minimal ({static.get('minimal_from', '')})",
+    ]
+    for name, k in (static.get("kernels") or {}).items():
+        if k.get("error"):
+            lines.append(f"- kernel {name}: {k['error']}")
+            continue
+        facts = [f"num_warps {k.get('num_warps')}", f"num_stages {k.get('num_stages')}"]
+        if k.get("registers") is not None:
+            facts.append(f"{k['registers']} registers/thread")
+        facts.append(f"{k.get('spill_bytes', 0)} bytes spilled")
+        facts.append(f"{k.get('shared_bytes', 0)} bytes shared memory")
+        if k.get("occupancy") is not None:
+            facts.append(f"occupancy {k['occupancy']:.0%} of an SM's warps")
+        if k.get("tensor_core"):
+            facts.append("tensor-core MMA")
+        lines.append(f"- kernel {name}: " + ", ".join(facts))
+    return lines
+
+
 def ancestry_line(view: ParentView) -> str:
     ev = view.evaluation
     if ev is None:
@@ -191,6 +224,8 @@ def ancestry_line(view: ParentView) -> str:
         outcome = f"FAILED {ev.failure}: {ev.message[:160]}"
     elif ev.fitness:
         outcome = f"correct, {ev.fitness:.3f}x"
+    elif ev.static and ev.static.get("cost") is not None:
+        outcome = f"correct (untimed; static est. cost {ev.static['cost']:.2f}, lower is better)"
     else:
         outcome = "correct (untimed)"
     note = f" ({view.note})" if view.note else ""
@@ -373,6 +408,7 @@ class PromptBuilder:
         sections.append(Section("parent", [fenced(parent.source or "")], 100, required=True))
         sections.append(Section("evaluation", [evaluation_summary(parent)], 100, required=True))
         timed = bool(parent.evaluation is not None and parent.evaluation.timed)
+        estimated = bool(not timed and parent.evaluation is not None and (parent.evaluation.static or {}).get("cost"))
         return self._fit(
             "optimise.j2",
             sections,
@@ -382,6 +418,7 @@ class PromptBuilder:
             traits,
             parent_id=parent.node_id,
             timed=timed,
+            estimated=estimated,
             profiled=bool(parent.profile),
         )
 

@@ -16,6 +16,7 @@ import networkx as nx
 from sortedcontainers import SortedList
 
 from kernelevolve.evaluation.result import EvalResult
+from kernelevolve.evaluation.static_cost import score as static_score
 from kernelevolve.steps import StepKind, step_kind
 
 PENDING, EVALUATED = "pending", "evaluated"
@@ -64,14 +65,20 @@ class Node:
 
     @property
     def score(self) -> float:
-        """Selection surrogate, never shown as a speedup: the fitness when timed, else
-        1.0 for a correct candidate and 0.0 for a failed, pending or held one."""
+        """Selection surrogate, never shown as a speedup: the fitness when timed; for a correct untimed
+        candidate its static estimate's score (evaluation/static_cost.py: within (0.5, 1), 0.5 when the
+        estimate failed), or 1.0 when it has none; 0.0 for a failed, pending or held one."""
         if self.held:
             return 0.0
         fit = self.fitness
         if fit is not None:
             return fit
-        return 1.0 if self.correct else 0.0
+        if not self.correct:
+            return 0.0
+        static = self.evaluation.static
+        if static is None:
+            return 1.0
+        return static_score(static) or 0.5
 
 
 class _LazyHeap:
