@@ -137,7 +137,8 @@ def summary(static: dict | None) -> str:
         bits = [f"{k['registers']} regs" if k.get("registers") else None]
         bits.append(f"{k['spill_bytes']} B spilled" if k.get("spill_bytes") else "no spills")
         if k.get("shared_bytes"):
-            bits.append(f"{k['shared_bytes'] // 1024} KB shared")
+            shared = k["shared_bytes"]
+            bits.append(f"{shared // 1024} KB shared" if shared >= 1024 else f"{shared} B shared")
         if k.get("occupancy") is not None:
             bits.append(f"occupancy {k['occupancy']:.0%}")
         parts.append(f"{name}: " + ", ".join(b for b in bits if b))
