@@ -179,8 +179,8 @@ def _run(config: dict, folder: Path, limits, env: dict, timeout_s: float) -> tup
 
 
 class Probe:
-    """The two probe processes of one candidate, started when its evaluation starts (their imports overlap
-    its check); `finish(result)` lets them run when the result is correct and untimed, else stops them."""
+    """The two probe processes of one candidate, made ready when its evaluation starts and started by
+    `finish(result)` only when the result is correct and untimed (a failing candidate costs nothing)."""
 
     def __init__(
         self,
@@ -251,6 +251,11 @@ class Probe:
             threading.Thread(target=run, args=(count, env), daemon=True),
             threading.Thread(target=run, args=(compile_, dict(env, TRITON_INTERPRET="0")), daemon=True),
         ]
+        self.started = False
+
+    def _start(self) -> None:
+        """Both processes at once: the compile process (Triton alone, no torch) is ready when the count ends."""
+        self.started = True
         for thread in self.threads:
             thread.start()
 
@@ -263,7 +268,7 @@ class Probe:
         """Not needed (the candidate failed, or the evaluation ended otherwise): the processes leave."""
         if self.workdir.exists():
             self._signal("stop")
-            for thread in self.threads:
+            for thread in self.threads if self.started else ():
                 thread.join()
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -271,6 +276,8 @@ class Probe:
         """The estimate, or {"error": one line} when it could not be made (the candidate stays as it was)."""
         try:
             self._signal("go")
+            if not self.started:
+                self._start()
             self.threads[0].join()
             data, error = self.results.get("count", ({}, "the count process left nothing"))
             if not error and not data.get("launches"):
@@ -297,8 +304,9 @@ class Probe:
         if not result.correct or result.timed:
             self.stop()
             return
+        began = time.monotonic()
         result.static = self.measure()
-        result.phases_s["static estimate"] = time.monotonic() - self.began
+        result.phases_s["static estimate"] = time.monotonic() - began
 
 
 def start(spec, source: str, cases, timeout_s: float, scratch_root: Path | None = None, knowledge_base=None):

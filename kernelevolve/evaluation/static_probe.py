@@ -295,20 +295,55 @@ def _compile(spec: dict, target_arch: int) -> dict:
     return out
 
 
+def _kernels_only(path: str, name: str, import_paths: list[str]):
+    """The module at `path` without torch: each top-level statement run on its own, except classes and
+    torch imports, and one that fails skipped; a module it imports from `import_paths` (the knowledge
+    base's helpers) read the same way. What is left holds the module's Triton kernels and constants,
+    as JIT functions, at a fraction of what importing torch costs."""
+    import ast
+    import types
+
+    module = types.ModuleType(name)
+    module.__file__ = path
+    sys.modules[name] = module
+    with open(path) as f:
+        tree = ast.parse(f.read(), filename=path)
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef):
+            continue
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module or ""]
+            if any(n.split(".")[0] == "torch" for n in names):
+                continue
+            for top in {n.split(".")[0] for n in names}:
+                local = next(
+                    (
+                        os.path.join(p, top + ".py")
+                        for p in import_paths
+                        if os.path.isfile(os.path.join(p, top + ".py"))
+                    ),
+                    None,
+                )
+                if local and top not in sys.modules:
+                    with contextlib.suppress(Exception):
+                        _kernels_only(local, top, import_paths)
+        with contextlib.suppress(Exception):
+            exec(compile(ast.Module(body=[stmt], type_ignores=[]), path, "exec"), module.__dict__)
+    return module
+
+
 def main(config: dict) -> None:
     """phase "count": the interpreted forward, counted; phase "compile": the kernels compiled (no interpreter:
     Triton's own helpers must be JIT functions, so this is a process of its own)."""
     out = _Out(config["result_path"])
     try:
-        import torch
         import triton  # noqa: F401
     except Exception as exc:
-        print(f"static probe: cannot import torch/triton: {exc}", file=sys.stderr)
+        print(f"static probe: cannot import triton: {exc}", file=sys.stderr)
         sys.exit(3)
-    from kernelevolve.harness.runtime import modules
 
     sys.path[:0] = config.get("import_paths", [])
-    if config["phase"] == "compile":
+    if config["phase"] == "compile":  # no torch here: the kernels alone are read (_kernels_only)
         import triton.runtime.cache as cache
 
         cache.triton_key = lambda: "kernelevolve-static-probe"  # skips hashing Triton's own files (seconds)
@@ -318,9 +353,9 @@ def main(config: dict) -> None:
             config["specs"] = json.load(f)
         out.stage("import")
         try:
-            modules.load_module(config["candidate_path"], "kernelevolve_candidate")
+            _kernels_only(config["candidate_path"], "kernelevolve_candidate", config.get("import_paths", []))
         except Exception as exc:
-            out.finish("importing the candidate to compile it: " + _one_line(exc))
+            out.finish("reading the candidate's kernels: " + _one_line(exc))
         budget = time.monotonic() + float(config.get("compile_budget_s", 60))
         for key, spec in config["specs"].items():
             out.stage(f"compile {spec['name']}")
@@ -330,7 +365,13 @@ def main(config: dict) -> None:
             out.data["kernels"][key] = {"name": spec["name"]} | _compile(spec, config["arch"])
         out.finish()
 
+    try:
+        import torch
+    except Exception as exc:
+        print(f"static probe: cannot import torch: {exc}", file=sys.stderr)
+        sys.exit(3)
     from kernelevolve.evaluation.interpreter_compat import patch_triton_interpreter
+    from kernelevolve.harness.runtime import modules
 
     patch_triton_interpreter()
     case = config["case"]
