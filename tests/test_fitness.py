@@ -132,7 +132,9 @@ class FakeGPU:
         labels = [c["label"] for c in config["cases"]]
         if rendered["name"] == "judge" and config["mode"] == "timed":  # what the evaluator hands the timed judge
             loops = json.loads((workdir / "go").read_text())["outside"]
-            assert sorted(loops) == [f"c{n}.0" for n in range(len(labels))], loops
+            from kernelevolve.harness.runtime import outside
+
+            assert sorted(loops) == [f"c{n}.{i}" for n in range(len(labels)) for i in range(outside.LOOPS)], loops
             assert all(len(loop["sums"]) == loop["calls"] for loop in loops.values()), loops
         name = rendered["name"]
         phase = {"correctness": "correctness", "judge": f"judge {config.get('mode')}"}.get(name) or config["mode"]

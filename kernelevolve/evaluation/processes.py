@@ -29,15 +29,22 @@ if TYPE_CHECKING:
     from kernelevolve.evaluation.evaluator import Evaluator
 
 WARM_MARGIN_S = 120.0  # a warm set this close to leaving is not handed out
-OUTSIDE_LOOPS = 1  # harness/runtime/outside.py's LOOPS
-OUTSIDE_TARGET_MS = 20.0  # the outside-timed loop's baseline kernel time, roughly
+OUTSIDE_LOOPS = 2  # harness/runtime/outside.py's LOOPS
+OUTSIDE_TARGET_MS = 20.0  # the outside-timed loop's GPU time, roughly
+OUTSIDE_PAD_MS = 0.5  # outside.py's PAD_CYCLES before each call, roughly (at the H200's ~2 GHz)
 
 
 def outside_calls(baseline_ms: float | None) -> int:
     """Calls of the outside-timed loop, the same for the baseline and every candidate of a shape."""
     if not baseline_ms or baseline_ms <= 0:
         return 16
-    return max(8, min(64, round(OUTSIDE_TARGET_MS / baseline_ms)))
+    return max(8, min(64, round(OUTSIDE_TARGET_MS / (baseline_ms + OUTSIDE_PAD_MS))))
+
+
+def fastest_loop(loops: dict, n: int):
+    """The fastest of case n's outside-timed loops (a first loop may pay for allocations), or None."""
+    found = [loops[f"c{n}.{i}"] for i in range(OUTSIDE_LOOPS) if f"c{n}.{i}" in loops]
+    return min(found, key=lambda loop: loop.wall_ms) if len(found) == OUTSIDE_LOOPS else None
 
 
 def outside_names(cases: int) -> list[str]:
@@ -182,7 +189,7 @@ class BaselineJob:
         }
         # Per label: the wall time of the baseline's outside-timed loop (ms), stored beside its latency.
         self.slope_keys = {
-            c["label"]: "|".join([spec.fingerprint, c["label"], f"{spec.baseline}:outside", *_software(slot)])
+            c["label"]: "|".join([spec.fingerprint, c["label"], f"{spec.baseline}:outside-v2", *_software(slot)])
             for c in bench["cases"]
         }
         self.slopes: dict[str, float] = {}
@@ -258,7 +265,7 @@ class BaselineJob:
         for case in data.get("cases", []):
             if case.get("baseline_ms") is not None and case.get("label") in self.keys:
                 label = case["label"]
-                loop = loops.get(f"c{self.missing.index(label)}.0") if label in self.missing else None
+                loop = fastest_loop(loops, self.missing.index(label)) if label in self.missing else None
                 if loop is None or loop.payload["calls"] != outside_calls(case["baseline_ms"]):
                     continue
                 slope = loop.wall_ms

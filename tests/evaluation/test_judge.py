@@ -175,7 +175,8 @@ def test_an_outside_timed_loop_that_skips_or_caches_calls_fails_the_judges_check
     got = outside.run_loop(honest, pool, buffers, seed, calls, lambda: None, flat)
     assert outside.sums_mismatch(got, want, 1e-3) is None
     cheated = outside.run_loop(caching, pool, buffers, seed, calls, lambda: None, flat)
-    assert "call 2 of 12" in outside.sums_mismatch(cheated, want, 1e-3)
+    assert "call 2:" in outside.sums_mismatch(cheated, want, 1e-3)
+    assert "call 9:" in outside.sums_mismatch(cheated[1:], want[1:], 1e-3, calls=list(range(8, 19)))
     assert outside.sums_mismatch(got[:-1], want, 1e-3).startswith("it reported 11 calls")
 
 

@@ -54,8 +54,7 @@ def write_outputs(folder: str, name: str, outs: list) -> None:
     for i, t in enumerate(outs):
         if type(t) is not torch.Tensor:
             raise TypeError(f"output {i} is a {type(t).__name__}, not a plain torch.Tensor")
-        host = t.detach().contiguous().cpu().reshape(-1)
-        raw = host.view(torch.uint8) if host.numel() else torch.empty(0, dtype=torch.uint8)
+        raw = _to_host(t.detach().contiguous().reshape(-1))
         files = []
         for k, start in enumerate(range(0, raw.numel(), CHUNK_BYTES)):
             path = f"{name}.{i}.{k}.bin"
@@ -139,14 +138,45 @@ def read_outputs(folder: str, name: str, device: str) -> list[torch.Tensor]:
         starts = list(range(0, nbytes, CHUNK_BYTES))
         if len(files) != len(starts):
             raise HandoverError(f"{name}: output {i}'s bytes do not match its dtype and shape {tuple(shape)}")
-        raw = torch.empty(nbytes, dtype=torch.uint8)
+        raw = _staging(nbytes, device)
         view = memoryview(raw.numpy())
         for p, start in zip(files, starts):
             _read_into(os.path.join(folder, p), view[start : start + CHUNK_BYTES], f"{name}: output {i} lacks {p}")
-        out.append(
-            raw.view(dtype).reshape(shape).to(device) if nbytes else torch.empty(shape, dtype=dtype, device=device)
-        )
+        if not nbytes:
+            out.append(torch.empty(shape, dtype=dtype, device=device))
+        elif device == "cpu" or not str(device).startswith("cuda"):
+            out.append(raw.clone().view(dtype).reshape(shape))
+        else:  # from the page-locked staging buffer: several times faster than from pageable memory
+            out.append(raw.to(device).view(dtype).reshape(shape))
     return out
+
+
+_STAGING: dict[str, torch.Tensor] = {}
+
+
+def _staging(nbytes: int, device) -> torch.Tensor:
+    """A host buffer of `nbytes` bytes, reused within the process: page-locked where the tensors go to or
+    come from a GPU (a copy from pageable memory ran at ~1 GB/s on the H200 host), plain otherwise."""
+    cuda = str(device).startswith("cuda") and torch.cuda.is_available()
+    key = "pinned" if cuda else "plain"
+    buf = _STAGING.get(key)
+    if buf is None or buf.numel() < nbytes:
+        size = max(nbytes, 1 << 20)
+        buf = torch.empty(size, dtype=torch.uint8, pin_memory=cuda)
+        _STAGING[key] = buf
+    return buf[:nbytes]
+
+
+def _to_host(flat: torch.Tensor) -> torch.Tensor:
+    """`flat`'s bytes on the host (through the staging buffer when it lives on a GPU)."""
+    if not flat.numel():
+        return torch.empty(0, dtype=torch.uint8)
+    raw = flat.view(torch.uint8)
+    if raw.device.type == "cpu":
+        return raw
+    host = _staging(raw.numel(), raw.device)
+    host.copy_(raw)
+    return host
 
 
 def _open_regular(path: str, missing: str) -> tuple[int, int]:
