@@ -1,0 +1,271 @@
+"""`kernelevolve retime RUN|CAMPAIGN --device cuda`: time on a GPU what a search found under the interpreter.
+
+A search made on a laptop (the interpreter: every candidate checked, none timed) is finished on a GPU host:
+each correct node (or every node with code, `--all`) is evaluated again by the real evaluator at the spec's
+GPU shapes, and the result replaces the node's interpreter evaluation (the old verdict and static estimate are
+kept in the new one's environment, `retimed_from`). Then the best is recomputed the way a search confirms a
+new best: evaluated once more in fresh processes, held for review when the two disagree. The run's random
+and policy state and its search time are left as they were, so `kernelevolve resume` continues it exactly
+where it stopped (now with timed nodes, which rank above any estimate). Nodes already timed on this device
+are skipped: after an interruption the same command picks up where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from typing import Optional
+
+import typer
+
+from kernelevolve.cli.app import (
+    DB_HELP,
+    app,
+    fail,
+    plural,
+    repo_or_fail,
+    resolve_device,
+    shapes_or_fail,
+    sigterm_as_interrupt,
+)
+
+RECHECKS = 3  # how many would-be bests are re-evaluated at most when earlier ones prove unstable
+
+
+class RetimeError(Exception):
+    """A run that cannot be retimed; str() is one line."""
+
+
+def _spec_of(run):
+    """The run's spec as on disk now, unchanged since the run (its reference's fingerprint)."""
+    from kernelevolve.spec import SpecError, load_spec
+
+    try:
+        spec = load_spec(run.spec_path)
+    except (SpecError, OSError) as e:
+        raise RetimeError(f"run {run.id}: its spec cannot be loaded: {e}") from None
+    if spec.fingerprint != run.spec_fingerprint:
+        raise RetimeError(
+            f"run {run.id}: the reference of {run.spec_path} changed since the run "
+            f"(fingerprint {spec.fingerprint} != {run.spec_fingerprint}): its nodes were written for the old one"
+        )
+    return spec
+
+
+def _busy(run) -> int | None:
+    """The pid of a live search process on this host that holds the run (its nodes would change under us)."""
+    host, _, pid = (run.owner or "").rpartition(":")
+    if run.status != "running" or host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return int(pid)
+
+
+def _before(evaluation) -> dict:
+    """What the replaced evaluation said, kept with the new one."""
+    return {
+        "device": evaluation.device,
+        "correct": evaluation.correct,
+        "failure": evaluation.failure,
+        "fitness": evaluation.fitness,
+        "shapes": [s.label for s in evaluation.shapes],
+        "static_cost": (evaluation.static or {}).get("cost"),
+    }
+
+
+def _was(node) -> str:
+    from kernelevolve.views import fitness_text
+
+    return fitness_text(node)
+
+
+def targets(graph, every: bool, device: str, again: bool) -> list:
+    """The nodes to evaluate: correct ones (or every one with code), less those already timed on `device`."""
+    out = []
+    for node in graph.evaluated():
+        if node.source is None or not (every or node.correct):
+            continue
+        ev = node.evaluation
+        done = ev.device == device and (ev.timed or device == "interpret") and "retimed_from" in ev.environment
+        if done and not again:
+            continue
+        out.append(node)
+    return out
+
+
+def retime_run(repo, run, evaluator, shapes, *, every: bool = False, again: bool = False, say=print) -> dict:
+    """Evaluate the run's nodes with `evaluator`, store the results, recompute and confirm the best.
+    Returns a summary (for --json)."""
+    from kernelevolve.search.engine import SearchEngine
+    from kernelevolve.search.graph import best_nodes
+    from kernelevolve.views import fitness_text
+
+    spec = _spec_of(run)
+    graph = repo.load_graph(run.id)
+    before = [{"id": n.id, "text": fitness_text(n)} for n in best_nodes(graph, 1)]  # before the graph changes
+    todo = targets(graph, every, evaluator.device, again)
+    state = dict(policy_state=run.policy_state or {}, rng_state=run.rng_state or {}, elapsed_s=run.elapsed_s)
+    say(
+        f"run {run.id} ({run.spec_name}): {plural(len(todo), 'node')} to evaluate on {evaluator.device}"
+        + (f" ({plural(len(graph.evaluated()) - len(todo), 'other')} left as they are)" if graph.evaluated() else "")
+    )
+    done = []
+    for i, node in enumerate(todo, 1):
+        was = _was(node)
+        began = time.monotonic()
+        result = evaluator.evaluate(spec, node.source, shapes=shapes)
+        result.environment["retimed_from"] = node.evaluation.environment.get("retimed_from") or _before(node.evaluation)
+        repo.record_evaluation(run.id, node.id, result, **state)  # the run's own state, unchanged: resume is exact
+        graph.set_evaluation(node.id, result)
+        now = fitness_text(graph[node.id])
+        why = f": {result.message}" if not result.correct and result.message else ""
+        say(f"  [{i}/{len(todo)}] node {node.id}: {now}{why} (was {was}; {time.monotonic() - began:.0f}s)")
+        done.append({"node": node.id, "was": was, "now": now, "fitness": result.fitness})
+    confirmed = _confirm_best(repo, run, graph, evaluator, spec, shapes, state, say, SearchEngine._confirmed)
+    after = best_nodes(graph, 1)
+    old = f"node {before[0]['id']} {before[0]['text']}" if before else "none"
+    new = f"node {after[0].id} {fitness_text(after[0])}" if after else "none"
+    say(f"run {run.id}: best {new} (before: {old})")
+    return {
+        "run": run.id,
+        "spec": run.spec_name,
+        "device": evaluator.device,
+        "evaluated": done,
+        "rechecked": confirmed,
+        "best": None if not after else {"id": after[0].id, "fitness": after[0].fitness, "text": fitness_text(after[0])},
+        "best_before": before[0] if before else None,
+    }
+
+
+def _confirm_best(repo, run, graph, evaluator, spec, shapes, state, say, confirmed) -> list[int]:
+    """A timed best not confirmed yet is evaluated again in fresh processes (as a search does before a new
+    best counts); one the second evaluation disagrees with is held for review, and the next is tried."""
+    from kernelevolve.search.graph import best_nodes
+
+    rechecked = []
+    for _ in range(RECHECKS):
+        best = best_nodes(graph, 1)
+        if not best or best[0].fitness is None or best[0].evaluation.recheck is not None:
+            break
+        node = best[0]
+        say(f"  node {node.id} leads: evaluating it again in fresh processes")
+        second = evaluator.evaluate(spec, node.source, shapes=shapes)
+        result = confirmed(node.evaluation, second)
+        repo.record_evaluation(run.id, node.id, result, **state)
+        graph.set_evaluation(node.id, result)
+        rechecked.append(node.id)
+        if result.marks:
+            say(f"  node {node.id}: held for review: {'; '.join(result.marks.values())}")
+        else:
+            break
+    return rechecked
+
+
+def _runs_of(repo, target: str) -> list:
+    """The run `target`, or the runs of campaign `target`; RetimeError when it is neither."""
+    run = repo.run(target)
+    if run is not None:
+        return [run]
+    from kernelevolve.memory.campaigns import campaign, problems
+
+    if campaign(repo, target) is not None:
+        runs = [repo.run(p.run_id) for p in problems(repo, target) if p.run_id]
+        runs = [r for r in runs if r is not None]
+        if not runs:
+            raise RetimeError(f"campaign {target} has no runs yet (its problems were skipped or not started)")
+        return runs
+    known = ", ".join(r.id for r in repo.runs()[:5]) or "none"
+    raise RetimeError(f"no run or campaign {target!r} in {repo.display_url} (recent runs: {known})")
+
+
+@app.command("retime")
+def retime_command(
+    target: str = typer.Argument(..., metavar="RUN|CAMPAIGN", help="A run id, or a campaign id (all its runs)."),
+    device: str = typer.Option(
+        "cuda",
+        "--device",
+        metavar="DEVICE",
+        help="cuda (time on this host's GPUs), or interpret (check again on the CPU).",
+    ),
+    every: bool = typer.Option(
+        False, "--all", help="Every node with code, failed ones included (default: the correct ones)."
+    ),
+    again: bool = typer.Option(False, "--again", help="Nodes already retimed on this device too."),
+    shape: Optional[list[str]] = typer.Option(
+        None,
+        "--shape",
+        metavar="NAME=VALUE[,...]",
+        help="Shapes to evaluate at, repeatable (default: the spec's shapes for the device).",
+    ),
+    timeout: Optional[float] = typer.Option(
+        None, "--timeout", metavar="SECONDS", help="Per evaluation phase (default: the run's)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout (progress goes to stderr)."),
+    db: Optional[str] = typer.Option(None, "--db", metavar="URL", help=DB_HELP),
+) -> None:
+    """Evaluate the nodes of an interpreter run (or of every run of a campaign) on a GPU with the real
+    evaluator, store the timed results as the nodes' evaluations, and recompute the run's best (confirmed
+    by a second evaluation, as a search does). The run can be resumed afterwards exactly where it stopped.
+
+    Example:
+
+    \b
+      kernelevolve retime 3f9c2a1b --device cuda
+    """
+    import sys
+
+    device = resolve_device(device)  # cuda without a visible GPU: one line, exit 2
+    repo = repo_or_fail(db, write=True)
+    out = (lambda text: print(text, file=sys.stderr, flush=True)) if as_json else (lambda text: print(text, flush=True))
+    summaries = []
+    try:
+        try:
+            runs = _runs_of(repo, target)
+            for run in runs:
+                pid = _busy(run)
+                if pid is not None:
+                    raise RetimeError(f"run {run.id} is being searched by process {pid} on this host: stop it first")
+            plans = []
+            for run in runs:
+                spec = _spec_of(run)
+                shapes = (
+                    shapes_or_fail(spec, shape)
+                    if shape
+                    else (run.settings.get("shapes") if device == "interpret" else None)
+                )
+                plans.append((run, shapes))
+        except RetimeError as e:
+            fail(str(e))
+        from kernelevolve.evaluation.evaluator import Evaluator
+        from kernelevolve.memory.repository import BaselineTable
+        from kernelevolve import paths
+
+        with sigterm_as_interrupt():
+            for run, shapes in plans:
+                kb = run.settings.get("knowledge_base")
+                if kb:
+                    paths.use_knowledge_base(kb)  # the kernels the run's candidates import
+                limit = timeout if timeout is not None else float(run.settings.get("timeout_s") or 300.0)
+                store = BaselineTable(repo)
+                with Evaluator(device=device, timeout_s=limit, baseline_store=store, warm=False) as evaluator:
+                    summaries.append(retime_run(repo, run, evaluator, shapes, every=every, again=again, say=out))
+    except KeyboardInterrupt:
+        print(
+            f"interrupted: the nodes evaluated so far are stored; `kernelevolve retime {target}` continues "
+            "(nodes already retimed are skipped)",
+            file=sys.stderr,
+        )
+        raise
+    finally:
+        repo.close()
+    if as_json:
+        print(json.dumps(summaries if len(summaries) != 1 else summaries[0], indent=2))
+    if any(s["best"] is None for s in summaries):
+        raise typer.Exit(1)  # as `run`: a run left without a correct kernel
