@@ -60,7 +60,7 @@ def _one_line_error(proc, code=2):
 
 SCALED = (
     "shapes: batch_size=64,dim=64\n    scaled for the interpreter from batch_size=4096,dim=393216: each size\n"
-    "    constant above 8 to about its square root, at most 64; --shape NAME=VALUE\n    chooses others\n"
+    "    constant above 16 to about its square root, at most 64, a ragged size\n    staying ragged; --shape NAME=VALUE chooses others\n"
 )
 
 
