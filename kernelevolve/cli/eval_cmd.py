@@ -26,6 +26,7 @@ from kernelevolve.cli.app import (
     plural,
     print_plain,
     print_table_or_entries,
+    print_wrapped,
     repo_or_fail,
     resolve_device,
     sandbox_warning,
@@ -198,6 +199,10 @@ def print_result(result: EvalResult, spec_name: str, candidate_name: str) -> Non
             "correctness only (--device cuda measures speedups)",
             highlight=False,
         )
+        from kernelevolve.evaluation.static_cost import summary
+
+        if summary(result.static):  # a static estimate (kernelevolve/evaluation/static_cost.py), not a speedup
+            print_wrapped(summary(result.static), out=console)
     else:
         console.print(
             styled(
