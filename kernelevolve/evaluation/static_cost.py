@@ -169,7 +169,7 @@ def _run(config: dict, folder: Path, limits, env: dict, timeout_s: float) -> tup
     outcome = run_script(_script(config), folder, limits=limits, env=env, result_path=Path(config["result_path"]))
     data = outcome.result or {}
     if outcome.timed_out:
-        return data, f"the static probe ({config['phase']}) took over {timeout_s:g}s"
+        return data, f"the static probe ({config['phase']}) took over {limits.timeout_s:g}s"
     if data.get("failure"):
         return data, str(data["failure"])[:300]
     if data.get("stage") != "done":
@@ -224,7 +224,7 @@ class Probe:
             "import_paths": [str((knowledge_base or paths.knowledge_base()) / "kernels")],
             "go_path": str(workdir / "go"),
             "stop_path": str(workdir / "stop"),
-            "wait_s": 2 * timeout_s,
+            "wait_s": timeout_s,
         }
         # The compile runs in a process of its own, whose Triton is imported with the interpreter off.
         compile_ = dict(
@@ -235,9 +235,9 @@ class Probe:
             arch=gpu_of(spec.hardware)[1][0],
             compile_budget_s=max(10.0, timeout_s / 2),
         )
-        # Each process waits for the evaluator (the check may take two timeouts), then has one of its own.
+        # The count has the evaluation's timeout; the compile waits for the count, then has one of its own.
         limits = Limits(
-            timeout_s=3 * timeout_s, max_memory_bytes=16 << 30, max_total_rss_bytes=16 << 30, writable=[caches]
+            timeout_s=2 * timeout_s, max_memory_bytes=16 << 30, max_total_rss_bytes=16 << 30, writable=[caches]
         )
         self.results: dict[str, tuple[dict, str | None]] = {}
 
