@@ -38,17 +38,25 @@ class RetimeError(Exception):
     """A run that cannot be retimed; str() is one line."""
 
 
-def _spec_of(run):
-    """The run's spec as on disk now, unchanged since the run (its reference's fingerprint)."""
+def _spec_of(run, given: str | None = None):
+    """The run's spec as on disk now, unchanged since the run (its reference's fingerprint). A run made on
+    another machine names a path that may not exist here: `given` (--spec), else the same file name in the
+    bundled specs or the current directory."""
+    from pathlib import Path
+
+    from kernelevolve.paths import SPECS
     from kernelevolve.spec import SpecError, load_spec
 
+    path = Path(given or run.spec_path)
+    if not given and not path.exists():
+        path = next((p for p in (SPECS / path.name, Path.cwd() / path.name) if p.exists()), path)
     try:
-        spec = load_spec(run.spec_path)
+        spec = load_spec(path)
     except (SpecError, OSError) as e:
-        raise RetimeError(f"run {run.id}: its spec cannot be loaded: {e}") from None
+        raise RetimeError(f"run {run.id}: its spec cannot be loaded (give it with --spec PATH): {e}") from None
     if spec.fingerprint != run.spec_fingerprint:
         raise RetimeError(
-            f"run {run.id}: the reference of {run.spec_path} changed since the run "
+            f"run {run.id}: the reference of {path} is not the run's "
             f"(fingerprint {spec.fingerprint} != {run.spec_fingerprint}): its nodes were written for the old one"
         )
     return spec
@@ -100,14 +108,14 @@ def targets(graph, every: bool, device: str, again: bool) -> list:
     return out
 
 
-def retime_run(repo, run, evaluator, shapes, *, every: bool = False, again: bool = False, say=print) -> dict:
+def retime_run(repo, run, evaluator, shapes, *, every: bool = False, again: bool = False, say=print, spec=None) -> dict:
     """Evaluate the run's nodes with `evaluator`, store the results, recompute and confirm the best.
     Returns a summary (for --json)."""
     from kernelevolve.search.engine import SearchEngine
     from kernelevolve.search.graph import best_nodes
     from kernelevolve.views import fitness_text
 
-    spec = _spec_of(run)
+    spec = spec or _spec_of(run)
     graph = repo.load_graph(run.id)
     before = [{"id": n.id, "text": fitness_text(n)} for n in best_nodes(graph, 1)]  # before the graph changes
     todo = targets(graph, every, evaluator.device, again)
@@ -204,6 +212,9 @@ def retime_command(
         metavar="NAME=VALUE[,...]",
         help="Shapes to evaluate at, repeatable (default: the spec's shapes for the device).",
     ),
+    spec_path: Optional[str] = typer.Option(
+        None, "--spec", metavar="PATH", help="The run's spec or reference file, when the path it names is not here."
+    ),
     timeout: Optional[float] = typer.Option(
         None, "--timeout", metavar="SECONDS", help="Per evaluation phase (default: the run's)."
     ),
@@ -234,13 +245,13 @@ def retime_command(
                     raise RetimeError(f"run {run.id} is being searched by process {pid} on this host: stop it first")
             plans = []
             for run in runs:
-                spec = _spec_of(run)
+                spec = _spec_of(run, spec_path if len(runs) == 1 else None)
                 shapes = (
                     shapes_or_fail(spec, shape)
                     if shape
                     else (run.settings.get("shapes") if device == "interpret" else None)
                 )
-                plans.append((run, shapes))
+                plans.append((run, spec, shapes))
         except RetimeError as e:
             fail(str(e))
         from kernelevolve.evaluation.evaluator import Evaluator
@@ -248,14 +259,16 @@ def retime_command(
         from kernelevolve import paths
 
         with sigterm_as_interrupt():
-            for run, shapes in plans:
+            for run, spec, shapes in plans:
                 kb = run.settings.get("knowledge_base")
                 if kb:
                     paths.use_knowledge_base(kb)  # the kernels the run's candidates import
                 limit = timeout if timeout is not None else float(run.settings.get("timeout_s") or 300.0)
                 store = BaselineTable(repo)
                 with Evaluator(device=device, timeout_s=limit, baseline_store=store, warm=False) as evaluator:
-                    summaries.append(retime_run(repo, run, evaluator, shapes, every=every, again=again, say=out))
+                    summaries.append(
+                        retime_run(repo, run, evaluator, shapes, every=every, again=again, say=out, spec=spec)
+                    )
     except KeyboardInterrupt:
         print(
             f"interrupted: the nodes evaluated so far are stored; `kernelevolve retime {target}` continues "

@@ -165,3 +165,20 @@ def test_retime_command_on_the_interpreter_and_its_errors(tmp_path):
     graph = Repository(db).load_graph(run_id)
     assert graph[0].evaluation.static["launches"] == 2 and graph[1].evaluation.static["launches"] == 1
     assert graph[1].evaluation.environment["retimed_from"]["device"] == "interpret"
+
+
+def test_a_run_made_elsewhere_finds_its_spec_here_or_is_told_to_give_it(tmp_path):
+    from types import SimpleNamespace
+
+    from kernelevolve.cli.retime_cmd import RetimeError, _spec_of
+
+    fingerprint = load_spec(SPECS / "softmax.yaml").fingerprint
+    laptop = SimpleNamespace(
+        id="r-1", spec_path="/home/someone/kernelevolve/specs/softmax.yaml", spec_fingerprint=fingerprint
+    )
+    assert _spec_of(laptop).path == SPECS / "softmax.yaml"  # the same file name among the bundled specs
+    changed = SimpleNamespace(id="r-2", spec_path=str(SPECS / "softmax.yaml"), spec_fingerprint="0" * 16)
+    with pytest.raises(RetimeError, match=r"^run r-2: the reference of .*softmax.yaml is not the run's"):
+        _spec_of(changed)
+    with pytest.raises(RetimeError, match=r"give it with --spec PATH"):
+        _spec_of(SimpleNamespace(id="r-3", spec_path="/nowhere/mine.yaml", spec_fingerprint=fingerprint))
