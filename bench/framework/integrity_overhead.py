@@ -186,6 +186,8 @@ def main() -> int:
         action="store_true",
         help="evaluate the new side as a search does (no profiled call), not through `kernelevolve eval`",
     )
+    ap.add_argument("--kernels", nargs="*", default=[], help="--part search: these reference kernels instead")
+    ap.add_argument("--new-only", action="store_true", help="--part search: this evaluator alone")
     ap.add_argument("--pairs", type=int, default=len(PAIRS), help="compare only the first N (spec, kernel) pairs")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -222,9 +224,11 @@ def main() -> int:
         (args.out / "integrity_overhead.json").write_text(json.dumps(rows, indent=1))
     if args.part in ("search", "all"):
         rows = []
-        for spec, kernel in PAIRS[: args.pairs]:
+        pairs = [(f"specs/{k}.yaml", f"knowledge_base/kernels/{k}.py") for k in args.kernels] or PAIRS[: args.pairs]
+        for spec, kernel in pairs:
             runs = {}
-            for which, root in (("old", args.old.resolve()), ("new", ROOT)):
+            sides = (("new", ROOT),) if args.new_only else (("old", args.old.resolve()), ("new", ROOT))
+            for which, root in sides:
                 with tempfile.TemporaryDirectory() as cache:
                     runs[which] = warm_search(root, spec, kernel, Path(cache), 1 + args.repeat, args.pause, args.device)
                 for i, r in enumerate(runs[which]):
@@ -235,7 +239,7 @@ def main() -> int:
                 summary[f"{which}_cached_s_median"] = statistics.median(cached) if cached else None
                 fits = [r.get("fitness") for r in rs if r.get("fitness")]
                 summary[f"{which}_fitness_median"] = statistics.median(fits) if fits else None
-            o, n = summary["old_cached_s_median"], summary["new_cached_s_median"]
+            o, n = summary.get("old_cached_s_median"), summary["new_cached_s_median"]
             summary["cost"] = round(n / o - 1, 4) if o and n else None
             rows.append(summary)
             print(json.dumps({k: v for k, v in summary.items() if k != "runs"}), flush=True)

@@ -126,7 +126,7 @@ def test_forged_output_files_are_judged_as_what_they_hold(long_softmax):
         "        out = softmax(x)\n"
         "        import kernelevolve.harness.runtime.handover as h\n"
         "        real = h.write_outputs\n"
-        "        h.write_outputs = lambda folder, name, outs: real(folder, name, [torch.zeros_like(o) for o in outs])\n"
+        "        h.write_outputs = lambda folder, name, outs, seed=0: real(folder, name, [torch.zeros_like(o) for o in outs], seed)\n"
         "        return out\n"
     )
     result = _evaluate(long_softmax, hostile, screen=False)
@@ -205,3 +205,40 @@ def test_the_evaluators_interpreter_rounds_tf32_dots_as_the_gpu_does(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True).stdout.split()
     tf32, ieee = float(out[0]), float(out[1])
     assert 2e-5 < tf32 < 2e-3 and ieee < 1e-6, (tf32, ieee)
+
+
+def test_a_large_output_is_judged_on_sampled_blocks_and_as_a_whole(tmp_path, monkeypatch):
+    """Over handover.FULL_BYTES an output is handed over as a sample of its blocks (edges always) plus digests:
+    a wrong edge element fails element by element, a wrong output outside the sample fails as a whole, and a
+    right one passes with its max error measured on the sample."""
+    import torch
+
+    from kernelevolve.harness.runtime import handover, judge
+
+    monkeypatch.setattr(handover, "FULL_BYTES", 4096)
+    monkeypatch.setattr(handover, "BLOCK", 64)
+    ref = torch.randn(300, 257, dtype=torch.float64)  # 77100 elements: 1205 blocks, the last one ragged
+    exp, tol, seed = [ref.to(torch.float32).to("meta")], {"atol": 1e-5, "rtol": 1e-4}, 99
+    blocks = handover.sample_blocks(ref.numel(), 4, seed)
+    assert blocks[:4] == [0, 1, 2, 3] and blocks[-1] == 1204 and 60 < len(blocks) < 1205 // 8
+
+    def verdict(out, name):
+        folder = str(tmp_path / name)
+        handover.write_outputs(folder, name, [out], seed)
+        return judge._judge_one(folder, name, exp, [ref], tol, "cpu", seed)
+
+    right = ref.to(torch.float32)
+    ok, message, abs_err, _ = verdict(right, "right")
+    assert ok and message == "" and abs_err < 1e-6
+    tail = right.clone()
+    tail.view(-1)[-1] += 1.0  # the ragged last block is always in the sample
+    ok, message, _, _ = verdict(tail, "tail")
+    assert not ok and "1 of" in message and "elements outside" in message
+    outside_sample = next(b for b in range(4, 1200) if b not in blocks)
+    half = right.clone()
+    half.view(-1)[outside_sample * 64 :] *= 0.5  # off as a whole, and mostly outside the sample's blocks
+    half.view(-1)[[b * 64 + k for b in blocks for k in range(64) if b * 64 + k < ref.numel()]] = right.view(-1)[
+        [b * 64 + k for b in blocks for k in range(64) if b * 64 + k < ref.numel()]
+    ]
+    ok, message, _, _ = verdict(half, "half")
+    assert not ok and "digest" in message

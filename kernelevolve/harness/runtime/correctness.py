@@ -109,7 +109,7 @@ def main(config: dict) -> None:
                     f"output {o} shares memory with input {i}: a view of an input is not a result",
                 )
         if full:
-            handover.write_outputs(outputs, name, outs)
+            handover.write_outputs(outputs, name, outs, config["seed"])
         else:
             handover.write_digests(outputs, name, outs, config["seed"])
 

@@ -1,8 +1,9 @@
 """Outputs handed from the candidate's process to the judge's, as raw bytes and nothing else.
 
 The candidate's process (correctness.py, benchmark.py) writes each call's outputs with
-`write_outputs`: per tensor, its bytes in chunk files, then a small JSON manifest (dtype, shape, the
-chunk files). The judge (judge.py, a process that never imports the candidate) reads them with
+`write_outputs`: per tensor, its bytes in chunk files (of an output over FULL_BYTES, the bytes of a
+sample of its blocks, and digests of the whole: a 256 MB output costs ~0.2 s to hand over in full on
+the H200 host), then a small JSON manifest (dtype, shape, the chunk files). The judge (judge.py, a process that never imports the candidate) reads them with
 `read_outputs`, which trusts nothing in the folder: the manifest is validated field by field, each
 chunk is opened without following links and must have exactly the size the dtype and shape imply, and
 the tensors are built by the judge from the bytes, so they are plain `torch.Tensor`s whatever the
@@ -16,6 +17,7 @@ import math
 import os
 import re
 import stat
+from dataclasses import dataclass
 
 import torch
 
@@ -47,14 +49,53 @@ class HandoverError(Exception):
     """The outputs in the folder are missing, malformed or not what a plain tensor list would give."""
 
 
-def write_outputs(folder: str, name: str, outs: list) -> None:
-    """Write `outs` (a list of tensors) as `name`'s manifest and chunks in `folder` (the candidate's side)."""
+FULL_BYTES = 32 << 20  # an output up to this size is handed over byte for byte
+BLOCK = 16384  # elements: the unit of a larger output's sample
+SAMPLE_EVERY = 16  # a larger output: one block in this many (and its first and last EDGE_BLOCKS blocks)
+EDGE_BLOCKS = 4
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """A large output as handed over: its shape and dtype, and the values of the blocks `sample_blocks` chose."""
+
+    shape: tuple
+    dtype: torch.dtype
+    blocks: list
+    values: torch.Tensor  # 1-D: the chosen blocks' elements, in order
+
+
+def sample_blocks(numel: int, itemsize: int, seed: int) -> list[int] | None:
+    """Which BLOCK-element blocks of an output of `numel` elements are handed over byte for byte (None: all
+    of it, the output is at most FULL_BYTES). Its first and last blocks (ragged tails, edge tiles) and one
+    in SAMPLE_EVERY of the others, drawn from the seed: both sides compute the same list."""
+    if numel * itemsize <= FULL_BYTES:
+        return None
+    count = -(-numel // BLOCK)
+    g = torch.Generator().manual_seed(seed % (2**63 - 1))
+    middle = torch.randperm(count - 2 * EDGE_BLOCKS, generator=g)[: max(1, count // SAMPLE_EVERY)] + EDGE_BLOCKS
+    edges = list(range(EDGE_BLOCKS)) + list(range(count - EDGE_BLOCKS, count))
+    return sorted(set(edges) | set(middle.tolist()))
+
+
+def gather_blocks(flat: torch.Tensor, blocks: list[int]) -> torch.Tensor:
+    return torch.cat([flat[b * BLOCK : (b + 1) * BLOCK] for b in blocks])
+
+
+def write_outputs(folder: str, name: str, outs: list, seed: int = 0) -> None:
+    """Write `outs` (a list of tensors) as `name`'s manifest and chunks in `folder` (the candidate's side):
+    every byte of an output up to FULL_BYTES; of a larger one, the blocks `sample_blocks` names, and its
+    digests (write_digests) for the judge's check of it as a whole. The manifest comes last."""
     os.makedirs(folder, exist_ok=True)
     entries = []
+    if any(type(t) is torch.Tensor and t.numel() * t.element_size() > FULL_BYTES for t in outs):
+        write_digests(folder, name, outs, seed)
     for i, t in enumerate(outs):
         if type(t) is not torch.Tensor:
             raise TypeError(f"output {i} is a {type(t).__name__}, not a plain torch.Tensor")
-        raw = _to_host(t.detach().contiguous().reshape(-1))
+        flat = t.detach().contiguous().reshape(-1)
+        blocks = sample_blocks(flat.numel(), flat.element_size(), seed + i)
+        raw = _to_host(flat if blocks is None else gather_blocks(flat, blocks))
         files = []
         for k, start in enumerate(range(0, raw.numel(), CHUNK_BYTES)):
             path = f"{name}.{i}.{k}.bin"
@@ -112,8 +153,10 @@ def handed_over(folder: str, name: str) -> str | None:
     return None
 
 
-def read_outputs(folder: str, name: str, device: str) -> list[torch.Tensor]:
-    """The tensors `name` holds in `folder`, on `device` (the judge's side); HandoverError if anything is off."""
+def read_outputs(folder: str, name: str, device: str, seed: int = 0) -> list:
+    """The tensors `name` holds in `folder`, on `device` (the judge's side): plain tensors, or `Sampled` for
+    outputs over FULL_BYTES (the blocks the judge itself computes from the seed); HandoverError if anything
+    is off."""
     manifest = _read_file(os.path.join(folder, f"{name}.json"), MANIFEST_BYTES, f"{name}: no outputs handed over")
     try:
         data = json.loads(manifest)
@@ -134,7 +177,11 @@ def read_outputs(folder: str, name: str, device: str) -> list[torch.Tensor]:
             raise HandoverError(f"{name}: output {i} has no valid shape")
         if not isinstance(files, list) or not all(isinstance(p, str) and _NAME.match(p) for p in files):
             raise HandoverError(f"{name}: output {i} names files outside its folder")
-        nbytes = math.prod(shape) * dtype.itemsize
+        numel = math.prod(shape)
+        blocks = sample_blocks(numel, dtype.itemsize, seed + i)
+        if blocks is not None:
+            numel = sum(min(BLOCK, numel - b * BLOCK) for b in blocks)
+        nbytes = numel * dtype.itemsize
         starts = list(range(0, nbytes, CHUNK_BYTES))
         if len(files) != len(starts):
             raise HandoverError(f"{name}: output {i}'s bytes do not match its dtype and shape {tuple(shape)}")
@@ -143,11 +190,12 @@ def read_outputs(folder: str, name: str, device: str) -> list[torch.Tensor]:
         for p, start in zip(files, starts):
             _read_into(os.path.join(folder, p), view[start : start + CHUNK_BYTES], f"{name}: output {i} lacks {p}")
         if not nbytes:
-            out.append(torch.empty(shape, dtype=dtype, device=device))
+            values = torch.empty(shape, dtype=dtype, device=device)
         elif device == "cpu" or not str(device).startswith("cuda"):
-            out.append(raw.clone().view(dtype).reshape(shape))
+            values = raw.clone().view(dtype)
         else:  # from the page-locked staging buffer: several times faster than from pageable memory
-            out.append(raw.to(device).view(dtype).reshape(shape))
+            values = raw.to(device).view(dtype)
+        out.append(values.reshape(shape) if blocks is None else Sampled(tuple(shape), dtype, blocks, values))
     return out
 
 

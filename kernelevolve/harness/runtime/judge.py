@@ -126,13 +126,47 @@ def _judge_one(folder: str, name: str, exp: list, refs: list, tol: dict, device:
     """(ok, message, max abs err, norm-wise error) of the outputs handed over as `name`: element by element
     where their bytes were handed over, as a whole where their digests were."""
     from kernelevolve.harness.runtime import compare as cmp
-    from kernelevolve.harness.runtime import handover, outside
+    from kernelevolve.harness.runtime import handover
 
     kind = handover.handed_over(folder, name)
     if kind == "full":
-        return cmp.compare(handover.read_outputs(folder, name, device), exp, refs, tol)
+        outs = handover.read_outputs(folder, name, device, seed)
+        if not any(isinstance(o, handover.Sampled) for o in outs):
+            return cmp.compare(outs, exp, refs, tol)
+        # Outputs over handover.FULL_BYTES: their sampled blocks element by element, and the whole as digests.
+        if len(outs) != len(exp):
+            return False, f"forward returned {len(outs)} tensors, reference returns {len(exp)}", None, None
+        outs_, exp_, refs_ = [], [], []
+        for i, (o, want, ref) in enumerate(zip(outs, exp, refs)):
+            if isinstance(o, handover.Sampled):
+                where = f"output {i}: " if len(exp) > 1 else ""
+                if o.shape != tuple(want.shape) or o.dtype != want.dtype:
+                    return (
+                        False,
+                        f"{where}shape {o.shape} {o.dtype}, expected {tuple(want.shape)} {want.dtype}",
+                        None,
+                        None,
+                    )
+                o, want, ref = o.values, o.values.to("meta"), handover.gather_blocks(ref.reshape(-1), o.blocks)
+            outs_.append(o)
+            exp_.append(want)
+            refs_.append(ref)
+        verdict = cmp.compare(outs_, exp_, refs_, tol)
+        if verdict[0]:
+            whole = _judge_digests(folder, name, exp, refs, tol, seed)
+            if not whole[0]:
+                return whole
+        return verdict
     if kind is None:
         raise handover.HandoverError(f"{name}: no outputs handed over")
+    return _judge_digests(folder, name, exp, refs, tol, seed)
+
+
+def _judge_digests(folder: str, name: str, exp: list, refs: list, tol: dict, seed: int) -> tuple:
+    """(ok, message, None, None) of the digests handed over as `name` against the references'."""
+    from kernelevolve.harness.runtime import compare as cmp
+    from kernelevolve.harness.runtime import handover, outside
+
     entries = handover.read_digests(folder, name)
     if len(entries) != len(exp):
         return False, f"forward returned {len(entries)} tensors, reference returns {len(exp)}", None, None
@@ -145,8 +179,8 @@ def _judge_one(folder: str, name: str, exp: list, refs: list, tol: dict, device:
         key = (id(ref), seed + i)  # a reference is compared with many calls' digests: its own computed once
         if key not in _REF_DIGESTS:
             _REF_DIGESTS[key] = (outside.digests([ref], seed + i), outside.norm([ref]), ref)  # ref kept: id stays
-        want, ref_norm, _ = _REF_DIGESTS[key]
-        if problem := outside.mismatch(e["digests"], want, ref_norm, cmp.norm_bound(tol), squared=False):
+        want_digests, ref_norm, _ = _REF_DIGESTS[key]
+        if problem := outside.mismatch(e["digests"], want_digests, ref_norm, cmp.norm_bound(tol), squared=False):
             return False, where + problem, None, None
     return True, "", None, None
 
