@@ -38,6 +38,7 @@ from kernelevolve.evaluation.processes import (
     ProcessSet,
     WaitingRun,
     held_bytes,
+    fastest_loop,
     outside_calls,
     outside_names,
 )
@@ -51,8 +52,12 @@ DEVICES = ("cuda", "interpret")
 JUDGES = ("judge", "timed judge")  # the phases whose processes never import the candidate
 # A candidate's own median may sit this far (relative, plus an absolute floor) below the outside-timed
 # bound before the bound replaces it: the loops' noise on an H200 (measured: see README).
-OUTSIDE_MARGIN = 0.2
-OUTSIDE_FLOOR_MS = 0.003
+# The outside bound replaces a latency only when it is more than this far above it: on the H200 the
+# bound of an honest kernel came within -15%..+27% of its own median (loops of ~30 calls, ~1 ms of wall
+# noise a loop); a median forged to a quarter came out 4.8x below its bound.
+OUTSIDE_MARGIN = 0.5
+OUTSIDE_FLOOR_MS = 0.01
+OUTSIDE_NOISE_MS = 1.0  # wall-clock noise of one loop, spread over its calls
 WARM_WAIT_S = 900.0  # how long a warm process waits for a candidate before it leaves
 PREPARE_S = 300.0  # the least time a process has to start and prepare before its go
 # A check's references plus the candidate's outputs, input copies and workspace, and a timing process's
@@ -77,6 +82,7 @@ class Evaluator:
         speedup_bound: float = plausibility.SPEEDUP_BOUND,
         per_gpu: int | None = None,
         warm: bool | None = None,
+        knowledge_base: Path | str | None = None,
     ):
         if device not in DEVICES:
             raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
@@ -89,6 +95,9 @@ class Evaluator:
         self.baselines = baseline_store if baseline_store is not None else MemoryBaselineStore()
         self.screen = screen  # the static tampering screen; off only to test the sandbox behind it
         self.speedup_bound = speedup_bound
+        # The run's knowledge base: candidates are screened against and may import its kernels/ helpers.
+        # None: the process's (--kb, $KERNELEVOLVE_KB, else the bundled one), read when an evaluation starts.
+        self.knowledge_base = None if knowledge_base is None else Path(knowledge_base)
         cores = os.cpu_count() or 2
         self.gates: dict[str, GpuGate] = {}
         if device == "cuda":
@@ -151,7 +160,7 @@ class Evaluator:
                 EvalResult.failed(lang.failure, lang.message, device=self.device, shapes=[_shape(c) for c in cases]),
                 start,
             )
-        problems = screen_source(source) if self.screen else []
+        problems = screen_source(source, self._knowledge_base()) if self.screen else []
         if problems:
             more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
             return self._finish(
@@ -231,6 +240,9 @@ class Evaluator:
             self.report.close()
         _LIVE.discard(self)
 
+    def _knowledge_base(self) -> Path:
+        return self.knowledge_base or paths.knowledge_base()
+
     def __enter__(self) -> "Evaluator":
         return self
 
@@ -278,7 +290,7 @@ class Evaluator:
             "allow_torch_ops": list(spec.allow_torch_ops),
             "inplace": spec.inplace,
             # Candidates may import the knowledge base's shared launch helpers (_launch_heuristics).
-            "import_paths": [str(paths.knowledge_base() / "kernels")],  # the run's --kb, read now
+            "import_paths": [str(self._knowledge_base() / "kernels")],
         }
         env = self._environment(workdir, slot, trusted=False)
         limits = Limits(
@@ -435,7 +447,7 @@ class Evaluator:
         the result is held for review."""
         bounds = {}
         for n, shape in enumerate(result.shapes):
-            loop = loops.get(f"c{n}.0")
+            loop = fastest_loop(loops, n)
             base, base_wall = baseline_ms.get(shape.label), baseline_walls.get(shape.label)
             if loop is None or base is None or base_wall is None or shape.latency_ms is None:
                 continue
@@ -443,7 +455,7 @@ class Evaluator:
             floor = max(base + (loop.wall_ms - base_wall) / calls, 0.0)
             bounds[shape.label] = {"own_ms": shape.latency_ms, "outside_ms": round(floor, 6), "calls": calls}
             bounds[shape.label].update(wall_ms=round(loop.wall_ms, 3), baseline_wall_ms=round(base_wall, 3))
-            if floor > (1 + OUTSIDE_MARGIN) * shape.latency_ms + OUTSIDE_FLOOR_MS:
+            if floor > (1 + OUTSIDE_MARGIN) * shape.latency_ms + max(OUTSIDE_FLOOR_MS, OUTSIDE_NOISE_MS / calls):
                 bounds[shape.label]["used"] = True
                 result.marks.setdefault(
                     "suspicious",
