@@ -114,21 +114,25 @@ FORBIDDEN_ATTRS = {
 }
 
 
-def kernel_helpers() -> set[str]:
+def kernel_helpers(knowledge_base=None) -> set[str]:
     """The knowledge base's shared kernel modules, found by convention: kernels/_*.py (the evaluator puts
-    that folder on every candidate's import path)."""
-    from kernelevolve.paths import KNOWLEDGE_BASE
+    that folder on every candidate's import path). `knowledge_base`: the run's; None: the process's."""
+    from pathlib import Path
 
-    return {path.stem for path in (KNOWLEDGE_BASE / "kernels").glob("_*.py") if path.stem.isidentifier()}
+    from kernelevolve.paths import knowledge_base as process_knowledge_base
+
+    root = Path(knowledge_base) if knowledge_base is not None else process_knowledge_base()
+    return {path.stem for path in (root / "kernels").glob("_*.py") if path.stem.isidentifier()}
 
 
-def screen_source(source: str) -> list[str]:
-    """Lines of the candidate that tamper with the evaluation, as 'line N: what' (empty if none)."""
+def screen_source(source: str, knowledge_base=None) -> list[str]:
+    """Lines of the candidate that tamper with the evaluation, as 'line N: what' (empty if none);
+    imports of `knowledge_base`'s kernel helpers are allowed (None: the process's knowledge base)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []  # the syntax check reports it
-    allowed = ALLOWED_IMPORTS | kernel_helpers()
+    allowed = ALLOWED_IMPORTS | kernel_helpers(knowledge_base)
     problems: list[str] = []
     modules: set[str] = set()
 
