@@ -35,7 +35,8 @@ def resolve_operator(model: str | None, **options) -> Operator:
     if model == "offline":
         from kernelevolve.operators.offline import OfflineOperator
 
-        return OfflineOperator(kernel=options.get("kernel"))  # --kernel: saved with the run, so resume keeps it
+        # --kernel: saved with the run, so resume keeps it; knowledge: the run's knowledge base (not saved)
+        return OfflineOperator(knowledge=options.get("knowledge"), kernel=options.get("kernel"))
     provider_name, sep, rest = model.partition(":")
     if not sep or not rest:
         raise OperatorError(f"--model {model!r}: expected one of {PROVIDERS}")

@@ -40,7 +40,7 @@ PROVIDER_HINT = (
 
 def reference_kernel_source(spec: Spec, knowledge=None, name: str | None = None) -> str:
     """The reference kernel for `spec` (or the knowledge base's kernel `name`) from the knowledge base
-    (default: paths.KNOWLEDGE_BASE), or OperatorError in one line."""
+    (default: the process's, paths.knowledge_base()), or OperatorError in one line."""
     from kernelevolve import paths
     from kernelevolve.knowledge import KnowledgeBase, KnowledgeError
 
@@ -50,7 +50,8 @@ def reference_kernel_source(spec: Spec, knowledge=None, name: str | None = None)
     except KnowledgeError as e:
         raise OperatorError(f"offline operator: knowledge base unusable ({e}); {PROVIDER_HINT}") from None
     if doc is None or not doc.source:
-        where = paths.knowledge_base() / "kernels" / f"{name}.py"
+        root = getattr(knowledge, "root", None) or paths.knowledge_base()  # the run's, when it gave one
+        where = root / "kernels" / f"{name}.py"
         if name != spec.kernel_name:
             raise OperatorError(f"--kernel {name}: the knowledge base has no such kernel ({where} does not exist)")
         raise OperatorError(

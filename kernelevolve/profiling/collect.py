@@ -31,17 +31,28 @@ def profile_candidate(
     latency_ms: dict[str, float] | None = None,
     raw_dir: Path | None = None,
     latency_below: float = LATENCY_BELOW,
+    knowledge_base: Path | None = None,
 ) -> list[ProfileSummary]:
     """One summary per case; a tool that failed leaves its one-line reason in `errors`.
 
-    `raw_dir`: keep each tool's raw outputs there (<raw_dir>/<tool>/...)."""
+    `raw_dir`: keep each tool's raw outputs there (<raw_dir>/<tool>/...). `knowledge_base`: the run's,
+    whose kernels/ the candidate may import (None: the process's)."""
     summaries = {c.label: ProfileSummary(label=c.label, tools=[]) for c in cases}
     work = scratch_dir()
     try:
         for tool in tools:
             t0 = time.monotonic()
             run = run_tool(
-                tool, spec, source, cases, work, device=device, gpu=gpu, timeout_s=timeout_s, calls=DEFAULT_CALLS
+                tool,
+                spec,
+                source,
+                cases,
+                work,
+                device=device,
+                gpu=gpu,
+                timeout_s=timeout_s,
+                calls=DEFAULT_CALLS,
+                knowledge_base=knowledge_base,
             )
             share = (time.monotonic() - t0) / max(1, len(cases))
             if raw_dir is not None:

@@ -63,6 +63,7 @@ def run_tool(
     timeout_s: float = 300.0,
     calls: int = DEFAULT_CALLS,
     isolate_network: bool = True,
+    knowledge_base: Path | None = None,
 ) -> ToolRun:
     """Render profile_<tool>, run it in the sandbox under `workdir`/<tool>-XXXX, and say what it left."""
     if tool not in TOOLS:
@@ -85,7 +86,8 @@ def run_tool(
         "cases": [{"label": c.label, "params": c.params, "dtype": c.dtype} for c in cases],
         "seed": secrets.randbits(30),
         "calls": calls,
-        "import_paths": [str(paths.knowledge_base() / "kernels")],  # read now: --kb, a Ray worker's copy
+        # The run's knowledge base (a Ray worker's copy of it); None: the process's (--kb), read now.
+        "import_paths": [str(Path(knowledge_base or paths.knowledge_base()) / "kernels")],
         "package_root": str(PACKAGE_ROOT),
         "ncu_path": find_ncu() or "ncu",
         "ncu_launch_count": NCU_LAUNCH_COUNT,

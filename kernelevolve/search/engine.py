@@ -126,11 +126,13 @@ class SearchEngine:
         max_in_flight: int | None = None,
         profiler=None,
         time_spent: dict | None = None,
+        close_evaluator: bool = True,
     ) -> None:
         self.repo, self.run_id, self.spec, self.graph = repo, run_id, spec, graph
         self.policy, self.operator, self.evaluator, self.limits = policy, operator, evaluator, limits
         self.rng, self.device, self.shapes = rng, device, shapes
         self.insight_writer, self.on_event = insight_writer, on_event
+        self.close_evaluator = close_evaluator  # False: its owner closes it (kernelevolve.runs.Run)
         # Evaluations at once (--parallel; default what the evaluator takes), and as many proposals ahead.
         self.max_in_flight = max(1, max_in_flight or int(getattr(evaluator, "parallelism", 1) or 1))
         self._elapsed_before, self._t0 = elapsed_s, time.monotonic()
@@ -247,7 +249,7 @@ class SearchEngine:
         for pool in self._pools.values():
             pool.shutdown(wait=True)
         close = getattr(self.evaluator, "close", None)  # its warm processes wait for no more candidates
-        if close is not None:
+        if close is not None and self.close_evaluator:
             close()
         spent = self.time_spent()
         log.info(

@@ -59,9 +59,18 @@ class ProfileSettings:
 
 
 class Profiler:
-    def __init__(self, settings: ProfileSettings, spec, device: str, shapes: list[dict] | None = None, evaluator=None):
+    def __init__(
+        self,
+        settings: ProfileSettings,
+        spec,
+        device: str,
+        shapes: list[dict] | None = None,
+        evaluator=None,
+        knowledge_base=None,
+    ):
         self.settings, self.spec, self.device, self.shapes = settings, spec, device, shapes
         self.evaluator = evaluator
+        self.knowledge_base = knowledge_base  # the run's (its kernels/ on the import path); None: the process's
 
     def wants(self, graph: SearchGraph, node: Node) -> bool:
         """Is this evaluated node promising enough to profile (now, against the graph's best)?"""
@@ -101,6 +110,7 @@ class Profiler:
                 gpu=slot or "0",
                 timeout_s=self.settings.timeout_s,
                 latency_ms=latency_ms,
+                knowledge_base=self.knowledge_base,
             )
             return NodeProfile(summaries=summaries, seconds=time.monotonic() - t0)
 
