@@ -3,6 +3,11 @@
 In a checkout (an editable install, the tests) they are the repository's own folders; an installed
 wheel carries copies inside the package (kernelevolve/bundled/, put there by setup.py), found
 through importlib.resources. A user's own knowledge base comes from --kb or KERNELEVOLVE_KB.
+
+The knowledge base here is the process's default: what `kernelevolve --kb DIR` (or the environment)
+names for the command, read by commands that are not a run (eval, kb, export) and by what is read
+once per process (hardware peaks). A run carries its own (kernelevolve.runs.RunConfig.knowledge_base)
+and hands it to its evaluator, profiler, operator and workers: nothing here is switched for a run.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ _knowledge_base: Path | None = None  # --kb, for this process
 
 
 def use_knowledge_base(path: str | Path | None) -> None:
-    """--kb: this process reads its knowledge base from `path` (None: back to the default)."""
+    """--kb before the command (cli/app.py), or a Ray worker serving one run: this process's default
+    knowledge base is `path` (None: back to $KERNELEVOLVE_KB, else the bundled one)."""
     global _knowledge_base
     _knowledge_base = None if path is None else Path(path).expanduser().resolve()
 
@@ -40,7 +46,9 @@ def users_knowledge_base() -> Path | None:
 
 
 def __getattr__(name: str) -> Path:
-    if name == "KNOWLEDGE_BASE":  # read when asked, so --kb and the environment are seen
+    # Kept for the public name `paths.KNOWLEDGE_BASE` (tests, benchmarks, plugins): the process's
+    # knowledge_base(), read when asked. Code in the package calls knowledge_base() or takes a run's.
+    if name == "KNOWLEDGE_BASE":
         return knowledge_base()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

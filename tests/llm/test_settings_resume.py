@@ -107,9 +107,8 @@ def test_a_resumed_run_reads_the_knowledge_base_it_started_with(tmp_path, monkey
     spec = load_spec(REPO_ROOT / "specs" / "softmax.yaml")
     run_id = start_run(repo, spec, RunSettings(device="interpret", knowledge_base=str(own)))
     monkeypatch.setenv("KERNELEVOLVE_KB", str(tmp_path / "elsewhere"))
-    try:
-        build_engine(repo, run_id)
-        assert paths.knowledge_base() == own
-    finally:
-        paths.use_knowledge_base(None)
-    assert paths.knowledge_base() == tmp_path / "elsewhere"  # the environment again, once the run's is let go
+    engine = build_engine(repo, run_id)
+    # The run's knowledge base travels with it (its evaluator and its operator); the process's is untouched.
+    assert engine.evaluator.knowledge_base == own
+    assert engine.operator._knowledge.root == own.resolve()
+    assert paths.knowledge_base() == tmp_path / "elsewhere"

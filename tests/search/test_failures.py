@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from kernelevolve.cli import app
 from kernelevolve.memory import Repository
 from kernelevolve.memory.repository import Repository as RepositoryClass
-from kernelevolve.search import session
+from kernelevolve.runs import lifecycle
 from kernelevolve.search.session import RunSettings, build_engine, start_run
 from kernelevolve.spec import Budget
 from tests.search.conftest import FIXTURES
@@ -55,15 +55,11 @@ def _invoke(*args):
 @pytest.fixture
 def synthetic_search(monkeypatch):
     """CLI searches in this process evaluate with SyntheticEvaluator instead of the sandbox."""
-    monkeypatch.setattr(session, "build_engine", _synthetic_build(session.build_engine))
+    monkeypatch.setattr(lifecycle, "make_executor", _synthetic_executor)
 
 
-def _synthetic_build(real):
-    def build(repo, run_id, **kw):
-        kw["evaluator"] = SyntheticEvaluator(parallelism=1)
-        return real(repo, run_id, **kw)
-
-    return build
+def _synthetic_executor(repo, run_id, config):
+    return SyntheticEvaluator(parallelism=1)
 
 
 # -- the engine ---------------------------------------------------------------------------------
@@ -201,7 +197,7 @@ def test_cli_database_failure_mid_run_is_one_line_with_the_resume_command(
     assert last.startswith("error: database error during the search (OperationalError: ")
     assert last.endswith(f"once it is back: `kernelevolve resume {run_id} --db {url}`")
     monkeypatch.undo()  # the database is back (and the synthetic evaluator gone with the same undo: put it back)
-    monkeypatch.setattr(session, "build_engine", _synthetic_build(session.build_engine))
+    monkeypatch.setattr(lifecycle, "make_executor", _synthetic_executor)
     resumed = _invoke("resume", run_id, "--db", url, "--json")
     assert resumed.exit_code == 0, resumed.output
     assert len(Repository(url).load_graph(run_id).evaluated()) == 6
