@@ -264,6 +264,13 @@ def retime_command(
                 if kb:
                     paths.use_knowledge_base(kb)  # the kernels the run's candidates import
                 limit = timeout if timeout is not None else float(run.settings.get("timeout_s") or 300.0)
+                from kernelevolve.preflight import preflight
+
+                checked = preflight(spec, device, shapes, timeout_s=limit)
+                if not checked.ok:  # the reference cannot run at these shapes: no node could pass, none is charged
+                    out(f"run {run.id} ({run.spec_name}): skipped: {checked.message}")
+                    summaries.append({"run": run.id, "spec": run.spec_name, "skipped": checked.message, "best": None})
+                    continue
                 store = BaselineTable(repo)
                 with Evaluator(device=device, timeout_s=limit, baseline_store=store, warm=False) as evaluator:
                     summaries.append(
