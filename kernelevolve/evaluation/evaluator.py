@@ -182,7 +182,9 @@ class Evaluator:
         # hook: a static cost estimate to rank untimed candidates by (evaluation/static_cost.py)
         probe = None
         if self.device == "interpret":
-            probe = static_cost.start(spec, source, cases, self.timeout_s, self.scratch_root)
+            probe = static_cost.start(
+                spec, source, cases, self.timeout_s, self.scratch_root, knowledge_base=self._knowledge_base()
+            )
         try:
             processes = self._take(spec, cases, slot)
             processes.place = place
