@@ -364,3 +364,27 @@ def test_a_latency_below_what_its_loops_take_from_outside_is_replaced_and_marked
     assert result.correct and first.latency_ms > 1.5, first.latency_ms  # the outside bound, not the claimed 0.5
     assert "measured from outside" in result.marks["suspicious"]
     assert result.environment["outside_timing"][first.label]["own_ms"] == 0.5
+
+
+@pytest.mark.parametrize("skips", [False, True])
+def test_a_candidate_whose_outside_loop_skips_its_padding_is_held(tmp_path, spec, gpu, monkeypatch, skips):
+    """Every outside-timed call is padded on the GPU (2 ms here), the baseline's loop shows it: a candidate's
+    loop that takes less than the padding a call was not run as given (held), one that pads is not."""
+    from kernelevolve.harness.runtime import outside
+
+    def padded(folder, latencies):  # the baselines take 1.0 ms here, the candidate 0.5 and 2.0
+        for n, latency_ms in enumerate(latencies):
+            for idx in range(outside.LOOPS):
+                payload = outside.await_release(str(folder), f"c{n}.{idx}", None, latency_ms, timeout_s=10)
+                pad = 2.0 if (latency_ms == 1.0 or not skips) else 0.0
+                time.sleep(payload["calls"] * (latency_ms + pad) / 1e3)
+                outside.report_done(str(folder), f"c{n}.{idx}", [[1.0]] * payload["calls"])
+
+    monkeypatch.setattr(FakeGPU, "_outside_loops", staticmethod(padded))
+    result = _evaluator(tmp_path).evaluate(spec, SOURCE, shapes=SHAPES)
+    assert result.correct, result.message
+    if skips:
+        assert "suspicious" in result.marks, result.environment["outside_timing"]
+        assert "less than the" in result.marks["suspicious"] and "not run as given" in result.marks["suspicious"]
+    else:
+        assert "suspicious" not in result.marks, result.marks

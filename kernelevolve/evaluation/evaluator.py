@@ -58,6 +58,7 @@ JUDGES = ("judge", "timed judge")  # the phases whose processes never import the
 OUTSIDE_MARGIN = 0.5
 OUTSIDE_FLOOR_MS = 0.01
 OUTSIDE_NOISE_MS = 1.0  # wall-clock noise of one loop, spread over its calls
+PADDING_KEPT = 0.8  # a candidate's outside loop takes at least this share of the baseline loop's padding a call
 WARM_WAIT_S = 900.0  # how long a warm process waits for a candidate before it leaves
 PREPARE_S = 300.0  # the least time a process has to start and prepare before its go
 # A check's references plus the candidate's outputs, input copies and workspace, and a timing process's
@@ -465,6 +466,15 @@ class Evaluator:
                     f"it needs at least {floor:.4f} ms; the outside figure is used",
                 )
                 shape.latency_ms = floor
+            # Every call is padded on the GPU (outside.PAD_CYCLES): the baseline's loop shows what the padding
+            # and the loop's own work take a call; a loop faster than that skipped its padding.
+            padding = base_wall / calls - base
+            if loop.wall_ms / calls < PADDING_KEPT * padding - OUTSIDE_NOISE_MS / calls:
+                result.marks.setdefault(
+                    "suspicious",
+                    f"{shape.label}: its outside-timed loop took {loop.wall_ms / calls:.4f} ms a call, less than the "
+                    f"{padding:.4f} ms its padding alone takes: the loop was not run as given",
+                )
         result.environment["outside_timing"] = bounds
 
     def _learn_memory(self, processes: "ProcessSet", check: dict) -> None:
