@@ -23,7 +23,7 @@ from kernelevolve.harness.runtime.state import one_line, report_memory, wait_for
 
 
 def main(config: dict) -> None:
-    result, device = begin(config)
+    result, device = begin(config, kernels=False)
     import torch
 
     from kernelevolve.harness.runtime import handover, modules
