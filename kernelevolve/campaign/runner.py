@@ -1,6 +1,6 @@
 """Starting and resuming campaigns: each problem one run, several problems at once over one evaluator.
 
-A search campaign runs one search engine per problem (kernelevolve.search.session), `parallel` of
+A search campaign runs one search engine per problem (kernelevolve.runs), `parallel` of
 them at a time on threads; all share one Evaluator, whose slots (one per GPU, one per two CPU cores
 under the interpreter) bound how many candidates are evaluated at once. A solutions campaign writes
 each problem's solution file as node 0 of a run and evaluates it. Every step is in the database
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kernelevolve.campaign.problems import Problem
 from kernelevolve.memory import campaigns as store
-from kernelevolve.search.session import live_owner, owner_tag
+from kernelevolve.runs import RunConfig, live_owner, owner_tag
 
 SEARCH, SOLUTIONS = "search", "solutions"
 NEEDS_A_MODEL = "needs a model"
@@ -51,6 +51,38 @@ class CampaignSettings(BaseModel):
     solutions: str | None = None  # the folder of a solutions campaign
     knowledge_base: str | None = None
     paths: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, template: RunConfig, **campaign) -> "CampaignSettings":
+        """A campaign's settings from its problems' run config (kernelevolve.runs.resolve) and its own."""
+        kb = template.knowledge_base
+        return cls(
+            model=template.model.name,
+            model_options=template.model.options,
+            policy=template.policy.policy,
+            policy_options=template.policy.options(),
+            timeout_s=template.evaluation.timeout_s,
+            knowledge_base=None if kb is None else str(kb),
+            **campaign,
+        )
+
+    def run_config(self, problem=None, spec=None, model: str | None = None) -> RunConfig:
+        """The config of a problem's run (without a problem: what every problem's run shares)."""
+        from kernelevolve.runs import EvaluationConfig, ModelConfig, policy_options
+        from kernelevolve.spec import Budget
+
+        limits = Budget() if spec is None else spec.budget
+        limits = limits.with_overrides(max_nodes=1 if self.kind == SOLUTIONS else self.budget)
+        return RunConfig(
+            policy=policy_options(self.policy, self.policy_options),
+            limits=limits,
+            model=ModelConfig(name=model or self.model, options=self.model_options),
+            evaluation=EvaluationConfig(
+                device=self.device, shapes=None if problem is None else problem.shapes, timeout_s=self.timeout_s
+            ),
+            knowledge_base=self.knowledge_base,
+            seed=None if problem is None else (self.seed or 0) + problem.position,
+        )
 
 
 def create(repo, problems: list[Problem], settings: CampaignSettings, skip: dict[str, str]) -> str:
@@ -98,14 +130,12 @@ class Event:
 
 def run(repo, campaign_id: str, on_event: Callable[[Event], None] | None = None) -> None:
     """Run (or resume) every problem of the campaign that has not finished."""
-    from kernelevolve import paths
     from kernelevolve.evaluation.evaluator import Evaluator
     from kernelevolve.memory.repository import BaselineTable
 
     row = store.campaign(repo, campaign_id)
     settings = CampaignSettings.model_validate(row.settings)
     store.update_campaign(repo, campaign_id, status="running", owner=owner_tag())
-    paths.use_knowledge_base(settings.knowledge_base or paths.BUNDLED_KNOWLEDGE_BASE)
     problems = store.problems(repo, campaign_id)
     todo = [p for p in problems if p.state in (store.PENDING, store.STARTED)]
     counter = _Counter(campaign_id, len(problems) - len(todo), len(problems), on_event)
@@ -117,9 +147,15 @@ def run(repo, campaign_id: str, on_event: Callable[[Event], None] | None = None)
         settings.kind,
         settings.device,
     )
-    evaluator = Evaluator(device=settings.device, timeout_s=settings.timeout_s, baseline_store=BaselineTable(repo))
+    # One evaluator for every problem (made and closed here once), with the campaign's knowledge base.
+    evaluator = Evaluator(
+        device=settings.device,
+        timeout_s=settings.timeout_s,
+        baseline_store=BaselineTable(repo),
+        knowledge_base=settings.run_config().knowledge_base_path,
+    )
     job = _solve if settings.kind == SOLUTIONS else _search
-    with ThreadPoolExecutor(max_workers=max(1, settings.parallel), thread_name_prefix="campaign") as pool:
+    with evaluator, ThreadPoolExecutor(max_workers=max(1, settings.parallel), thread_name_prefix="campaign") as pool:
         futures = [pool.submit(_guarded, job, repo, campaign_id, settings, p, evaluator, counter) for p in todo]
         for f in futures:
             f.result()
@@ -157,53 +193,33 @@ def _spec(problem, settings: CampaignSettings):
     return spec if baseline in (None, spec.baseline) else spec.model_copy(update={"baseline": baseline})
 
 
-def _run_settings(settings: CampaignSettings, problem, spec, model: str):
-    from kernelevolve.search.session import RunSettings
-
-    limits = spec.budget.with_overrides(max_nodes=1 if settings.kind == SOLUTIONS else settings.budget)
-    return RunSettings(
-        policy=settings.policy,
-        policy_options=settings.policy_options,
-        limits=limits,
-        device=settings.device,
-        shapes=problem.shapes,
-        model=model,
-        model_options=settings.model_options,
-        timeout_s=settings.timeout_s,
-        seed=(settings.seed or 0) + problem.position,
-        knowledge_base=settings.knowledge_base,
-    )
-
-
 def _start_run(repo, campaign_id: str, settings: CampaignSettings, problem, spec, model: str) -> str:
-    from kernelevolve.search.session import start_run
+    from kernelevolve import runs
 
-    run_id = start_run(repo, spec, _run_settings(settings, problem, spec, model))
+    run_id, _ = runs.create(repo, spec, settings.run_config(problem, spec, model))
     store.update_problem(repo, campaign_id, problem.position, run_id=run_id, state=store.STARTED)
     return run_id
 
 
 def _search(repo, campaign_id, settings: CampaignSettings, problem, evaluator, counter: _Counter) -> None:
-    from kernelevolve.operators import resolve_operator
+    from kernelevolve import runs
     from kernelevolve.search.graph import best_nodes
     from kernelevolve.views import fitness_text
-    from kernelevolve.search.session import build_engine
 
-    spec = _spec(problem, settings)
+    spec = _spec(problem, settings)  # with the campaign's baseline, if it names one
     run_id = problem.run_id or _start_run(repo, campaign_id, settings, problem, spec, settings.model)
-    operator = resolve_operator(settings.model, **settings.model_options)
-    operator.replay(repo.llm_calls(run_id))  # a resumed run never asks the model twice for one step
-    operator.attach(repo)
-    run_row = repo.run(run_id)
-    if run_row.status != "finished":
+    # The operator is given the run's recorded model calls (a resumed run never asks twice for one step).
+    run = runs.open(repo, run_id, spec=spec, executor=evaluator)
+    if run.row.status != "finished":
 
         def progress(event, engine, node) -> None:
             if event == "evaluated":
                 counter.say(problem.name, f"node {node.id} {engine.graph.kind(node.id)}: {fitness_text(node)}")
 
-        engine = build_engine(repo, run_id, operator=operator, evaluator=evaluator, on_event=progress)
-        engine.spec = spec  # the campaign's baseline, if it names one
-        engine.run()
+        # The evaluator is the campaign's (closed by it when every problem is done); the warm processes of
+        # this problem's kernels end with its search.
+        run.engine(on_event=progress, release=True)
+        run.search(log=False)  # the campaign's log file holds every problem's lines
     graph = repo.load_graph(run_id)
     best = best_nodes(graph, 1)
     store.update_problem(repo, campaign_id, problem.position, state=store.DONE)

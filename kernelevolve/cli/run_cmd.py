@@ -51,35 +51,6 @@ RAY_ADDRESS_HELP = (
 )
 
 
-def _parallel_or_fail(parallel: int | None, workers: int | None) -> int | None:
-    """--parallel, or --workers, its earlier name (kept, hidden)."""
-    if parallel is not None and workers is not None and parallel != workers:
-        fail(f"--parallel {parallel} and --workers {workers}: --workers is the old name of --parallel; give one")
-    value = parallel if parallel is not None else workers
-    _positive("--parallel", value)
-    return value
-
-
-def _executor_or_fail(executor: str | None, ray_address: str | None, saved: str | None = None) -> None:
-    """A known executor; Ray installed when it is the one (one line otherwise, before anything is spent)."""
-    if executor is not None and executor not in ("local", "ray"):
-        fail(f"--executor {executor!r}: use local or ray")
-    if (executor or saved) == "ray":
-        from kernelevolve.evaluation.ray_executor import RayUnavailable, require_ray
-
-        try:
-            require_ray()
-        except RayUnavailable as e:
-            fail(str(e))
-    elif ray_address is not None:
-        fail("--ray-address needs --executor ray")
-
-
-def _positive(name: str, value, allow_zero: bool = False) -> None:
-    if value is not None and (value < 0 or (value == 0 and not allow_zero)):
-        fail(f"{name} {value}: must be {'0 or more' if allow_zero else 'more than 0'}")
-
-
 @app.command("run")
 def run_command(
     spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec YAML or a KernelBench reference module (.py)."),
@@ -203,56 +174,49 @@ def run_command(
       kernelevolve run specs/softmax.yaml --policy mcts --budget 30
       kernelevolve run specs/softmax.yaml --model openai:my-model
     """
-    from kernelevolve.search.policies import POLICIES, make_policy
-    from kernelevolve.search.session import RunSettings, SessionError, start_run
+    from kernelevolve import runs
 
     spec = load_spec_or_fail(spec_path)
     shapes = shapes_or_fail(spec, shape)
-    if policy not in POLICIES:
-        fail(f"--policy {policy!r}: use one of {', '.join(POLICIES)}")
-    for name, value in (
-        ("--budget", budget),
-        ("--timeout", timeout),
-        ("--drafts", drafts),
-        ("--wall-clock", wall_clock),
-        ("--tokens", tokens),
-        ("--cost", cost),
-        ("--stall", stall),
-        ("--target", target),
-    ):
-        _positive(name, value)
-    parallel = _parallel_or_fail(parallel, workers)
-    _executor_or_fail(executor, ray_address)
-    _positive("--debug-depth", debug_depth, allow_zero=True)
-    _positive("--exploration", exploration, allow_zero=True)
-    options = {"drafts": drafts, "max_debug_depth": debug_depth}
-    if policy == "mcts":
-        options["exploration"] = exploration
-    try:
-        make_policy(policy, **options)
-    except ValueError as e:
-        fail(str(e))
-    if temperature is not None and not 0 <= temperature <= 2:
-        fail(f"--temperature {temperature}: must be between 0 and 2")
-    _positive("--max-tokens", max_tokens)
-    env = settings_or_fail()
-    model = (model or env.model or "offline").strip()
-    model_options = {k: v for k, v in (("temperature", temperature), ("max_tokens", max_tokens)) if v is not None}
-    if not model.startswith(("plugin:", "offline")):  # a model: the environment's settings under the options'
-        model_options = {**env.operator_options(), **model_options}
-        if reply_cache:
-            model_options["use_cache"] = True
-    if kernel is not None:
-        if model != "offline":
-            fail(f"--kernel {kernel}: only with the offline operator (--model {model} drafts its own kernels)")
-        model_options["kernel"] = kernel
-    # model_options are saved with the run: a resume builds the same operator whatever its environment
-    device = resolve_device(device)
-    shapes = chosen_shapes(spec, device, shapes, err_console if as_json else console)
-    _positive("--profile-timeout", profile_timeout)
-    profiling = profile_settings_or_fail(
-        profile, device, profile_within, profile_timeout, stop_at_roofline, share=profile_share
+    out = err_console if as_json else console
+    options = runs.RunOptions(
+        policy=policy,
+        budget=budget,
+        wall_clock=wall_clock,
+        tokens=tokens,
+        cost=cost,
+        stall=stall,
+        target=target,
+        timeout=timeout,
+        drafts=drafts,
+        debug_depth=debug_depth,
+        exploration=exploration,
+        seed=seed,
+        parallel=parallel,
+        workers=workers,
+        executor=executor,
+        ray_address=ray_address,
+        device=device,
+        model=model,
+        kernel=kernel,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        reply_cache=reply_cache,
+        profile_timeout=profile_timeout,
     )
+    try:
+        config = runs.resolve(
+            options,
+            spec,
+            settings_or_fail(),
+            device=resolve_device,
+            shapes=lambda device: chosen_shapes(spec, device, shapes, out),
+            profile=lambda device: profile_settings_or_fail(
+                profile, device, profile_within, profile_timeout, stop_at_roofline, share=profile_share
+            ),
+        )
+    except runs.ConfigError as e:
+        fail(str(e))
     repo = repo_or_fail(db, write=True)  # an unusable database fails before anything is spent
     if executor == "ray" and ray_address and repo.url.startswith("sqlite"):
         print_plain(
@@ -260,43 +224,23 @@ def run_command(
             "give them a --db they can all reach (PostgreSQL)",
             out=err_console,
         )
-    operator = operator_or_fail(model, spec, model_options)
+    operator = operator_or_fail(config, spec)
     if not no_preflight:
-        preflight_or_fail(spec, device, shapes, timeout)
+        preflight_or_fail(spec, config.device, config.evaluation.shapes, timeout)
     if not no_model_check:
-        check_model_or_fail(operator, model)
-    limits = spec.budget.with_overrides(
-        max_nodes=budget, wall_clock_s=wall_clock, tokens=tokens, cost_usd=cost, stall=stall, target_fitness=target
-    )
-    settings = RunSettings(
-        policy=policy,
-        policy_options=options,
-        limits=limits,
-        device=device,
-        shapes=shapes,
-        model=model,
-        model_options=model_options,
-        timeout_s=timeout,
-        seed=seed,
-        parallel=parallel,
-        executor=executor,
-        ray_address=ray_address,
-        knowledge_base=_users_knowledge_base(),
-        profile=profiling,
-    )
+        check_model_or_fail(operator, config.model.name)
     try:
-        run_id = start_run(repo, spec, settings)
-    except (SessionError, ValueError) as e:
+        run = runs.start(repo, spec, config, operator=operator)
+    except runs.RunError as e:
         fail(str(e))
     where = "" if db is None else f" --db {db}"
-    out = err_console if as_json else console
     print_wrapped(
-        f"run {run_id} ({spec.name}, {policy}, {device}, budget {plural(limits.max_nodes, 'node')}, "
+        f"run {run.id} ({spec.name}, {policy}, {config.device}, budget {plural(config.limits.max_nodes, 'node')}, "
         f"{operator.name}); resume with:",
         out=out,
     )
-    print_plain(f"  kernelevolve resume {run_id}{where}", out=out)
-    drive_search(repo, run_id, operator, as_json, db)
+    print_plain(f"  kernelevolve resume {run.id}{where}", out=out)
+    drive_search(run, as_json, db)
 
 
 @app.command("resume")
@@ -321,44 +265,46 @@ def resume_command(
 
     Exit status: 0 a correct kernel was found, 1 none was, 2 unusable input.
     """
-    from kernelevolve.search.session import RunSettings, SessionError, check_resumable
+    from kernelevolve import runs
 
-    _positive("--budget", budget)
-    parallel = _parallel_or_fail(parallel, workers)
+    try:
+        runs.config.positive("--budget", budget)
+        parallel = runs.config.parallel_option(parallel, workers)
+    except runs.ConfigError as e:
+        fail(str(e))
     repo = repo_or_fail(db, write=True)
     try:
-        run = check_resumable(repo, run_id, force)
-    except SessionError as e:
+        row = runs.check_resumable(repo, run_id, force)
+        saved = runs.RunConfig.from_row(row.settings)
+        runs.config.check_executor(
+            executor, ray_address if executor != "local" else None, saved=saved.evaluation.executor
+        )
+    except runs.RunError as e:
         fail(str(e))
-    settings = RunSettings.model_validate(run.settings)
-    _executor_or_fail(executor, ray_address if executor != "local" else None, saved=settings.executor)
     if executor == "local" and ray_address is not None:
         fail("--ray-address needs --executor ray")
     nodes = len(repo.load_graph(run_id))
-    if run.status == "finished" and (budget is None or budget <= nodes):
+    if row.status == "finished" and (budget is None or budget <= nodes):
         fail(
-            f"run {run_id} already finished ({run.termination_reason}) with {plural(nodes, 'node')}; "
+            f"run {run_id} already finished ({row.termination_reason}) with {plural(nodes, 'node')}; "
             f"pass --budget N (more than {nodes}) to search on"
         )
-    operator = operator_or_fail(settings.model, options=settings.model_options)
-    replayed = operator.replay(repo.llm_calls(run_id))
-    more = f"; {replayed} recorded model repl{'y' if replayed == 1 else 'ies'} to replay" if replayed else ""
+    try:
+        run = runs.open(
+            repo,
+            run_id,
+            config=saved,
+            max_nodes=budget,
+            parallel=parallel,
+            executor_name=executor,
+            ray_address=ray_address,
+        )
+    except runs.RunError as e:
+        fail(str(e))
+    more = (
+        f"; {run.replayed} recorded model repl{'y' if run.replayed == 1 else 'ies'} to replay" if run.replayed else ""
+    )
     (err_console if as_json else console).print(
         f"resuming run {run_id} ({plural(nodes, 'node')} so far{more})", highlight=False
     )
-    drive_search(
-        repo,
-        run_id,
-        operator,
-        as_json,
-        db,
-        max_nodes=budget,
-        overrides={"parallel": parallel, "executor": executor, "ray_address": ray_address},
-    )
-
-
-def _users_knowledge_base() -> str | None:
-    from kernelevolve.paths import users_knowledge_base
-
-    kb = users_knowledge_base()
-    return None if kb is None else str(kb)
+    drive_search(run, as_json, db)

@@ -23,65 +23,50 @@ from kernelevolve.cli.app import (
 )
 
 
-def operator_or_fail(model: str | None, spec=None, options: dict | None = None):
-    """The operator, checked against the spec before any run is created (e.g. the offline
-    operator needs a reference kernel for it)."""
-    from kernelevolve.operators import OperatorError, resolve_operator
+def operator_or_fail(config, spec=None):
+    """The run's operator (kernelevolve.runs.make_operator), checked against the spec before any run is
+    created (e.g. the offline operator needs a reference kernel for it); one line when it cannot be."""
+    from kernelevolve import runs
 
     try:
-        operator = resolve_operator(model, **(options or {}))
-        if spec is not None:
-            operator.check(spec)
-        return operator
-    except OperatorError as e:
+        return runs.make_operator(config, spec)
+    except runs.RunError as e:
         fail(str(e))
-    except Exception as e:  # a plugin that fails to import or construct is unusable input too
-        fail(f"--model {model!r}: cannot load the operator: {type(e).__name__}: {e}")
 
 
-def drive_search(
-    repo,
-    run_id: str,
-    operator,
-    as_json: bool,
-    db: str | None,
-    max_nodes: int | None = None,
-    overrides: dict | None = None,
-) -> None:
-    """Search until the run stops, then print its summary; never returns (it ends the command with its exit status)."""
+def drive_search(run, as_json: bool, db: str | None) -> None:
+    """Search the opened run (kernelevolve.runs.Run) until it stops, then print its summary; never
+    returns (it ends the command with its exit status). The run's executor is closed on the way out."""
     from kernelevolve.cli.progress import ProgressView
-    from kernelevolve.search.session import SessionError, build_engine
+    from kernelevolve.runs import RunError
 
-    operator.attach(repo)  # e.g. --reply-cache: kept in the experiment database
     out = err_console if as_json else console
     view = ProgressView(out)
-    try:
-        engine = build_engine(repo, run_id, operator=operator, on_event=view, max_nodes=max_nodes, **(overrides or {}))
-    except SessionError as e:
-        fail(str(e))
     interrupted = None
-    try:
-        with sigterm_as_interrupt():
-            reason = _drive(engine, view, run_id, as_json, db)
-    except KeyboardInterrupt as e:
-        interrupted = interrupt_code(e)
-    finally:
-        close = getattr(engine.evaluator, "close", None)
-        if close is not None:  # Ray workers retire; a Ray cluster started for the run stops
-            close()
+    with run:  # Ray workers retire, a Ray cluster started for the run stops, however the search ends
+        try:
+            engine = run.engine(on_event=view)
+        except RunError as e:
+            fail(str(e))
+        try:
+            with sigterm_as_interrupt():
+                reason = _drive(run, view, as_json, db)
+        except KeyboardInterrupt as e:
+            interrupted = interrupt_code(e)
     if interrupted is not None:
         exit_now(interrupted)
-    _summarise(repo, run_id, engine, reason, as_json, db)
+    _summarise(run.repo, run.id, engine, reason, as_json, db)
 
 
-def _drive(engine, view, run_id: str, as_json: bool, db: str | None) -> str:
+def _drive(run, view, as_json: bool, db: str | None) -> str:
     from sqlalchemy.exc import SQLAlchemyError
-    from kernelevolve.logs import run_log
 
+    run_id = run.id
     try:
-        with view, run_log(run_id) as log_file:
-            print_plain(f"log: {log_file}", out=err_console if as_json else console)
-            reason = engine.run()
+        with view:
+            reason = run.search(
+                on_log=lambda log_file: print_plain(f"log: {log_file}", out=err_console if as_json else console)
+            )
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (Terminated): the engine marked the run interrupted
         where = "" if db is None else f" --db {db}"
         print_plain(f"interrupted: resume with `kernelevolve resume {run_id}{where}`", out=err_console)

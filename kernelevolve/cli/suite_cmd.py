@@ -110,6 +110,7 @@ def suite_command(
       kernelevolve suite specs/ --model openai:my-model --budget 10
       kernelevolve suite --solutions my_kernels/ kernelbench/level1/
     """
+    from kernelevolve import runs
     from kernelevolve.campaign import runner
     from kernelevolve.campaign.problems import (
         ProblemError,
@@ -135,14 +136,15 @@ def suite_command(
     else:
         if not paths:
             fail("name at least one PATH (spec, problem file, directory or glob), or --resume CAMPAIGN")
-        for name, value in (
-            ("--budget", budget),
-            ("--parallel", parallel),
-            ("--timeout", timeout),
-            ("--drafts", drafts),
-        ):
-            if value is not None and value <= 0:
-                fail(f"{name} {value}: must be more than 0")
+        if parallel is not None and parallel <= 0:
+            fail(f"--parallel {parallel}: must be more than 0")
+        try:  # the problems' runs: policy, model (over the environment), timeout, knowledge base
+            template = runs.resolve(
+                runs.RunOptions(policy=policy, budget=budget, timeout=timeout, drafts=drafts, model=model),
+                env=settings_or_fail(),
+            )
+        except runs.ConfigError as e:
+            fail(str(e))
         if baseline not in (None, "eager", "torch.compile"):
             fail(f"--baseline {baseline!r}: use eager or torch.compile")
         device = resolve_device(device)
@@ -155,7 +157,17 @@ def suite_command(
                 match_solutions(problems, solutions)
         except ProblemError as e:
             fail(str(e))
-        settings = _settings(model, policy, drafts, budget, device, parallel, timeout, seed, baseline, solutions, paths)
+        settings = runner.CampaignSettings.of(
+            template,
+            kind=runner.SOLUTIONS if solutions is not None else runner.SEARCH,
+            budget=budget,
+            device=device,
+            parallel=parallel,
+            seed=seed,
+            baseline=baseline,
+            solutions=None if solutions is None else str(solutions.resolve()),
+            paths=list(paths),
+        )
         skip = _skipped(problems, settings, no_model_check)
         campaign_id = runner.create(repo, problems, settings, skip)
         out.print(
@@ -205,53 +217,18 @@ def _nothing_ran(problems, why: str) -> str:
     )
 
 
-def _settings(model, policy, drafts, budget, device, parallel, timeout, seed, baseline, solutions, paths):
-    from kernelevolve.campaign.runner import SEARCH, SOLUTIONS, CampaignSettings
-    from kernelevolve.paths import users_knowledge_base
-    from kernelevolve.search.policies import POLICIES, make_policy
-
-    if policy not in POLICIES:
-        fail(f"--policy {policy!r}: use one of {', '.join(POLICIES)}")
-    options = {"drafts": drafts}
-    try:
-        options = make_policy(policy, **options).options()
-    except ValueError as e:
-        fail(str(e))
-    env = settings_or_fail()
-    model = (model or env.model or "offline").strip()
-    model_options = {} if model.startswith(("plugin:", "offline")) else env.operator_options()
-    kb = users_knowledge_base()
-    return CampaignSettings(
-        kind=SOLUTIONS if solutions is not None else SEARCH,
-        model=model,
-        model_options=model_options,
-        policy=policy,
-        policy_options=options,
-        budget=budget,
-        device=device,
-        parallel=parallel,
-        timeout_s=timeout,
-        seed=seed,
-        baseline=baseline,
-        solutions=None if solutions is None else str(solutions.resolve()),
-        knowledge_base=None if kb is None else str(kb),
-        paths=list(paths),
-    )
-
-
 def _skipped(problems, settings, no_model_check: bool) -> dict[str, str]:
     """Problem name -> why it is not run: no solution file, or no reference kernel for the offline operator."""
+    from kernelevolve import runs
     from kernelevolve.campaign.runner import NEEDS_A_MODEL, SOLUTIONS
-    from kernelevolve.operators import OperatorError, resolve_operator
+    from kernelevolve.operators import OperatorError
 
     if settings.kind == SOLUTIONS:
         return {p.name: "no solution file" for p in problems if p.solution is None}
     try:
-        operator = resolve_operator(settings.model, **settings.model_options)
-    except OperatorError as e:
+        operator = runs.make_operator(settings.run_config())
+    except runs.RunError as e:
         fail(str(e))
-    except Exception as e:  # a plugin that fails to import or construct
-        fail(f"--model {settings.model!r}: cannot load the operator: {type(e).__name__}: {e}")
     if not no_model_check:
         check_model_or_fail(operator, settings.model)
     skip = {}

@@ -8,9 +8,11 @@ alone), on the interpreter one. The spec travels as data with its reference's te
 actor may be on a host without the driver's files); the result comes back as EvalResult's dict.
 
 The run's knowledge base (`--kb`; None: the worker's bundled one) travels as data too: its files are
-put in Ray's object store once and each actor writes them into a folder of its own before its
-Evaluator is built, so candidates are screened against and import the same kernels as under a local
-evaluator. Profiles of the search (search/profiling.py) are taken on a worker as well
+put in Ray's object store once and each actor writes them into a folder of its own, which it hands
+to its Evaluator and to its profiles (kernelevolve.runs makes the executor with the run's), so
+candidates are screened against and import the same kernels as under a local evaluator. The actor's
+process serves that one run, so the folder is also its process's default, for what reads that
+(the hardware peaks, read once per process). Profiles of the search (search/profiling.py) are taken on a worker as well
 (`profile_on_worker`), on a place of its Evaluator and with the GPU to themselves.
 
 Each actor opens the run's experiment database: baselines it times are shared there (use
@@ -74,11 +76,11 @@ class _Worker:
     ) -> None:
         import ray
 
-        # The run's knowledge base before anything reads it (the evaluator's modules read it on import).
-        self.knowledge_base = _unpack_knowledge_base(knowledge_base) if knowledge_base else None
         from kernelevolve import paths
 
-        self.kb_path = str(paths.knowledge_base())
+        # The run's knowledge base (None: this worker's bundled one), handed to the Evaluator and profiles.
+        self.knowledge_base = _unpack_knowledge_base(knowledge_base) if knowledge_base else paths.BUNDLED_KNOWLEDGE_BASE
+        self.kb_path = str(self.knowledge_base)
 
         from kernelevolve.evaluation.evaluator import Evaluator
         from kernelevolve.memory import Repository
@@ -98,7 +100,12 @@ class _Worker:
             per_gpu = max(1, min(4, (os.cpu_count() or 2) // (3 * max(1, torch.cuda.device_count()))))
         self.repo = Repository(db_url)
         self.evaluator = Evaluator(
-            device, gpus=gpus, timeout_s=timeout_s, baseline_store=BaselineTable(self.repo), per_gpu=per_gpu
+            device,
+            gpus=gpus,
+            timeout_s=timeout_s,
+            baseline_store=BaselineTable(self.repo),
+            per_gpu=per_gpu,
+            knowledge_base=self.knowledge_base,
         )
         self.capacity = self.evaluator.parallelism
         self.host, self.pid = socket.gethostname(), os.getpid()
@@ -169,6 +176,7 @@ class _Worker:
                         gpu=slot or "0",
                         timeout_s=timeout_s,
                         latency_ms=latency_ms,
+                        knowledge_base=self.knowledge_base,
                     )
                     seconds = time.monotonic() - t0
             finally:
@@ -467,8 +475,8 @@ def _pack_knowledge_base(folder: Path) -> dict:
 
 
 def _unpack_knowledge_base(kb: dict) -> Path:
-    """Actor side: the shipped knowledge base written into a folder of its own, made this process's
-    (--kb, and KERNELEVOLVE_KB for anything that reads the environment)."""
+    """Actor side: the shipped knowledge base written into a folder of its own; also this process's
+    default (--kb, and KERNELEVOLVE_KB for anything that reads the environment): the actor serves one run."""
     from kernelevolve import paths
 
     root = Path(tempfile.mkdtemp(prefix=f"kernelevolve-ray-kb-{kb['digest']}-")) / kb["name"]
