@@ -20,8 +20,9 @@ def _pytest_without_a_server(**env_vars):
         if k not in ("KERNELEVOLVE_TEST_PG_URL", "KERNELEVOLVE_TEST_PG_REQUIRED", "CI")
     }
     env.update(env_vars)
+    # One test: no xdist workers (-n 0), each of which would import the suite's conftest again.
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", PG_TEST],
+        [sys.executable, "-m", "pytest", "-n", "0", "-q", "-rs", "-p", "no:cacheprovider", PG_TEST],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
