@@ -131,3 +131,28 @@ def test_a_real_probe_ranks_one_launch_over_two_passes(monkeypatch):
     assert one["cost"] < two["cost"]
     graph = _graph(_evaluated(cost=two["cost"]), _evaluated(cost=one["cost"]))
     assert graph.best().id == 1
+
+
+def test_a_source_already_probed_gets_its_estimate_without_new_processes(monkeypatch, tmp_path):
+    """A search's operator often writes a kernel it wrote before: its estimate is the first one's, and only
+    an estimate that was made is reused (an error is probed again)."""
+    spec = load_spec(REPO_ROOT / "specs" / "softmax.yaml")
+    cases = spec.cases("interpret", None)
+    made = []
+
+    def measure(probe):  # the two sandboxed processes, counted
+        made.append(probe.key[-1])
+        probe.stop()
+        return {"error": "no launch"} if "broken" in probe.key[-1] else {"cost": 1.5 + len(made), "launches": 1}
+
+    monkeypatch.setattr(static_cost.Probe, "measure", measure)
+    monkeypatch.setattr(static_cost, "_MADE", {})
+    results = []
+    for source in (ONE_PASS, TWO_PASS, ONE_PASS, "# broken", "# broken", ONE_PASS):
+        result = _evaluated()
+        static_cost.start(spec, source, cases, 60, scratch_root=tmp_path).finish(result)
+        results.append(result.static)
+    assert made == [ONE_PASS, TWO_PASS, "# broken", "# broken"]
+    assert results[0] == results[2] == results[5] == {"cost": 2.5, "launches": 1} != results[1]
+    assert results[3] == results[4] == {"error": "no launch"}
+    assert list(tmp_path.iterdir()) == []  # every probe's folder is gone, reused or not
