@@ -23,16 +23,18 @@ def _cli(*args, env=None, **kw):
     return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=300, **kw)
 
 
-def _env():
+def _env(static=True):
     env = dict(os.environ, SEARCH_TEST_BUG_RATE="0.5")
     env.pop("KERNELEVOLVE_DB", None)
+    if not static:  # no static cost probe: two sandboxed processes fewer per correct candidate
+        env["KERNELEVOLVE_STATIC_COST"] = "0"
     return env
 
 
 PARALLEL = 3  # nodes in flight: the kill finds several written but not evaluated
 
 
-def _kill_mid_run(db_url, tmp_path, policy):
+def _kill_mid_run(db_url, tmp_path, policy, static):
     """Start a run with --parallel 3, SIGKILL it once two nodes are evaluated while two or more are
     in flight; return the run id."""
     proc = subprocess.Popen(
@@ -58,7 +60,7 @@ def _kill_mid_run(db_url, tmp_path, policy):
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=_env(),
+        env=_env(static),
         cwd=tmp_path,
     )
     repo = Repository(db_url)
@@ -82,8 +84,8 @@ def _kill_mid_run(db_url, tmp_path, policy):
     return runs[0].id
 
 
-def _check_kill_and_resume(db_url, tmp_path, policy="greedy"):
-    run_id = _kill_mid_run(db_url, tmp_path, policy)
+def _check_kill_and_resume(db_url, tmp_path, policy="greedy", static=True):
+    run_id = _kill_mid_run(db_url, tmp_path, policy, static)
     repo = Repository(db_url)
     assert repo.run(run_id).status == "running"  # killed: nobody got to say otherwise
     before = repo.load_graph(run_id)
@@ -91,7 +93,7 @@ def _check_kill_and_resume(db_url, tmp_path, policy="greedy"):
     assert 2 <= len(evaluated) < BUDGET and before.pending()  # (two were in flight when it was killed)
     assert repo.run(run_id).settings["parallel"] == PARALLEL  # saved: the resume keeps it
 
-    resumed = _cli("resume", run_id, "--db", db_url, "--json", env=_env(), cwd=tmp_path)
+    resumed = _cli("resume", run_id, "--db", db_url, "--json", env=_env(static), cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads(resumed.stdout)
     assert (summary["id"], summary["status"], summary["termination_reason"]) == (run_id, "finished", "nodes")
@@ -107,6 +109,8 @@ def _check_kill_and_resume(db_url, tmp_path, policy="greedy"):
         rows = conn.execute(text("select node_id from evaluations where run_id = :r"), {"r": run_id}).scalars().all()
     assert sorted(rows) == list(range(BUDGET))
     assert any(n.correct for n in after.nodes())
+    # With the static cost probe on, every correct node has its estimate, those made before the kill kept.
+    assert all(bool((n.evaluation.static or {}).get("cost")) == static for n in after.nodes() if n.correct)
 
     shown = _cli("show", run_id, "--db", db_url, "--json", env=_env(), cwd=tmp_path)
     data = json.loads(shown.stdout)
@@ -120,7 +124,8 @@ def _check_kill_and_resume(db_url, tmp_path, policy="greedy"):
 
 @pytest.mark.timeout(400)
 def test_sigkill_mid_run_then_resume_sqlite(tmp_path):
-    _, graph = _check_kill_and_resume(f"sqlite:///{tmp_path / 'runs.db'}", tmp_path)
+    # The static estimate's kill and resume is the PostgreSQL variant's: this one runs without the probe.
+    _, graph = _check_kill_and_resume(f"sqlite:///{tmp_path / 'runs.db'}", tmp_path, static=False)
     failed = [n for n in graph.nodes() if n.failure == "incorrect"]
     # The operator's wrong constant is caught by the real evaluator, and debugged.
     assert all("outside atol" in n.evaluation.message for n in failed)
