@@ -438,6 +438,7 @@ def test_reply_cache_lives_in_the_database_and_only_when_asked_for(tmp_path):
             OPENAI_BASE_URL=server.url + "/v1",
             KERNELEVOLVE_LLM_INSIGHTS="0",
             KERNELEVOLVE_CACHE_DIR=str(tmp_path / "cache"),
+            KERNELEVOLVE_STATIC_COST="0",  # the replies are the subject: no static cost probe in the three runs
         )
         # Without the flag nothing is stored; with it the reply is stored, then read back instead of asked.
         for extra in ([], ["--reply-cache"], ["--reply-cache"]):
