@@ -381,6 +381,7 @@ def test_a_candidate_whose_outside_loop_skips_its_padding_is_held(tmp_path, spec
                 outside.report_done(str(folder), f"c{n}.{idx}", [[1.0]] * payload["calls"])
 
     monkeypatch.setattr(FakeGPU, "_outside_loops", staticmethod(padded))
+    monkeypatch.setattr(evaluator_module, "PADDING_MS", 2.0)  # what the padding takes on this fake GPU
     result = _evaluator(tmp_path).evaluate(spec, SOURCE, shapes=SHAPES)
     assert result.correct, result.message
     if skips:

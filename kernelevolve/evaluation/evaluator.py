@@ -34,6 +34,7 @@ from kernelevolve.evaluation.gpu_gate import GpuGate
 from kernelevolve.evaluation.outside_clock import OutsideClock
 from kernelevolve.evaluation.processes import (
     OUTSIDE_LOOPS,
+    OUTSIDE_PAD_MS,
     BaselineJob,
     ProcessSet,
     WaitingRun,
@@ -58,7 +59,8 @@ JUDGES = ("judge", "timed judge")  # the phases whose processes never import the
 OUTSIDE_MARGIN = 0.5
 OUTSIDE_FLOOR_MS = 0.01
 OUTSIDE_NOISE_MS = 1.0  # wall-clock noise of one loop, spread over its calls
-PADDING_KEPT = 0.8  # a candidate's outside loop takes at least this share of the baseline loop's padding a call
+PADDING_KEPT = 0.8  # a candidate's outside loop takes at least this share of the padding a call
+PADDING_MS = OUTSIDE_PAD_MS
 WARM_WAIT_S = 900.0  # how long a warm process waits for a candidate before it leaves
 PREPARE_S = 300.0  # the least time a process has to start and prepare before its go
 # A check's references plus the candidate's outputs, input copies and workspace, and a timing process's
@@ -466,9 +468,10 @@ class Evaluator:
                     f"it needs at least {floor:.4f} ms; the outside figure is used",
                 )
                 shape.latency_ms = floor
-            # Every call is padded on the GPU (outside.PAD_CYCLES): the baseline's loop shows what the padding
-            # and the loop's own work take a call; a loop faster than that skipped its padding.
-            padding = base_wall / calls - base
+            # Every call is padded on the GPU (outside.PAD_CYCLES, ~PADDING_MS): a loop faster than the padding
+            # skipped it. The baseline's loop shows what it takes here (no more than PADDING_MS counts: a loaded
+            # host slows the baseline's loop too, never the padding).
+            padding = min(base_wall / calls - base, PADDING_MS)
             if loop.wall_ms / calls < PADDING_KEPT * padding - OUTSIDE_NOISE_MS / calls:
                 result.marks.setdefault(
                     "suspicious",
