@@ -1,9 +1,16 @@
 """Every test runs Triton under its CPU interpreter: set before any test module imports triton,
-which reads TRITON_INTERPRET once (the order test modules are collected in must not matter)."""
+which reads TRITON_INTERPRET once (the order test modules are collected in must not matter).
+
+The static cost estimate (evaluation/static_cost.py: two more sandboxed processes per correct
+candidate, ~5 CPU-seconds) is off unless a test is marked `static_cost`: the tests of the estimate, of
+ranking by it, of `retime` and of a kill and resume keeping it run
+it as a user's search does (marked); the others, which do not look at it, would only pay for it
+(CI's time)."""
 
 import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
+os.environ.setdefault("KERNELEVOLVE_STATIC_COST", "0")
 
 
 import pytest  # noqa: E402
@@ -14,6 +21,7 @@ def pytest_configure(config):
     an exported op's tests, a campaign, a Ray cluster): under pytest-xdist a group runs on one
     worker. pyproject's `-n auto` distributes with `--dist load`, which ignores the mark; loadgroup
     is load (each other test dispatched on its own) plus the groups, the largest sent first."""
+    config.addinivalue_line("markers", "static_cost: the test runs the static cost estimate (off otherwise)")
     if getattr(config.option, "dist", "no") == "load":
         config.option.dist = "loadgroup"
     if getattr(config, "workerinput", {}).get("kernelevolve_loadgroup"):
@@ -37,3 +45,11 @@ def _fresh_settings():
     yield
     settings.cache_clear()
     paths.use_knowledge_base(None)  # a resumed run's knowledge base is the process's: not the next test's
+
+
+@pytest.fixture(autouse=True)
+def _static_cost(request, monkeypatch):
+    """The static cost estimate on for tests marked `static_cost` (and their subprocesses)."""
+    if request.node.get_closest_marker("static_cost") is not None:
+        monkeypatch.setenv("KERNELEVOLVE_STATIC_COST", "1")
+    yield

@@ -78,6 +78,7 @@ def test_eval_scales_a_kernelbench_file_under_the_interpreter_as_suite_does(tmp_
 
 
 @pytest.mark.timeout(400)
+@pytest.mark.static_cost  # its `show --node` line carries the estimate
 def test_run_scales_a_kernelbench_file_and_keeps_the_shapes_with_the_run(tmp_path):
     """Item 2 for `run`; and item 9 on the same run: `1 node` (was `1 nodes`), progress lines that
     read at 80 columns in a file (were 124 characters), `show --node` with the node's outcome above

@@ -26,6 +26,8 @@ from kernelevolve.search.graph import Node
 from kernelevolve.spec import load_spec
 from tests.test_fitness import FakeGPU
 
+pytestmark = pytest.mark.static_cost  # the estimate is part of what these tests check
+
 TWO_PASS = (Path(__file__).parents[1] / "search" / "fixtures" / "softmax_two_pass.py").read_text()
 ONE_PASS = (KNOWLEDGE_BASE / "kernels" / "softmax.py").read_text()
 

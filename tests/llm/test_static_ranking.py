@@ -9,11 +9,15 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from kernelevolve.llm.base import CHECK_PROMPT
 from kernelevolve.memory import Repository
 from kernelevolve.paths import KNOWLEDGE_BASE, REPO_ROOT
 from tests.llm.fake_llm_server import FakeLLMServer
 from tests.llm.test_run_with_llm import _clean_env
+
+pytestmark = pytest.mark.static_cost  # the estimate is part of what these tests check
 
 TWO_PASS = (Path(__file__).parents[1] / "search" / "fixtures" / "softmax_two_pass.py").read_text()
 ONE_PASS = (KNOWLEDGE_BASE / "kernels" / "softmax.py").read_text()

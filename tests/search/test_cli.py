@@ -26,8 +26,8 @@ def _cli(*args, env=None, **kw):
 def _env(static=True):
     env = dict(os.environ, SEARCH_TEST_BUG_RATE="0.5")
     env.pop("KERNELEVOLVE_DB", None)
-    if not static:  # no static cost probe: two sandboxed processes fewer per correct candidate
-        env["KERNELEVOLVE_STATIC_COST"] = "0"
+    # static: the static cost probe runs (two sandboxed processes more per correct candidate)
+    env["KERNELEVOLVE_STATIC_COST"] = "1" if static else "0"
     return env
 
 

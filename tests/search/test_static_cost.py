@@ -16,6 +16,8 @@ from kernelevolve.search.policies import make_policy
 from kernelevolve.spec import load_spec
 from kernelevolve.views import fitness_text
 
+pytestmark = pytest.mark.static_cost  # the estimate is part of what these tests check
+
 TWO_PASS = (Path(__file__).parent / "fixtures" / "softmax_two_pass.py").read_text()
 ONE_PASS = (KNOWLEDGE_BASE / "kernels" / "softmax.py").read_text()
 H200 = static_cost.GPUS["h200"]
