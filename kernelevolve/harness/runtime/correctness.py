@@ -11,8 +11,9 @@ alias an input or are not plain tensors.
 Per case: every trial (its seed, perturbed reference parameters, fresh inputs) with `torch.empty*`
 poisoned (unwritten elements read back as NaN), then REPEAT_CALLS calls on two buffers whose values
 change between calls (a result cached on a pointer is stale). Every call's outputs are handed over:
-the first trial's byte for byte (compared element by element), the others as digests (compared as a
-whole: a few numbers, however large the output).
+the first trial's byte for byte (compared element by element; past handover.FULL_BYTES a sample of its
+blocks, plus digests of the whole), the others as digests (compared as a whole: a few numbers, however
+large the output).
 """
 
 from __future__ import annotations
