@@ -1,4 +1,4 @@
-"""`--executor ray`: evaluations on the GPU workers of a Ray cluster (issue 12).
+"""`--executor ray`: evaluations on the GPU workers of a Ray cluster.
 
 RayExecutor has the Evaluator's interface (kernelevolve.evaluation.executors). It starts one Ray
 actor per GPU of the cluster (`num_gpus=1`; on `--device interpret` one per CPU, `num_cpus=1`);

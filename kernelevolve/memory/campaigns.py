@@ -1,4 +1,4 @@
-"""Campaigns (issue 13): one search (or one scored solution file) per problem of a suite.
+"""Campaigns: one search (or one scored solution file) per problem of a suite.
 
 Table `campaigns` holds what the campaign was started with; table `campaign_problems` one row per
 problem, in order, with the shapes it is evaluated at and, once started, the run that holds its

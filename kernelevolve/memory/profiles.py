@@ -1,4 +1,4 @@
-"""Profile summaries per node (issue 11): table `profiles`, one row per profiled node.
+"""Profile summaries per node: table `profiles`, one row per profiled node.
 
 The row holds the node's ProfileSummary list (kernelevolve/profiling/schema.py) as JSON, one per
 profiled case, and the seconds the profiles took; this module stores dicts and knows nothing of

@@ -1,4 +1,4 @@
-"""Live evaluation workers (issue 12): who evaluates what, where, right now.
+"""Live evaluation workers: who evaluates what, where, right now.
 
 Every worker (a local evaluator slot, a Ray actor) registers a row in table `workers` of the run's
 experiment database and keeps it fresh with heartbeats: host, GPU, pid, executor, run, state

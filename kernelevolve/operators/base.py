@@ -32,7 +32,7 @@ class ParentView:
     kind: str  # how the parent was made: draft | debug | improve | crossover
     evaluation: EvalResult | None
     note: str = ""  # the parent's own one-line description of its change
-    # The node's profile summary where one was taken (issue 11 fills it; the prompts show it).
+    # The node's profile summary where one was taken (the search's profiler fills it; the prompts show it).
     profile: object | None = None
 
     @property

@@ -6,7 +6,7 @@ is written as pending when it gets a place to be evaluated in, and its evaluatio
 the policy and random state after, so a run killed at any instant resumes from the database without
 losing or redoing an evaluated node (a pending node is simply evaluated again).
 
-Keeping the evaluator fed (issue 34): `max_in_flight` (--parallel, default the evaluator's
+Keeping the evaluator fed: `max_in_flight` (--parallel, default the evaluator's
 parallelism) evaluations run at once, and as many proposals are made ahead while they run; a
 finished proposal waits in order for the next free place, and is written then. A would-be best's
 re-evaluation (recheck) takes the place its first evaluation freed. Profiles (search/profiling.py)

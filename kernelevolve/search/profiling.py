@@ -36,7 +36,7 @@ from kernelevolve.search.graph import Node, SearchGraph
 
 DEFAULT_WITHIN = 0.05
 DEFAULT_SHARE = 0.10
-# Before a run has timed a profile of its own: seconds per tool (H200, issue 34: torch, ncu and Proton
+# Before a run has timed a profile of its own: seconds per tool (H200: torch, ncu and Proton
 # took about 20 s each with the GPU held; the interpreter's torch profile a few seconds).
 PRIOR_S_PER_TOOL = {"cuda": 20.0, "interpret": 5.0}
 

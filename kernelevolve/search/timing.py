@@ -1,4 +1,4 @@
-"""Where a search's time goes (issue 34): evaluations, rechecks, profiles, and waiting.
+"""Where a search's time goes: evaluations, rechecks, profiles, and waiting.
 
 The engine fills `slots` places of its evaluator (--parallel). Every second of each place is one of:
 evaluating a new candidate, re-evaluating a would-be best (a recheck), profiling a node, or waiting

@@ -1,4 +1,4 @@
-"""profiles: the profile summaries of a profiled node (issue 11), as JSON, and their cost in seconds."""
+"""profiles: the profile summaries of a profiled node, as JSON, and their cost in seconds."""
 
 import sqlalchemy as sa
 from alembic import op

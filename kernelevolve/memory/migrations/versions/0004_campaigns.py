@@ -1,4 +1,4 @@
-"""campaigns, campaign_problems: suites of problems searched or scored together (issue 13)."""
+"""campaigns, campaign_problems: suites of problems searched or scored together."""
 
 import sqlalchemy as sa
 from alembic import op

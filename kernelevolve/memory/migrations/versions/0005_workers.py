@@ -1,4 +1,4 @@
-"""workers: live evaluation workers and their heartbeats (issue 12; kernelevolve/memory/workers.py)."""
+"""workers: live evaluation workers and their heartbeats (kernelevolve/memory/workers.py)."""
 
 import sqlalchemy as sa
 from alembic import op
