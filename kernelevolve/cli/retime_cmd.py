@@ -13,13 +13,12 @@ are skipped: after an interruption the same command picks up where it stopped.
 from __future__ import annotations
 
 import json
-import os
-import socket
 import time
 from typing import Optional
 
 import typer
 
+from kernelevolve.runs import live_owner
 from kernelevolve.cli.app import (
     DB_HELP,
     app,
@@ -60,20 +59,6 @@ def _spec_of(run, given: str | None = None):
             f"(fingerprint {spec.fingerprint} != {run.spec_fingerprint}): its nodes were written for the old one"
         )
     return spec
-
-
-def _busy(run) -> int | None:
-    """The pid of a live search process on this host that holds the run (its nodes would change under us)."""
-    host, _, pid = (run.owner or "").rpartition(":")
-    if run.status != "running" or host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
-        return None
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        pass
-    return int(pid)
 
 
 def _before(evaluation) -> dict:
@@ -240,7 +225,7 @@ def retime_command(
         try:
             runs = _runs_of(repo, target)
             for run in runs:
-                pid = _busy(run)
+                pid = live_owner(run.owner) if run.status == "running" else None
                 if pid is not None:
                     raise RetimeError(f"run {run.id} is being searched by process {pid} on this host: stop it first")
             plans = []

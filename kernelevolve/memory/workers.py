@@ -195,7 +195,7 @@ def run_processes(repo, runs) -> dict[str, str]:
         host, _, pid = (run.owner or "").rpartition(":")
         beat = beats.get(run.id)
         stale = beat is not None and now - beat > STALE_S
-        if host == here and pid.isdigit() and not _pid_alive(int(pid)):
+        if host == here and pid.isdigit() and not pid_alive(int(pid)):
             out[run.id] = GONE
         elif stale:
             out[run.id] = SILENT
@@ -204,7 +204,8 @@ def run_processes(repo, runs) -> dict[str, str]:
     return out
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid lives on this host (one we may not signal counts as alive)."""
     import os
 
     try:

@@ -19,6 +19,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable
 
+from kernelevolve.memory.workers import pid_alive
 from kernelevolve.runs.config import RunConfig, RunError
 from kernelevolve.search.engine import SearchEngine, restore_rng, rng_state
 from kernelevolve.spec import Spec
@@ -31,7 +32,7 @@ def owner_tag() -> str:
 def live_owner(owner: str | None) -> int | None:
     """The pid in an owner tag (host:pid) when it is another live process on this host, else None."""
     host, _, pid = (owner or "").rpartition(":")
-    if host == socket.gethostname() and pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+    if host == socket.gethostname() and pid.isdigit() and int(pid) != os.getpid() and pid_alive(int(pid)):
         return int(pid)
     return None
 
@@ -314,13 +315,3 @@ class LocalWorkers:
 
 def _spent(row) -> dict | None:
     return (row.settings or {}).get("time_spent")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
