@@ -9,7 +9,11 @@ DIR/integrity_overhead.json and prints fitness and evaluation latency side by si
 --part search: as a search evaluates: one warm evaluator per side (its next candidate's processes
 start while one is judged), the same candidate evaluated 1 + --repeat times in a row with --pause
 seconds between (a model's thinking time), baselines cached after the first; old and new sides
-alternate per spec. Writes DIR/integrity_overhead_search.json.
+alternate per spec. Each evaluation gets a distinct candidate, as in a search: the kernel file with i
+comment lines put in front, which moves its Triton kernels' source lines and so their compile-cache
+keys (the old evaluator kept one Triton cache for all evaluations, the new one gives each its own:
+evaluating the same file again would compare a cache hit with a compile). --same-source evaluates the
+very same file every time. Writes DIR/integrity_overhead_search.json.
 --part kernels: every reference kernel's spec through the new evaluator (DIR/reference_kernels_eval.json).
 """
 
@@ -42,11 +46,11 @@ from kernelevolve.memory.repository import BaselineTable, Repository
 from kernelevolve.spec import load_spec
 spec, source = load_spec(sys.argv[1]), open(sys.argv[2]).read()
 store = BaselineTable(Repository(sys.argv[3]))
-times, pause, device = int(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
+times, pause, device, distinct = int(sys.argv[4]), float(sys.argv[5]), sys.argv[6], sys.argv[7] == "distinct"
 with Evaluator(device=device, baseline_store=store, warm=True) as ev:
     for i in range(times):
         t0 = time.monotonic()
-        r = ev.evaluate(spec, source, deep=False)
+        r = ev.evaluate(spec, f"# candidate {i}\\n" * i * distinct + source, deep=False)
         d = r.to_dict()
         d["wall_s"] = time.monotonic() - t0
         print("RESULT " + json.dumps(d), flush=True)
@@ -129,9 +133,17 @@ def evaluate(code_root: Path, spec: str, kernel: str, cache: Path, search_path: 
 
 
 def warm_search(
-    code_root: Path, spec: str, kernel: str, cache: Path, times: int, pause: float, device: str = "cuda"
+    code_root: Path,
+    spec: str,
+    kernel: str,
+    cache: Path,
+    times: int,
+    pause: float,
+    device: str = "cuda",
+    distinct: bool = True,
 ) -> list[dict]:
-    """`times` evaluations of one candidate by one warm evaluator of the tree at `code_root`."""
+    """`times` evaluations of one kernel by one warm evaluator of the tree at `code_root` (`distinct`: as
+    distinct candidates, whose Triton kernels compile anew)."""
     env = {
         **os.environ,
         "KERNELEVOLVE_CACHE_DIR": str(cache),
@@ -142,6 +154,7 @@ def warm_search(
     }
     db = f"sqlite:///{cache / 'baselines.db'}"
     args = [str(ROOT / spec), str(_kernel_file(kernel)), db, str(times), str(pause), device]
+    args.append("distinct" if distinct else "same")
     proc = subprocess.run(
         [sys.executable, "-c", WARM_SEARCH, *args],
         capture_output=True,
@@ -188,6 +201,9 @@ def main() -> int:
     )
     ap.add_argument("--kernels", nargs="*", default=[], help="--part search: these reference kernels instead")
     ap.add_argument("--new-only", action="store_true", help="--part search: this evaluator alone")
+    ap.add_argument(
+        "--same-source", action="store_true", help="--part search: the very same file each time (cache hits on old)"
+    )
     ap.add_argument("--pairs", type=int, default=len(PAIRS), help="compare only the first N (spec, kernel) pairs")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -230,10 +246,13 @@ def main() -> int:
             sides = (("new", ROOT),) if args.new_only else (("old", args.old.resolve()), ("new", ROOT))
             for which, root in sides:
                 with tempfile.TemporaryDirectory() as cache:
-                    runs[which] = warm_search(root, spec, kernel, Path(cache), 1 + args.repeat, args.pause, args.device)
+                    runs[which] = warm_search(
+                        root, spec, kernel, Path(cache), 1 + args.repeat, args.pause, args.device, not args.same_source
+                    )
                 for i, r in enumerate(runs[which]):
                     print(f"{spec:40s} {which} #{i}: fitness {r.get('fitness')} in {r.get('wall_s')} s", flush=True)
             summary = {"spec": spec, "kernel": kernel, "pause_s": args.pause, "runs": runs}
+            summary["candidates"] = "same file" if args.same_source else "distinct"
             for which, rs in runs.items():
                 cached = [r["wall_s"] for r in rs[1:] if "wall_s" in r]
                 summary[f"{which}_cached_s_median"] = statistics.median(cached) if cached else None

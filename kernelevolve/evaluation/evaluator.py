@@ -132,6 +132,7 @@ class Evaluator:
         self.warm = device == "cuda" if warm is None else warm
         self._warm_sets: dict[tuple, list[ProcessSet]] = {}
         self._warm_lock = threading.Lock()
+        self._starting: list[threading.Thread] = []  # warm sets being put together
         self._memory_need: dict[tuple, int] = {}  # GPU memory an evaluation of (spec, shapes) was seen to hold
         # Address-space limits break CUDA (it reserves huge virtual ranges): CPU only. The resident memory
         # of all of a candidate's processes together is watched from outside on both (sandbox.Limits).
@@ -192,7 +193,7 @@ class Evaluator:
             processes = self._take(spec, cases, slot)
             processes.place = place
             if self.warm:  # the next candidate's processes start now, while this one is judged
-                self._put_warm(self._start_set(spec, cases, slot, warm=True))
+                self._start_warm(spec, cases, slot)
             result = self._judge(processes, spec, source, cases, deep)
             if slot in self.gates and _out_of_memory(result):
                 # Others on its GPU may have held the memory it lacked: judged again, alone on the GPU.
@@ -232,6 +233,8 @@ class Evaluator:
     def close(self) -> None:
         """Stop the warm processes (they would otherwise wait for a candidate until they time out). The
         evaluator stays usable: the next evaluation starts afresh."""
+        for thread in list(self._starting):
+            thread.join(timeout=60)
         with self._warm_lock:
             sets = [p for waiting in self._warm_sets.values() for p in waiting]
             self._warm_sets.clear()
@@ -271,6 +274,22 @@ class Evaluator:
                 stale = processes
                 threading.Thread(target=stale.discard, kwargs={"keep": False}, daemon=True).start()
         return self._start_set(spec, cases, slot, warm=False)
+
+    def _start_warm(self, spec: Spec, cases: list[Case], slot: str) -> None:
+        """Put the next candidate's set together in the background (rendering its scripts and starting its
+        processes took ~0.1 s of the evaluation that asked for it). A set that cannot be made is simply
+        not there: the next evaluation starts its own and says why if that fails too."""
+
+        def start() -> None:
+            try:
+                self._put_warm(self._start_set(spec, cases, slot, warm=True))
+            except Exception:  # noqa: BLE001 - see the docstring
+                pass
+
+        thread = threading.Thread(target=start, name="kernelevolve-warm-set", daemon=True)
+        with self._warm_lock:
+            self._starting = [t for t in self._starting if t.is_alive()] + [thread]
+        thread.start()
 
     def _put_warm(self, processes: "ProcessSet") -> None:
         with self._warm_lock:
@@ -316,20 +335,38 @@ class Evaluator:
         check_config = dict(config, outputs_dir=str(workdir / "check" / "outputs"))
         check = WaitingRun.of("correctness", check_config, workdir / "check", limits, env, waiting_s)
 
-        def judge(mode: str, config: dict, folder: str) -> WaitingRun:
+        def judge(mode: str, config: dict, folder: str, secret: bytes | None = None) -> WaitingRun:
             return WaitingRun.of(
-                "judge", dict(config, mode=mode), workdir / folder, trusted_limits, trusted_env, waiting_s, prepare=True
+                "judge",
+                dict(config, mode=mode),
+                workdir / folder,
+                trusted_limits,
+                trusted_env,
+                waiting_s,
+                prepare=True,
+                secret=secret,
             )
 
         check_judge = judge("check", check_config, "judge")
         baselines = timing = timed_judge = None
+        # The outside-timed loops' seeds, drawn now: the timed judge learns them on its stdin (no file a
+        # candidate's process could read) and computes its checks of the loops while preparing; the
+        # candidate's process learns each one only when its loop is released.
+        loop_seeds = {name: secrets.randbits(40) for name in outside_names(len(cases))}
         if self.device == "cuda":
             bench = dict(config, mode="candidate", baseline=spec.baseline, warmup_ms=self.warmup_ms, rep_ms=self.rep_ms)
             bench["outputs_dir"] = str(workdir / "bench" / "outputs")
             baselines = BaselineJob(self, spec, bench, workdir, slot, trusted_env, waiting_s)
             timing = WaitingRun.of("benchmark", bench, workdir / "bench", limits, env, waiting_s, prepare=True)
-            timed_judge = judge("timed", bench, "judge-timed")
-        return ProcessSet(
+            known = {  # a loop's call count follows from the baseline: known now where it is cached
+                str(n): outside_calls(baselines.found[c.label])
+                for n, c in enumerate(cases)
+                if c.label in baselines.found
+            }
+            timed_judge = judge(
+                "timed", dict(bench, outside_calls=known), "judge-timed", json.dumps(loop_seeds).encode()
+            )
+        processes = ProcessSet(
             _set_key(spec, cases, slot),
             workdir,
             slot,
@@ -341,6 +378,8 @@ class Evaluator:
             check_judge,
             timed_judge,
         )
+        processes.loop_seeds = loop_seeds
+        return processes
 
     def _judge(
         self, processes: "ProcessSet", spec: Spec, source: str, cases: list[Case], deep: bool, alone: bool = False
@@ -375,7 +414,7 @@ class Evaluator:
             outcome = processes.check.go()
             self._absorb(result, outcome, "correctness")
             if result.failure is None:  # the verdict: the judge's, from the outputs handed over
-                self._absorb(result, judge.go(), "judge")
+                self._absorb(result, judge.go(trusted=True), "judge")
                 result.correct = result.failure is None and all(s.correct for s in result.shapes)
             else:
                 judge.stop()
@@ -401,7 +440,7 @@ class Evaluator:
 
             def plan(name: str, _ready: str) -> dict:  # the candidate's own estimate is not asked for
                 n = int(name[1:].split(".")[0])
-                return {"seed": secrets.randbits(40), "calls": outside_calls(baseline_ms.get(labels[n]))}
+                return {"seed": processes.loop_seeds[name], "calls": outside_calls(baseline_ms.get(labels[n]))}
 
             clock = OutsideClock(timing.folder, outside_names(len(labels)), plan, alive=timing.running)
             outcome = timing.go({"profile": deep})
@@ -420,7 +459,7 @@ class Evaluator:
                 }
                 for name, loop in loops.items()
             }
-            self._absorb(result, timed_judge.go({"outside": outside}), "timed judge")
+            self._absorb(result, timed_judge.go({"outside": outside}, trusted=True), "timed judge")
             result.phases_s["timed judge"] = time.monotonic() - began
             if result.failure is None:
                 self._bound_latencies(result, loops, baseline_ms, baselines.slopes)
@@ -531,7 +570,8 @@ class Evaluator:
             result.environment.setdefault("candidate_process", {})[phase] = {
                 k: v for k, v in environment.items() if k in ("torch", "triton", "python", "gpu")
             }
-        result.environment["sandbox"] = outcome.sandbox
+        if outcome.sandbox or "sandbox" not in result.environment:  # a judge's early verdict comes without it
+            result.environment["sandbox"] = outcome.sandbox
         result.environment.setdefault("stages_s", {})[phase] = data.get("stages_s", {})  # where the time went
         by_label = {s.label: s for s in result.shapes}
         for case in data.get("cases", []) if isinstance(data.get("cases"), list) else []:

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
 WARM_MARGIN_S = 120.0  # a warm set this close to leaving is not handed out
 OUTSIDE_LOOPS = 2  # harness/runtime/outside.py's LOOPS
-OUTSIDE_TARGET_MS = 20.0  # the outside-timed loop's GPU time, roughly
+# The loop's GPU time, roughly: its start and stop jitter (up to ~1 ms on the H200) spread over more calls.
+OUTSIDE_TARGET_MS = 40.0
 OUTSIDE_PAD_MS = 0.5  # outside.py's PAD_CYCLES before each call, roughly (at the H200's ~2 GHz)
 
 
@@ -59,7 +60,15 @@ class WaitingRun:
     before the go."""
 
     def __init__(
-        self, render_script, folder: Path, *, limits: Limits, env: dict, prepare_timeout_s: float, prepare=False
+        self,
+        render_script,
+        folder: Path,
+        *,
+        limits: Limits,
+        env: dict,
+        prepare_timeout_s: float,
+        prepare=False,
+        secret: bytes | None = None,
     ):
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
@@ -91,6 +100,7 @@ class WaitingRun:
                 clock=self._clock,
                 prepare_timeout_s=prepare_timeout_s,
                 cancel=self._cancel,
+                stdin_bytes=secret,
             )
 
         self._thread = threading.Thread(target=run, name=f"kernelevolve-{folder.name}", daemon=True)
@@ -98,9 +108,17 @@ class WaitingRun:
 
     @classmethod
     def of(
-        cls, tool: str, config: dict, folder: Path, limits: Limits, env: dict, waiting_s: float, prepare=False
+        cls,
+        tool: str,
+        config: dict,
+        folder: Path,
+        limits: Limits,
+        env: dict,
+        waiting_s: float,
+        prepare=False,
+        secret: bytes | None = None,
     ) -> "WaitingRun":
-        """The harness `tool` (harness_templates/) on `config`, plus the signal paths."""
+        """The harness `tool` (harness_templates/) on `config`, plus the signal paths; `secret` on its stdin."""
         return cls(
             lambda signals: render(tool, dict(config, **signals)),
             folder,
@@ -108,6 +126,7 @@ class WaitingRun:
             env=env,
             prepare_timeout_s=waiting_s,
             prepare=prepare,
+            secret=secret,
         )
 
     def running(self) -> bool:
@@ -124,10 +143,7 @@ class WaitingRun:
     def wait_prepared(self) -> None:
         """Until it waits for its go (prepared) or has ended: the GPU preparation is over either way."""
         while self._thread.is_alive():
-            try:
-                data = json.loads(self.result_path.read_text())
-            except (OSError, ValueError):
-                data = {}
+            data = self._result()
             if data.get("stage") == "waiting for the evaluator's go":  # read before any candidate code ran
                 environment = data.get("environment") or {}
                 self.prepared_bytes = held_bytes(environment.get("gpu_prepared_bytes"))
@@ -135,16 +151,31 @@ class WaitingRun:
                 return
             self._thread.join(0.01)
 
-    def go(self, payload: dict | None = None) -> Outcome | None:
+    def go(self, payload: dict | None = None, trusted: bool = False) -> Outcome | None:
         """Let it run its candidate (or judge); its timeout counts from here. A process still preparing
         (imports, inputs, references on a busy CPU) finishes that first, within its preparation's own
-        time limit: the timeout is the candidate's time, not the machine's start-up."""
+        time limit: the timeout is the candidate's time, not the machine's start-up. `trusted` (a judge,
+        which runs no candidate code): its result counts as soon as it is written whole, and its exit
+        (a CUDA context torn down, ~0.1 s) is not waited for."""
         self.wait_prepared()
         start = time.monotonic()
         self._write("go", json.dumps(payload or {}))
+        while trusted and self._thread.is_alive():
+            data = self._result()
+            if data.get("stage") == "done":
+                self.after_go_s = time.monotonic() - start
+                return Outcome(0, False, None, time.monotonic() - self.started, "", "", data)
+            self._thread.join(0.002)
         self._thread.join()
         self.after_go_s = time.monotonic() - start
         return self.outcome
+
+    def _result(self) -> dict:
+        try:  # written whole (os.replace): either the last version or none
+            data = json.loads(self.result_path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
 
     def stop(self) -> None:
         self._write("stop", "stop")
@@ -189,7 +220,7 @@ class BaselineJob:
         }
         # Per label: the wall time of the baseline's outside-timed loop (ms), stored beside its latency.
         self.slope_keys = {
-            c["label"]: "|".join([spec.fingerprint, c["label"], f"{spec.baseline}:outside-v2", *_software(slot)])
+            c["label"]: "|".join([spec.fingerprint, c["label"], f"{spec.baseline}:outside-v3", *_software(slot)])
             for c in bench["cases"]
         }
         self.slopes: dict[str, float] = {}
@@ -295,6 +326,7 @@ class ProcessSet:
         self.judge, self.timed_judge = judge, timed_judge  # never import the candidate: their verdicts count
         self.runs = [r for r in (check, judge, timing, timed_judge) if r is not None]
         self.expires = time.monotonic() + waiting_s - WARM_MARGIN_S
+        self.loop_seeds: dict[str, int] = {}  # the outside-timed loops' seeds: the timed judge's and the evaluator's
 
     def usable(self) -> bool:
         """Every process still waits, with time to spare before it gives up waiting."""

@@ -400,6 +400,18 @@ def _exited_after(
     return _exited(pid, pidfd, timeout)
 
 
+def _feed(pipe, data: bytes) -> None:
+    try:
+        pipe.write(data)
+    except OSError:  # it ended without reading
+        pass
+    finally:
+        try:
+            pipe.close()
+        except OSError:
+            pass
+
+
 def run_script(
     script: str,
     workdir: Path,
@@ -410,12 +422,15 @@ def run_script(
     clock: threading.Event | None = None,
     prepare_timeout_s: float = 0.0,
     cancel: threading.Event | None = None,
+    stdin_bytes: bytes | None = None,
 ) -> Outcome:
     """Write `script` into `workdir`, run it sandboxed, and collect the JSON it left at `result_path`.
 
     With `clock`, the process may prepare for up to `prepare_timeout_s` before the event is set (it
     waits for the evaluator's go meanwhile); `limits.timeout_s` counts from then. Setting `cancel`
-    before the clock kills it (a warm process no longer needed)."""
+    before the clock kills it (a warm process no longer needed). `stdin_bytes` is what its stdin
+    reads (a pipe no other process can open: for what a trusted harness must know and no candidate
+    may read); otherwise stdin is empty."""
     workdir = Path(os.path.abspath(workdir))
     result_path = Path(os.path.abspath(result_path))
     _fresh_dir(workdir)
@@ -460,7 +475,7 @@ def run_script(
             [sys.executable, str(BOOT), json.dumps(config), str(script_path)],
             cwd=workdir,
             env=env,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin_bytes is None else subprocess.PIPE,
             stdout=out_w,
             stderr=err_w,
             pass_fds=(report_w,) if go_r is None else (report_w, go_r),
@@ -488,6 +503,8 @@ def run_script(
         except OSError:
             pass
         os.close(go_w)
+    if stdin_bytes is not None:  # from a thread: a pipe holds 64 KB until the harness reads
+        threading.Thread(target=_feed, args=(proc.stdin, stdin_bytes), daemon=True).start()
     drains = [_Drain(out_r), _Drain(err_r), _Drain(report_r)]
     watch = _MemoryWatch(proc.pid, limits.max_total_rss_bytes) if limits.max_total_rss_bytes else None
     try:

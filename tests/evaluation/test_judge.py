@@ -180,6 +180,53 @@ def test_an_outside_timed_loop_that_skips_or_caches_calls_fails_the_judges_check
     assert outside.sums_mismatch(got[:-1], want, 1e-3).startswith("it reported 11 calls")
 
 
+def test_the_timed_judge_checks_loops_it_computed_while_preparing_and_others_afresh():
+    """With the loops' seeds known while preparing (from the evaluator, on stdin), the judge draws and
+    computes its sample then; at the verdict an honest loop passes and a caching one fails either way, and a
+    loop released with another seed or call count than planned is checked with a sample computed afresh."""
+    import torch
+
+    from kernelevolve.harness.runtime import judge, modules, outside
+
+    class Softmax(torch.nn.Module):
+        def forward(self, x):
+            return torch.softmax(x, dim=1)
+
+    pools = [[torch.randn(64, 300)], [torch.randn(64, 300)]]
+    config = {"outside_calls": {"0": 12}, "cases": [{"dtype": "float32"}], "tolerances": {"float32": {}}}
+    config["tolerances"]["float32"] = {"atol": 1e-5, "rtol": 1e-5, "norm_rtol": 1e-4}
+    plans = judge._loop_plans(config, 0, {"c0.0": 11, "c0.1": 22})
+    assert plans == {"c0.0": {"seed": 11, "calls": 12}, "c0.1": {"seed": 22, "calls": 12}}
+    assert judge._loop_plans(config, 0, {"c0.0": 11}) == {}  # a seed missing: nothing planned
+    assert judge._loop_plans(config, 1, {"c1.0": 1, "c1.1": 2}) == {}  # no call count known for case 1
+    expected = {"c0.model": (Softmax(), pools)}
+    for name, plan in plans.items():
+        expected[name] = judge._loop_expectation(expected["c0.model"], plan["seed"], plan["calls"], None)
+    assert len(expected["c0.0"][2]) == judge.SAMPLE and expected["c0.0"][:2] == (11, 12)
+
+    def loops(fn, seeds=(11, 22), calls=12) -> dict:
+        buffers = [[p[0].clone()] for p in pools]
+        return {
+            f"c0.{i}": {
+                "seed": s,
+                "calls": calls,
+                "sums": outside.run_loop(fn, pools, buffers, s, calls, lambda: None, modules.flatten),
+            }
+            for i, s in enumerate(seeds)
+        }
+
+    cache = {}
+    honest = Softmax()
+    caching = lambda x: cache.setdefault("out", torch.softmax(x, dim=1))  # noqa: E731
+    assert judge._outside_loops(dict(config, outside=loops(honest)), 0, expected, None) is None
+    assert "a call not computed" in judge._outside_loops(dict(config, outside=loops(caching)), 0, expected, None)
+    other = dict(config, outside=loops(honest, seeds=(33, 44), calls=10))  # not as planned: sampled afresh
+    assert judge._outside_loops(other, 0, expected, None) is None
+    cache.clear()
+    other = dict(config, outside=loops(caching, seeds=(33, 44), calls=10))
+    assert "a call not computed" in judge._outside_loops(other, 0, expected, None)
+
+
 def test_the_evaluators_interpreter_rounds_tf32_dots_as_the_gpu_does(tmp_path):
     """A float32 tl.dot at its default precision (tf32) is off by ~1e-4 relative in the evaluator's processes,
     as on the GPU; with input_precision="ieee" it is exact to float32."""

@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 PROTECTIONS = {"network", "pid", "filesystem", "uid", "processes", "ipc", "output"}
 
 
-def run(tmp_path: Path, body: str, **limits):
+def run(tmp_path: Path, body: str, stdin_bytes: bytes | None = None, **limits):
     """Run `body` (plain Python; `report(**values)` leaves the result JSON) in the sandbox."""
     workdir = tmp_path / "scratch"
     result = tmp_path / "result.json"
@@ -46,7 +46,7 @@ def run(tmp_path: Path, body: str, **limits):
     )
     env = clean_environment({"HOME": str(workdir), "TMPDIR": str(workdir)})
     limits.setdefault("timeout_s", 60)
-    return run_script(script, workdir, limits=Limits(**limits), env=env, result_path=result)
+    return run_script(script, workdir, limits=Limits(**limits), env=env, result_path=result, stdin_bytes=stdin_bytes)
 
 
 def processes_mentioning(marker: str) -> list[int]:
@@ -427,3 +427,12 @@ def _write_probe(paths: list[str], key: str) -> str:
             outcome[path] = e.strerror
     report({key}=outcome)
     """
+
+
+def test_a_trusted_harness_reads_its_secret_on_stdin_and_others_read_nothing(tmp_path):
+    """What only a trusted harness may know (the outside-timed loops' seeds) reaches it on a pipe of its
+    own: the bytes arrive whole, even past what a pipe buffers, and a run without them reads an empty stdin."""
+    body = "report(got=sys.stdin.buffer.read().decode())\n"
+    secret = '{"c0.0": 12345}' + " " * 100_000
+    assert run(tmp_path / "a", body, stdin_bytes=secret.encode()).result == {"got": secret}
+    assert run(tmp_path / "b", body).result == {"got": ""}

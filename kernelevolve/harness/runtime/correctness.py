@@ -45,7 +45,11 @@ def main(config: dict) -> None:
     # A warm process waits for its candidate: on the GPU before any GPU work (another candidate may be
     # timed meanwhile), on the CPU once its inputs are ready.
     if device == "cuda":
-        torch.empty(1, device="cuda")  # the CUDA context now (no kernel runs): not paid after the go
+        torch.empty(1, device="cuda")  # the CUDA context now: not paid after the go
+        handover.warm_up(device, [modules.dtype_of(c) or torch.float32 for c in config["cases"]] + [torch.float32])
+        from kernelevolve.harness.runtime.warm import compile_triton
+
+        compile_triton(torch)
         config.update(wait_for_go(config, result))
 
     # ---- the reference's models (for the parameters) and the inputs, before any candidate code --------
@@ -109,6 +113,7 @@ def main(config: dict) -> None:
                     "mutates_input",
                     f"output {o} shares memory with input {i}: a view of an input is not a result",
                 )
+        result.stage(f"{entry['label']} handing over")
         if full:
             handover.write_outputs(outputs, name, outs, config["seed"])
         else:

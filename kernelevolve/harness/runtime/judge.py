@@ -9,7 +9,10 @@ to hand over and compares: per element within atol + rtol * |ref|, and as a whol
 
 mode "check": the correctness trials and repeated calls (correctness.py's names c{n}.t{k}, c{n}.r{i}).
 mode "timed": the timed calls a timing process kept (benchmark.py's c{n}.call{i}, values of set p);
-a miss there is `incorrect` with the numbers, like any other.
+a miss there is `incorrect` with the numbers, like any other. Its outside-timed loops' seeds may come
+on stdin (from the evaluator alone: no file a candidate's process could read), with their call counts
+in the config; the calls it will recompute are then drawn and computed while preparing, off the path
+from the timing to the verdict.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ def main(config: dict) -> None:
         from kernelevolve.harness.runtime import outside
 
         outside.digests([torch.ones(2 * outside.COLS, device="cuda")], 0)
+    seeds = _secret_seeds() if config["mode"] == "timed" else {}
     expected: dict[str, tuple] = {}  # output name -> (meta tensors, precise values, what it was)
     prepared = []
     for n, case in enumerate(config["cases"]):
@@ -46,6 +50,8 @@ def main(config: dict) -> None:
                 prepared.append((n, case, _check_references(config, n, ref_mod, dtype, device, sync, expected)))
             else:
                 prepared.append((n, case, _pool_references(config, n, ref_mod, dtype, device, sync, expected)))
+                for name, plan in _loop_plans(config, n, seeds).items():
+                    expected[name] = _loop_expectation(expected[f"c{n}.model"], plan["seed"], plan["calls"], sync)
         except Exception as exc:
             result.finish("reference", f"{label}: the reference itself failed: " + one_line(exc), exc)
     if device == "cuda":
@@ -180,13 +186,20 @@ def _judge_digests(folder: str, name: str, exp: list, refs: list, tol: dict, see
             return False, f"{where}shape {tuple(e['shape'])}, expected {tuple(want.shape)}", None, None
         if e["dtype"] != str(want.dtype).removeprefix("torch."):
             return False, f"{where}dtype {e['dtype']}, expected {str(want.dtype).removeprefix('torch.')}", None, None
-        key = (id(ref), seed + i)  # a reference is compared with many calls' digests: its own computed once
-        if key not in _REF_DIGESTS:
-            _REF_DIGESTS[key] = (outside.digests([ref], seed + i), outside.norm([ref]), ref)  # ref kept: id stays
-        want_digests, ref_norm, _ = _REF_DIGESTS[key]
+        want_digests, ref_norm = _ref_digests(ref, seed + i)
         if problem := outside.mismatch(e["digests"], want_digests, ref_norm, cmp.norm_bound(tol), squared=False):
             return False, where + problem, None, None
     return True, "", None, None
+
+
+def _ref_digests(ref, seed: int) -> tuple:
+    """(digests, norm) of a reference output: computed once, as it is compared with many calls' digests."""
+    from kernelevolve.harness.runtime import outside
+
+    key = (id(ref), seed)
+    if key not in _REF_DIGESTS:
+        _REF_DIGESTS[key] = (outside.digests([ref], seed), outside.norm([ref]), ref)  # ref kept: its id stays
+    return _REF_DIGESTS[key][:2]
 
 
 def _check_references(config, n, ref_mod, dtype, device, sync, expected) -> list:
@@ -233,14 +246,40 @@ def _pool_references(config, n, ref_mod, dtype, device, sync, expected) -> list:
     for k in range(config.get("input_sets", 2)):
         inputs = modules.make_inputs(ref_mod, modules.pool_seed(config["seed"], k), dtype, device)
         expected[f"c{n}.pool{k}"] = cmp.reference_outputs(reference, inputs, sync)
+        for i, ref in enumerate(expected[f"c{n}.pool{k}"][1]):  # the timed calls come as digests: theirs now
+            _ref_digests(ref, config["seed"] + i)
         pools.append(inputs)
     expected[f"c{n}.model"] = (reference, pools)
     return list(range(len(pools)))
 
 
-def _outside_loops(config, n: int, expected: dict, sync) -> str | None:
-    """Why case n's outside-timed loops (outside.py) were not all computed, or None: every call recomputed
-    here with the reference in float64 on the same fresh inputs, and the digests compared."""
+def _secret_seeds() -> dict:
+    """The outside-timed loops' seeds the evaluator wrote on stdin ({loop name: seed}), or {}."""
+    import json
+    import sys
+
+    try:
+        data = json.loads(sys.stdin.buffer.read() or b"{}")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and type(v) is int} if isinstance(data, dict) else {}
+
+
+def _loop_plans(config: dict, n: int, seeds: dict) -> dict:
+    """{loop name: {seed, calls}} of case n known before the timing (seed from stdin, calls from config)."""
+    from kernelevolve.harness.runtime import outside
+
+    calls = (config.get("outside_calls") or {}).get(str(n))
+    names = [f"c{n}.{idx}" for idx in range(outside.LOOPS)]
+    if type(calls) is not int or calls <= 0 or not all(name in seeds for name in names):
+        return {}
+    return {name: {"seed": seeds[name], "calls": calls} for name in names}
+
+
+def _loop_expectation(model_and_pools: tuple, seed: int, calls: int, sync) -> tuple:
+    """(seed, calls, the calls drawn, their sums of squares computed with the reference in float64): which calls
+    of a loop are recomputed is drawn here, never known to the candidate's process (it runs elsewhere); a loop
+    that skipped or cached a quarter of its calls meets one of them with probability > 0.9."""
     import copy
 
     import torch
@@ -248,34 +287,45 @@ def _outside_loops(config, n: int, expected: dict, sync) -> str | None:
     from kernelevolve.harness.runtime import compare as cmp
     from kernelevolve.harness.runtime import modules, outside
 
-    reference, pools = expected[f"c{n}.model"]
-    model = None
-    tol = config["tolerances"][config["cases"][n]["dtype"]]
+    reference, pools = model_and_pools
     buffers = [[x.clone() if isinstance(x, torch.Tensor) else x for x in pool] for pool in pools]
+    sample = sorted(secrets.SystemRandom().sample(range(calls), min(SAMPLE, calls)))
+    try:
+        model, precise = copy.deepcopy(reference).to(torch.float64), torch.float64
+    except (RuntimeError, TypeError):
+        model, precise = reference, None
+    want = []
+    for i in sample:
+        xs = outside.call_inputs(pools[i % len(pools)], buffers[i % len(buffers)], seed, i)
+        xs = [x.to(precise) if precise and isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]
+        outs = modules.flatten(cmp.run_model(model, xs, sync))
+        want.append([float(v) for v in outside.sums_of_squares(outs, torch.float64).tolist()])
+    return seed, calls, sample, want
+
+
+def _outside_loops(config, n: int, expected: dict, sync) -> str | None:
+    """Why case n's outside-timed loops (outside.py) were not all computed, or None: a sample of each loop's
+    calls recomputed here with the reference in float64 on the same fresh inputs (while preparing, where the
+    seeds were known then), and their sums of squares compared."""
+    from kernelevolve.harness.runtime import compare as cmp
+    from kernelevolve.harness.runtime import outside
+
+    tol = config["tolerances"][config["cases"][n]["dtype"]]
     for idx in range(outside.LOOPS):
         loop = (config.get("outside") or {}).get(f"c{n}.{idx}")
         if not isinstance(loop, dict):
             return f"outside-timed loop {idx} was never finished"
-        # The calls recomputed here: a sample drawn now, after the loop ran (its process cannot know which);
-        # a loop that skipped or cached a quarter of its calls meets one of them with probability > 0.9.
-        sample = sorted(secrets.SystemRandom().sample(range(int(loop["calls"])), min(SAMPLE, int(loop["calls"]))))
         got = loop.get("sums")
         if not isinstance(got, list) or len(got) != int(loop["calls"]):
             return f"outside-timed loop {idx}: it reported {len(got) if isinstance(got, list) else 'no'} calls' results"
-        want = []
-        for i in sample:
-            xs = outside.call_inputs(pools[i % len(pools)], buffers[i % len(buffers)], int(loop["seed"]), i)
-            if model is None:
-                try:
-                    model, precise = copy.deepcopy(reference).to(torch.float64), torch.float64
-                except (RuntimeError, TypeError):
-                    model, precise = reference, None
-            xs = [x.to(precise) if precise and isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]
-            outs = modules.flatten(cmp.run_model(model, xs, sync))
-            want.append([float(v) for v in outside.sums_of_squares(outs, torch.float64).tolist()])
+        seed, calls = int(loop["seed"]), int(loop["calls"])
+        known = expected.get(f"c{n}.{idx}")
+        if known is None or known[:2] != (seed, calls):  # not known while preparing: drawn and computed now
+            known = _loop_expectation(expected[f"c{n}.model"], seed, calls, sync)
+        _, _, sample, want = known
         problem = outside.sums_mismatch([got[i] for i in sample], want, cmp.norm_bound(tol), calls=sample)
         if problem:
-            return f"outside-timed loop ({loop['calls']} calls on fresh inputs): {problem}"
+            return f"outside-timed loop ({calls} calls on fresh inputs): {problem}"
     return None
 
 
