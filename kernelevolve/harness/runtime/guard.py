@@ -65,6 +65,8 @@ class Tripwire:
                 out.append(f"{name}.{key}")
         for name, obj in self._objs.items():
             for key in set(vars(obj)) - self._keys[name] - _CACHED_BY_PYTHON:
+                if key.startswith(_MARKED_BY_DYNAMO):  # torch.compile's own marks: the kernel check answers it
+                    continue
                 value = vars(obj)[key]
                 if isinstance(obj, type) or isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
                     out.append(f"{name}.{key}")
@@ -74,6 +76,9 @@ class Tripwire:
 # Attributes Python itself caches on a class the first time it is used so (copyreg, pickling a tensor:
 # torch.save): not the candidate's doing.
 _CACHED_BY_PYTHON = {"__slotnames__"}
+# What torch.compile adds to classes it traces (torch.nn.Module.___needs_generation_tag_patch): a name no
+# judge uses and that shadows nothing. A candidate using torch.compile is `not_a_kernel`, not tampering.
+_MARKED_BY_DYNAMO = "___"
 
 
 def _torch_own_wrapper(current, original) -> bool:
