@@ -82,6 +82,11 @@ def test_kernel_monitor_counts_launches_and_torch_compute():
         y = torch.empty_like(x)
         _copy_kernel[(1,)](x.exp(), y, 16, BLOCK=16)
     assert "torch.exp x1" in m.verdict()
+    with KernelMonitor() as m:  # questions about dtypes and shapes are glue, not compute
+        dtype = torch.promote_types(torch.result_type(x, x), torch.float32)
+        y = torch.empty(torch.broadcast_shapes(x.shape, (16,)), dtype=dtype)
+        _copy_kernel[(1,)](x, y, 16, BLOCK=16)
+    assert m.verdict() is None and m.compute_ops == {}
 
 
 def test_kernel_monitor_counts_a_compiled_kernel_launched_directly():

@@ -230,6 +230,18 @@ GLUE_OPS = {
     "is_autocast_enabled",
     "__dlpack__",  # CuTe DSL's from_dlpack: a view of the tensor handed to its kernels
     "__dlpack_device__",
+    # Questions about dtypes and shapes, answered without touching a value (a matmul picking its output
+    # dtype with torch.result_type was refused as torch compute in a model-driven campaign).
+    "result_type",
+    "promote_types",
+    "can_cast",
+    "is_tensor",
+    "is_storage",
+    "get_default_dtype",
+    "broadcast_shapes",
+    "is_same_size",
+    "is_signed",
+    "is_inference",
 }
 
 # CuTe DSL (nvidia-cutlass-dsl): the classes whose calls launch a compiled host function, which launches
