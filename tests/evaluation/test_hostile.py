@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -158,7 +159,7 @@ def test_unscreened(unscreened, scratch, spec, name, monkeypatch):
         assert "float32 trial 0" in result.message, result.message
     assert SECRET not in result.log + result.message
     # Nothing of the candidate outlives its verdict, and nothing it wrote escaped its scratch.
-    assert not _processes_under(scratch)  # run_script returns once every process of the run is gone
+    assert not _processes_under(scratch)  # the candidate's: run_script returns once every one of them is gone
     assert not list(Path("/tmp").glob("kernelevolve-escape-*"))
 
 
@@ -277,17 +278,24 @@ def test_a_search_survives_cheats_that_forge_their_verdict(tmp_path, specs):
 
 
 def _processes_under(scratch: Path) -> set[int]:
-    """Processes of this test's evaluations (a candidate's forks carry the harness's command line)."""
-    out = set()
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if str(scratch).encode() in cmd:
-                out.add(int(pid))
-    return out
+    """Processes of this test's evaluations (a candidate's forks carry the harness's command line). A judge
+    (no candidate code) is believed once its verdict is written and may still be exiting: it must be gone
+    within seconds; every other process, at once."""
+    deadline = time.monotonic() + 15
+    while True:
+        found = {}
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if str(scratch).encode() in cmd:
+                    found[int(pid)] = b"/judge/" in cmd or b"/judge-timed/" in cmd
+        candidates = {pid for pid, judge in found.items() if not judge}
+        if candidates or not found or time.monotonic() > deadline:
+            return set(found) if not candidates and found else candidates
+        time.sleep(0.1)
 
 
 REWRITES_ITS_JUDGES = CORPUS["honest"].source.replace(
