@@ -358,14 +358,7 @@ class Evaluator:
             bench["outputs_dir"] = str(workdir / "bench" / "outputs")
             baselines = BaselineJob(self, spec, bench, workdir, slot, trusted_env, waiting_s)
             timing = WaitingRun.of("benchmark", bench, workdir / "bench", limits, env, waiting_s, prepare=True)
-            known = {  # a loop's call count follows from the baseline: known now where it is cached
-                str(n): outside_calls(baselines.found[c.label])
-                for n, c in enumerate(cases)
-                if c.label in baselines.found
-            }
-            timed_judge = judge(
-                "timed", dict(bench, outside_calls=known), "judge-timed", json.dumps(loop_seeds).encode()
-            )
+            timed_judge = judge("timed", bench, "judge-timed", json.dumps(loop_seeds).encode())
         processes = ProcessSet(
             _set_key(spec, cases, slot),
             workdir,
@@ -409,7 +402,13 @@ class Evaluator:
             if timing is not None:
                 timing.prepare()
                 baselines.prepare()
-                timed_judge.prepare()
+                # A loop's call count follows from the baseline: where it is cached, the timing judge computes
+                # its checks of the loops now, beside the candidate's checks, not after the timing.
+                labels = [s.label for s in result.shapes]
+                known = {
+                    str(n): outside_calls(baselines.found[x]) for n, x in enumerate(labels) if x in baselines.found
+                }
+                timed_judge.prepare({"outside_calls": known})
             began = time.monotonic()
             outcome = processes.check.go()
             self._absorb(result, outcome, "correctness")

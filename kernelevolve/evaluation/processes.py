@@ -137,8 +137,9 @@ class WaitingRun:
         """Still alive and not yet told anything."""
         return self._thread.is_alive() and not self._clock.is_set()
 
-    def prepare(self) -> None:
-        self._write("prepare", "{}")
+    def prepare(self, payload: dict | None = None) -> None:
+        """Let it use the GPU to prepare; `payload` (settings known only now) is merged into its config."""
+        self._write("prepare", json.dumps(payload or {}))
 
     def wait_prepared(self) -> None:
         """Until it waits for its go (prepared) or has ended: the GPU preparation is over either way."""

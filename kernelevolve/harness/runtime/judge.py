@@ -11,8 +11,8 @@ mode "check": the correctness trials and repeated calls (correctness.py's names 
 mode "timed": the timed calls a timing process kept (benchmark.py's c{n}.call{i}, values of set p);
 a miss there is `incorrect` with the numbers, like any other. Its outside-timed loops' seeds may come
 on stdin (from the evaluator alone: no file a candidate's process could read), with their call counts
-in the config; the calls it will recompute are then drawn and computed while preparing, off the path
-from the timing to the verdict.
+in the prepare signal (where the baseline is cached); the calls it will recompute are then drawn and
+computed while preparing, off the path from the timing to the verdict.
 """
 
 from __future__ import annotations
@@ -266,7 +266,8 @@ def _secret_seeds() -> dict:
 
 
 def _loop_plans(config: dict, n: int, seeds: dict) -> dict:
-    """{loop name: {seed, calls}} of case n known before the timing (seed from stdin, calls from config)."""
+    """{loop name: {seed, calls}} of case n known before the timing (seeds from stdin, calls from the prepare
+    signal)."""
     from kernelevolve.harness.runtime import outside
 
     calls = (config.get("outside_calls") or {}).get(str(n))
