@@ -300,7 +300,7 @@ def test_cli_entry_point_reports_a_malformed_knowledge_base_in_one_line(tmp_path
     assert len(lines) == 1 and "error:" in lines[0] and str(bad.name) in lines[0] and "Traceback" not in proc.stderr
 
 
-# -- retrieval by what the reference computes (issue 33) ----------------------------------
+# -- retrieval by what the reference computes ----------------------------------------------
 
 PROBLEMS = paths.REPO_ROOT / "tests" / "llm" / "problems"  # KernelBench-style modules, no spec
 UNRELATED = {"int8_mqa_attention", "ikbo_broadcast", "mbdt", "conv1d", "block_diag_attention", "optimized_fm"}

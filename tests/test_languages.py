@@ -1,4 +1,4 @@
-"""Kernel languages (issue 15): detection from a candidate's source, the spec's `languages` field,
+"""Kernel languages: detection from a candidate's source, the spec's `languages` field,
 prompts per language, and the evaluator's language verdicts (a language the spec does not allow,
 a CuTe DSL candidate under the CPU interpreter) through the real evaluator and command line."""
 

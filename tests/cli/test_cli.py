@@ -1,4 +1,4 @@
-"""The `kernelevolve` command as a user meets it (issue 9, issue 18 items 3 and 4): the preflight
+"""The `kernelevolve` command as a user meets it: the preflight
 before anything is spent, problem files that resize and evaluate, one-line errors and never a
 traceback (a missing database driver included), `eval`'s exit statuses 0/1/2, and output that
 reads at 80 columns and in files, with one vocabulary for correct and failed."""
@@ -119,7 +119,7 @@ def problem(tmp_path):
 
 def test_eval_preflight_stops_a_reference_too_big_for_the_sandbox(problem, tmp_path):
     """Was: `failed (crash)` for the candidate, nothing suggesting --shape."""
-    # Its own sizes are scaled under the interpreter (issue 31 item 2): a --shape that keeps them big.
+    # Its own sizes are scaled under the interpreter: a --shape that keeps them big.
     args = ["--device", "interpret", "--shape", "batch_size=1024*64"]
     line = _one_line_error(_cli(["eval", problem, tmp_path / "good.py", *args], tmp_path))
     assert "the reference 42_Double.py cannot run at batch_size=65536" in line
@@ -167,7 +167,7 @@ def test_a_resized_problem_file_evaluates(problem, tmp_path):
 
 
 def test_eval_exit_1_on_a_wrong_kernel_without_speedup_wording(problem, tmp_path):
-    """Issue 18 #4 (exit 1 was never run); issue 9 #9: a failed interpreter eval printed
+    """`eval` exits 1 on a wrong kernel (a path once never run), and a failed interpreter eval once printed
     'fitness 0.000 (geometric-mean speedup over 1 cases)'."""
     proc = _cli(
         ["eval", problem, tmp_path / "wrong.py", "--device", "interpret", "--shape", "batch_size=2,height=4"], tmp_path
@@ -213,7 +213,7 @@ def test_shape_given_as_a_list_is_accepted(problem, tmp_path):
     load_spec(problem).check_shape(parse_shape_option("input_shape=[64, 8]"))  # was a pydantic traceback
 
 
-# -- issue 18 #3: spec validation, one line naming the file and the field -------------------------
+# -- spec validation: one line naming the file and the field -----------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""What a new user hits (issue 31): KernelBench files at their own sizes under the interpreter,
+"""What a new user hits: KernelBench files at their own sizes under the interpreter,
 a reference that cannot run, dead runs, read-only databases, console markup, and the smaller
 items. Each test runs the real command in a subprocess, as a user would."""
 

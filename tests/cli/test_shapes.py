@@ -1,6 +1,6 @@
-"""Shape overrides on problem files written the way KernelBench writes them (issue 9, problem 3):
+"""Shape overrides on problem files written the way KernelBench writes them:
 constant expressions, chained and unpacking assignments, tuple/list values; and the `--shape`
-parser (issue 18, item 3). The same code (kernelevolve/shapes.py) checks a value when the spec
+parser. The same code (kernelevolve/shapes.py) checks a value when the spec
 is loaded and rewrites the module inside the harness, so both are tested through both."""
 
 import ast

@@ -1,4 +1,4 @@
-"""What `runs` and `show` tell about model-driven runs (issue 9, problems 8 and 9): the model's
+"""What `runs` and `show` tell about model-driven runs: the model's
 one-line summary of each change, the failure line of failed nodes, model / best / cost per run,
 everything readable at 80 columns and in a file; and greedy's breadth-first tie-break for
 untimed searches, where every correct node scores the same."""

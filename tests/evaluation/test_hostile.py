@@ -82,7 +82,7 @@ def test_corpus_has_the_kinds_the_issue_names():
 
 def test_corpus_covers_what_was_documented():
     """At least 50 kinds of cheat, each saying what it does, where it was documented and what a correct
-    evaluator answers; together they cite every write-up issue 30 names."""
+    evaluator answers; together they cite every write-up the KernelEvolve red-team named."""
     kinds = [n for n in CORPUS if n != "honest"] + list(CHEATS)
     assert len(kinds) == len(set(kinds)) >= 50
     assert set(ABOUT) == set(CORPUS)
@@ -94,7 +94,7 @@ def test_corpus_covers_what_was_documented():
         assert (c.caught_today is None) == (c.where == "gpu"), f"{name}: CPU entries are recorded, GPU ones wait"
         assert "\n" not in c.kind + c.source, name
     sources = " ".join(c.source for c in CHEATS.values()) + " ".join(s for _, s in ABOUT.values())
-    for writeup in ("KernelBench", "GPU MODE", "CUDA-L1", "Kevin", "METR", "Makora", "Sakana", "issue 30"):
+    for writeup in ("KernelBench", "GPU MODE", "CUDA-L1", "Kevin", "METR", "Makora", "Sakana", "KernelEvolve red-team"):
         assert writeup in sources, writeup
     assert {c.where for c in CHEATS.values()} == {"cpu", "gpu"}
 

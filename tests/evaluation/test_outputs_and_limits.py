@@ -1,4 +1,4 @@
-"""Behaviours issue 18 listed as untested: output count and shape mismatches, exact matching of
+"""Evaluator behaviours at the edges: output count and shape mismatches, exact matching of
 integer outputs, the sandbox's memory limit, and invalid environment values (one line, exit 2)."""
 
 import os

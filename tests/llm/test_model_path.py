@@ -1,4 +1,4 @@
-"""The model-driven path as a user meets it (issue 9): shapes in prompts and cache keys, the
+"""The model-driven path as a user meets it: shapes in prompts and cache keys, the
 opt-in reply cache and a resumed run's replay, the insight contract, node notes, and a dead
 endpoint. Model calls go through the real SDKs to tests/llm/fake_llm_server.py."""
 
@@ -403,7 +403,7 @@ def test_a_run_with_shape_tells_the_model_those_shapes(tmp_path):
 
 @pytest.mark.timeout(400)
 def test_reply_cache_lives_in_the_database_and_only_when_asked_for(tmp_path):
-    """Issue 10/9 #6: the same search run twice asks the model twice; with --reply-cache the second
+    """The reply cache is opt-in: the same search run twice asks the model twice; with --reply-cache the second
     run takes the first one's replies from the experiment database, and nothing goes to files."""
     env = {k: v for k, v in os.environ.items() if k not in LLM_ENV}
     db = f"sqlite:///{tmp_path / 'r.db'}"

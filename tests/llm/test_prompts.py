@@ -122,7 +122,7 @@ def test_knowledge_retrieval_reaches_the_prompt_and_yields_to_the_budget():
     assert again.prompt == small.prompt
 
 
-# -- issue 33: what the prompts carry ------------------------------------------------------
+# -- what the prompts carry: constants, timings, documents, size, insights -----------------
 PROBLEMS = Path(__file__).parent / "problems"
 PARENT = (Path(__file__).parents[1] / "campaign" / "solutions" / "layernorm.py").read_text()
 LOG = "\n".join(f'  File "candidate.py", line {i}, in forward\n    y = kernel[grid](x)' for i in range(60))

@@ -1,4 +1,4 @@
-"""What a search asks the model (issue 33): the evaluator's contract in the first prompt, drafts that
+"""What a search asks the model: the evaluator's contract in the first prompt, drafts that
 differ, improve prompts that ask only about data they hold, a KernelBench problem with a tuple size
 constant reaching the model, and an exception inside the operator recorded as the tool's failure.
 
@@ -123,7 +123,7 @@ def test_a_kernelbench_cumsum_search_reaches_the_model_with_the_contract_and_dis
     approaches = [re.search(r"take this approach: (.+?)\.\n", p).group(1) for p in drafts]
     assert approaches[0] != approaches[1] and "draft 1 of this search" in drafts[0] and "draft 2" in drafts[1]
     assert "Earlier drafts of this search" not in drafts[0]
-    # The engine proposes ahead (issue 34): the second draft may be asked before the first is evaluated,
+    # The engine proposes ahead of its evaluator: the second draft may be asked before the first is evaluated,
     # and then has no earlier draft to be told of; when it has one, it is told what it did.
     if "## Earlier drafts of this search" in drafts[1]:
         earlier = drafts[1].split("## Earlier drafts of this search")[1].split("\n## ")[0]

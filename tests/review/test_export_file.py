@@ -1,4 +1,4 @@
-"""`kernelevolve export RUN NODE -o k.py` writes one file that stands alone (issue 31 item 3): the
+"""`kernelevolve export RUN NODE -o k.py` writes one file that stands alone: the
 knowledge base's helper modules the kernel imports are written into it, so `import k` works
 anywhere with only torch and triton; a kernel whose helpers cannot go into one file is refused
 with their list."""

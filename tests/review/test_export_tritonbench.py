@@ -1,5 +1,5 @@
 """`kernelevolve export RUN NODE -o DIR --tritonbench`: an approved node of a real run as a
-TritonBench operator package (issue 11), refused for a node nobody approved."""
+TritonBench operator package, refused for a node nobody approved."""
 
 import importlib
 import sys

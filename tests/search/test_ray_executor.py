@@ -1,6 +1,6 @@
 """`run --executor ray` on a real two-CPU Ray cluster (started with `ray start`, joined through
 --ray-address): real Triton kernels under the interpreter, a worker SIGKILLed mid-evaluation, and
-`kernelevolve workers` while it runs (issue 12). 30-60 s on a busy 2-core machine, Ray's start-up much of it."""
+`kernelevolve workers` while it runs. 30-60 s on a busy 2-core machine, Ray's start-up much of it."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""A search as fast as its evaluator (issue 34), on a CPU with timed doubles: an evaluator with two
+"""A search as fast as its evaluator, on a CPU with timed doubles: an evaluator with two
 places whose rechecks are slow, a profiler that holds a place for a second, an operator that takes
 its time. Profiles and rechecks must not hold back the candidates waiting to be evaluated, profiles
 must stay within their share of the time, proposals must be made while evaluations run, and the

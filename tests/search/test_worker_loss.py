@@ -1,5 +1,5 @@
 """A worker killed mid-evaluation: the node is evaluated once more on a fresh worker, and recorded
-as a crash when that worker is lost too (issue 12). The workers are real processes killed with
+as a crash when that worker is lost too. The workers are real processes killed with
 SIGKILL while they evaluate."""
 
 import json

@@ -277,7 +277,7 @@ ABOUT: dict[str, tuple[str, str]] = {
     ),
     "late_garbage": (
         "correct on its first four calls, unwritten memory afterwards",
-        "Wafer KernelArena field guide (returning garbage); KernelEvolve issue 30 (the watched first calls)",
+        "Wafer KernelArena field guide (returning garbage); KernelEvolve red-team, 2026-11 (the watched first calls)",
     ),
     "side_stream": (
         "computes on a side CUDA stream that the caller's timer does not wait for",
