@@ -5,12 +5,15 @@ The static cost estimate (evaluation/static_cost.py: two more sandboxed processe
 candidate, ~5 CPU-seconds) is off unless a test is marked `static_cost`: the tests of the estimate, of
 ranking by it, of `retime` and of a kill and resume keeping it run
 it as a user's search does (marked); the others, which do not look at it, would only pay for it
-(CI's time)."""
+(CI's time). Torch gets one OpenMP thread per process (set before anything imports it)."""
 
 import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("KERNELEVOLVE_STATIC_COST", "0")
+# One OpenMP thread per process: the suite runs several workers (and their sandboxed processes) on few
+# cores, where small torch ops on several threads only spin against each other.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 import pytest  # noqa: E402
