@@ -2,8 +2,8 @@
 
 The rule, applied to a reference module without `interpret_shapes` and without `--shape`:
 
-1. Only *root* size constants change: module-level integers (or tuples of integers) written as
-   literals (`N = 4096`, `M = 1024 * 2`, `input_shape = (128, 4096)`). Constants computed from other
+1. Only *root* size constants change: module-level integers (or tuples or lists of integers) written
+   as literals (`N = 4096`, `M = 1024 * 2`, `input_shape = (128, 4096)`, `layer_sizes = [16384, 16384]`). Constants computed from other
    constants (`hidden = dim * 4`, `bias_shape = (out_channels, 1, 1)`) are left alone and follow.
 2. Each value above KEEP shrinks to about its square root, at least KEEP and at most MAX_SIZE; values
    at or below KEEP (kernel sizes, strides, small channel, head or group counts, and 16, the least
@@ -59,7 +59,7 @@ def _root_constants(source: str) -> dict[str, Any]:
                 names += [e.id for e in target.elts if isinstance(e, ast.Name)]
         for name in names:
             value = values.get(name)
-            if _is_size(value) or (isinstance(value, tuple) and value and all(_is_size(v) for v in value)):
+            if _is_size(value) or (isinstance(value, (tuple, list)) and value and all(_is_size(v) for v in value)):
                 roots[name] = value
     return roots
 
@@ -84,7 +84,9 @@ def _shrink(v: int) -> int:
 def scaled_shape(source: str) -> dict[str, Any]:
     """The overrides the rule gives for a reference module's source ({} when nothing is large)."""
     roots = _root_constants(source)
-    originals = sorted(set(v for value in roots.values() for v in (value if isinstance(value, tuple) else (value,))))
+    originals = sorted(
+        set(v for value in roots.values() for v in (value if isinstance(value, (tuple, list)) else (value,)))
+    )
     if not originals or originals[-1] <= MAX_SIZE:
         return {}  # small already: a module written for the interpreter keeps its sizes
     scaled = {v: _shrink(v) for v in originals}
@@ -101,7 +103,10 @@ def scaled_shape(source: str) -> dict[str, Any]:
             scaled[big] = scaled[small] * quotient
     out: dict[str, Any] = {}
     for name, value in roots.items():
-        new = tuple(scaled.get(v, v) for v in value) if isinstance(value, tuple) else scaled.get(value, value)
+        if isinstance(value, (tuple, list)):
+            new = type(value)(scaled.get(v, v) for v in value)  # a list stays a list (an MLP's layer sizes)
+        else:
+            new = scaled.get(value, value)
         if new != value:
             out[name] = new
     return out

@@ -35,6 +35,10 @@ def test_scaling_keeps_small_constants_and_the_divisibility_the_code_relies_on()
     odd = constants("A = 48\nB = 4096\nC = 96\nD = B * 2\n", scaled_shape("A = 48\nB = 4096\nC = 96\nD = B * 2\n"))
     assert odd["C"] % odd["A"] == 0 and odd["B"] == 64
     assert odd["D"] == 2 * odd["B"]  # derived: follows its root, never scaled on its own
+    # a list of sizes (KernelBench's MLP: its hidden layers) scales like a tuple and stays a list
+    mlp = "batch_size = 128\ninput_size = 16384\nlayer_sizes = [16384, 16384]\noutput_size = 8192\n"
+    small = constants(mlp, scaled_shape(mlp))
+    assert small["layer_sizes"] == [small["input_size"]] * 2 and small["input_size"] <= MAX_SIZE
 
 
 def test_scaling_shrinks_every_problem_file_to_interpreter_sizes():
