@@ -155,10 +155,18 @@ def run(repo, campaign_id: str, on_event: Callable[[Event], None] | None = None)
         knowledge_base=settings.run_config().knowledge_base_path,
     )
     job = _solve if settings.kind == SOLUTIONS else _search
-    with evaluator, ThreadPoolExecutor(max_workers=max(1, settings.parallel), thread_name_prefix="campaign") as pool:
-        futures = [pool.submit(_guarded, job, repo, campaign_id, settings, p, evaluator, counter) for p in todo]
-        for f in futures:
-            f.result()
+    pool = ThreadPoolExecutor(max_workers=max(1, settings.parallel), thread_name_prefix="campaign")
+    try:
+        with evaluator:
+            futures = [pool.submit(_guarded, job, repo, campaign_id, settings, p, evaluator, counter) for p in todo]
+            for f in futures:
+                f.result()
+    except BaseException:
+        # Ctrl-C or SIGTERM: the problems' threads may wait on a model for an hour (file:), so they are not
+        # waited for; what they recorded is in the database and the campaign resumes from it.
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     store.update_campaign(repo, campaign_id, status="finished")
 
 

@@ -268,6 +268,28 @@ def test_kill_9_mid_search_campaign_then_resume(tmp_path, scripted_campaign):
     assert sorted(set(model.asked)) == sorted(names) and len(model.asked) <= len(names) + 1  # at most one asked again
 
 
+def test_sigterm_while_problems_wait_for_the_model_exits_at_once_with_the_resume_command(tmp_path):
+    """Two problems wait on a model that never answers (file:, an hour's wait): SIGTERM (or Ctrl-C) ends
+    the campaign at once with 143 and the resume command, not when the waits run out."""
+    model_dir, db = tmp_path / "model", f"sqlite:///{tmp_path / 'waiting.db'}"
+    args = ["suite", str(PROBLEMS / "relu.py"), str(PROBLEMS / "scale_add.py"), "--model", f"file:{model_dir}"]
+    args += ["--device", "interpret", "--budget", "2", "--parallel", "2", "--db", db, "--no-model-check"]
+    proc = subprocess.Popen([*CLI, *args], env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(model_dir.glob("*.prompt.md"))) < 2 and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            time.sleep(0.2)
+        assert len(list(model_dir.glob("*.prompt.md"))) == 2  # both problems wait for their first reply
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err.decode()[-2000:]
+    assert re.search(r"interrupted: resume with `kernelevolve suite --resume c-\w+", err.decode())
+
+
 def test_offline_operator_skips_problems_without_a_reference_kernel(tmp_path, capsys, monkeypatch):
     """No model and no reference kernel in the knowledge base: `skipped: needs a model`, not an error
     (in process: nothing is evaluated, the command's start-up would be most of the time)."""
