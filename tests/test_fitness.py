@@ -85,6 +85,7 @@ class FakeGPU:
         self.runs: list[tuple[str, list[str]]] = []  # (phase, case labels)
         self.intervals: list[tuple[str, float, float]] = []  # (phase, from, to) of each process's work after its go
         self.hold_s = 0.0  # how long each process works after its go
+        self.planned: list[dict] = []  # per timed judge: the loops' call counts it was told while preparing
 
     @staticmethod
     def _outside_loops(folder, latencies: list[float]) -> None:
@@ -102,7 +103,17 @@ class FakeGPU:
         return json.dumps({"name": name, "config": config})
 
     def run_script(
-        self, script: str, workdir, *, limits, env, result_path, clock=None, prepare_timeout_s=0.0, cancel=None
+        self,
+        script: str,
+        workdir,
+        *,
+        limits,
+        env,
+        result_path,
+        clock=None,
+        prepare_timeout_s=0.0,
+        cancel=None,
+        stdin_bytes=None,
     ) -> Outcome:
         rendered = json.loads(script)
         config = rendered["config"]
@@ -136,6 +147,14 @@ class FakeGPU:
 
             assert sorted(loops) == [f"c{n}.{i}" for n in range(len(labels)) for i in range(outside.LOOPS)], loops
             assert all(len(loop["sums"]) == loop["calls"] for loop in loops.values()), loops
+            # The loops ran on the seeds the judge learned on its stdin, and with the call counts it was told
+            # while preparing (where the baseline was cached then): it could compute its checks beforehand.
+            assert json.loads(stdin_bytes) == {name: loop["seed"] for name, loop in loops.items()}
+            planned = json.loads((workdir / "prepare").read_text()).get("outside_calls", {})
+            assert all(loops[f"c{n}.{i}"]["calls"] == c for n, c in planned.items() for i in range(outside.LOOPS))
+            self.planned.append(planned)
+        else:
+            assert stdin_bytes is None  # only the timing judge is told anything on its stdin
         name = rendered["name"]
         phase = {"correctness": "correctness", "judge": f"judge {config.get('mode')}"}.get(name) or config["mode"]
         self.runs.append((phase, labels))
@@ -239,6 +258,7 @@ def test_baselines_are_timed_once_then_cached_per_gpu_and_software(tmp_path, spe
     again = _evaluator(tmp_path, store).evaluate(spec, SOURCE, shapes=SHAPES)
     assert [p for p, _ in gpu.runs] == ["correctness", "judge check", "candidate", "judge timed"]
     assert all(s.baseline_cached for s in again.shapes) and again.fitness == pytest.approx(first.fitness)
+    assert gpu.planned[0] == {} and sorted(gpu.planned[-1]) == ["0", "1"]  # cached: the judge knew the loops' size
 
     # Another Triton is another baseline: timed afresh, never read from the other version's entry.
     monkeypatch.setattr(processes_module, "_software", lambda slot: ("NVIDIA H200", "2.13.0", "3.9.0"))
