@@ -161,6 +161,7 @@ def shape_lines(spec: Spec, device: str, shapes: list[dict] | None) -> list[str]
             )
         else:
             lines.append(f"- timed later at the same shapes on the GPU ({spec.hardware}, against {spec.baseline})")
+        lines.append("- on the GPU every check below is made again at the shapes timed there, before any timing")
         return lines
     return [f"- checked and timed on the GPU ({spec.hardware}, against {spec.baseline}; {origin}): {constants}"]
 
@@ -197,7 +198,8 @@ def evaluator_contract(spec: Spec, device: str, shapes: list[dict] | None = None
     lines.append(
         "- parameters: `ModelNew(*get_init_inputs())` is built, then every parameter and buffer whose name and "
         "shape match the reference's state_dict is copied from a reference whose floating parameters were "
-        f"randomly perturbed{named}: keep the reference's attribute names and read the values in forward; "
+        f"randomly perturbed{named} (buffers, a causal mask say, are copied as the reference made them): keep "
+        "the reference's attribute names and read the values in forward; "
         "a value under another name keeps what your constructor gave it, and fails"
     )
     lines.append(
@@ -220,7 +222,10 @@ def evaluator_contract(spec: Spec, device: str, shapes: list[dict] | None = None
             "between calls, and every output is checked: never cache a result by pointer, shape or call count"
         )
     allowed = list(getattr(spec, "allow_torch_ops", []) or [])
-    glue = "torch only as glue (allocation, views, reshapes, permutes, casts, copies)"
+    glue = (
+        "torch only as glue (allocation, views, reshapes, permutes, casts, copies, and questions about dtypes "
+        "and shapes such as torch.result_type)"
+    )
     lines.append(
         "- every call must do its computation in the kernels it launches; "
         + glue

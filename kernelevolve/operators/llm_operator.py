@@ -233,6 +233,7 @@ class LLMOperator(BaseOperator):
             family=spec.family,
             hardware=spec.hardware,
             change=step_label(child, parents),
+            timed=bool(child.evaluation.timed),  # no question about speed where the result holds no timing
             result=evaluation_summary(child),
             parent_result=evaluation_summary(parents[0]) if len(parents) == 1 else "",
         )

@@ -211,6 +211,17 @@ def test_insight_replies_that_break_the_contract_are_dropped(monkeypatch, reply,
         assert insight_problem(reply)
 
 
+def test_an_untimed_results_insight_prompt_asks_nothing_about_speed(monkeypatch):
+    """Under the interpreter a result holds no timing: its insight prompt must not ask which shapes gained
+    or regressed (a model then invents numbers), and says that it was not timed."""
+    spec = load_spec(SOFTMAX)
+    child, parents = _views()
+    with FakeLLMServer(lambda api, prompt, body: (200, "Keep BLOCK_N a power of two.", {})) as server:
+        LLMOperator(_openai(monkeypatch, server.url)).write_insight(spec, child, parents)
+        prompt = server.requests[0].prompt
+    assert "not timed" in prompt and "gained or regressed" not in prompt and "speed" in prompt
+
+
 # -- 8. notes: the model's one-line summary of its change ------------------------------------------
 
 
