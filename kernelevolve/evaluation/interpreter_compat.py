@@ -14,6 +14,12 @@ probe of the interpreter itself; `patch_triton_interpreter()` returns the names 
   an int32 handle type, so broadcast and combined with a vector mask it becomes int32 data; 3.6-3.8
   accepted any integer mask, 3.9's load, store and atomics refuse it ("mask has unsupported
   dtype"). Masks are cast to bool on the way in. Probed: a load with an int32 mask.
+- "loop_index" (every version checked): the induction variable of `for i in range(...)` (or
+  `tl.range`) is a plain Python int in the interpreter, where compiled Triton gives a tensor, so
+  `i.to(tl.int64)` fails here and works on the GPU (two drafts of a model-driven campaign failed as
+  `compile` so). The interpreter's own rewrite of each kernel's source (which already turns every
+  assignment's value into a tensor) also turns such a loop's variable into one; `tl.static_range`
+  loops keep plain ints, as compiled Triton does. Probed: `.to()` on a loop variable.
 - TF32 (every version; emulation rather than a fix, `emulate_tf32()`, applied in the evaluator's processes): the interpreter multiplies float32 dots
   exactly whatever their input_precision, while the GPU rounds a tf32 dot's inputs to 10 mantissa bits
   (float32 `tl.dot`'s default). The inputs of a TF32 dot are rounded the same way (to nearest, as
@@ -49,6 +55,9 @@ def patch_triton_interpreter() -> list[str]:
     if _int_masks_refused(interpreter):
         _fix_masks(interpreter)
         applied.append("bool_masks")
+    if _loop_index_is_an_int(interpreter):
+        _fix_loop_index(interpreter)
+        applied.append("loop_index")
     builder._kernelevolve_fixes = tuple(applied)
     return applied
 
@@ -172,3 +181,43 @@ def _fix_masks(interpreter) -> None:
             return _original(self, *args, **kwargs)
 
         setattr(builder, name, fixed)
+
+
+def _loop_index_is_an_int(interpreter) -> bool:
+    """Whether the interpreter's rewrite of a kernel leaves a `range` loop's variable a Python int."""
+    import ast
+
+    transformer = getattr(interpreter, "ASTTransformer", None)
+    if transformer is None:
+        return False
+    tree = ast.parse("for i in range(3):\n    pass\n")
+    return not any(
+        isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "to_tensor"
+        for n in ast.walk(transformer().visit(tree))
+    )
+
+
+def _fix_loop_index(interpreter) -> None:
+    import ast
+
+    transformer = interpreter.ASTTransformer
+    previous = getattr(transformer, "visit_For", None)
+
+    def visit_For(self, node):
+        node = previous(self, node) if previous is not None else self.generic_visit(node)
+        it = node.iter
+        func = it.func if isinstance(it, ast.Call) else None
+        name = func.attr if isinstance(func, ast.Attribute) else (func.id if isinstance(func, ast.Name) else "")
+        if name == "range" and isinstance(node.target, ast.Name):  # range or tl.range, not tl.static_range
+            as_tensor = ast.Assign(
+                targets=[ast.Name(node.target.id, ast.Store())],
+                value=ast.Call(
+                    func=ast.Attribute(ast.Name("interpreter_semantic", ast.Load()), "to_tensor", ast.Load()),
+                    args=[ast.Name(node.target.id, ast.Load()), ast.Constant(False)],
+                    keywords=[],
+                ),
+            )
+            node.body.insert(0, ast.fix_missing_locations(ast.copy_location(as_tensor, node)))
+        return node
+
+    transformer.visit_For = visit_For

@@ -40,6 +40,20 @@ def _bf16_dot(a_ptr, b_ptr, c_ptr, N: tl.constexpr):
     tl.store(c_ptr + idx[:, None] * N + idx[None, :], tl.dot(a, b))
 
 
+@triton.jit
+def _loop_variables(x_ptr, y_ptr, n_rows, P: tl.constexpr, BLOCK: tl.constexpr):
+    # A range loop's variable is a tensor in compiled Triton (`.to()` works); a static_range loop's is
+    # a constexpr int (it may pick from a tuple): the interpreter must give the same.
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    for row in range(pid, n_rows, P):
+        r = row.to(tl.int64)
+        tl.store(y_ptr + r * BLOCK + cols, tl.load(x_ptr + r * BLOCK + cols) * 2.0)
+    for j in tl.static_range(2):
+        scale = (1.0, 3.0)[j]
+        tl.store(y_ptr + n_rows * BLOCK + j * BLOCK + cols, tl.load(x_ptr + cols) * scale)
+
+
 def test_fixes_match_the_installed_triton():
     applied = patch_triton_interpreter()
     assert patch_triton_interpreter() == applied  # idempotent
@@ -47,6 +61,7 @@ def test_fixes_match_the_installed_triton():
     assert SUPPORTED_TRITON[0] <= version, f"triton {triton.__version__} is older than the supported range"
     assert ("index" in applied) == (version < (3, 7))
     assert "bf16_dot" in applied  # triton#11584, open through 3.9
+    assert "loop_index" in applied  # a range loop's variable is an int in every checked version
     print(f"triton {triton.__version__}: interpreter fixes {applied}")
 
 
@@ -72,3 +87,12 @@ def test_bf16_dot_multiplies_values_not_bit_patterns():
     c = torch.empty(16, 16, dtype=torch.float32)
     _bf16_dot[(1,)](a, b, c, N=16)
     torch.testing.assert_close(c, a.float() @ b.float(), atol=1e-4, rtol=1e-4)
+
+
+def test_a_range_loops_variable_is_a_tensor_and_a_static_ones_an_int():
+    patch_triton_interpreter()  # the harness applies it before any kernel runs
+    x = torch.randn(7, 16)
+    y = torch.zeros(9, 16)
+    _loop_variables[(2,)](x, y, 7, P=2, BLOCK=16)
+    torch.testing.assert_close(y[:7], 2 * x)
+    torch.testing.assert_close(y[7:], torch.stack([x[0], 3 * x[0]]))
