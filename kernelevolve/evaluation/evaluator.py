@@ -352,14 +352,15 @@ class Evaluator:
         # The outside-timed loops' seeds, drawn now: the timed judge learns them on its stdin (no file a
         # candidate's process could read) and computes its checks of the loops while preparing; the
         # candidate's process learns each one only when its loop is released.
-        loop_seeds = {name: secrets.randbits(40) for name in outside_names(len(cases))}
+        loop_seeds = {}
         if self.device == "cuda":
+            loop_seeds = {name: secrets.randbits(40) for name in outside_names(len(cases))}
             bench = dict(config, mode="candidate", baseline=spec.baseline, warmup_ms=self.warmup_ms, rep_ms=self.rep_ms)
             bench["outputs_dir"] = str(workdir / "bench" / "outputs")
             baselines = BaselineJob(self, spec, bench, workdir, slot, trusted_env, waiting_s)
             timing = WaitingRun.of("benchmark", bench, workdir / "bench", limits, env, waiting_s, prepare=True)
             timed_judge = judge("timed", bench, "judge-timed", json.dumps(loop_seeds).encode())
-        processes = ProcessSet(
+        return ProcessSet(
             _set_key(spec, cases, slot),
             workdir,
             slot,
@@ -370,9 +371,8 @@ class Evaluator:
             waiting_s,
             check_judge,
             timed_judge,
+            loop_seeds,
         )
-        processes.loop_seeds = loop_seeds
-        return processes
 
     def _judge(
         self, processes: "ProcessSet", spec: Spec, source: str, cases: list[Case], deep: bool, alone: bool = False

@@ -319,7 +319,18 @@ class ProcessSet:
     cached) its baseline. Used once, then discarded."""
 
     def __init__(
-        self, key, workdir: Path, slot: str, seed: int, check, baselines, timing, waiting_s: float, judge, timed_judge
+        self,
+        key,
+        workdir: Path,
+        slot: str,
+        seed: int,
+        check,
+        baselines,
+        timing,
+        waiting_s: float,
+        judge,
+        timed_judge,
+        loop_seeds: dict[str, int] | None = None,
     ):
         self.key, self.workdir, self.slot, self.seed = key, workdir, slot, seed
         self.place = 0  # the evaluator's place (worker) judging with it
@@ -327,7 +338,7 @@ class ProcessSet:
         self.judge, self.timed_judge = judge, timed_judge  # never import the candidate: their verdicts count
         self.runs = [r for r in (check, judge, timing, timed_judge) if r is not None]
         self.expires = time.monotonic() + waiting_s - WARM_MARGIN_S
-        self.loop_seeds: dict[str, int] = {}  # the outside-timed loops' seeds: the timed judge's and the evaluator's
+        self.loop_seeds = loop_seeds or {}  # the outside-timed loops' seeds: the timed judge's and the evaluator's
 
     def usable(self) -> bool:
         """Every process still waits, with time to spare before it gives up waiting."""

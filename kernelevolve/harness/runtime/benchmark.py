@@ -220,10 +220,10 @@ def _warm_outside(prepared: list, clock) -> None:
     def tensors(*xs):
         return [x for x in xs if isinstance(x, torch.Tensor) and x.is_floating_point()]
 
-    for _case, _ref_mod, dtype, _reference, pools, buffers in prepared:
+    for _case, _ref_mod, _dtype, _reference, pools, buffers in prepared:
         if tensors(*pools[0]):
             outside.run_loop(tensors, pools, buffers, 0, 1, clock.sync, modules.flatten)
-        handover.warm_up("cuda", [dtype or torch.float32, torch.float32])
+    handover.warm_up("cuda", [dtype or torch.float32 for _, _, dtype, *_ in prepared] + [torch.float32])
 
 
 def _profile(model, inputs, clock, monitor) -> dict:
