@@ -108,25 +108,17 @@ class WaitingRun:
 
     @classmethod
     def of(
-        cls,
-        tool: str,
-        config: dict,
-        folder: Path,
-        limits: Limits,
-        env: dict,
-        waiting_s: float,
-        prepare=False,
-        secret: bytes | None = None,
+        cls, tool: str, config: dict, folder: Path, limits: Limits, env: dict, waiting_s: float, **options
     ) -> "WaitingRun":
-        """The harness `tool` (harness_templates/) on `config`, plus the signal paths; `secret` on its stdin."""
+        """The harness `tool` (harness_templates/) on `config`, plus the signal paths; `options` are
+        __init__'s (`prepare`, `secret`)."""
         return cls(
             lambda signals: render(tool, dict(config, **signals)),
             folder,
             limits=limits,
             env=env,
             prepare_timeout_s=waiting_s,
-            prepare=prepare,
-            secret=secret,
+            **options,
         )
 
     def running(self) -> bool:
