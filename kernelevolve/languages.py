@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from kernelevolve.evaluation.result import Failure
+from kernelevolve.records.result import Failure
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ is `correct (untimed)`, never a speedup; marks are `[suspicious: held for review
 
 from __future__ import annotations
 
-from kernelevolve.search.graph import Node, SearchGraph
+from kernelevolve.records.graph import Node, SearchGraph
 
 UNTIMED = "correct (untimed)"
 NOT_RUN = "not run (needs a GPU)"  # failure class needs_gpu: a GPU-only kernel language under the interpreter

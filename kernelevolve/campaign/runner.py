@@ -211,7 +211,7 @@ def _start_run(repo, campaign_id: str, settings: CampaignSettings, problem, spec
 
 def _search(repo, campaign_id, settings: CampaignSettings, problem, evaluator, counter: _Counter) -> None:
     from kernelevolve import runs
-    from kernelevolve.search.graph import best_nodes
+    from kernelevolve.records.graph import best_nodes
     from kernelevolve.views import fitness_text
 
     spec = _spec(problem, settings)  # with the campaign's baseline, if it names one
@@ -242,7 +242,7 @@ def _solve(repo, campaign_id, settings: CampaignSettings, problem, evaluator, co
     from pathlib import Path
 
     from kernelevolve.search.engine import rng_state
-    from kernelevolve.search.graph import Node
+    from kernelevolve.records.graph import Node
     from kernelevolve.views import fitness_text
 
     spec = _spec(problem, settings)

@@ -96,7 +96,7 @@ def score(repo, campaign_id: str, baseline: str | None = None) -> CampaignScore:
 
 
 def _problem(repo, p, settings, baseline: str | None) -> ProblemScore:
-    from kernelevolve.search.graph import best_nodes
+    from kernelevolve.records.graph import best_nodes
 
     from kernelevolve.spec import shape_text
 

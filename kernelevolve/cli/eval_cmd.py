@@ -33,7 +33,7 @@ from kernelevolve.cli.app import (
     shapes_or_fail,
     styled,
 )
-from kernelevolve.evaluation.result import EvalResult
+from kernelevolve.records.result import EvalResult
 
 
 @app.command("eval")
@@ -140,7 +140,7 @@ def _num(value: float | None, fmt: str) -> str:
 
 def print_result(result: EvalResult, spec_name: str, candidate_name: str) -> None:
     """A table that reads at 80 columns: timing columns only when something was timed."""
-    from kernelevolve.evaluation.result import EXPLANATIONS
+    from kernelevolve.records.result import EXPLANATIONS
     from kernelevolve.views import NOT_RUN, UNTIMED, verdict
 
     timed = any(s.latency_ms is not None or s.baseline_ms is not None for s in result.shapes)

@@ -97,7 +97,7 @@ def retime_run(repo, run, evaluator, shapes, *, every: bool = False, again: bool
     """Evaluate the run's nodes with `evaluator`, store the results, recompute and confirm the best.
     Returns a summary (for --json)."""
     from kernelevolve.search.engine import SearchEngine
-    from kernelevolve.search.graph import best_nodes
+    from kernelevolve.records.graph import best_nodes
     from kernelevolve.views import fitness_text
 
     spec = spec or _spec_of(run)
@@ -140,7 +140,7 @@ def retime_run(repo, run, evaluator, shapes, *, every: bool = False, again: bool
 def _confirm_best(repo, run, graph, evaluator, spec, shapes, state, say, confirmed) -> list[int]:
     """A timed best not confirmed yet is evaluated again in fresh processes (as a search does before a new
     best counts); one the second evaluation disagrees with is held for review, and the next is tried."""
-    from kernelevolve.search.graph import best_nodes
+    from kernelevolve.records.graph import best_nodes
 
     rechecked = []
     for _ in range(RECHECKS):

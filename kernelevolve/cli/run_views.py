@@ -3,7 +3,7 @@ an indented tree (in the vocabulary of kernelevolve.views)."""
 
 from __future__ import annotations
 
-from kernelevolve.search.graph import Node, SearchGraph, best_nodes
+from kernelevolve.records.graph import Node, SearchGraph, best_nodes
 from kernelevolve.views import clip, failure_line, fitness_text, node_fields, run_fields
 
 

@@ -21,7 +21,7 @@ def runs_command(
 
     A run whose process died (kill -9, a crash) shows as stopped, not running: `kernelevolve
     resume RUN_ID` continues it."""
-    from kernelevolve.search.graph import best_nodes
+    from kernelevolve.records.graph import best_nodes
     from kernelevolve.views import fitness_text
 
     from kernelevolve.memory.workers import GONE, SILENT, run_processes

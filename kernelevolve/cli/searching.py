@@ -82,7 +82,7 @@ def _drive(run, view, as_json: bool, db: str | None) -> str:
 
 def _summarise(repo, run_id: str, engine, reason: str, as_json: bool, db: str | None) -> None:
     from kernelevolve.cli.run_views import run_dict
-    from kernelevolve.search.graph import best_nodes
+    from kernelevolve.records.graph import best_nodes
     from kernelevolve.views import fitness_text
 
     run = repo.run(run_id)

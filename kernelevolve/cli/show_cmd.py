@@ -37,7 +37,7 @@ def show_command(
 ) -> None:
     """A run: its search tree, best nodes and their per-shape numbers; or one node's source."""
     from kernelevolve.cli.run_views import node_dict, node_language, run_dict, tree_lines
-    from kernelevolve.search.graph import best_nodes
+    from kernelevolve.records.graph import best_nodes
     from kernelevolve.views import fitness_text, verdict
 
     repo = repo_or_fail(db)

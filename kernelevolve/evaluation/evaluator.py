@@ -43,7 +43,7 @@ from kernelevolve.evaluation.processes import (
     outside_calls,
     outside_names,
 )
-from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
+from kernelevolve.records.result import EvalResult, Failure, ShapeResult
 from kernelevolve.evaluation.sandbox import Limits, Outcome, clean_environment
 from kernelevolve.harness.runtime.screen import screen_source
 from kernelevolve import paths

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 
-from kernelevolve.evaluation.result import EvalResult
+from kernelevolve.records.result import EvalResult
 
 SPEEDUP_BOUND = 10.0
 RECHECK_TOLERANCE = 0.15  # per-shape latency may differ this much (relative) between two evaluations

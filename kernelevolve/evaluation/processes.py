@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernelevolve.evaluation.outside_clock import OutsideClock
-from kernelevolve.evaluation.result import EvalResult
+from kernelevolve.records.result import EvalResult
 from kernelevolve.evaluation.sandbox import Limits, Outcome, run_script
 from kernelevolve.harness import render
 from kernelevolve.spec import Spec

@@ -33,7 +33,7 @@ import threading
 from pathlib import Path
 
 from kernelevolve.evaluation.executors import WorkerLost, current_node, gpu_lost
-from kernelevolve.evaluation.result import EvalResult
+from kernelevolve.records.result import EvalResult
 
 RAY_MISSING = "--executor ray needs Ray, which is not installed: pip install 'kernelevolve[ray]'"
 START_TIMEOUT_S = 300.0  # for the first actor to come up (imports, and a free GPU on the cluster)

@@ -33,6 +33,8 @@ import time
 import threading
 from pathlib import Path
 
+from kernelevolve.records.result import static_score as score  # noqa: F401 (the ranking rule: with the records)
+
 ENV = "KERNELEVOLVE_STATIC_COST"  # "0" turns the estimate off (a search then ranks as before: all ties)
 LAUNCH_COST = 0.25  # each launch after the first: its fixed cost and a return trip through memory
 MIN_OCCUPANCY = 0.125  # resident warps per SM over the most it holds; below this, latency is not hidden
@@ -118,15 +120,6 @@ def estimate(probe: dict, minimal_bytes: float | None, hardware: str) -> dict:
         **({"notes": notes} if notes else {}),
         "stages_s": probe.get("stages_s"),
     }
-
-
-def score(static: dict | None) -> float | None:
-    """A selection score in (0.5, 1.0) for a correct, untimed node (lower cost: higher), None without one.
-    Below any correct timed kernel that is not slower than its baseline; never shown as a speedup."""
-    cost = (static or {}).get("cost")
-    if not isinstance(cost, (int, float)) or cost < 0 or math.isnan(cost):
-        return None
-    return 0.5 + 0.5 / (1.0 + cost)
 
 
 def summary(static: dict | None) -> str:

@@ -17,7 +17,7 @@ from sqlalchemy import Integer, create_engine, delete, event, func, select, upda
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import sessionmaker
 
-from kernelevolve.evaluation.result import EvalResult
+from kernelevolve.records.result import EvalResult
 from kernelevolve.memory import migrations
 from kernelevolve.memory.models import (
     BaselineRow,
@@ -30,8 +30,8 @@ from kernelevolve.memory.models import (
     ReviewRow,
     RunRow,
 )
-from kernelevolve.operators.base import LLMCallRecord
-from kernelevolve.search.graph import EVALUATED, Node, SearchGraph
+from kernelevolve.records.calls import LLMCallRecord
+from kernelevolve.records.graph import EVALUATED, Node, SearchGraph
 
 DEFAULT_URL = "sqlite:///kernelevolve.db"
 ENV_VAR = "KERNELEVOLVE_DB"

@@ -14,7 +14,8 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
-from kernelevolve.evaluation.result import EvalResult
+from kernelevolve.records.calls import LLMCallRecord
+from kernelevolve.records.result import EvalResult
 from kernelevolve.spec import Spec
 from kernelevolve.steps import StepKind
 
@@ -42,23 +43,6 @@ class ParentView:
     @property
     def fitness(self) -> float | None:
         return None if self.evaluation is None else self.evaluation.fitness
-
-
-@dataclass
-class LLMCallRecord:
-    """One model call, for the experiment database (tokens and cost are the provider's)."""
-
-    provider: str
-    model: str
-    prompt: str
-    reply: str
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    latency_s: float = 0.0
-    cached: bool = False
-    error: str | None = None
-    attempts: int = 1  # requests the call took (retries included)
 
 
 @dataclass

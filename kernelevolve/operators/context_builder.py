@@ -21,7 +21,7 @@ from pathlib import Path
 
 import jinja2
 
-from kernelevolve.evaluation.result import EXPLANATIONS
+from kernelevolve.records.result import EXPLANATIONS
 from kernelevolve.operators.base import OperatorContext, ParentView
 from kernelevolve.operators.budget import Fitted, Section, estimate_tokens, fit
 from kernelevolve.spec import Spec

@@ -19,11 +19,12 @@ import re
 import threading
 from collections import defaultdict
 
-from kernelevolve.evaluation.result import Failure
+from kernelevolve.records.result import Failure
 from kernelevolve.llm.base import LLMError, LLMReply, Provider
 from kernelevolve.llm.cache import ReplyCache, cache_key
 from kernelevolve.llm.extract import extract_kernel
-from kernelevolve.operators.base import BaseOperator, LLMCallRecord, OperatorContext, ParentView, Proposal
+from kernelevolve.operators.base import BaseOperator, OperatorContext, ParentView, Proposal
+from kernelevolve.records.calls import LLMCallRecord
 from kernelevolve.operators.context_builder import (
     PromptBuilder,
     evaluation_summary,

@@ -7,7 +7,7 @@ Linear in the number of nodes, so a 2,000-node run lays out in milliseconds.
 
 from __future__ import annotations
 
-from kernelevolve.search.graph import SearchGraph
+from kernelevolve.records.graph import SearchGraph
 
 
 def tree_layout(graph: SearchGraph) -> dict[int, tuple[float, int]]:

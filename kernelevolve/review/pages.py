@@ -12,7 +12,7 @@ import re
 from kernelevolve.memory.profiles import load_profiles
 from kernelevolve.review import VERDICTS
 from kernelevolve.review.layout import tree_layout
-from kernelevolve.search.graph import SearchGraph, best_nodes
+from kernelevolve.records.graph import SearchGraph, best_nodes
 from kernelevolve.views import fitness_text, node_fields, run_fields
 
 LOG_TAIL_LINES = 80  # a failure's log is trimmed to its end: the traceback is there

@@ -29,9 +29,10 @@ from typing import Any, Callable
 
 from kernelevolve.evaluation import plausibility
 from kernelevolve.evaluation.executors import WorkerLost, evaluating
-from kernelevolve.evaluation.result import EvalResult, Failure
-from kernelevolve.operators.base import LLMCallRecord, OperatorContext, ParentView, Proposal
-from kernelevolve.search.graph import Node, SearchGraph
+from kernelevolve.records.result import EvalResult, Failure
+from kernelevolve.operators.base import OperatorContext, ParentView, Proposal
+from kernelevolve.records.calls import LLMCallRecord
+from kernelevolve.records.graph import Node, SearchGraph
 from kernelevolve.search.policies import Expansion, Policy
 from kernelevolve.search.termination import stop_reason
 from kernelevolve.search.timing import TimeLedger, TimeSpent, gpu_count

@@ -28,11 +28,11 @@ import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields
 
-from kernelevolve.evaluation.result import EvalResult
+from kernelevolve.records.result import EvalResult
 from kernelevolve.profiling.collect import profile_candidate
 from kernelevolve.profiling.runner import TOOLS
 from kernelevolve.profiling.schema import NodeProfile
-from kernelevolve.search.graph import Node, SearchGraph
+from kernelevolve.records.graph import Node, SearchGraph
 
 DEFAULT_WITHIN = 0.05
 DEFAULT_SHARE = 0.10

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernelevolve.search.graph import SearchGraph
+from kernelevolve.records.graph import SearchGraph
 from kernelevolve.spec import Budget
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Any, Iterable
 
-from kernelevolve.search.graph import SearchGraph
+from kernelevolve.records.graph import SearchGraph
 
 
 @dataclass(frozen=True)

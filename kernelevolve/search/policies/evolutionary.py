@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from kernelevolve.search.graph import Node, SearchGraph
+from kernelevolve.records.graph import Node, SearchGraph
 from kernelevolve.search.policies.base import Expansion, Policy
 
 SELECTIONS = ("tournament", "proportional")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from kernelevolve.search.graph import SearchGraph
+from kernelevolve.records.graph import SearchGraph
 from kernelevolve.search.policies.base import Expansion, Policy
 
 

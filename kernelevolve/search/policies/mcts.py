@@ -22,7 +22,7 @@ import math
 import random
 from collections import ChainMap, Counter
 
-from kernelevolve.search.graph import SearchGraph
+from kernelevolve.records.graph import SearchGraph
 from kernelevolve.search.policies.base import Expansion, Policy
 
 ROOT = -1
