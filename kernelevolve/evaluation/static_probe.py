@@ -370,7 +370,7 @@ def main(config: dict) -> None:
     except Exception as exc:
         print(f"static probe: cannot import torch: {exc}", file=sys.stderr)
         sys.exit(3)
-    from kernelevolve.evaluation.interpreter_compat import patch_triton_interpreter
+    from kernelevolve.harness.runtime.interpreter_compat import patch_triton_interpreter
     from kernelevolve.harness.runtime import modules
 
     patch_triton_interpreter()

@@ -24,7 +24,7 @@ def begin(config: dict, kernels: bool = True) -> tuple[Result, str]:
         print(f"harness: cannot import torch/triton: {exc}", file=sys.stderr)
         sys.exit(3)
     if device == "cpu" and kernels:
-        from kernelevolve.evaluation.interpreter_compat import emulate_tf32, patch_triton_interpreter
+        from kernelevolve.harness.runtime.interpreter_compat import emulate_tf32, patch_triton_interpreter
 
         patch_triton_interpreter()
         emulate_tf32()  # float32 dots as the GPU computes them (the spec's tf32 policy decides what passes)
