@@ -23,6 +23,29 @@ def test_references_of_16_bit_outputs_are_kept_in_float32_and_shapes_as_meta():
     assert refs32[0].dtype == torch.float64  # float32 outputs keep the float64 reference
 
 
+def test_references_of_16_bit_outputs_are_computed_in_float32_without_tf32():
+    """A 16-bit case's reference runs in float32 (what is kept anyway; float64 cost flash attention's judges
+    seconds on the GPU), with TF32 off while it runs and the process's settings restored after."""
+    seen = []
+
+    class Probe(torch.nn.Module):
+        def forward(self, x):
+            seen.append((x.dtype, torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32))
+            return x * 2
+
+    torch.backends.cudnn.allow_tf32 = True
+    x = torch.randn(3, 5, dtype=torch.float16)
+    _, refs = cmp.reference_outputs(Probe(), [x])
+    assert seen == [(torch.float16, False, True), (torch.float32, False, False)]
+    assert refs[0].dtype == torch.float32 and torch.equal(refs[0], x.float() * 2)
+    assert torch.backends.cudnn.allow_tf32 is True
+    seen.clear()
+    cmp.reference_outputs(Probe(), [x.float()])
+    assert [dtype for dtype, *_ in seen] == [torch.float32, torch.float64]
+    assert cmp.precise_dtype([torch.empty(2, dtype=torch.bfloat16, device="meta")]) == torch.float32
+    assert cmp.precise_dtype([torch.empty(2, dtype=torch.int64, device="meta")]) == torch.float64
+
+
 def test_a_wrong_element_is_found_in_any_chunk_with_its_index(monkeypatch):
     monkeypatch.setattr(cmp, "CHUNK", 7)  # many chunks, the bad element in a late one
     x = torch.randn(5, 9, dtype=torch.float16)

@@ -2,7 +2,8 @@
 
 This process never imports the candidate, and nothing of the candidate's process reaches it but the
 bytes of its outputs (handover.py builds plain tensors from them). It computes the reference itself
-from the same seeds (modules.trial_seed / pool_seed), in float64, while the candidate runs; at the
+from the same seeds (modules.trial_seed / pool_seed), in float64 (float32 for 16-bit outputs: compare.precise_dtype),
+while the candidate runs; at the
 evaluator's go (the candidate's process has ended) it reads every output the candidate's process had
 to hand over and compares: per element within atol + rtol * |ref|, and as a whole within norm_rtol
 (compare.py). Its result file is the verdict the evaluator believes.
@@ -249,7 +250,7 @@ def _pool_references(config, n, ref_mod, dtype, device, sync, expected) -> list:
         for i, ref in enumerate(expected[f"c{n}.pool{k}"][1]):  # the timed calls come as digests: theirs now
             _ref_digests(ref, config["seed"] + i)
         pools.append(inputs)
-    expected[f"c{n}.model"] = (reference, pools)
+    expected[f"c{n}.model"] = (reference, pools, cmp.precise_dtype(expected.get(f"c{n}.pool0", ([],))[0]))
     return list(range(len(pools)))
 
 
@@ -278,9 +279,9 @@ def _loop_plans(config: dict, n: int, seeds: dict) -> dict:
 
 
 def _loop_expectation(model_and_pools: tuple, seed: int, calls: int, sync) -> tuple:
-    """(seed, calls, the calls drawn, their sums of squares computed with the reference in float64): which calls
-    of a loop are recomputed is drawn here, never known to the candidate's process (it runs elsewhere); a loop
-    that skipped or cached a quarter of its calls meets one of them with probability > 0.9."""
+    """(seed, calls, the calls drawn, their sums of squares computed with the reference in its precise dtype):
+    which calls of a loop are recomputed is drawn here, never known to the candidate's process (it runs
+    elsewhere); a loop that skipped or cached a quarter of its calls meets one of them with probability > 0.9."""
     import copy
 
     import torch
@@ -288,12 +289,12 @@ def _loop_expectation(model_and_pools: tuple, seed: int, calls: int, sync) -> tu
     from kernelevolve.harness.runtime import compare as cmp
     from kernelevolve.harness.runtime import modules, outside
 
-    reference, pools = model_and_pools
+    reference, pools, precise = model_and_pools
     buffers = [[x.clone() if isinstance(x, torch.Tensor) else x for x in pool] for pool in pools]
     sample = sorted(secrets.SystemRandom().sample(range(calls), min(SAMPLE, calls)))
-    if id(reference) not in _PRECISE:  # one float64 copy per case, shared by its loops (reference kept: id stays)
+    if id(reference) not in _PRECISE:  # one precise copy per case, shared by its loops (reference kept: id stays)
         try:
-            _PRECISE[id(reference)] = (copy.deepcopy(reference).to(torch.float64), torch.float64, reference)
+            _PRECISE[id(reference)] = (copy.deepcopy(reference).to(precise), precise, reference)
         except (RuntimeError, TypeError):
             _PRECISE[id(reference)] = (reference, None, reference)
     model, precise, _ = _PRECISE[id(reference)]
@@ -301,14 +302,15 @@ def _loop_expectation(model_and_pools: tuple, seed: int, calls: int, sync) -> tu
     for i in sample:
         xs = outside.call_inputs(pools[i % len(pools)], buffers[i % len(buffers)], seed, i)
         xs = [x.to(precise) if precise and isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]
-        outs = modules.flatten(cmp.run_model(model, xs, sync))
+        with cmp.exact_float32():
+            outs = modules.flatten(cmp.run_model(model, xs, sync))
         want.append([float(v) for v in outside.sums_of_squares(outs, torch.float64).tolist()])
     return seed, calls, sample, want
 
 
 def _outside_loops(config, n: int, expected: dict, sync) -> str | None:
     """Why case n's outside-timed loops (outside.py) were not all computed, or None: a sample of each loop's
-    calls recomputed here with the reference in float64 on the same fresh inputs (while preparing, where the
+    calls recomputed here with the reference in its precise dtype on the same fresh inputs (while preparing, where the
     seeds were known then), and their sums of squares compared."""
     from kernelevolve.harness.runtime import compare as cmp
     from kernelevolve.harness.runtime import outside
@@ -334,7 +336,7 @@ def _outside_loops(config, n: int, expected: dict, sync) -> str | None:
 
 SAMPLE = 8  # calls of each outside-timed loop recomputed with the reference
 _REF_DIGESTS: dict[tuple, tuple] = {}
-_PRECISE: dict[int, tuple] = {}  # id(reference) -> (its float64 copy or itself, float64 or None, reference)
+_PRECISE: dict[int, tuple] = {}  # id(reference) -> (its precise copy or itself, that dtype or None, reference)
 _CALL = re.compile(r"^c(\d+)\.call(\d+)\.(?:digest\.)?json$")
 
 
