@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Iterable
 from kernelevolve.knowledge.bm25 import BM25, tokenize
 from kernelevolve.knowledge.document import Document
 from kernelevolve.knowledge.frontmatter import KINDS, KnowledgeError, kernel_docstring, split_front_matter
+from kernelevolve.knowledge.select import select as select_documents
 
 if TYPE_CHECKING:
     from kernelevolve.spec import Spec
@@ -127,6 +128,10 @@ class KnowledgeBase:
         hits = [(self.documents[i], scores[i]) for i in keep]
         return hits if limit is None else hits[:limit]
 
+    def scores(self, terms) -> list[float]:
+        """Each document's BM25 score for these (tokenized) terms, in `documents` order."""
+        return self._index.scores(terms)
+
     def search(self, query: str, **filters) -> list[Document]:
         """Documents best first; the same filters as `rank`."""
         return [d for d, _ in self.rank(query, **filters)]
@@ -180,9 +185,7 @@ class KnowledgeBase:
     def select(self, spec: "Spec", *, budget_chars: int, draft: bool = True, device: str = "cuda", traits=None):
         """The documents a prompt carries for `spec` within `budget_chars`, the operator's family
         first, each with why it was taken (knowledge/select.py)."""
-        from kernelevolve.knowledge.select import select
-
-        return select(self, spec, budget_chars=budget_chars, draft=draft, device=device, traits=traits)
+        return select_documents(self, spec, budget_chars=budget_chars, draft=draft, device=device, traits=traits)
 
     def __len__(self) -> int:
         return len(self.documents)

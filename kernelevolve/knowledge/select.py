@@ -24,20 +24,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import zip_longest
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 from kernelevolve.knowledge.bm25 import tokenize
 from kernelevolve.knowledge.document import Document
 from kernelevolve.knowledge.traits import OperatorTraits, of_spec
 
 if TYPE_CHECKING:
-    from kernelevolve.knowledge.base import KnowledgeBase
     from kernelevolve.spec import Spec
 
 OWN_GUIDANCE = 2  # guidance documents of the family, per kernel language
 GENERAL_CONSTRAINTS = 3  # general constraints, per kernel language
 GENERAL_GUIDANCE = 1
 SEPARATOR = 2  # the blank line between two documents in a prompt
+
+
+class Library(Protocol):
+    """What selection reads of a knowledge base (knowledge/base.py's KnowledgeBase, which calls `select`)."""
+
+    documents: list[Document]
+
+    def hardware(self, name: str) -> Document | None: ...
+
+    def scores(self, terms: Sequence[str]) -> list[float]: ...
 
 
 @dataclass(frozen=True)
@@ -92,7 +101,7 @@ def query_of(spec: Spec, traits: OperatorTraits, device: str = "cuda") -> str:
 
 
 def select(
-    kb: KnowledgeBase,
+    kb: Library,
     spec: Spec,
     *,
     budget_chars: int,
@@ -112,7 +121,7 @@ def select(
         # Another language's documents are found by its name and what the prompt says about it as well.
         words = query if lang == "triton" else f"{query} {LANGUAGES[lang].title} {lang} {lang} {LANGUAGES[lang].prompt}"
         terms = tokenize(words)
-        values = kb._index.scores(terms) if terms else [0.0] * len(kb.documents)
+        values = kb.scores(terms) if terms else [0.0] * len(kb.documents)
         score.update({d.ref: v for d, v in zip(kb.documents, values) if of_document(d) == lang})
     hardware = kb.hardware(spec.hardware)
 
