@@ -357,7 +357,7 @@ class Evaluator:
             loop_seeds = {name: secrets.randbits(40) for name in outside_names(len(cases))}
             bench = dict(config, mode="candidate", baseline=spec.baseline, warmup_ms=self.warmup_ms, rep_ms=self.rep_ms)
             bench["outputs_dir"] = str(workdir / "bench" / "outputs")
-            baselines = BaselineJob(self, spec, bench, workdir, slot, trusted_env, waiting_s)
+            baselines = BaselineJob(self.baselines, spec, bench, workdir, slot, trusted_env, trusted_limits, waiting_s)
             timing = WaitingRun.of("benchmark", bench, workdir / "bench", limits, env, waiting_s, prepare=True)
             timed_judge = judge("timed", bench, "judge-timed", json.dumps(loop_seeds).encode())
         return ProcessSet(

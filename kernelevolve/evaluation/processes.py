@@ -17,16 +17,13 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from kernelevolve.evaluation.baselines import BaselineStore
 from kernelevolve.evaluation.outside_clock import OutsideClock
 from kernelevolve.records.result import EvalResult
 from kernelevolve.evaluation.sandbox import Limits, Outcome, run_script
 from kernelevolve.harness import render
 from kernelevolve.spec import Spec
-
-if TYPE_CHECKING:
-    from kernelevolve.evaluation.evaluator import Evaluator
 
 WARM_MARGIN_S = 120.0  # a warm set this close to leaving is not handed out
 OUTSIDE_LOOPS = 2  # harness/runtime/outside.py's LOOPS
@@ -200,12 +197,21 @@ class BaselineJob:
     process that never sees the candidate (so no candidate can slow it down or forge it).
 
     The process starts at once and imports; it prepares (builds, compiles, warms up) beside the
-    candidate's checks, and times only in the evaluator's timed phase, when the GPU is its own."""
+    candidate's checks, and times only in the evaluator's timed phase, when the GPU is its own. Timings
+    are looked up in and saved to `store` (the evaluator's); the process runs under `limits`."""
 
     def __init__(
-        self, evaluator: "Evaluator", spec: Spec, bench: dict, workdir: Path, slot: str, env: dict, waiting_s: float
+        self,
+        store: BaselineStore,
+        spec: Spec,
+        bench: dict,
+        workdir: Path,
+        slot: str,
+        env: dict,
+        limits: Limits,
+        waiting_s: float,
     ):
-        self.evaluator = evaluator
+        self.store = store
         self.fingerprint = spec.fingerprint  # every key starts with it (the store's lookup prefix)
         self.keys = {
             c["label"]: "|".join([spec.fingerprint, c["label"], spec.baseline, *_software(slot)])
@@ -223,17 +229,12 @@ class BaselineJob:
         self.run: WaitingRun | None = None
         if missing:
             config = dict(bench, mode="baseline", cases=missing)
-            limits = Limits(
-                timeout_s=evaluator.timeout_s,
-                max_memory_bytes=evaluator.max_memory_bytes,
-                writable=[workdir / "baseline-cache"],
-            )
             self.run = WaitingRun.of("benchmark", config, workdir / "baseline", limits, env, waiting_s, prepare=True)
 
     def _cached(self) -> dict[str, float]:
         """Labels whose latency and outside-timed slope are both in the store (an entry without its slope,
         from an older version, is timed again)."""
-        cached = self.evaluator.baselines.lookup(self.fingerprint)
+        cached = self.store.lookup(self.fingerprint)
         found = {label: cached[k] for label, k in self.keys.items() if k in cached and self.slope_keys[label] in cached}
         self.slopes.update({label: cached[self.slope_keys[label]] for label in found})
         return found
@@ -294,8 +295,8 @@ class BaselineJob:
                     continue
                 slope = loop.wall_ms
                 self.found[label], self.slopes[label] = case["baseline_ms"], slope
-                self.evaluator.baselines.save(self.keys[label], case["baseline_ms"])
-                self.evaluator.baselines.save(self.slope_keys[label], slope)
+                self.store.save(self.keys[label], case["baseline_ms"])
+                self.store.save(self.slope_keys[label], slope)
         if len(self.found) < len(self.keys):
             how = f"{outcome.signal_name or outcome.returncode}" if outcome else "not started"
             last = (outcome.stderr.strip().splitlines() or [""])[-1][:300] if outcome else ""
