@@ -42,7 +42,7 @@ def export_tritonbench(repo, run_id: str, node_id: int, out_dir: Path, allow_unr
     """A TritonBench operator package (kernelevolve.harness.tritonbench) for an exportable node, at the
     run's shapes; returns its operator.py."""
     from kernelevolve.harness.tritonbench import write_operator
-    from kernelevolve.search.session import RunSettings
+    from kernelevolve.runs import RunSettings
 
     _, header_and_source = exportable(repo, run_id, node_id, allow_unreviewed)
     run = repo.run(run_id)
@@ -156,11 +156,11 @@ def _helper_modules(source: str) -> dict[str, str]:
 
 
 def _spec_of(run):
-    from kernelevolve.search.session import SessionError, load_run_spec
+    from kernelevolve.runs import RunError, load_run_spec
 
     try:
         return load_run_spec(run)
-    except SessionError as e:  # an op checked against another reference than the run's would lie
+    except RunError as e:  # an op checked against another reference than the run's would lie
         raise ReviewError(str(e)) from None
 
 

@@ -28,7 +28,7 @@ EXECUTORS = ("local", "ray")
 
 
 class RunError(ValueError):
-    """A run that cannot be started or resumed as asked; one line (search.session's SessionError)."""
+    """A run that cannot be started or resumed as asked; one line (runs.session's SessionError)."""
 
 
 class ConfigError(RunError):

@@ -18,7 +18,7 @@ from kernelevolve.memory import Repository
 from kernelevolve.memory import campaigns as store
 from kernelevolve.search.engine import rng_state
 from kernelevolve.search.graph import Node
-from kernelevolve.search.session import RunSettings, start_run
+from kernelevolve.runs.session import RunSettings, start_run
 
 from tests.search.conftest import pg_url  # noqa: F401  (fixture: a fresh PostgreSQL database, or skip)
 

@@ -14,7 +14,7 @@ from kernelevolve.operators.base import LLMCallRecord
 from kernelevolve.paths import REPO_ROOT
 from kernelevolve.search.graph import Node, SearchGraph
 from kernelevolve.search.policies import make_policy
-from kernelevolve.search.session import RunSettings, start_run
+from kernelevolve.runs.session import RunSettings, start_run
 from kernelevolve.spec import Budget
 from kernelevolve.spec import load_spec
 

@@ -226,7 +226,7 @@ def test_a_search_survives_cheats_that_forge_their_verdict(tmp_path, specs):
     early goes on: each is a failed node with a class and one line, and the honest control is the best."""
     from kernelevolve.memory import Repository
     from kernelevolve.operators.base import BaseOperator, Proposal
-    from kernelevolve.search.session import RunSettings, build_engine, start_run
+    from kernelevolve.runs.session import RunSettings, build_engine, start_run
     from kernelevolve.spec import Budget
 
     order = ["execv_forged_result", "finishes_its_result_object", "honest"]

@@ -21,7 +21,7 @@ from kernelevolve.memory import Repository
 from kernelevolve.operators.offline import OfflineOperator
 from kernelevolve.operators.tunables import read_declared
 from kernelevolve.paths import SPECS, KNOWLEDGE_BASE
-from kernelevolve.search.session import RunSettings, start_run, build_engine
+from kernelevolve.runs.session import RunSettings, start_run, build_engine
 from kernelevolve.spec import Budget
 from kernelevolve.spec import load_spec
 

@@ -333,7 +333,7 @@ def test_resume_replays_a_call_the_stopped_run_paid_for(tmp_path, monkeypatch):
     """A run stopped after a reply was recorded but before its node was written: `resume` takes
     the recorded reply instead of asking (and paying) again, without --reply-cache."""
     from kernelevolve.memory import Repository
-    from kernelevolve.search.session import RunSettings, start_run
+    from kernelevolve.runs.session import RunSettings, start_run
     from kernelevolve.spec import Budget
 
     spec = load_spec(SOFTMAX)

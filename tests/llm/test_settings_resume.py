@@ -98,7 +98,7 @@ def test_resume_uses_the_runs_settings_not_the_shells(tmp_path):
 
 def test_a_resumed_run_reads_the_knowledge_base_it_started_with(tmp_path, monkeypatch):
     from kernelevolve import paths
-    from kernelevolve.search.session import RunSettings, build_engine, start_run
+    from kernelevolve.runs.session import RunSettings, build_engine, start_run
     from kernelevolve.spec import load_spec
 
     own = tmp_path / "kb"

@@ -13,7 +13,7 @@ from kernelevolve.memory.profiles import load_profiles
 from kernelevolve.profiling.roofline import roofline
 from kernelevolve.profiling.schema import NcuKernel, NodeProfile, ProfileSummary
 from kernelevolve.search.profiling import ProfileSettings, Profiler
-from kernelevolve.search.session import RunSettings, build_engine, start_run
+from kernelevolve.runs.session import RunSettings, build_engine, start_run
 from kernelevolve.spec import Budget
 from tests.search.helpers import SyntheticEvaluator, SyntheticOperator
 

@@ -6,7 +6,7 @@ from kernelevolve.review import review
 from kernelevolve.search.graph import best_nodes
 from kernelevolve.views import fitness_text
 
-from kernelevolve.search.session import build_engine
+from kernelevolve.runs.session import build_engine
 
 from .helpers import SyntheticEvaluator, SyntheticOperator, result
 from .test_engine import _start

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from kernelevolve.search.session import RunSettings, build_engine, start_run
+from kernelevolve.runs.session import RunSettings, build_engine, start_run
 from kernelevolve.spec import Budget
 from tests.search.helpers import SimulatedKill, SyntheticEvaluator, SyntheticOperator
 from kernelevolve.memory import Repository

@@ -26,7 +26,7 @@ from kernelevolve.cli import app
 from kernelevolve.memory import Repository
 from kernelevolve.memory.repository import Repository as RepositoryClass
 from kernelevolve.runs import lifecycle
-from kernelevolve.search.session import RunSettings, build_engine, start_run
+from kernelevolve.runs.session import RunSettings, build_engine, start_run
 from kernelevolve.spec import Budget
 from tests.search.conftest import FIXTURES
 from tests.search.helpers import SimulatedKill, SyntheticEvaluator, SyntheticOperator

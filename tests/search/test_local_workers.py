@@ -7,7 +7,7 @@ from pathlib import Path
 from kernelevolve.evaluation.executors import evaluating
 from kernelevolve.memory.repository import Repository
 from kernelevolve.memory.workers import WorkerRegistry
-from kernelevolve.search.session import RunSettings, make_executor, start_run
+from kernelevolve.runs.session import RunSettings, make_executor, start_run
 from kernelevolve.spec import load_spec
 
 FIXTURES = Path(__file__).parents[1] / "evaluation"

@@ -1,6 +1,6 @@
 """--parallel is saved with a run: a resume keeps it unless given another, which is then saved."""
 
-from kernelevolve.search.session import RunSettings
+from kernelevolve.runs.session import RunSettings
 from tests.search.test_engine import _engine, _start
 
 

@@ -7,7 +7,7 @@ from kernelevolve.memory import Repository
 from kernelevolve.operators import BaseOperator, OperatorError, PluginOperator, resolve_operator
 from kernelevolve.operators.base import ParentView
 from kernelevolve.operators.insights import step_label
-from kernelevolve.search.session import RunSettings, build_engine, start_run
+from kernelevolve.runs.session import RunSettings, build_engine, start_run
 from kernelevolve.spec import Budget
 from kernelevolve.steps import step_kind
 from tests.search.helpers import SyntheticEvaluator, SyntheticOperator, result

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from kernelevolve.memory import Repository
 from kernelevolve.profiling.schema import NodeProfile, ProfileSummary
 from kernelevolve.search.profiling import ProfileSettings, Profiler
-from kernelevolve.search.session import RunSettings, build_engine, start_run
+from kernelevolve.runs.session import RunSettings, build_engine, start_run
 from kernelevolve.search.timing import TimeSpent
 from kernelevolve.spec import Budget
 from tests.search.helpers import SyntheticEvaluator, SyntheticOperator

@@ -1,5 +1,6 @@
-"""Starting and resuming runs, as the API before kernelevolve.runs had them (kept for code that
-builds engines directly: tests, benchmarks, plugins). New code: kernelevolve.runs.
+"""Starting and resuming runs, as the API before kernelevolve.runs had them (once
+kernelevolve.search.session; kept for code that builds engines directly: tests, benchmarks, plugins).
+New code: kernelevolve.runs.
 
 A compatibility layer only: every name here is kernelevolve.runs's, or a thin wrapper over it.
 """
