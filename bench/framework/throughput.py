@@ -42,7 +42,7 @@ sources = [Path(p).read_text() for p in args["candidates"]]
 store = MemoryBaselineStore()
 if args["executor"] == "ray":
     import tempfile
-    from kernelevolve.evaluation.ray_executor import RayExecutor
+    from kernelevolve.runs.ray_executor import RayExecutor
     # Its workers keep baselines in the run's database, as in a search.
     db = "sqlite:///" + tempfile.mkdtemp() + "/throughput.db"
     from kernelevolve.memory.repository import Repository

@@ -2,7 +2,7 @@
 
 An executor is anything with the Evaluator's interface: `evaluate(spec, source, shapes=None,
 deep=False) -> EvalResult`, `.parallelism` (evaluations it runs at once) and `.device`. The local
-Evaluator is one; kernelevolve.evaluation.ray_executor.RayExecutor sends each evaluation to a Ray
+Evaluator is one; kernelevolve.runs.ray_executor.RayExecutor sends each evaluation to a Ray
 actor.
 
 A candidate that crashes or hangs is the candidate's failure (the sandbox reports it as an

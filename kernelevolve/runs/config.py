@@ -395,7 +395,7 @@ def check_executor(executor: str | None, ray_address: str | None, saved: str | N
     if executor is not None and executor not in EXECUTORS:
         raise ConfigError(f"--executor {executor!r}: use local or ray")
     if (executor or saved) == "ray":
-        from kernelevolve.evaluation.ray_executor import RayUnavailable, require_ray
+        from kernelevolve.runs.ray_executor import RayUnavailable, require_ray
 
         try:
             require_ray()

@@ -261,7 +261,7 @@ def make_executor(repo, run_id: str, config: RunConfig):
     or its cluster unusable); both with the run's knowledge base. Baselines go to the run's database."""
     ev = config.evaluation
     if ev.executor == "ray":
-        from kernelevolve.evaluation.ray_executor import RayExecutor, RayUnavailable
+        from kernelevolve.runs.ray_executor import RayExecutor, RayUnavailable
 
         try:
             return RayExecutor(

@@ -161,7 +161,7 @@ def test_a_search_on_two_ray_workers_survives_a_killed_worker(ray_address, tmp_p
 def test_a_hung_ray_worker_is_replaced_after_the_deadline(ray_address, tmp_path, spec, monkeypatch):
     """A worker that stops answering (SIGSTOP: alive, silent) is killed at the deadline and replaced."""
     from kernelevolve.evaluation.executors import WorkerLost
-    from kernelevolve.evaluation.ray_executor import RayExecutor
+    from kernelevolve.runs.ray_executor import RayExecutor
 
     for name, value in RAY_ENV.items():
         monkeypatch.setenv(name, value)

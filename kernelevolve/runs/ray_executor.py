@@ -20,6 +20,9 @@ PostgreSQL when workers are on several hosts: a SQLite file is only reachable on
 registers in the `workers` table, heartbeating while it lives. An actor that dies (its process
 killed, its node lost) or hangs past the deadline is replaced and the evaluation raises
 WorkerLost, which the engine retries once.
+
+It lives with the runs, above evaluation/, memory/ and profiling/, because each actor puts those three
+together for the run: an Evaluator, the run's database and the profiler.
 """
 
 from __future__ import annotations
