@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelevolve.evaluation import fork_server
+
 BOOT = Path(__file__).with_name("sandbox_boot.py")
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.IGNORECASE)
 LOG_TAIL_CHARS = 8000
@@ -471,16 +473,24 @@ def run_script(
     try:
         # The boot runs from the package, not the scratch dir, so nothing planted there is
         # imported before the sandbox is up.
-        proc = subprocess.Popen(
-            [sys.executable, str(BOOT), json.dumps(config), str(script_path)],
-            cwd=workdir,
-            env=env,
-            stdin=subprocess.DEVNULL if stdin_bytes is None else subprocess.PIPE,
-            stdout=out_w,
-            stderr=err_w,
-            pass_fds=(report_w,) if go_r is None else (report_w, go_r),
-            start_new_session=True,  # its own process group, for the fallback without a PID namespace
-        )
+        keep = {"report_fd": report_w} if go_r is None else {"report_fd": report_w, "go_fd": go_r}
+        argv = [str(BOOT), json.dumps(config), str(script_path)]
+        proc = None
+        if fork_server.wanted(env):  # torch and Triton already imported: ~4 s of CPU less a process
+            proc = fork_server.start(
+                argv, cwd=str(workdir), env=env, stdin=stdin_bytes is not None, stdout=out_w, stderr=err_w, keep=keep
+            )
+        if proc is None:
+            proc = subprocess.Popen(
+                [sys.executable, *argv],
+                cwd=workdir,
+                env=env,
+                stdin=subprocess.DEVNULL if stdin_bytes is None else subprocess.PIPE,
+                stdout=out_w,
+                stderr=err_w,
+                pass_fds=tuple(keep.values()),
+                start_new_session=True,  # its own process group, for the fallback without a PID namespace
+            )
     except BaseException:
         for fd in (report_r, out_r, err_r, go_w):
             if fd is not None:

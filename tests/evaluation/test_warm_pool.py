@@ -40,16 +40,17 @@ ONE_SHAPE = [{"M": 8, "N": 300}]  # two cases (its dtypes): the interpreter is s
 
 
 def _processes_under(folder: Path) -> list[int]:
-    """Live processes whose command line names `folder` (every sandboxed run names its folder)."""
+    """Live processes whose command line or cwd names `folder` (every sandboxed run runs in its folder)."""
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            cwd = os.readlink(f"/proc/{pid}/cwd")  # a fork server's child keeps the server's command line
         except OSError:
             continue
-        if str(folder) in cmdline:
+        if str(folder) in cmdline or str(folder) in cwd:
             found.append(int(pid))
     return found
 
