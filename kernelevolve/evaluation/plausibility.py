@@ -6,7 +6,7 @@ margin: on the H200 it is 13% above the copy bandwidth measured, 4249 of 4800 GB
 gives neither `bytes` nor `flops` (no physics to check against), a speedup above a bound (default 10x).
 A correct kernel that is honestly many times faster than its baseline (the block-diagonal attention
 references, 8-20x over SDPA with a dense mask) is not held. The evaluator adds a third reason: a
-latency below what the outside-timed loop allows (evaluator._bound_latencies). `unstable`: a fresh
+latency below what the outside-timed loop allows (verdict.bound_latencies). `unstable`: a fresh
 re-evaluation's timings disagree.
 """
 

@@ -164,7 +164,7 @@ def test_gpu_gate_lets_evaluations_on_while_their_memory_fits():
 
 
 def test_out_of_memory_is_told_from_a_failing_candidate():
-    from kernelevolve.evaluation.evaluator import _out_of_memory
+    from kernelevolve.evaluation.verdict import out_of_memory as _out_of_memory
     from kernelevolve.evaluation.result import EvalResult
 
     oom = "correctness: process exited with status 1 during M=8,N=300 trial 0: torch.OutOfMemoryError: CUDA out of memory."
