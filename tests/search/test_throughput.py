@@ -117,17 +117,21 @@ def test_profiles_and_rechecks_do_not_hold_back_queued_evaluations(tmp_path, spe
     assert all(a[1] <= b[0] for a, b in zip(sorted(profiles), sorted(profiles)[1:]))
     assert len(profiles) == len(engine.profiles)
     # While a profile held one place, the other kept evaluating (or rechecking) the waiting candidates;
-    # while a recheck held one, the other was not left idle either: other work started inside it. (Not a
-    # share of its wall time: on a loaded CI machine a 0.6 s sleep has taken 1.06 s while the engine's
-    # thread waited for a core; an engine that waited for the recheck starts nothing inside it at all.)
+    # while a recheck held one, the other was not left idle either. Each was overlapped by other work, and
+    # together they were mostly covered (not each one: on a loaded CI machine a 0.6 s sleep has taken
+    # 1.06 s while the engine's thread waited for a core; an engine that waited for the recheck or profile
+    # leaves the other place idle through all of them).
     last = max(e for _, e in kinds["evaluate"])
+    covered = held = 0.0
     for kind, (start, end) in [("profile", iv) for iv in profiles] + [("recheck", iv) for iv in rechecks]:
         others = kinds["evaluate"] + [iv for iv in rechecks if iv != (start, end)]
         if kind == "recheck":
             others += profiles
         if end < last:  # (not one at the very end, when nothing was left to evaluate)
-            started_inside = [iv for iv in others if start < iv[0] < end]
-            assert started_inside, (kind, start, end, evaluator.intervals)
+            overlap = _covered(others, start, end)
+            assert overlap > 0, (kind, start, end, evaluator.intervals)
+            covered, held = covered + overlap, held + (end - start)
+    assert covered >= 0.6 * held, (covered, held)
     # Profiles kept to their share of the time, which is stored with the run; rechecks and evaluations
     # kept both places busy (the operator is instant: nothing waited for proposals).
     stored = TimeSpent.from_dict(repo.run(run_id).settings["time_spent"])
