@@ -10,7 +10,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from kernelevolve.harness.runtime.guard import InputGuard, KernelMonitor, Tripwire  # noqa: E402
+from kernelevolve.harness.runtime.guard import EveryCall, InputGuard, KernelMonitor, Tripwire  # noqa: E402
 from kernelevolve.harness.runtime.screen import screen_source  # noqa: E402
 from kernelevolve.harness.runtime.timing import Timing, cross_check  # noqa: E402
 
@@ -87,6 +87,39 @@ def test_kernel_monitor_counts_launches_and_torch_compute():
         y = torch.empty(torch.broadcast_shapes(x.shape, (16,)), dtype=dtype)
         _copy_kernel[(1,)](x, y, 16, BLOCK=16)
     assert m.verdict() is None and m.compute_ops == {}
+
+
+def test_every_timed_call_is_checked_and_a_candidate_asking_whether_it_is_watched_always_is():
+    """The timing harness runs its whole loop under the monitor (EveryCall): a candidate that launches its
+    kernel only while a TorchFunctionMode is active launches it on every call, and one that computes with
+    torch on a later call is named with that call."""
+
+    def copy(x):
+        y = torch.empty_like(x)
+        _copy_kernel[(1,)](x, y, 16, BLOCK=16)
+        return y
+
+    def detects_the_monitor(x):
+        return copy(x) if torch.overrides._is_torch_function_mode_enabled() else torch.softmax(x, dim=0)
+
+    x = torch.randn(16)
+    timed = EveryCall(detects_the_monitor, KernelMonitor())
+    with timed.monitor:
+        outs = [timed(x) for _ in range(5)]
+    assert timed.failed is None and timed.calls == 5 and timed.monitor.launches == {"_copy_kernel": 5}
+    assert all(torch.equal(o, x) for o in outs)
+
+    calls = iter(range(100))
+
+    def torch_from_the_fourth_call(x):
+        return copy(x) if next(calls) < 3 else torch.softmax(x, dim=0)
+
+    timed = EveryCall(torch_from_the_fourth_call, KernelMonitor())
+    with timed.monitor:
+        for _ in range(6):
+            timed(x)
+    assert timed.failed is not None and timed.failed[0] == 3, timed.failed
+    assert "launched no triton kernel" in timed.failed[1] and "torch.softmax" in timed.failed[1]
 
 
 def test_kernel_monitor_counts_a_compiled_kernel_launched_directly():

@@ -5,7 +5,8 @@ torch.compile), so no candidate can slow it down or forge the number that is cac
 mode "candidate": everything the judge needs (reference outputs for the value pools, the clock,
 the tripwire) is made before the candidate is imported; then per case a profiled call (kernels
 on the caller's stream, most GPU time in the candidate's Triton kernels), the timed loop with
-rotated, refreshed inputs, checks of timed calls' outputs, and the wall-clock cross-check.
+rotated, refreshed inputs and the kernel-language check on every call (guard.EveryCall), checks of
+timed calls' outputs, and the wall-clock cross-check.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def main(config: dict) -> None:
     import triton
 
     from kernelevolve.harness.runtime import handover, modules
-    from kernelevolve.harness.runtime.guard import KernelMonitor, Tripwire
+    from kernelevolve.harness.runtime.guard import EveryCall, KernelMonitor, Tripwire
     from kernelevolve.harness.runtime.timing import Clock, cross_check
     from kernelevolve.harness.runtime.warm import compile_triton, warm_triton
 
@@ -108,11 +109,25 @@ def main(config: dict) -> None:
                 result.finish("timing", f"{label}: {reason}")
             entry["profile"] = profile
             result.stage(f"{label} timing")
-            timing = clock.measure(
-                new, buffers, pools, warmup_ms=config["warmup_ms"], rep_ms=config["rep_ms"], rng=rng, keep_outputs=keep
-            )
+            # Every timed call under the monitor: a candidate that asks whether it is watched gets the same
+            # answer on the calls that set its fitness as on the checked ones.
+            timed = EveryCall(new, KernelMonitor(set(config.get("allow_torch_ops", []))))
+            with timed.monitor:
+                timing = clock.measure(
+                    timed,
+                    buffers,
+                    pools,
+                    warmup_ms=config["warmup_ms"],
+                    rep_ms=config["rep_ms"],
+                    rng=rng,
+                    keep_outputs=keep,
+                )
         except Exception as exc:
             result.finish(failure_class(exc), f"{label}: " + one_line(exc), exc)
+        if timed.failed is not None:
+            result.finish("not_a_kernel", f"{label}: timed call {timed.failed[0] + 1}: {timed.failed[1]}")
+        if reason := timed.monitor.stream_verdict():
+            result.finish("timing", f"{label}: timed calls: {reason}")
         entry.update(
             latency_ms=timing.median_ms,
             calls=timing.calls,

@@ -3,7 +3,7 @@
 - `Tripwire`: the identity of every callable in the modules a judge relies on, taken before the
   candidate is imported, compared after it ran (a replaced `torch.allclose` is tampering);
 - `KernelMonitor`: which Triton kernels a forward launched and which torch compute ops it called
-  outside them (the kernel-language check);
+  outside them (the kernel-language check); `EveryCall` applies it to each call of a loop;
 - `InputGuard`: inputs unchanged after a call, outputs not aliasing an input.
 The static screen (screen.py) runs before any of this; the OS sandbox (sandbox.py) contains what the process can do to the outside; these checks keep
 what it reports honest.
@@ -434,6 +434,26 @@ class KernelMonitor(TorchFunctionMode):
                 f"(allocation, views, casts); list an op in the spec's allow_torch_ops if it is meant"
             )
         return None
+
+
+class EveryCall:
+    """`fn` with the kernel-language check on each of its calls, for a loop run with `monitor` active
+    around all of them (the timed calls: a candidate that asks whether it is watched finds it is on every
+    call that sets its fitness). The check is host work inside the call, which the timed loop's GPU
+    spin hides from the events; `failed` is the first call that failed, as (index, reason)."""
+
+    def __init__(self, fn, monitor: KernelMonitor, language: str = "triton") -> None:
+        self.fn, self.monitor, self.language = fn, monitor, language
+        self.calls = 0
+        self.failed: tuple[int, str] | None = None
+
+    def __call__(self, *args):
+        self.monitor.reset_call()
+        out = self.fn(*args)
+        if self.failed is None and (reason := self.monitor.call_verdict(self.language)):
+            self.failed = (self.calls, reason)
+        self.calls += 1
+        return out
 
 
 # -- inputs ---------------------------------------------------------------------------------
