@@ -72,6 +72,7 @@ class ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._lock = threading.Lock()
         self._sock = ours
+        self.owner = os.getpid()  # a process forked from this one must not talk on this socket too
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, str(SERVER), str(theirs.fileno()), *PRELOAD],
@@ -133,7 +134,7 @@ def _server(env: dict[str, str]) -> ForkServer | None:
     key = tuple(env.get(k) for k in IMPORT_TIME) + (sys.executable,)
     with _REGISTRY:
         server = _SERVERS.get(key)
-        if server is not None and server.alive():
+        if server is not None and server.owner == os.getpid() and server.alive():
             return server
         # Not the first run's scratch and caches: the server outlives them.
         base = {k: v for k, v in env.items() if k not in _PER_RUN and not k.endswith("_CACHE_DIR")}
