@@ -37,6 +37,32 @@ def pytest_configure_node(node):
     node.workerinput["kernelevolve_loadgroup"] = node.config.option.dist == "loadgroup"
 
 
+def pytest_collection_modifyitems(config, items):
+    """KERNELEVOLVE_TEST_SHARE=K/N keeps every N-th case of each parametrized test, starting at case K (a
+    test with fewer cases keeps its first): CI's second Triton environment runs half of the kernel tests'
+    cases, the half chosen by the commit, while the whole suite runs every case on the first. Tests that
+    are not parametrized all run."""
+    share = os.environ.get("KERNELEVOLVE_TEST_SHARE")
+    if not share:
+        return
+    try:
+        k, n = (int(v) for v in share.split("/"))
+        assert n >= 1 and 0 <= k < n
+    except (ValueError, AssertionError):
+        raise pytest.UsageError(f"KERNELEVOLVE_TEST_SHARE={share!r}: give K/N with 0 <= K < N") from None
+    cases: dict[str, list] = {}
+    for item in items:
+        if getattr(item, "callspec", None) is not None:
+            cases.setdefault(item.nodeid.split("[", 1)[0], []).append(item)
+    dropped = set()
+    for group in cases.values():
+        kept = [item for i, item in enumerate(group) if i % n == k] or group[:1]
+        dropped.update(id(item) for item in group if item not in kept)
+    if dropped:
+        config.hook.pytest_deselected(items=[item for item in items if id(item) in dropped])
+        items[:] = [item for item in items if id(item) not in dropped]
+
+
 @pytest.fixture(autouse=True)
 def _fresh_settings():
     """kernelevolve.settings reads the environment once per process: once per test here, so a test's
