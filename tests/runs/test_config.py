@@ -24,7 +24,7 @@ from kernelevolve.spec import load_spec
 SCALE = Path(__file__).parents[1] / "search" / "fixtures" / "scale.yaml"
 
 # runs.settings exactly as `kernelevolve run` wrote it before kernelevolve.runs existed (the old
-# search.session.RunSettings, dumped for an MCTS run with profiles, a model and a --kb).
+# runs.session.RunSettings, once search.session, dumped for an MCTS run with profiles, a model and a --kb).
 OLD_ROW = json.loads(
     '{"policy": "mcts", "policy_options": {"drafts": 2, "max_debug_depth": 3, "debug_prob": 0.5, '
     '"exploration": 0.7, "branching": 3}, "limits": {"max_nodes": 7, "wall_clock_s": null, "tokens": null, '
