@@ -5,7 +5,7 @@ dir, so that nothing a candidate planted there is imported before the sandbox is
 
 Three processes, each doing what only it can:
 
-  boot (this process, started by sandbox.run_script in its own session)
+  boot (this process, started by sandbox.run_script in its own session; it ends when its starter does)
       decides the harness's uid (65534 when root and everything the harness needs is reachable by
       it, chown'ing the scratch dir, the result dir and the extra writable dirs; else uid 0 without
       capabilities), unshares new mount/PID/IPC/network namespaces (a user namespace too when not
@@ -416,6 +416,15 @@ def _die_like(status: int) -> None:
 
 
 def main() -> None:
+    # The run ends with whoever started it (the evaluator, or its fork server, which ends with the
+    # evaluator): an evaluator killed mid-run left its processes polling for a go that never came, for
+    # as long as their prepare timeout. SIGTERM takes init and the namespace down (below).
+    try:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except Exception:  # noqa: BLE001 - best effort, like every protection here
+        pass
+    if os.getppid() == 1:  # the starter died before the line above
+        sys.exit(1)
     cfg = json.loads(sys.argv[1])
     script = sys.argv[2]
     report_fd = cfg["report_fd"]

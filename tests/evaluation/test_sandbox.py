@@ -11,6 +11,8 @@ import glob
 import os
 import signal
 import socket
+import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -224,6 +226,37 @@ def test_fork_bomb_is_capped_and_leaves_nothing_behind(tmp_path, report):
         assert "processes: unavailable" in missing_protections(report)
 
 
+@pytest.mark.parametrize("fork_server", ["1", "0"])
+def test_a_killed_evaluator_takes_its_sandboxed_processes_with_it(tmp_path, fork_server):
+    """kill -9 of the process that started a run (a search killed mid-evaluation) ends the run's processes
+    at once, forked from the fork server or started fresh: they no longer wait out their timeout."""
+    started = tmp_path / "started"
+    starter = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(REPO)!r})
+        from pathlib import Path
+        from tests.evaluation.test_sandbox import run
+        run(Path({str(tmp_path)!r}), "open({str(started)!r}, 'w').close()\\ntime.sleep(120)\\n", timeout_s=300)
+        """
+    )
+    env = dict(os.environ, KERNELEVOLVE_FORK_SERVER=fork_server)
+    proc = subprocess.Popen([sys.executable, "-c", starter], env=env, cwd=str(REPO))
+    try:
+        deadline = time.monotonic() + 60
+        while not started.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert started.exists(), "the sandboxed script never started"
+        assert processes_mentioning(str(tmp_path / "scratch"))
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while processes_mentioning(str(tmp_path / "scratch")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_mentioning(str(tmp_path / "scratch")) == []
+
+
 def test_timeout_kills_children_and_daemons(tmp_path):
     marker = f"kernelevolve-marker-{uuid.uuid4().hex}"
     outcome = run(
@@ -314,6 +347,8 @@ def _listen():
 
 CONNECT = """
 import socket
+import subprocess
+import sys
 try:
     socket.create_connection(('127.0.0.1', {port}), timeout=5).close()
     report(connected=True)
