@@ -41,6 +41,9 @@ def _become(request: dict, fds: list) -> list:
         fd = given.pop(name)
         os.dup2(fd, number)
         os.close(fd)
+    numpy = sys.modules.get("numpy")  # Python's random reseeds itself after a fork; numpy's global state does not
+    if numpy is not None:
+        numpy.random.seed()
     argv = list(request["argv"])
     config = json.loads(argv[1])
     config.update(given)

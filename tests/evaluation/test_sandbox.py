@@ -81,7 +81,11 @@ for fd in os.listdir("/proc/self/fd"):
         fds[fd] = os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
         pass
-report(torch_loaded="torch" in sys.modules, fds=fds, home=os.environ.get("HOME"), session=os.getsid(0) == os.getpid())
+import random
+numpy = sys.modules.get("numpy")
+draws = [random.random(), float(numpy.random.random()) if numpy is not None else None]
+report(torch_loaded="torch" in sys.modules, fds=fds, home=os.environ.get("HOME"), session=os.getsid(0) == os.getpid(),
+       draws=draws)
 """
 
 
@@ -90,6 +94,9 @@ def test_a_fork_server_child_is_sandboxed_as_a_fresh_process_with_torch_already_
     protections as a fresh process, its own environment and session, and no descriptor of the server or of
     other runs (no socket, no pipe but its own stdout/stderr)."""
     forked = run(tmp_path / "forked", FDS_AND_IMPORTS)
+    again = run(tmp_path / "again", FDS_AND_IMPORTS)  # two children of one server draw apart
+    assert forked.result["draws"][0] != again.result["draws"][0]
+    assert forked.result["draws"][1] is None or forked.result["draws"][1] != again.result["draws"][1]
     monkeypatch.setenv("KERNELEVOLVE_FORK_SERVER", "0")
     fresh = run(tmp_path / "fresh", FDS_AND_IMPORTS)
     assert forked.result["torch_loaded"] is True and fresh.result["torch_loaded"] is False
