@@ -5,7 +5,6 @@ started while the previous one was judged, each set serves exactly one candidate
 candidate reaches the next, and closing the evaluator leaves no process behind.
 """
 
-import os
 import textwrap
 import threading
 import time
@@ -16,6 +15,7 @@ from kernelevolve.evaluation.gpu_gate import GpuGate
 from kernelevolve.evaluation.result import Failure
 
 from .conftest import candidate, with_forward_prologue
+from .test_sandbox import processes_mentioning
 
 # Tries to plant a candidate, a go signal and a harness in every other evaluation folder it can reach.
 INTRUDER = with_forward_prologue(
@@ -37,22 +37,6 @@ INTRUDER = with_forward_prologue(
 )
 
 ONE_SHAPE = [{"M": 8, "N": 300}]  # two cases (its dtypes): the interpreter is slow
-
-
-def _processes_under(folder: Path) -> list[int]:
-    """Live processes whose command line or cwd names `folder` (every sandboxed run runs in its folder)."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-            cwd = os.readlink(f"/proc/{pid}/cwd")  # a fork server's child keeps the server's command line
-        except OSError:
-            continue
-        if str(folder) in cmdline or str(folder) in cwd:
-            found.append(int(pid))
-    return found
 
 
 def test_warm_sets_judge_one_candidate_each_are_replaced_when_stale_and_leave_nothing(
@@ -89,9 +73,9 @@ def test_warm_sets_judge_one_candidate_each_are_replaced_when_stale_and_leave_no
         evaluator.close()
     assert not [s for sets in evaluator._warm_sets.values() for s in sets]
     deadline = time.monotonic() + 20
-    while _processes_under(tmp_path) and time.monotonic() < deadline:
+    while processes_mentioning(str(tmp_path)) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _processes_under(tmp_path) == []
+    assert processes_mentioning(str(tmp_path)) == []
 
 
 def test_gpu_gate_checks_overlap_and_a_timing_runs_alone():
