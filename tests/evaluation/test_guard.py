@@ -142,6 +142,67 @@ def test_kernel_monitor_counts_a_compiled_kernel_launched_directly():
     assert m.launches == {"_copy_kernel": 1}
 
 
+def test_a_kernel_torch_compile_wrote_is_torch_compute_not_the_candidates(tmp_path, monkeypatch):
+    """Inductor writes the Triton kernels of a torch.compile'd forward as modules in its cache (each
+    evaluation's TORCHINDUCTOR_CACHE_DIR): launched, they are torch's work, named as compute."""
+    import importlib.util
+
+    cache = tmp_path / "inductor" / "ab"
+    cache.mkdir(parents=True)
+    src = (
+        "import triton\nimport triton.language as tl\n\n"
+        "@triton.jit\ndef triton_poi_fused_copy_0(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK)\n"
+        "    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)\n"
+    )
+    (cache / "cab.py").write_text(src)
+    spec = importlib.util.spec_from_file_location("cab", cache / "cab.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    x = torch.randn(16)
+    timed = EveryCall(
+        lambda x: module.triton_poi_fused_copy_0[(1,)](x, torch.empty_like(x), 16, BLOCK=16), KernelMonitor()
+    )
+    with timed.monitor:
+        timed(x)
+    assert timed.failed is not None and "compile[triton_poi_fused_copy_0]" in timed.failed[1], timed.failed
+    assert timed.monitor.launches == {}
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")  # the same file, not under inductor's cache: a kernel
+    timed = EveryCall(
+        lambda x: module.triton_poi_fused_copy_0[(1,)](x, torch.empty_like(x), 16, BLOCK=16), KernelMonitor()
+    )
+    with timed.monitor:
+        timed(x)
+    assert timed.failed is None and timed.monitor.launches == {"triton_poi_fused_copy_0": 1}
+
+
+def test_torch_compiles_own_module_patch_is_not_tampering_but_a_lookalike_is():
+    """torch.compile's first use wraps torch.nn.Module.__init__/__setstate__ (dynamo's generation tags):
+    the tripwire lets exactly that through, and still names a candidate's own replacement. In a fresh
+    process: the patch is for good."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "from kernelevolve.harness.runtime.guard import Tripwire\n"
+        "wire = Tripwire()\n"
+        "from torch._dynamo import mutation_guard\n"
+        "mutation_guard.install_generation_tagging_init()\n"
+        "print('after dynamo:', wire.changed())\n"
+        "init = torch.nn.Module.__init__\n"
+        "def mine(self, *a, **k):\n"
+        "    init(self, *a, **k)\n"
+        "torch.nn.Module.__init__ = mine\n"
+        "print('after mine:', wire.changed())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "after dynamo: []" in out.stdout, out.stdout
+    assert "after mine: ['torch.nn.Module.__init__']" in out.stdout, out.stdout
+
+
 def test_input_guard_sees_writes_and_aliasing():
     x = torch.randn(4, 4)
     guard = InputGuard([x, 3])

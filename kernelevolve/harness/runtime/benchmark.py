@@ -155,7 +155,8 @@ def main(config: dict) -> None:
                     result.finish(
                         "incorrect", f"{label}: timed call {call + 1}: output {i} is not a plain torch.Tensor"
                     )
-            handover.write_digests(config["outputs_dir"], f"c{n}.call{call}", outs, config["seed"])
+            # As a checked call's: element by element (sampled blocks of a large output) and as a whole.
+            handover.write_outputs(config["outputs_dir"], f"c{n}.call{call}", outs, config["seed"])
         problem = cross_check(timing)
         if problem is None and profile.get("kernel_ms") is not None:
             if profile["kernel_ms"] > 1.5 * timing.median_ms + 0.02:
@@ -165,7 +166,15 @@ def main(config: dict) -> None:
                 )
         if problem:
             result.finish("timing", f"{label}: {problem}")
-        _outside_loops(config, result, n, new, pools, buffers, clock)
+        # The outside-timed loops' calls under the monitor too: they bound the fitness, so a candidate that
+        # asks whether it is watched must find it is there as well (the loops' GPU padding hides the cost).
+        watched = EveryCall(new, KernelMonitor(set(config.get("allow_torch_ops", []))))
+        with watched.monitor:
+            _outside_loops(config, result, n, watched, pools, buffers, clock)
+        if watched.failed is not None:
+            result.finish("not_a_kernel", f"{label}: outside-timed call {watched.failed[0] + 1}: {watched.failed[1]}")
+        if reason := watched.monitor.stream_verdict():
+            result.finish("timing", f"{label}: outside-timed calls: {reason}")
         del new
         torch.cuda.empty_cache()
     result.finish()

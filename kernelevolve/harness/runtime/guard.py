@@ -83,17 +83,37 @@ _MARKED_BY_DYNAMO = "___"
 
 def _torch_own_wrapper(current, original) -> bool:
     """torch._dynamo, when first imported (by the profiler, say), rebinds a few torch functions to
-    wrappers made in torch/_compile.py around the originals: not the candidate's doing. (Importing
-    torch._dynamo up front instead costs seconds per evaluation.)"""
+    wrappers made in torch/_compile.py around the originals; its first compile wraps
+    torch.nn.Module.__init__ and __setstate__ (torch/_dynamo/mutation_guard.py) to tag new modules. Not
+    the candidate's doing: a candidate using torch.compile is `not_a_kernel` (the kernel check), not
+    tampering. (Importing torch._dynamo up front instead costs seconds per evaluation.)"""
     code = getattr(current, "__code__", None)
-    return (
-        getattr(current, "__wrapped__", None) is original
-        and code is not None
-        and code.co_filename.replace("\\", "/").endswith("torch/_compile.py")
-    )
+    if code is None:
+        return False
+    where = code.co_filename.replace("\\", "/")
+    if where.endswith("torch/_compile.py"):
+        return getattr(current, "__wrapped__", None) is original
+    if where.endswith("torch/_dynamo/mutation_guard.py"):  # calls the original, held in its closure
+        return any(cell.cell_contents is original for cell in getattr(current, "__closure__", None) or ())
+    return False
 
 
 # -- kernel-language check ------------------------------------------------------------------
+def _made_by_torch_compile(fn) -> bool:
+    """Whether a JIT function's source is a module torch.compile (inductor) wrote into its cache: the
+    evaluation's TORCHINDUCTOR_CACHE_DIR (evaluator.py gives each its own), else inductor's default
+    /tmp/torchinductor_USER."""
+    import os
+
+    inner = getattr(fn, "fn", None)
+    code = getattr(inner, "__code__", None)
+    if code is None:
+        return False
+    path = os.path.realpath(code.co_filename)
+    roots = [os.environ.get("TORCHINDUCTOR_CACHE_DIR")]
+    return any(r and path.startswith(os.path.realpath(r) + os.sep) for r in roots) or "/torchinductor_" in path
+
+
 # Torch calls that only allocate, reshape, view, cast or describe tensors: glue around kernels.
 GLUE_OPS = {
     "empty",
@@ -331,6 +351,12 @@ class KernelMonitor(TorchFunctionMode):
             if off:
                 self.off_stream[name] = self.off_stream.get(name, 0) + 1
 
+    def _record_generated(self, name: str) -> None:
+        """A Triton kernel that torch.compile generated: torch compute, not the candidate's kernel."""
+        key = f"compile[{name}]"
+        self.compute_ops[key] = self.compute_ops.get(key, 0) + 1
+        self.call_compute[key] = self.call_compute.get(key, 0) + 1
+
     def _wrap_compiled_run(self) -> None:
         """A compiled Triton kernel launched directly (CompiledKernel.run, as a launcher that skips the JIT's
         argument binding does) is a Triton kernel too: the `run` property hands out a counting launcher."""
@@ -348,7 +374,11 @@ class KernelMonitor(TorchFunctionMode):
 
             def launch(*args, **kwargs):
                 if monitor._depth == 0:
-                    monitor._record([getattr(kernel, "name", None) or "kernel"])
+                    name = getattr(kernel, "name", None) or "kernel"
+                    if _made_by_torch_compile(getattr(getattr(kernel, "src", None), "fn", None)):
+                        monitor._record_generated(name)
+                    else:
+                        monitor._record([name])
                 monitor._depth += 1
                 try:
                     return launcher(*args, **kwargs)
@@ -376,7 +406,10 @@ class KernelMonitor(TorchFunctionMode):
                 or "kernel"
             ]
             if monitor._depth == 0:
-                monitor._record(names)
+                if _made_by_torch_compile(fn_self):
+                    monitor._record_generated(names[0])
+                else:
+                    monitor._record(names)
             monitor._depth += 1
             try:
                 return original(fn_self, *args, **kwargs)
