@@ -13,7 +13,7 @@ import secrets
 import time
 from typing import Iterable
 
-from sqlalchemy import Integer, create_engine, delete, event, func, select, update
+from sqlalchemy import Integer, create_engine, delete, event, func, or_, select, update
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import sessionmaker
 
@@ -300,11 +300,19 @@ class Repository:
             s.flush()
             return row.id
 
-    def insights(self, family: str | None = None, hardware: str | None = None, limit: int = 20) -> list[InsightRow]:
-        """Across all runs, most recent first; None means any family / hardware."""
+    def insights(
+        self, family: str | None = None, hardware: str | None = None, limit: int = 20, run_id: str | None = None
+    ) -> list[InsightRow]:
+        """Across all runs, most recent first; None means any family / hardware. With `run_id`, that
+        run's own insights too, whatever family they were filed under (a run resumed from before its
+        family was known)."""
         q = select(InsightRow)
         if family is not None:
-            q = q.where(InsightRow.family == family)
+            q = q.where(
+                InsightRow.family == family
+                if run_id is None
+                else or_(InsightRow.family == family, InsightRow.run_id == run_id)
+            )
         if hardware is not None:
             q = q.where(InsightRow.hardware == hardware)
         with self.Session() as s:

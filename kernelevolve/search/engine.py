@@ -305,6 +305,16 @@ class SearchEngine:
         making = [t.expansion for t in self.in_flight.values() if t.stage == "propose"]
         return making + [t.expansion for t in self.waiting if t.stage == "propose"]
 
+    def _insight_family(self) -> str:
+        """The family insights are filed under and read from: the spec's, else the one its reference's
+        source shows (knowledge.traits), so that problems without a `family:` (KernelBench's) share notes
+        only with problems of the same kind, not every other problem of a campaign."""
+        if not hasattr(self, "_family"):
+            from kernelevolve.knowledge import traits
+
+            self._family = self.spec.family or traits.of_spec(self.spec).primary
+        return self._family
+
     def _propose_ahead(self) -> None:
         proposing = self._proposals()
         free = min(self.max_in_flight - len(proposing), self.limits.max_nodes - len(self.graph) - len(proposing))
@@ -313,7 +323,10 @@ class SearchEngine:
         steps = self.policy.select(self.graph, free, self.rng, in_flight=proposing)
         if not steps:
             return
-        insights = [i.text for i in self.repo.insights(self.spec.family, self.spec.hardware, INSIGHT_LIMIT)]
+        insights = [
+            i.text
+            for i in self.repo.insights(self._insight_family(), self.spec.hardware, INSIGHT_LIMIT, run_id=self.run_id)
+        ]
         # The whole graph, so an operator never re-proposes what was tried (after a resume too).
         evaluated = [self.view(n.id, compact=True) for n in self.graph.evaluated()]
         pending = [n.source for n in self.graph.pending() if n.source]
@@ -416,7 +429,7 @@ class SearchEngine:
                 self.repo.add_insight(
                     self.run_id,
                     node.id,
-                    self.spec.family,
+                    self._insight_family(),
                     self.spec.hardware,
                     future.result(),
                     source=getattr(self.insight_writer, "__name__", type(self.insight_writer).__name__),

@@ -112,6 +112,28 @@ def test_resume_with_a_bigger_budget(tmp_path, spec):
     assert len(repo.load_graph(run_id)) == 8 and repo.run(run_id).settings["limits"]["max_nodes"] == 8
 
 
+def test_a_problem_without_a_family_reads_only_insights_of_its_own_kind(tmp_path, spec):
+    """A KernelBench problem has no `family:`; its insights are filed under the family its reference shows
+    (here elementwise), so a campaign's attention problem never reads its MLP problem's notes."""
+    spec = spec.model_copy(update={"family": ""})
+    repo, run_id = _start(f"sqlite:///{tmp_path / 'f.db'}", spec, nodes=4)
+    repo.add_insight("r-other", 0, "", spec.hardware, "a note of another problem without a family", source="t")
+    repo.add_insight("r-other", 1, "matmul", spec.hardware, "a matmul note", source="t")
+    repo.add_insight("r-other", 2, "elementwise", spec.hardware, "an elementwise note", source="t")
+    repo.add_insight(run_id, 0, "", spec.hardware, "this run's own note, filed before", source="t")
+
+    def insight_writer(spec_, child, parents, record_llm_call):
+        return f"node {child.node_id}"
+
+    op = SyntheticOperator()
+    _engine(repo, run_id, operator=op, evaluator=SyntheticEvaluator(parallelism=1), insight_writer=insight_writer).run()
+    first = op.contexts[0].insights
+    assert "an elementwise note" in first and "this run's own note, filed before" in first
+    assert "a matmul note" not in first and "a note of another problem without a family" not in first
+    mine = [i for i in repo.insights(None, spec.hardware) if i.run_id == run_id and i.text.startswith("node ")]
+    assert mine and {i.family for i in mine} == {"elementwise"}
+
+
 def test_operator_sees_memory_and_its_calls_are_recorded(tmp_path, spec):
     repo, run_id = _start(f"sqlite:///{tmp_path / 'i.db'}", spec, nodes=8)
     repo.add_insight("r-older", 0, spec.family, spec.hardware, "masking the tail matters", source="test")
