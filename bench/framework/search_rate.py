@@ -1,14 +1,16 @@
 """Nodes a minute of `kernelevolve run` itself, with a user's default flags.
 
     python bench/framework/search_rate.py --out DIR [--specs softmax rmsnorm] [--budget 60]
-        [--parts one,two,ray] [--gpus 0,1] [--agree 3]
+        [--parts one,two,ray] [--gpus 0,1] [--agree 3] [--wall-clock S]
 
 Each part is a real `kernelevolve run specs/SPEC.yaml --device cuda --budget N --json` with the offline
 operator and no other flag (so --parallel, --profile auto and --profile-share are their defaults):
   one  on the first GPU of --gpus (CUDA_VISIBLE_DEVICES)
   two  on the first two GPUs, the local evaluator
   ray  on the first two GPUs, --executor ray (a Ray cluster started on this host for the run)
-All runs share one database, and one untimed run of one node per spec fills its baseline cache first
+--wall-clock S adds `--wall-clock S` to every run (it stops starting nodes after S seconds of search
+time; the rate is still nodes over search time), so a part fits a time limit. The JSON is rewritten
+after every run. All runs share one database, and one untimed run of one node per spec fills its baseline cache first
 (a search's first candidate does the same), so the parts measure a search with the baseline cached.
 The rate is nodes over the run's search time (runs.elapsed_s, what the progress line shows), and
 over the command's wall time (start-up, preflight and the end included). Then `--agree` correct nodes
@@ -49,8 +51,12 @@ def _run(args: list[str], gpus: str, db: str, timeout: float) -> tuple[dict, flo
     return json.loads(proc.stdout), wall, proc.stderr
 
 
-def _part(name: str, spec: str, budget: int, gpus: list[str], db: str, timeout: float, device: str) -> dict:
+def _part(
+    name: str, spec: str, budget: int, gpus: list[str], db: str, timeout: float, device: str, wall_clock=None
+) -> dict:
     args = ["run", f"specs/{spec}.yaml", "--device", device, "--budget", str(budget)]
+    if wall_clock:  # a rate needs no fixed node count: stop starting nodes after this much search time
+        args += ["--wall-clock", str(wall_clock)]
     if name == "ray":
         args += ["--executor", "ray"]
     visible = ",".join(gpus[:1] if name == "one" else gpus[:2])
@@ -109,6 +115,7 @@ def main() -> None:
     ap.add_argument("--agree", type=int, default=3, help="correct nodes of each one-GPU run evaluated alone")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--device", default="cuda", help="interpret: a CPU smoke test of this script (no rates)")
+    ap.add_argument("--wall-clock", type=float, help="each run stops starting nodes after this much search time (s)")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     gpus = a.gpus.split(",")
@@ -119,11 +126,12 @@ def main() -> None:
         _run(["run", f"specs/{spec}.yaml", "--device", a.device, "--budget", "1"], gpus[0], db, a.timeout)
     for spec in a.specs:
         for part in parts:
-            run = _part(part, spec, a.budget, gpus, db, a.timeout, a.device)
+            run = _part(part, spec, a.budget, gpus, db, a.timeout, a.device, a.wall_clock)
             results["runs"].append(run)
             results["commands"].append(run["command"])
             if part == "one" and a.agree:
                 results["agree"][spec] = _agree(run, db, gpus[0], a.agree, a.timeout)
+            (a.out / "search_rate.json").write_text(json.dumps(results, indent=2))  # kept if cut short
     by = {(r["part"], r["spec"]): r for r in results["runs"]}
     for spec in a.specs:
         one = by.get(("one", spec))
