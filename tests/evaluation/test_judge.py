@@ -289,3 +289,39 @@ def test_a_large_output_is_judged_on_sampled_blocks_and_as_a_whole(tmp_path, mon
     ]
     ok, message, _, _ = verdict(half, "half")
     assert not ok and "digest" in message
+
+
+def test_a_timed_calls_outputs_are_judged_element_by_element_and_each_call_once(tmp_path, monkeypatch):
+    """The timing process hands over a kept timed call's outputs as a checked call's (benchmark.py): a large
+    output's sampled blocks and its digests, two files of one call that the timed judge lists once. One
+    element off just beyond the tolerance, in the first block, is `incorrect` with its numbers; as digests
+    alone (the whole output's check) it would have passed."""
+    import os
+
+    import torch
+
+    from kernelevolve.harness.runtime import handover, judge
+
+    monkeypatch.setattr(handover, "FULL_BYTES", 4096)
+    monkeypatch.setattr(handover, "BLOCK", 64)
+    folder, seed = str(tmp_path), 5
+    ref = torch.rand(512, 256, dtype=torch.float64)
+    right = ref.to(torch.float32)
+    bumped = right.clone()
+    bumped.view(-1)[0] += 1e-3  # rtol 1e-4 of a value under 1: just outside
+    for call, out in ((3, right), (7, bumped)):
+        handover.write_outputs(folder, f"c0.call{call}", [out], seed)
+    assert {f for f in os.listdir(folder) if f.endswith("json")} == {
+        "c0.call3.json",
+        "c0.call3.digest.json",
+        "c0.call7.json",
+        "c0.call7.digest.json",
+    }
+    kept = judge._kept_calls(folder, 0, ["c0.pool0"])
+    assert [name for name, *_ in kept] == ["c0.call3", "c0.call7"]
+    exp, tol = [right.to("meta")], {"atol": 1e-7, "rtol": 1e-4}
+    assert judge._judge_one(folder, "c0.call3", exp, [ref], tol, "cpu", seed)[0]
+    ok, message, abs_err, _ = judge._judge_one(folder, "c0.call7", exp, [ref], tol, "cpu", seed)
+    assert not ok and "1 of" in message and abs_err == pytest.approx(1e-3, rel=1e-3), message
+    handover.write_digests(folder, "digests_only", [bumped], seed)
+    assert judge._judge_digests(folder, "digests_only", exp, [ref], tol, seed)[0]  # what a digest cannot see

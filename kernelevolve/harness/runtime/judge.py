@@ -347,7 +347,8 @@ def _kept_calls(folder: str, n: int, pools: list) -> list | str:
         listed = os.listdir(folder)
     except OSError:
         listed = []
-    calls = sorted(int(m[2]) for f in listed if (m := _CALL.match(f)) and int(m[1]) == n)
+    # A call handed over as bytes has a digest file too (a large output's): each call once.
+    calls = sorted({int(m[2]) for f in listed if (m := _CALL.match(f)) and int(m[1]) == n})
     if len(calls) < 2:
         return f"the timing process kept {len(calls)} timed calls' outputs (at least 2 are checked)"
     S = P = len(pools)
