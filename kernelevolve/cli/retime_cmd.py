@@ -80,7 +80,12 @@ def _was(node) -> str:
 
 
 def targets(graph, every: bool, device: str, again: bool) -> list:
-    """The nodes to evaluate: correct ones (or every one with code), less those already timed on `device`."""
+    """The nodes to evaluate: correct ones (or every one with code), less those already timed on `device`;
+    the run's best first (as it ranks them now: a static estimate under the interpreter), so that a retime
+    cut short has timed what matters most."""
+    from kernelevolve.records.graph import best_nodes
+
+    rank = {n.id: i for i, n in enumerate(best_nodes(graph, len(graph)))}
     out = []
     for node in graph.evaluated():
         if node.source is None or not (every or node.correct):
@@ -90,7 +95,7 @@ def targets(graph, every: bool, device: str, again: bool) -> list:
         if done and not again:
             continue
         out.append(node)
-    return out
+    return sorted(out, key=lambda n: (rank.get(n.id, len(rank)), n.id))
 
 
 def retime_run(repo, run, evaluator, shapes, *, every: bool = False, again: bool = False, say=print, spec=None) -> dict:

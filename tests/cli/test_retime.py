@@ -184,3 +184,17 @@ def test_a_run_made_elsewhere_finds_its_spec_here_or_is_told_to_give_it(tmp_path
         _spec_of(changed)
     with pytest.raises(RetimeError, match=r"give it with --spec PATH"):
         _spec_of(SimpleNamespace(id="r-3", spec_path="/nowhere/mine.yaml", spec_fingerprint=fingerprint))
+
+
+def test_retime_evaluates_the_runs_best_first(tmp_path):
+    """A retime cut short (a device call's time limit, Ctrl-C) has timed the nodes the run ranks highest:
+    the interpreter's estimate orders them (lower cost first), failed ones last under --all."""
+    from kernelevolve.cli.retime_cmd import targets
+
+    db = f"sqlite:///{tmp_path / 'order.db'}"
+    run_id = _interpreter_run(
+        db, [(ONE_PASS, True, 3.0), (TWO_PASS, True, 1.5), (ONE_PASS, False, None), (TWO_PASS, True, 2.0)]
+    )
+    graph = Repository(db).load_graph(run_id)
+    assert [n.id for n in targets(graph, False, "cuda", False)] == [1, 3, 0]
+    assert [n.id for n in targets(graph, True, "cuda", False)] == [1, 3, 0, 2]
