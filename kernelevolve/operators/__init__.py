@@ -18,10 +18,25 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from kernelevolve.llm.base import LLMError, Provider
+from kernelevolve.llm.file_provider import FileProvider
+from kernelevolve.llm.providers import AnthropicProvider, OpenAIProvider
 from kernelevolve.operators.base import BaseOperator, Operator, OperatorContext, ParentView, Proposal
 from kernelevolve.operators.errors import OperatorError
 
-PROVIDERS = "anthropic:MODEL, openai:MODEL, file:DIR, offline, plugin:PATH.py:CLASS"
+# `--model NAME:ARG` -> the provider class built as cls(ARG, **options); a new provider: its class and a line here
+PROVIDER_CLASSES: dict[str, type[Provider]] = {
+    "anthropic": AnthropicProvider,
+    "openai": OpenAIProvider,
+    "file": FileProvider,
+}
+
+
+def providers_help() -> str:
+    """What --model takes, e.g. `anthropic:MODEL, openai:MODEL, file:DIR, offline, plugin:PATH.py:CLASS`."""
+    named = [f"{name}:{'DIR' if cls is FileProvider else 'MODEL'}" for name, cls in PROVIDER_CLASSES.items()]
+    return ", ".join([*named, "offline", "plugin:PATH.py:CLASS"])
+
 
 _PROVIDER_OPTIONS = {"temperature", "max_tokens", "timeout_s", "max_retries", "backoff_s", "max_backoff_s", "price"}
 _OPERATOR_OPTIONS = {"token_budget", "llm_insights", "use_cache", "cache", "knowledge"}
@@ -39,30 +54,19 @@ def resolve_operator(model: str | None, **options) -> Operator:
         return OfflineOperator(knowledge=options.get("knowledge"), kernel=options.get("kernel"))
     provider_name, sep, rest = model.partition(":")
     if not sep or not rest:
-        raise OperatorError(f"--model {model!r}: expected one of {PROVIDERS}")
+        raise OperatorError(f"--model {model!r}: expected one of {providers_help()}")
+    cls = PROVIDER_CLASSES.get(provider_name)
+    if cls is None:
+        raise OperatorError(f"--model {model!r}: unknown provider {provider_name!r} (use {providers_help()})")
     opts = {k: v for k, v in options.items() if v is not None}
     provider_opts = {k: v for k, v in opts.items() if k in _PROVIDER_OPTIONS}
     operator_opts = {k: v for k, v in opts.items() if k in _OPERATOR_OPTIONS}
-    from kernelevolve.llm.base import LLMError
-
+    if cls is FileProvider:
+        if "wait_s" in opts:
+            provider_opts["wait_s"] = opts["wait_s"]
+        operator_opts.setdefault("use_cache", False)  # the folder is its own cache
     try:
-        if provider_name == "anthropic":
-            from kernelevolve.llm.providers import AnthropicProvider
-
-            provider = AnthropicProvider(rest, **provider_opts)
-        elif provider_name == "openai":
-            from kernelevolve.llm.providers import OpenAIProvider
-
-            provider = OpenAIProvider(rest, **provider_opts)
-        elif provider_name == "file":
-            from kernelevolve.llm.file_provider import FileProvider
-
-            if "wait_s" in opts:
-                provider_opts["wait_s"] = opts["wait_s"]
-            provider = FileProvider(rest, **provider_opts)
-            operator_opts.setdefault("use_cache", False)  # the folder is its own cache
-        else:
-            raise OperatorError(f"--model {model!r}: unknown provider {provider_name!r} (use {PROVIDERS})")
+        provider = cls(rest, **provider_opts)
     except LLMError as e:
         raise OperatorError(f"--model {model}: {e}") from None
     from kernelevolve.operators.llm_operator import LLMOperator
@@ -113,6 +117,8 @@ __all__ = [
     "OperatorError",
     "ParentView",
     "PluginOperator",
+    "PROVIDER_CLASSES",
     "Proposal",
+    "providers_help",
     "resolve_operator",
 ]

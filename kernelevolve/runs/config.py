@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Callable, Literal, Union
+from typing import Any, Callable, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator
 
 from kernelevolve.search.policies import POLICIES, make_policy
 from kernelevolve.search.profiling import ProfileSettings
@@ -69,8 +69,9 @@ class RunSettings(BaseModel):
 # -- the sections -----------------------------------------------------------------------------
 
 
-class _PolicyOptions(BaseModel):
-    """Options every policy takes (search/policies/base.py); each policy's model adds its own."""
+class PolicyOptions(BaseModel):
+    """Options every policy takes (search/policies/base.py); each policy's model subclasses this with its
+    `policy: Literal[NAME]` and its own options, and is listed in POLICY_OPTIONS."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     drafts: int
@@ -86,17 +87,17 @@ class _PolicyOptions(BaseModel):
         return make_policy(self.policy, **self.options())
 
 
-class GreedyOptions(_PolicyOptions):
+class GreedyOptions(PolicyOptions):
     policy: Literal["greedy"] = "greedy"
 
 
-class MctsOptions(_PolicyOptions):
+class MctsOptions(PolicyOptions):
     policy: Literal["mcts"] = "mcts"
     exploration: float
     branching: int
 
 
-class EvolutionaryOptions(_PolicyOptions):
+class EvolutionaryOptions(PolicyOptions):
     policy: Literal["evolutionary"] = "evolutionary"
     population: int
     selection: str
@@ -104,9 +105,9 @@ class EvolutionaryOptions(_PolicyOptions):
     crossover_rate: float
 
 
-PolicyOptions = Annotated[Union[GreedyOptions, MctsOptions, EvolutionaryOptions], Field(discriminator="policy")]
-# policy name -> its options' model (a new policy: its class in POLICIES and its model here)
-POLICY_OPTIONS: dict[str, type[_PolicyOptions]] = {
+# policy name -> its options' model (a new policy: its class in POLICIES and its model here; RunConfig takes
+# every model listed here)
+POLICY_OPTIONS: dict[str, type[PolicyOptions]] = {
     "greedy": GreedyOptions,
     "mcts": MctsOptions,
     "evolutionary": EvolutionaryOptions,
@@ -149,13 +150,21 @@ class RunConfig(BaseModel):
     """Everything that decides how a run searches (see the module docstring)."""
 
     model_config = ConfigDict(frozen=True)
-    policy: PolicyOptions = Field(default_factory=lambda: policy_options("greedy"))
+    policy: SerializeAsAny[PolicyOptions] = Field(default_factory=lambda: policy_options("greedy"))
     limits: Budget = Field(default_factory=Budget)
     model: ModelConfig = Field(default_factory=ModelConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     profile: ProfileSettings | None = None  # profiles of promising nodes; None: none
     knowledge_base: Path | None = None  # the run's own (--kb / $KERNELEVOLVE_KB); None: the bundled one
     seed: int | None = None  # of the run's random stream; drawn when the run is created
+
+    @field_validator("policy", mode="before")
+    @classmethod
+    def _policy(cls, value: Any) -> Any:
+        """A dict of options is read by the model its `policy` names in POLICY_OPTIONS."""
+        if isinstance(value, dict):
+            return policy_options(value.get("policy", "greedy"), {k: v for k, v in value.items() if k != "policy"})
+        return value
 
     # -- the row ------------------------------------------------------------------------------
     @classmethod

@@ -1,0 +1,148 @@
+"""Every way to extend KernelEvolve, named in one place: run settings, search policies, model
+providers, kernel languages and profiling tools.
+
+For each extension point: what a new one is (the class it subclasses, the record it is an instance
+of, or the protocol its module follows), the registries it is added to (the package's own objects,
+imported here, never a copy), the names registered now, and every file of the repository that adding
+one touches, with what each file gets (`NAME` in a path is the new one's name). The README's
+"Extension points" table lists the same files; tests/test_extensions.py checks that they agree, that
+they exist and that every registered name is listed here.
+
+Not listed, because nothing registers it: an operator of one's own, `--model plugin:PATH.py:CLASS`
+(a class with `draft` and `improve`, see kernelevolve.operators.Operator), written outside the package.
+
+This module imports the registries from their rooms, so it sits above them in the README's layers; nothing
+in the package imports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Iterable, Protocol, runtime_checkable
+
+from kernelevolve import languages
+from kernelevolve.languages import LANGUAGES, Language
+from kernelevolve.llm.base import Provider
+from kernelevolve.operators import PROVIDER_CLASSES
+from kernelevolve.profiling import runner as profiling_runner
+from kernelevolve.runs.config import POLICY_OPTIONS, PolicyOptions, RunConfig, RunOptions
+from kernelevolve.search.policies import POLICIES, Policy
+
+
+@runtime_checkable
+class ProfilerHarness(Protocol):
+    """A profiling tool's harness module (kernelevolve/harness/runtime/profile_NAME.py), run in the
+    sandbox: `main(config)` profiles each of config["cases"], writes one raw output per case under
+    config["output_dir"] and names it in the result's `cases` (see profile_torch.py)."""
+
+    def main(self, config: dict) -> None: ...
+
+
+@dataclass(frozen=True)
+class ExtensionPoint:
+    name: str
+    interface: tuple[Any, ...]  # what a new one subclasses, is an instance of, or follows
+    registries: tuple[Any, ...]  # the package's registries themselves (a new one is added to each)
+    where: str  # where they are written
+    files: dict[str, str]  # repository path -> what adding one changes there
+    listing: Callable[[], Iterable[str]]  # the names registered now
+
+    def registered(self) -> tuple[str, ...]:
+        return tuple(self.listing())
+
+
+EXTENSION_POINTS: dict[str, ExtensionPoint] = {
+    point.name: point
+    for point in (
+        ExtensionPoint(
+            name="setting",
+            interface=(RunConfig,),
+            registries=(RunOptions,),
+            where="kernelevolve/runs/config.py: RunOptions, and its section of RunConfig",
+            files={
+                "kernelevolve/cli/run_cmd.py": "its option on `run`, handed to RunOptions",
+                "kernelevolve/runs/config.py": "its RunOptions field, checked in `resolve`; its field in a section "
+                "of RunConfig; saved with the run: its RunSettings field, `from_row` and `settings`",
+                "kernelevolve/runs/lifecycle.py": "handed to what uses it (engine, executor, operator, profiler)",
+                "kernelevolve/settings.py": "only with an environment variable: its Settings field, read in `resolve`",
+                "kernelevolve/cli/suite_cmd.py": "only if campaigns take it: its option on `suite`",
+                "kernelevolve/campaign/runner.py": "only if campaigns take it: CampaignSettings (`of`, `run_config`)",
+                "kernelevolve/runs/ray_executor.py": "only if the evaluator takes it: the Ray workers build their own",
+            },
+            listing=lambda: (f.name for f in fields(RunOptions)),
+        ),
+        ExtensionPoint(
+            name="policy",
+            interface=(Policy, PolicyOptions),
+            registries=(POLICIES, POLICY_OPTIONS),
+            where="kernelevolve/search/policies/__init__.py: POLICIES; kernelevolve/runs/config.py: POLICY_OPTIONS",
+            files={
+                "kernelevolve/search/policies/NAME.py": "its Policy subclass: `name`, `choose`; `options`, "
+                "`state_dict` and `load_state_dict` when it has options or state of its own",
+                "kernelevolve/search/policies/__init__.py": "its class in POLICIES",
+                "kernelevolve/runs/config.py": "its options' model (a PolicyOptions with `policy: Literal[NAME]`) "
+                "in POLICY_OPTIONS; command-line options of its own in RunOptions and `resolve`",
+                "kernelevolve/cli/run_cmd.py": "its name in --policy's help; command-line options of its own",
+                "kernelevolve/cli/suite_cmd.py": "its name in --policy's help",
+            },
+            listing=lambda: POLICIES,
+        ),
+        ExtensionPoint(
+            name="provider",
+            interface=(Provider,),
+            registries=(PROVIDER_CLASSES,),
+            where="kernelevolve/operators/__init__.py: PROVIDER_CLASSES (`--model NAME:MODEL`)",
+            files={
+                "kernelevolve/llm/providers.py": "its Provider subclass (or a module of its own beside it, as "
+                "file_provider.py): `name` and `_send`, one request with the service's errors turned into "
+                "LLMError / RetryableError; `endpoint`, `cost` and `check` where they differ",
+                "kernelevolve/operators/__init__.py": "its class in PROVIDER_CLASSES",
+                "kernelevolve/llm/pricing.py": "only if it charges: its models' prices",
+                "pyproject.toml": "only with an SDK: its dependency",
+            },
+            listing=lambda: PROVIDER_CLASSES,
+        ),
+        ExtensionPoint(
+            name="language",
+            interface=(Language,),
+            registries=(LANGUAGES,),
+            where="kernelevolve/languages.py: LANGUAGES",
+            files={
+                "kernelevolve/languages.py": "its Language (imports, whether the interpreter runs it, prompt line) "
+                "in LANGUAGES",
+                "kernelevolve/harness/runtime/screen.py": "its top-level modules in ALLOWED_IMPORTS",
+                "kernelevolve/harness/runtime/guard.py": "KernelMonitor counts its launches (a call that launches "
+                "no kernel of the spec's language fails), unless they go through Triton's",
+                "knowledge_base/constraints/": "its constraints, front matter `language: NAME`",
+                "knowledge_base/guidance/": "its guidance, front matter `language: NAME`",
+            },
+            listing=languages.names,
+        ),
+        ExtensionPoint(
+            name="profiler tool",
+            interface=(ProfilerHarness,),
+            registries=(profiling_runner.TOOLS,),
+            where="kernelevolve/profiling/runner.py: TOOLS",
+            files={
+                "harness_templates/profile_NAME.py.j2": "the script the sandbox runs: the launcher, then the harness",
+                "kernelevolve/harness/runtime/profile_NAME.py": "its harness module (ProfilerHarness)",
+                "kernelevolve/profiling/runner.py": "its name in TOOLS; `check_available` when it needs a program; "
+                "its keys in `run_tool`'s config",
+                "kernelevolve/profiling/parsers.py": "the parser of its raw output",
+                "kernelevolve/profiling/schema.py": "its field of ProfileSummary and its line in `prompt_text`",
+                "kernelevolve/profiling/collect.py": "`_absorb` calls its parser; `_latency` when it times kernels",
+                "kernelevolve/cli/profile_cmd.py": "its name in --tool's help; its table in the output",
+            },
+            # read at call time: `profiling.runner.TOOLS` as the runner checks it
+            listing=lambda: profiling_runner.TOOLS,
+        ),
+    )
+}
+
+
+def registered() -> dict[str, tuple[str, ...]]:
+    """Extension point -> the names registered now, e.g. {"policy": ("greedy", "mcts", "evolutionary"), ...}."""
+    return {name: point.registered() for name, point in EXTENSION_POINTS.items()}
+
+
+__all__ = ["EXTENSION_POINTS", "ExtensionPoint", "ProfilerHarness", "registered"]
