@@ -49,10 +49,11 @@ def problem_row(repo: Repository, name: str, run_id: str) -> dict:
     seen = [(n.id, *_interpreter_view(n)) for n in nodes]
     first = next((i for i, ok, _ in seen if ok), None)
     failures = Counter(f for _, ok, f in seen if ok is False and f)
-    timed = [n for n in nodes if n.evaluation is not None and n.evaluation.timed]
-    gpu_correct = [n for n in timed if n.evaluation.correct]
+    # Evaluated again on the GPU: a timed result, or a failure there (which is not timed).
+    retimed = [n for n in nodes if n.evaluation is not None and "retimed_from" in n.evaluation.environment]
+    gpu_correct = [n for n in retimed if n.evaluation.correct and n.evaluation.timed]
     best = max(gpu_correct, key=lambda n: n.evaluation.fitness or 0.0, default=None)
-    gpu_failures = Counter(n.evaluation.failure for n in timed if not n.evaluation.correct and n.evaluation.failure)
+    gpu_failures = Counter(n.evaluation.failure for n in retimed if not n.evaluation.correct and n.evaluation.failure)
     sizes = [len(c.prompt) for c in repo.llm_calls(run_id) if INSIGHT_PROMPT not in c.prompt]
     return {
         "problem": name,
@@ -60,7 +61,7 @@ def problem_row(repo: Repository, name: str, run_id: str) -> dict:
         "nodes": len(nodes),
         "first_correct_interpreter": first,
         "failures_interpreter": dict(failures),
-        "retimed": len(timed),
+        "retimed": len(retimed),
         "correct_gpu": len(gpu_correct),
         "failures_gpu": dict(gpu_failures),
         "best_gpu_node": best.id if best else None,
@@ -95,11 +96,13 @@ def main() -> int:
         "rows": rows,
     }
     print(
-        "| problem | nodes | first correct (interp.) | failures (interp.) | retimed | correct on GPU | best node | speedup | prompts (median / max chars) |"
+        "| problem | nodes | first correct (interp.) | failures (interp.) | retimed | correct on GPU | failures (GPU) "
+        "| best node | speedup | prompts (median / max chars) |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         fails = ", ".join(f"{k} x{v}" for k, v in sorted(r["failures_interpreter"].items())) or "-"
+        gpu_fails = ", ".join(f"{k} x{v}" for k, v in sorted(r["failures_gpu"].items())) or "-"
         speed = f"{r['best_gpu_speedup']:.2f}x" if r["best_gpu_speedup"] else "-"
         prompts = (
             f"{r['prompt_chars_median'] / 1000:.1f}k / {r['prompt_chars_max'] / 1000:.1f}k"
@@ -108,7 +111,7 @@ def main() -> int:
         )
         print(
             f"| {r['problem']} | {r['nodes']} | {r['first_correct_interpreter']} | {fails} | {r['retimed']} | "
-            f"{r['correct_gpu']} | {r['best_gpu_node']} | {speed} | {prompts} |"
+            f"{r['correct_gpu']} | {gpu_fails} | {r['best_gpu_node']} | {speed} | {prompts} |"
         )
     share = summary["share_correct_on_gpu"]
     geo = summary["geomean_best_speedup"]
