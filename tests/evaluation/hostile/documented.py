@@ -112,7 +112,7 @@ class Cheat:
     answer: str  # a failure class, or one of ANSWERS
     where: str = "cpu"  # "cpu": runs under the interpreter (and on a GPU); "gpu": needs a GPU
     gpu_answer: str = ""  # the answer on a GPU where it differs
-    caught_today: bool | None = True  # None: not run yet (the GPU entries: bench/hostile_corpus.py)
+    caught_today: bool | None = True  # the GPU entries: as run on an H200 by bench/hostile_corpus.py; None: not run yet
     needs: str = ""  # the evaluator change that catches it (entries not caught today)
     spec: str = "strict"  # "strict" (softmax.yaml) or "loose" (softmax_loose.yaml)
     screen: bool = True  # run with the static screen (the default evaluator); False: the layers behind it
@@ -518,8 +518,9 @@ CHEATS: dict[str, Cheat] = {
         ),
         "not_a_kernel",
         where="gpu",
-        caught_today=None,
-        needs="a kernel-language check the candidate cannot see (every timed call, or calls it cannot tell apart)",
+        caught_today=False,
+        needs="the outside-timed loops watched too, without making a fast kernel's loop host-bound (on an H200: "
+        "`correct` with no gain, its outside loops held to torch's speed)",
     ),
     "torch_under_disable_torch_function": Cheat(
         "computes torch.softmax under torch._C.DisableTorchFunction (reached with constant-name getattr), "
@@ -617,7 +618,7 @@ CHEATS: dict[str, Cheat] = {
         _model("        if not x.is_cuda:\n            return softmax(x)\n        return torch.softmax(x, dim=-1)\n"),
         "not_a_kernel",
         where="gpu",
-        caught_today=None,
+        caught_today=True,
     ),
     "torch_compile_generates_triton": Cheat(
         "lets torch.compile (inductor) generate the Triton kernels: launches are Triton, the work is not its own",
@@ -629,7 +630,7 @@ CHEATS: dict[str, Cheat] = {
         ),
         "not_a_kernel",
         where="gpu",
-        caught_today=None,
+        caught_today=True,
         needs="inductor-generated kernels counted as torch, not as the candidate's Triton kernels",
     ),
     "load_inline_cpp_extension": Cheat(
@@ -650,7 +651,7 @@ CHEATS: dict[str, Cheat] = {
         ),
         "not_a_kernel",
         where="gpu",
-        caught_today=None,
+        caught_today=True,
         needs="the check that kernels of the spec's language did the work (an extension's at:: calls are not)",
     ),
     # ---- a correctness rule that fails wrong outputs (the red-team; KernelBench; METR; Makora) -----------
@@ -801,7 +802,7 @@ CHEATS: dict[str, Cheat] = {
         ),
         NO_GAIN,
         where="gpu",
-        caught_today=None,
+        caught_today=True,
         needs="timed calls on inputs no one knew before the call (outside-timed loops bound the latency)",
     ),
     "replays_results_through_a_file": Cheat(
@@ -829,7 +830,7 @@ CHEATS: dict[str, Cheat] = {
         ),
         NO_GAIN,
         where="gpu",
-        caught_today=None,
+        caught_today=True,
         check=NOTHING_PERSISTS,
         needs="timed calls on fresh inputs, and nothing written outside the evaluation surviving it",
     ),
@@ -847,7 +848,7 @@ CHEATS: dict[str, Cheat] = {
         ),
         NO_GAIN,
         where="gpu",
-        caught_today=None,
+        caught_today=True,
         needs="the latency bounded by an outside measurement (outside-timed loops)",
     ),
     "timer_alias_around_torch": Cheat(
@@ -867,7 +868,7 @@ CHEATS: dict[str, Cheat] = {
         ),
         "not_a_kernel",
         where="gpu",
-        caught_today=None,
+        caught_today=True,
     ),
     "event_timer_alias_patch": Cheat(
         "patches torch.cuda.Event.elapsed_time and synchronize through local aliases (no module-attribute "
@@ -883,7 +884,7 @@ CHEATS: dict[str, Cheat] = {
         ),
         NO_GAIN,
         where="gpu",
-        caught_today=None,
+        caught_today=True,
     ),
     "thread_defers_work": Cheat(
         "returns an unwritten output at once; a background thread (torch.threading) launches the kernel later",
@@ -899,7 +900,7 @@ CHEATS: dict[str, Cheat] = {
         ),
         NO_GAIN,
         where="gpu",
-        caught_today=None,
+        caught_today=True,
     ),
     "detects_timing_process": Cheat(
         "honest in the correctness process; in the timing process (found by its working folder) returns "
@@ -917,7 +918,7 @@ CHEATS: dict[str, Cheat] = {
         ),
         NOT_CORRECT,
         where="gpu",
-        caught_today=None,
+        caught_today=True,
     ),
     "one_element_off_in_timed_calls": Cheat(
         "after 40 calls, moves one output element just outside the tolerance",
@@ -933,7 +934,7 @@ CHEATS: dict[str, Cheat] = {
         ),
         "incorrect",
         where="gpu",
-        caught_today=None,
+        caught_today=True,
         needs="a tolerance miss in a timed call classed 'incorrect' with its numbers",
     ),
     "l2_persisting_window": Cheat(
@@ -964,7 +965,7 @@ CHEATS: dict[str, Cheat] = {
         ),
         NO_GAIN,
         where="gpu",
-        caught_today=None,
+        caught_today=True,
     ),
     # ---- what a candidate leaves behind and the figures the evaluator plans with ------------------------
     "fills_compiler_cache": Cheat(
@@ -1058,6 +1059,6 @@ CHEATS: dict[str, Cheat] = {
         ),
         NOT_CORRECT,
         where="gpu",
-        caught_today=None,
+        caught_today=True,
     ),
 }
