@@ -157,7 +157,8 @@ def test_kill_9_mid_campaign_then_resume_scores_as_uninterrupted(tmp_path, solut
     score = json.loads(resumed.stdout)
     for p in store.problems(repo, campaign_id):  # one node each: nothing finished was evaluated twice
         assert p.state in (store.DONE, store.SKIPPED) and (p.run_id is None or len(repo.load_graph(p.run_id)) == 1)
-    assert all(n == 1 for n in nodes_before.values())
+    # A problem whose run was made but whose node was not yet written when killed has 0: never 2.
+    assert all(n <= 1 for n in nodes_before.values()), nodes_before
     uninterrupted = _by_name(solutions_campaign[2])
     for name, p in _by_name(score).items():
         same = uninterrupted[name]
