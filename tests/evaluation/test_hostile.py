@@ -91,7 +91,7 @@ def test_corpus_covers_what_was_documented():
         assert c.kind and c.source and c.where in ("cpu", "gpu"), name
         assert c.answer in ANSWERS or c.answer in classes, (name, c.answer)
         assert c.caught_today is not False or c.needs, f"{name}: an entry not caught today names the change it needs"
-        assert (c.caught_today is None) == (c.where == "gpu"), f"{name}: CPU entries are recorded, GPU ones wait"
+        assert c.caught_today is not None, f"{name}: recorded (CPU entries by the tests, GPU ones on an H200)"
         assert "\n" not in c.kind + c.source, name
     sources = " ".join(c.source for c in CHEATS.values()) + " ".join(s for _, s in ABOUT.values())
     for writeup in ("KernelBench", "GPU MODE", "CUDA-L1", "Kevin", "METR", "Makora", "Sakana", "KernelEvolve red-team"):
