@@ -157,8 +157,11 @@ class Evaluator:
             if self.warm:  # the next candidate's processes start now, while this one is judged
                 self.warm_sets.start(lambda: self._start_set(spec, cases, slot, warm=True))
             result = self._judge(processes, spec, source, cases, deep)
-            if slot in self.gates and verdict.out_of_memory(result):
-                # Others on its GPU may have held the memory it lacked: judged again, alone on the GPU.
+            if slot in self.gates and verdict.out_of_memory(result) and not self.memory.in_sequence(processes):
+                # Others on its GPU, or its own processes side by side, held the memory it lacked: judged
+                # again alone on the GPU, one phase after the other (and so are later evaluations of these
+                # shapes: KernelBench's 4096 x 393216 softmaxes take 6.4 GB an input).
+                self.memory.one_phase_at_a_time(processes)
                 processes.discard(keep=self.keep_workdirs)
                 processes = self._start_set(spec, cases, slot, warm=False)
                 processes.place = place
@@ -316,18 +319,21 @@ class Evaluator:
         # The shared phase: the candidate runs while the judge computes the reference and its timing
         # process (and the baseline's, if the cache lacks it) prepares; other candidates' checks may run on
         # this GPU too.
+        in_sequence = self.memory.in_sequence(processes)  # the timing prepares after the check, not beside it
+
+        def prepare_timing() -> None:
+            timing.prepare()
+            baselines.prepare()
+            # A loop's call count follows from the baseline: where it is cached, the timing judge computes
+            # its checks of the loops now, beside the candidate's checks, not after the timing.
+            labels = [s.label for s in result.shapes]
+            known = {str(n): outside_calls(baselines.found[x]) for n, x in enumerate(labels) if x in baselines.found}
+            timed_judge.prepare({"outside_calls": known})
+
         with gate.shared() if gate is not None else nullcontext():
             judge.prepare()
-            if timing is not None:
-                timing.prepare()
-                baselines.prepare()
-                # A loop's call count follows from the baseline: where it is cached, the timing judge computes
-                # its checks of the loops now, beside the candidate's checks, not after the timing.
-                labels = [s.label for s in result.shapes]
-                known = {
-                    str(n): outside_calls(baselines.found[x]) for n, x in enumerate(labels) if x in baselines.found
-                }
-                timed_judge.prepare({"outside_calls": known})
+            if timing is not None and not in_sequence:
+                prepare_timing()
             began = time.monotonic()
             outcome = processes.check.go()
             self._absorb(result, outcome, "correctness")
@@ -337,6 +343,9 @@ class Evaluator:
             else:
                 judge.stop()
             result.phases_s["correctness"] = time.monotonic() - began
+            if timing is not None and in_sequence:
+                result.environment["phases_in_sequence"] = True
+                prepare_timing()
             if timing is not None:  # no GPU preparation may run on into the timed phase
                 baselines.wait_prepared()
                 timing.wait_prepared()

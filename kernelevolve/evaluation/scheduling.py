@@ -163,9 +163,18 @@ class MemoryNeeds:
 
     def __init__(self) -> None:
         self.needs: dict[tuple, int] = {}  # by set_key without the slot
+        self._in_sequence: set[tuple] = set()
 
     def of(self, processes: ProcessSet) -> int | None:
         return self.needs.get(processes.key[:-1])
+
+    def in_sequence(self, processes: ProcessSet) -> bool:
+        """Whether evaluations of this (spec, shapes) prepare their timing only after their check: one ran
+        out of GPU memory with its check and its timing's preparation side by side."""
+        return processes.key[:-1] in self._in_sequence
+
+    def one_phase_at_a_time(self, processes: ProcessSet) -> None:
+        self._in_sequence.add(processes.key[:-1])
 
     def learn(self, processes: ProcessSet, check: dict) -> None:
         """What an evaluation of this (spec, shapes) holds on a GPU: its check's references (reported

@@ -255,10 +255,12 @@ def test_the_evaluators_interpreter_rounds_tf32_dots_as_the_gpu_does(tmp_path):
     assert 2e-5 < tf32 < 2e-3 and ieee < 1e-6, (tf32, ieee)
 
 
-def test_a_large_output_is_judged_on_sampled_blocks_and_as_a_whole(tmp_path, monkeypatch):
+@pytest.mark.parametrize("slimmed", [False, True], ids=["whole reference", "slim reference"])
+def test_a_large_output_is_judged_on_sampled_blocks_and_as_a_whole(tmp_path, monkeypatch, slimmed):
     """Over handover.FULL_BYTES an output is handed over as a sample of its blocks (edges always) plus digests:
     a wrong edge element fails element by element, a wrong output outside the sample fails as a whole, and a
-    right one passes with its max error measured on the sample."""
+    right one passes with its max error measured on the sample. The judge keeps only the reference's sampled
+    blocks, digests and norm (`judge.slim`: a few percent of it) and reaches the same verdicts."""
     import torch
 
     from kernelevolve.harness.runtime import handover, judge
@@ -270,10 +272,14 @@ def test_a_large_output_is_judged_on_sampled_blocks_and_as_a_whole(tmp_path, mon
     blocks = handover.sample_blocks(ref.numel(), 4, seed)
     assert blocks[:4] == [0, 1, 2, 3] and blocks[-1] == 1204 and 60 < len(blocks) < 1205 // 8
 
+    refs = judge.slim(exp, [ref], seed) if slimmed else [ref]
+    if slimmed:
+        assert isinstance(refs[0], judge.Slim) and refs[0].blocks.numel() < ref.numel() / 8
+
     def verdict(out, name):
         folder = str(tmp_path / name)
         handover.write_outputs(folder, name, [out], seed)
-        return judge._judge_one(folder, name, exp, [ref], tol, "cpu", seed)
+        return judge._judge_one(folder, name, exp, refs, tol, "cpu", seed)
 
     right = ref.to(torch.float32)
     ok, message, abs_err, _ = verdict(right, "right")
