@@ -200,7 +200,7 @@ def test_the_timed_judge_checks_loops_it_computed_while_preparing_and_others_afr
     assert plans == {"c0.0": {"seed": 11, "calls": 12}, "c0.1": {"seed": 22, "calls": 12}}
     assert judge._loop_plans(config, 0, {"c0.0": 11}) == {}  # a seed missing: nothing planned
     assert judge._loop_plans(config, 1, {"c1.0": 1, "c1.1": 2}) == {}  # no call count known for case 1
-    expected = {"c0.model": (Softmax(), pools, torch.float64)}
+    expected = {"c0.model": (Softmax(), pools)}
     for name, plan in plans.items():
         expected[name] = judge._loop_expectation(expected["c0.model"], plan["seed"], plan["calls"], None)
     assert len(expected["c0.0"][2]) == judge.SAMPLE and expected["c0.0"][:2] == (11, 12)
