@@ -11,7 +11,6 @@ timed calls' outputs, and the wall-clock cross-check.
 
 from __future__ import annotations
 
-import contextlib
 
 import json
 import os
@@ -168,16 +167,12 @@ def main(config: dict) -> None:
                 )
         if problem:
             result.finish("timing", f"{label}: {problem}")
-        # Its outside-timed loops are watched as its timed calls are: every call under the monitor, which a
-        # candidate that asks whether it is watched finds active there too (torch in unwatched calls is
-        # `not_a_kernel`, not torch's speed passed off as its kernel's).
-        watched = EveryCall(new, KernelMonitor(set(config.get("allow_torch_ops", []))))
-        with watched.monitor:
-            _outside_loops(config, result, n, watched, pools, buffers, clock, own_ops=torch._C.DisableTorchFunction)
-        if watched.failed is not None:
-            result.finish("not_a_kernel", f"{label}: outside-timed call {watched.failed[0] + 1}: {watched.failed[1]}")
-        if reason := watched.monitor.stream_verdict():
-            result.finish("timing", f"{label}: outside-timed calls: {reason}")
+        # Its outside-timed loops are not watched: there it runs as it would in production. A candidate that
+        # launches its kernel only when it finds a monitor (every timed call has one) computes with torch
+        # here, and the outside bound holds it to torch's speed and for review. Watching these loops too was
+        # tried on the H200: it then launched its kernel everywhere it was measured, and its fitness rose to
+        # the honest kernel's (2.05) while production calls would run torch.
+        _outside_loops(config, result, n, new, pools, buffers, clock)
         del new
         torch.cuda.empty_cache()
     result.finish()
@@ -218,7 +213,7 @@ def _time_baselines(config: dict, result: Result, prepared: list, clock) -> None
     result.finish()
 
 
-def _outside_loops(config, result, n, fn, pools, buffers, clock, estimate_ms=None, own_ops=None) -> None:
+def _outside_loops(config, result, n, fn, pools, buffers, clock, estimate_ms=None) -> None:
     """The loops the evaluator times from outside (outside.py): released one by one, each on inputs
     drawn from the seed the release carries, its digests reported at the end."""
     from kernelevolve.harness.runtime import modules, outside
@@ -230,14 +225,7 @@ def _outside_loops(config, result, n, fn, pools, buffers, clock, estimate_ms=Non
         payload = outside.await_release(folder, name, config.get("stop_path"), estimate_ms)
         try:
             values = outside.run_loop(
-                fn,
-                pools,
-                buffers,
-                int(payload["seed"]),
-                int(payload["calls"]),
-                clock.sync,
-                modules.flatten,
-                own_ops=own_ops or contextlib.nullcontext,
+                fn, pools, buffers, int(payload["seed"]), int(payload["calls"]), clock.sync, modules.flatten
             )
         except Exception as exc:
             result.finish(failure_class(exc), f"{result.cases[-1]['label']}: " + one_line(exc), exc)

@@ -21,8 +21,6 @@ at least baseline latency + (W(candidate) - W(baseline)) / n (evaluator.py appli
 
 from __future__ import annotations
 
-import contextlib
-
 import json
 import math
 import os
@@ -118,28 +116,20 @@ def sums_of_squares(outs: list, dtype=torch.float32) -> torch.Tensor:
     return torch.stack([torch.linalg.vector_norm(o.detach(), dtype=dtype).square() for o in outs])
 
 
-def run_loop(
-    fn, pool: list, buffers: list, seed: int, calls: int, sync, flatten, flush=None, own_ops=contextlib.nullcontext
-) -> list[list[float]]:
+def run_loop(fn, pool: list, buffers: list, seed: int, calls: int, sync, flatten, flush=None) -> list[list[float]]:
     """The loop itself: `calls` calls on fresh inputs, alternating the buffer sets, the L2 flushed before
-    each call as in the timed loop; per call, the sum of squares of each output (one read of it). The loop's
-    own torch ops run under `own_ops()`: torch._C.DisableTorchFunction where the loop runs inside a kernel
-    monitor, so that only `fn`'s ops pay the monitor's per-op cost (a fast kernel's loop stays GPU-bound)."""
+    each call as in the timed loop; per call, the sum of squares of each output (one read of it)."""
     sums = []
     pad = torch.cuda._sleep if any(isinstance(x, torch.Tensor) and x.is_cuda for x in pool[0]) else None
     with torch.no_grad():
         for i in range(calls):
-            with own_ops():
-                if pad is not None:
-                    pad(PAD_CYCLES)
-                bufs = call_inputs(pool[i % len(pool)], buffers[i % len(buffers)], seed, i)
-                if flush is not None:
-                    flush()
-            out = fn(*bufs)
-            with own_ops():
-                sums.append(sums_of_squares(flatten(out)))
-        with own_ops():
-            sync()
+            if pad is not None:
+                pad(PAD_CYCLES)
+            bufs = call_inputs(pool[i % len(pool)], buffers[i % len(buffers)], seed, i)
+            if flush is not None:
+                flush()
+            sums.append(sums_of_squares(flatten(fn(*bufs))))
+        sync()
     return [[float(v) for v in s.tolist()] for s in sums]
 
 

@@ -519,8 +519,9 @@ CHEATS: dict[str, Cheat] = {
         "not_a_kernel",
         where="gpu",
         caught_today=False,
-        needs="the outside-timed loops watched too, without making a fast kernel's loop host-bound (on an H200: "
-        "`correct` with no gain, its outside loops held to torch's speed)",
+        needs="a kernel-language check it cannot see (on an H200: `correct`, held for review at torch's speed by "
+        "its unwatched outside-timed loops; watching those too made it launch its kernel wherever it was "
+        "measured, fitness 2.05, while production calls would run torch)",
     ),
     "torch_under_disable_torch_function": Cheat(
         "computes torch.softmax under torch._C.DisableTorchFunction (reached with constant-name getattr), "
