@@ -80,7 +80,8 @@ def _was(node) -> str:
 
 
 def targets(graph, every: bool, device: str, again: bool) -> list:
-    """The nodes to evaluate: correct ones (or every one with code), less those already timed on `device`;
+    """The nodes to evaluate: correct ones (or every one with code), less those already timed on `device`
+    (a retime that failed because the reference could not run counts as not done);
     the run's best first (as it ranks them now: a static estimate under the interpreter), so that a retime
     cut short has timed what matters most."""
     from kernelevolve.records.graph import best_nodes
@@ -88,10 +89,14 @@ def targets(graph, every: bool, device: str, again: bool) -> list:
     rank = {n.id: i for i, n in enumerate(best_nodes(graph, len(graph)))}
     out = []
     for node in graph.evaluated():
-        if node.source is None or not (every or node.correct):
-            continue
         ev = node.evaluation
+        # The reference itself failed there (out of the GPU's memory, say): nothing was learned of the node,
+        # so it is tried again as if it had not been retimed.
+        tool_failed = ev.failure == "reference" and "retimed_from" in ev.environment
+        if node.source is None or not (every or node.correct or tool_failed):
+            continue
         done = ev.device == device and (ev.timed or device == "interpret") and "retimed_from" in ev.environment
+        done = done and not tool_failed
         if done and not again:
             continue
         out.append(node)

@@ -198,3 +198,25 @@ def test_retime_evaluates_the_runs_best_first(tmp_path):
     graph = Repository(db).load_graph(run_id)
     assert [n.id for n in targets(graph, False, "cuda", False)] == [1, 3, 0]
     assert [n.id for n in targets(graph, True, "cuda", False)] == [1, 3, 0, 2]
+
+
+def test_a_node_whose_retime_failed_in_the_reference_is_retimed_again(tmp_path):
+    """The reference ran out of GPU memory at the problem's own sizes: the node's last evaluation is a
+    `reference` failure, which says nothing of the node. A later retime takes it again (without --all or
+    --again); a node the GPU found incorrect stays as it is."""
+    from kernelevolve.cli.retime_cmd import targets
+
+    db = f"sqlite:///{tmp_path / 'again.db'}"
+    run_id = _interpreter_run(db, [(ONE_PASS, True, 1.0), (TWO_PASS, True, 2.0), (ONE_PASS, True, 3.0)])
+    repo = Repository(db)
+    labels = [c.label for c in load_spec(SPECS / "softmax.yaml").cases("cuda", None)]
+    for node, failure in ((0, "reference"), (1, "incorrect")):
+        shapes = [ShapeResult(label=x, params={}, dtype="bfloat16", correct=False) for x in labels]
+        result = EvalResult(correct=False, shapes=shapes, failure=failure, device="cuda")
+        result.environment["retimed_from"] = "interpret"
+        repo.record_evaluation(
+            run_id, node, result, policy_state={"seen": 9}, rng_state=rng_state(random.Random(9)), elapsed_s=50.0
+        )
+    graph = repo.load_graph(run_id)
+    repo.close()
+    assert [n.id for n in targets(graph, False, "cuda", False)] == [2, 0]  # the correct one first, as ranked
