@@ -98,6 +98,11 @@ def estimate(probe: dict, minimal_bytes: float | None, hardware: str) -> dict:
         if occ == 0:
             slow = 8.0  # does not fit on an SM at all: will not launch as compiled
             notes.append(f"{kernel.get('name', launch.get('kernel'))} does not fit on one SM")
+        elif str(kernel.get("error", "")).startswith("does not compile"):
+            # Passes under the interpreter, fails on the GPU (KernelBench's cumsum: a 2-D tl.cumsum on sm_90):
+            # ranked last among the correct, and the reason goes to the improve prompt.
+            slow = 8.0
+            notes.append(f"{kernel.get('name', launch.get('kernel'))} {kernel['error']}"[:300])
         spill = 1 + min(1.0, (kernel.get("spill_bytes") or 0) / SPILL_SCALE)
         share = launch.get("bytes", 0) / floor if floor else 1.0
         cost += share * slow * spill

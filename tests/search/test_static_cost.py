@@ -56,7 +56,13 @@ def test_the_cost_counts_extra_bytes_launches_low_occupancy_and_spills():
     failed = static_cost.estimate(
         _probe([("k", 1000)], {"k": {"error": "does not compile for the GPU: x"}}), None, "b200"
     )
-    assert failed["cost"] == 1.0 and failed["target"] == "sm_100 (b200)"  # bytes and launches still count
+    # Correct under the interpreter, but it will not run on the spec's GPU: ranked below every kernel that will.
+    assert failed["cost"] == 8.0 and failed["target"] == "sm_100 (b200)"
+    assert failed["notes"] == ["k does not compile for the GPU: x"]
+    unknown = static_cost.estimate(
+        _probe([("k", 1000)], {"k": {"error": "not compiled: time budget spent"}}), None, "h200"
+    )
+    assert unknown["cost"] == 1.0  # not known to fail: bytes and launches still count
 
 
 def _evaluated(cost=None, fitness=None, error=None, correct=True) -> EvalResult:
