@@ -9,11 +9,12 @@ DIR/integrity_overhead.json and prints fitness and evaluation latency side by si
 --part search: as a search evaluates: one warm evaluator per side (its next candidate's processes
 start while one is judged), the same candidate evaluated 1 + --repeat times in a row with --pause
 seconds between (a model's thinking time), baselines cached after the first; old and new sides
-alternate per spec. Each evaluation gets a distinct candidate, as in a search: the kernel file with i
-comment lines put in front, which moves its Triton kernels' source lines and so their compile-cache
-keys (the old evaluator kept one Triton cache for all evaluations, the new one gives each its own:
-evaluating the same file again would compare a cache hit with a compile). --same-source evaluates the
-very same file every time. Writes DIR/integrity_overhead_search.json.
+alternate per spec. Each evaluation gets a distinct candidate, as in a search: the kernel file with a
+comment line `# candidate i` inside each jitted function's body, which changes its Triton kernels'
+compile-cache keys (the old evaluator kept one Triton cache for all evaluations, the new one gives each
+its own: evaluating the same kernels again would compare a cache hit with a compile; comment lines put
+in front of the file, as this script did before, still hit the old evaluator's cache on the H200).
+--same-source evaluates the very same file every time. Writes DIR/integrity_overhead_search.json.
 --part kernels: every reference kernel's spec through the new evaluator (DIR/reference_kernels_eval.json).
 """
 
@@ -40,17 +41,33 @@ KERNELS = ["rmsnorm", "softmax", "cross_entropy", "flash_attention", "ikbo_lce",
 
 # One warm evaluator evaluating the same candidate again and again, as a search's evaluator does.
 WARM_SEARCH = """
-import json, sys, time
+import ast, json, sys, time
 from kernelevolve.evaluation.evaluator import Evaluator
 from kernelevolve.memory.repository import BaselineTable, Repository
 from kernelevolve.spec import load_spec
 spec, source = load_spec(sys.argv[1]), open(sys.argv[2]).read()
 store = BaselineTable(Repository(sys.argv[3]))
 times, pause, device, distinct = int(sys.argv[4]), float(sys.argv[5]), sys.argv[6], sys.argv[7] == "distinct"
+
+
+def candidate(i):
+    # Candidate i as a search makes one: a comment line inside each jitted function's body, so that no
+    # Triton cache of either side holds its kernels (lines put in front of the file were not enough).
+    if not i:
+        return source
+    lines, at = source.splitlines(keepends=True), []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
+            at.append((node.body[0].lineno - 1, " " * node.body[0].col_offset))
+    for line, indent in sorted(at, reverse=True):
+        lines.insert(line, indent + "# candidate " + str(i) + "\\n")
+    return "".join(lines)
+
+
 with Evaluator(device=device, baseline_store=store, warm=True) as ev:
     for i in range(times):
         t0 = time.monotonic()
-        r = ev.evaluate(spec, f"# candidate {i}\\n" * i * distinct + source, deep=False)
+        r = ev.evaluate(spec, candidate(i * distinct), deep=False)
         d = r.to_dict()
         d["wall_s"] = time.monotonic() - t0
         print("RESULT " + json.dumps(d), flush=True)
