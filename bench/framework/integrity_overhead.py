@@ -10,11 +10,12 @@ DIR/integrity_overhead.json and prints fitness and evaluation latency side by si
 start while one is judged), the same candidate evaluated 1 + --repeat times in a row with --pause
 seconds between (a model's thinking time), baselines cached after the first; old and new sides
 alternate per spec. Each evaluation gets a distinct candidate, as in a search: the kernel file with a
-comment line `# candidate i` inside each jitted function's body, which changes its Triton kernels'
-compile-cache keys (the old evaluator kept one Triton cache for all evaluations, the new one gives each
-its own: evaluating the same kernels again would compare a cache hit with a compile; comment lines put
-in front of the file, as this script did before, still hit the old evaluator's cache on the H200).
---same-source evaluates the very same file every time. Writes DIR/integrity_overhead_search.json.
+comment line `# candidate i` inside each jitted function's body. Triton's compile cache does not tell
+such candidates apart (on the H200, Triton 3.6: a comment inside the kernel or lines in front of the file
+still hit it, bench/framework/triton_cache_probe.py): the old evaluator, which kept one Triton cache for
+all evaluations, loads their kernels from it, while the new one gives each evaluation its own cache and
+compiles them. A search's candidates, whose kernels differ in code, compile on both sides; this script
+does not measure that case. --same-source evaluates the very same file every time. Writes DIR/integrity_overhead_search.json.
 --part kernels: every reference kernel's spec through the new evaluator (DIR/reference_kernels_eval.json).
 """
 
@@ -51,8 +52,7 @@ times, pause, device, distinct = int(sys.argv[4]), float(sys.argv[5]), sys.argv[
 
 
 def candidate(i):
-    # Candidate i as a search makes one: a comment line inside each jitted function's body, so that no
-    # Triton cache of either side holds its kernels (lines put in front of the file were not enough).
+    # Candidate i: a comment line inside each jitted function's body (Triton's cache still hits it).
     if not i:
         return source
     lines, at = source.splitlines(keepends=True), []
