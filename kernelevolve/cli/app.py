@@ -11,7 +11,12 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from kernelevolve.search.policies import POLICIES
 from kernelevolve.settings import environment_help
+
+# The search policies as registered (kernelevolve/search/policies): a new one shows in --help by itself.
+POLICY_METAVAR = "|".join(POLICIES)
+POLICY_HELP = "How the search chooses its next step: " + ", ".join(POLICIES) + "."
 
 app = typer.Typer(
     name="kernelevolve",

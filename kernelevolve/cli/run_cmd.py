@@ -7,6 +7,8 @@ from typing import Optional
 import typer
 
 from kernelevolve.cli.app import (
+    POLICY_HELP,
+    POLICY_METAVAR,
     DB_HELP,
     app,
     check_model_or_fail,
@@ -54,9 +56,7 @@ RAY_ADDRESS_HELP = (
 @app.command("run")
 def run_command(
     spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec YAML or a KernelBench reference module (.py)."),
-    policy: str = typer.Option(
-        "greedy", "--policy", metavar="greedy|mcts|evolutionary", help="greedy | mcts | evolutionary."
-    ),
+    policy: str = typer.Option("greedy", "--policy", metavar=POLICY_METAVAR, help=POLICY_HELP),
     budget: Optional[int] = typer.Option(
         None, "--budget", metavar="N", help="Most nodes (kernel candidates) to make; default: the spec's budget.nodes."
     ),

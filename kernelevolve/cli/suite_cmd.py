@@ -9,6 +9,8 @@ from typing import Optional
 import typer
 
 from kernelevolve.cli.app import (
+    POLICY_HELP,
+    POLICY_METAVAR,
     DB_HELP,
     EXIT_FAILED,
     EXIT_OK,
@@ -64,9 +66,7 @@ def suite_command(
     budget: Optional[int] = typer.Option(
         None, "--budget", metavar="N", help="Most nodes per problem (default: each spec's budget.nodes)."
     ),
-    policy: str = typer.Option(
-        "greedy", "--policy", metavar="greedy|mcts|evolutionary", help="greedy | mcts | evolutionary."
-    ),
+    policy: str = typer.Option("greedy", "--policy", metavar=POLICY_METAVAR, help=POLICY_HELP),
     drafts: int = typer.Option(
         3, "--drafts", metavar="N", help="Independent drafts per problem before any improvement."
     ),

@@ -398,3 +398,15 @@ def test_preflight_on_a_module_without_constants_says_so(tmp_path):
     (tmp_path / "good.py").write_text(CANDIDATE)
     line = _one_line_error(_cli(["eval", ref, tmp_path / "good.py", "--device", "interpret"], tmp_path))
     assert "out of memory" in line and "fixed.py has no module-level size constants that --shape could override" in line
+
+
+@pytest.mark.parametrize("command", ["run", "suite"])
+def test_the_policy_options_help_names_exactly_the_registered_policies(command):
+    """`--policy`'s help is made from the policy registry, so a policy added there shows by itself."""
+    from kernelevolve.search.policies import POLICIES
+
+    out = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    shown = re.search(r"^\s+--policy ([\w|]+)", out.output, re.MULTILINE)  # the option, not an example
+    assert shown is not None, out.output
+    assert shown.group(1).split("|") == list(POLICIES)
