@@ -65,6 +65,53 @@ def _copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
 
 
+_STASH = {}
+
+
+def _softmax_in_python():
+    _STASH["y"].copy_(torch.softmax(_STASH["x"], dim=0))
+    return 0
+
+
+@triton.jit
+def _calls_torch_kernel(x_ptr):
+    _softmax_in_python()  # plain Python under the interpreter
+    tl.load(x_ptr)
+
+
+def test_torch_compute_inside_a_launch_is_the_candidates_in_hooks_and_interpreted_bodies():
+    """Held-out candidates hid torch.softmax inside a launch: in a JIT pre-run hook (Triton runs it inside
+    `run`) and, under the interpreter, in a plain function called from the kernel's body. Both are counted as
+    the candidate's torch compute; the interpreter's own bookkeeping inside a launch is not."""
+    x = torch.randn(16)
+    with KernelMonitor() as m:
+        y = torch.empty_like(x)
+        _copy_kernel[(1,)](x, y, 16, BLOCK=16)
+    assert m.compute_ops == {} and m.verdict() is None  # the interpreter's launch: untyped_storage, data_ptr...
+
+    job = {}
+
+    def hook(*args, **kwargs):
+        job["y"].copy_(torch.softmax(job["x"], dim=0))
+
+    _copy_kernel.add_pre_run_hook(hook)
+    try:
+        with KernelMonitor() as m:
+            job["x"], job["y"] = x, torch.empty_like(x)
+            _copy_kernel[(1,)](job["y"], job["y"], 16, BLOCK=16)
+        assert m.launches == {"_copy_kernel": 1} and "softmax" in m.compute_ops, m.compute_ops
+        assert "torch.softmax" in m.verdict()
+        assert _copy_kernel.pre_run_hooks == [hook]  # the candidate's own list, as it left it
+    finally:
+        _copy_kernel.pre_run_hooks.remove(hook)
+
+    with KernelMonitor() as m:
+        _STASH["x"], _STASH["y"] = x, torch.empty_like(x)
+        _calls_torch_kernel[(1,)](x)
+    assert m.launches == {"_calls_torch_kernel": 1} and "softmax" in m.compute_ops, m.compute_ops
+    assert torch.allclose(_STASH["y"], torch.softmax(x, dim=0))  # it did compute the result
+
+
 def test_kernel_monitor_counts_launches_and_torch_compute():
     x = torch.randn(16)
     with KernelMonitor() as m:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 
 import torch
 
@@ -30,6 +31,7 @@ def poisoned_allocations():
     own_new_empty = "new_empty" in vars(torch.Tensor)  # else inherited: restore by deleting ours
 
     def wrap(fn):
+        @functools.wraps(fn)  # named as the allocation it is (the kernel monitor reads the name)
         def allocate(*args, **kwargs):
             return poison(fn(*args, **kwargs))
 

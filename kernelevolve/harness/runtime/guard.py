@@ -305,7 +305,8 @@ class KernelMonitor(TorchFunctionMode):
         self.allowed = set(allowed_ops) | GLUE_OPS
         self.launches: dict[str, int] = {}
         self.compute_ops: dict[str, int] = {}
-        self._depth = 0
+        self._depth = 0  # launches in progress: one inside another is not counted again
+        self._quiet = 0  # launches in progress whose own torch calls (the launcher's) are not the candidate's
         self._patched: list[tuple[type, str, object]] = []
         # The caller's CUDA stream: Triton launches on any other stream escape the caller's timer.
         self.home_stream = torch.cuda.current_stream().cuda_stream if torch.cuda.is_available() else None
@@ -336,7 +337,7 @@ class KernelMonitor(TorchFunctionMode):
         return None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if self._depth == 0:
+        if self._quiet == 0:
             name = _op_name(func)
             if name not in self.allowed and name.rstrip("_") not in self.allowed:
                 self.compute_ops[name] = self.compute_ops.get(name, 0) + 1
@@ -380,17 +381,23 @@ class KernelMonitor(TorchFunctionMode):
                     else:
                         monitor._record([name])
                 monitor._depth += 1
+                monitor._quiet += 1
                 try:
                     return launcher(*args, **kwargs)
                 finally:
                     monitor._depth -= 1
+                    monitor._quiet -= 1
 
             return launch
 
         CompiledKernel.run = property(counted)
         self._patched.append((CompiledKernel, "run", original))
 
-    def _wrap(self, cls: type, attr: str) -> None:
+    def _wrap(self, cls: type, attr: str, quiet: bool = True) -> None:
+        """`cls.attr` (a launch) counted as one of the spec's language. While it runs, torch calls are not the
+        candidate's when `quiet` (a GPU launcher's own bookkeeping), except in its pre-run hooks, which are
+        the candidate's code run at the launch; under the interpreter (`quiet` False) a kernel's body is
+        Python, and torch compute called from it is the candidate's too."""
         original = cls.__dict__.get(attr)
         if original is None:
             return
@@ -410,14 +417,35 @@ class KernelMonitor(TorchFunctionMode):
                     monitor._record_generated(names[0])
                 else:
                     monitor._record(names)
+            hooks = getattr(fn_self, "pre_run_hooks", None)
+            saved = list(hooks) if isinstance(hooks, list) and hooks else None
+            if saved is not None:
+                hooks[:] = [monitor._heard(h) for h in saved]
             monitor._depth += 1
+            monitor._quiet += quiet
             try:
                 return original(fn_self, *args, **kwargs)
             finally:
                 monitor._depth -= 1
+                monitor._quiet -= quiet
+                if saved is not None:
+                    hooks[:] = saved
 
         setattr(cls, attr, launch)
         self._patched.append((cls, attr, original))
+
+    def _heard(self, hook):
+        """`hook` with its torch calls counted as the candidate's (they run inside a launch)."""
+        monitor = self
+
+        def heard(*args, **kwargs):
+            quiet, monitor._quiet = monitor._quiet, 0
+            try:
+                return hook(*args, **kwargs)
+            finally:
+                monitor._quiet = quiet
+
+        return heard
 
     def __enter__(self):
         from triton.runtime.jit import JITFunction
@@ -427,7 +455,7 @@ class KernelMonitor(TorchFunctionMode):
         try:
             from triton.runtime.interpreter import InterpretedFunction
 
-            self._wrap(InterpretedFunction, "run")
+            self._wrap(InterpretedFunction, "run", quiet=False)
         except ImportError:
             pass
         for cls in _cute_launchers():
