@@ -108,9 +108,10 @@ EXTENSION_POINTS: dict[str, ExtensionPoint] = {
             registries=(LANGUAGES,),
             where="kernelevolve/languages.py: LANGUAGES",
             files={
-                "kernelevolve/languages.py": "its Language (imports, whether the interpreter runs it, prompt line) "
-                "in LANGUAGES",
-                "kernelevolve/harness/runtime/screen.py": "its top-level modules in ALLOWED_IMPORTS",
+                "kernelevolve/languages.py": "its Language (modules imported, whether the interpreter runs it, the "
+                "language whose spec entry also allows it, prompt line) in LANGUAGES",
+                "kernelevolve/harness/runtime/screen.py": "its top-level modules in ALLOWED_IMPORTS, unless they are "
+                "there already (Gluon's are Triton's)",
                 "kernelevolve/harness/runtime/guard.py": "KernelMonitor counts its launches (a call that launches "
                 "no kernel of the spec's language fails), unless they go through Triton's",
                 "knowledge_base/constraints/": "its constraints, front matter `language: NAME`",

@@ -1,11 +1,12 @@
-"""Kernel languages a candidate may be written in: Triton (the default) and CuTe DSL.
+"""Kernel languages a candidate may be written in: Triton (the default), Gluon and CuTe DSL.
 
-What this module knows per language: the module names a candidate imports to use it, how the
-knowledge base marks its documents, whether the CPU interpreter can run it, and what a prompt
-tells the model about it. `detect` reads a candidate's language from its imports (the source is
-parsed, never run); `gate` is the evaluator's first look at a candidate: a language the spec does
-not allow is refused (`not_a_kernel`), and a CuTe DSL candidate under the CPU interpreter gets the
-`needs_gpu` verdict (not run, not a fault of the kernel).
+What this module knows per language: the modules a candidate imports to use it, how the
+knowledge base marks its documents, whether the CPU interpreter can run it, which language's spec
+entry also allows it, and what a prompt tells the model about it. `detect` reads a candidate's
+language from its imports and its functions' decorators (the source is parsed, never run); `gate` is
+the evaluator's first look at a candidate: a language the spec does not allow is refused
+(`not_a_kernel`), and a candidate in a language the CPU interpreter cannot run (CuTe DSL, Gluon) gets
+the `needs_gpu` verdict there (not run, not a fault of the kernel).
 """
 
 from __future__ import annotations
@@ -20,9 +21,15 @@ from kernelevolve.records.result import Failure
 class Language:
     name: str
     title: str  # how people and prompts name it
-    imports: tuple[str, ...]  # top-level modules whose import means a candidate uses it
+    # Modules (dotted; their submodules too) whose import, or a decorator from which, means a candidate
+    # uses it. A module of two languages belongs to the one naming it most closely: triton.experimental.gluon
+    # is Gluon's, triton.language Triton's.
+    imports: tuple[str, ...]
     interpretable: bool  # can run under --device interpret (the CPU)
     prompt: str  # the contract's line about writing kernels in it
+    # A language whose entry in a spec's `languages` allows this one too: Gluon ships inside Triton, is
+    # launched by Triton's runtime and was accepted wherever Triton was before it had a name of its own.
+    part_of: str | None = None
 
 
 LANGUAGES: dict[str, Language] = {
@@ -45,12 +52,30 @@ LANGUAGES: dict[str, Language] = {
         "(keep the compiled function in a dict on the module) and then calls with the tensors and the caller's "
         "stream, `cuda.CUstream(torch.cuda.current_stream().cuda_stream)` (`import cuda.bindings.driver as cuda`)",
     ),
+    "gluon": Language(
+        name="gluon",
+        title="Gluon",
+        imports=("triton.experimental.gluon",),
+        interpretable=False,
+        prompt="Gluon (Triton's lower-level language, GPU only): `from triton.experimental import gluon`, "
+        "`from triton.experimental.gluon import language as gl`; kernels decorated with `@gluon.jit`, every "
+        "tensor's layout explicit (`gl.BlockedLayout`, `gl.NVMMASharedLayout`, ...), the target's own "
+        "operations from `triton.experimental.gluon.language.nvidia.hopper` (tma, mbarrier, warpgroup_mma), "
+        "launched from `forward` as `kernel[grid](...)`",
+        part_of="triton",
+    ),
 }
 DEFAULT = ("triton",)
 
 
 def names() -> tuple[str, ...]:
     return tuple(LANGUAGES)
+
+
+def allows(allowed: list[str] | tuple[str, ...], name: str) -> bool:
+    """Whether a spec whose `languages` are `allowed` accepts a candidate in language `name` (itself, or
+    the language it is part of: Gluon where Triton is allowed)."""
+    return name in allowed or LANGUAGES[name].part_of in allowed
 
 
 def check_names(values: list[str]) -> list[str]:
@@ -90,19 +115,75 @@ class Detection:
         return f"written in {LANGUAGES[self.found[0]].title}"
 
 
+def _owner(module: str) -> tuple[str, str] | None:
+    """(language, its module) for the language naming `module` most closely, or None."""
+    best = None
+    for lang in LANGUAGES.values():
+        for prefix in lang.imports:
+            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > len(best[1])):
+                best = (lang.name, prefix)
+    return best
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """`a.b.c` for a name or an attribute chain (a decorator's call stripped), else None."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
+def _used_modules(tree: ast.AST) -> set[str]:
+    """The dotted names a source imports (`from a import b`: a and a.b) and its functions' decorators,
+    spelled through those imports (`@gluon.jit` after `from triton.experimental import gluon`:
+    triton.experimental.gluon.jit). Relative imports are not a language's."""
+    names: set[str] = set()
+    bound: dict[str, str] = {}  # local name -> what it was imported as
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                names.add(a.name)
+                local = a.asname or a.name.split(".")[0]
+                bound[local] = a.name if a.asname else local
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+            for a in node.names:
+                if a.name != "*":
+                    names.add(f"{node.module}.{a.name}")
+                    bound[a.asname or a.name] = f"{node.module}.{a.name}"
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for decorator in node.decorator_list:
+                name = _dotted(decorator)
+                head = name.split(".")[0] if name else None
+                if head in bound:
+                    names.add(bound[head] + name[len(head) :])
+    return names
+
+
 def detect(source: str) -> Detection:
-    """The kernel languages `source` imports (a syntax error: none found; the evaluator reports it)."""
+    """The kernel languages `source` uses (a syntax error: none found; the evaluator reports it): those owning
+    a module it imports or a decorator it applies. A package that only holds another language's module
+    found in the source is not evidence of its own: `import triton` (for triton.cdiv) beside
+    `from triton.experimental import gluon` is Gluon alone; a `@triton.jit` kernel or triton.language
+    beside them makes it Triton and Gluon."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return Detection(())
-    modules: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            modules.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            modules.add(node.module.split(".")[0])
-    return Detection(tuple(n for n, lang in LANGUAGES.items() if modules & set(lang.imports)))
+    owned = [(owner, module) for module in _used_modules(tree) if (owner := _owner(module))]
+    found_prefixes = {prefix for (_, prefix), _ in owned}
+    found = {
+        lang
+        for (lang, _), module in owned
+        if not any(p != module and p.startswith(module + ".") for p in found_prefixes)  # a mere parent package
+    }
+    return Detection(tuple(n for n in LANGUAGES if n in found))
 
 
 @dataclass(frozen=True)
@@ -115,11 +196,11 @@ class Gate:
 
 
 def gate(source: str, allowed: list[str] | tuple[str, ...], device: str) -> Gate:
-    """Refuse a candidate written in a language the spec does not allow; give a CuTe DSL candidate
-    under the CPU interpreter the `needs_gpu` verdict. A source importing no kernel language goes on:
+    """Refuse a candidate written in a language the spec does not allow; give a candidate in a language
+    the CPU interpreter cannot run (CuTe DSL, Gluon) the `needs_gpu` verdict under it. A source importing no kernel language goes on:
     the harness then sees whether it launches a kernel at all (it may use a knowledge-base helper)."""
     found = detect(source)
-    refused = [n for n in found.found if n not in allowed]
+    refused = [n for n in found.found if not allows(allowed, n)]
     if refused:
         return Gate(
             found.label,

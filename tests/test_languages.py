@@ -1,6 +1,7 @@
-"""Kernel languages: detection from a candidate's source, the spec's `languages` field,
-prompts per language, and the evaluator's language verdicts (a language the spec does not allow,
-a CuTe DSL candidate under the CPU interpreter) through the real evaluator and command line."""
+"""Kernel languages: detection from a candidate's source (Triton, CuTe DSL, Gluon; the Gluon cases are
+the knowledge base's own Gluon kernels), the spec's `languages` field, prompts per language, and the
+evaluator's language verdicts (a language the spec does not allow, a CuTe DSL or Gluon candidate under
+the CPU interpreter) through the real evaluator and command line."""
 
 import json
 import os
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kernelevolve.evaluation.evaluator import Evaluator
-from kernelevolve.languages import detect, gate
+from kernelevolve.languages import LANGUAGES, allows, detect, gate
 from kernelevolve.operators.base import OperatorContext
 from kernelevolve.operators.context_builder import PromptBuilder
 from kernelevolve.spec import SpecError, load_spec
@@ -63,6 +64,41 @@ def _spec(languages: list[str] | None = None):
 def test_detect_reads_the_language_from_imports(source, label, language):
     found = detect(source)
     assert (found.label, found.language) == (label, language)
+
+
+# The knowledge base's Gluon kernels (the fastest attention kernels on Hopper) and the Triton modules that
+# call them: a module importing a Gluon helper module is still a Triton module.
+GLUON_FILES = ["_hopper_gluon", "_flash_hopper", "_flash_hopper_ws", "_flash_hopper_softmax", "_decode_hopper"]
+GLUON_CALLERS = ["flash_attention", "int8_mqa_decode", "ikbo_target_attention"]
+
+
+@pytest.mark.parametrize("kernel", GLUON_FILES + GLUON_CALLERS)
+def test_the_knowledge_bases_gluon_kernels_are_gluon(kernel):
+    source = (ROOT / "knowledge_base" / "kernels" / f"{kernel}.py").read_text()
+    found = detect(source)
+    if kernel in GLUON_FILES:
+        # e.g. _flash_hopper.py: `import triton` (for triton.cdiv) beside `from triton.experimental import gluon`
+        assert (found.label, found.describe()) == ("gluon", "written in Gluon")
+    else:
+        assert found.label == "triton"
+
+
+@pytest.mark.parametrize(
+    "source, label",
+    [
+        ("import triton\nfrom triton.experimental import gluon\n", "gluon"),
+        ("import triton.experimental.gluon.language as gl\n", "gluon"),
+        ("import triton.experimental.gluon\n", "gluon"),
+        ("from triton.experimental import gluon\nimport triton.language as tl\n", "triton+gluon"),
+        # a Triton kernel beside a Gluon one: the decorator is the Triton evidence (`import triton` is not)
+        ("import triton\nfrom triton.experimental import gluon\n\n@triton.jit\ndef k(x):\n    pass\n", "triton+gluon"),
+        ("from triton import jit\n\n@jit\ndef k(x):\n    pass\n", "triton"),
+        ("import triton.experimental\n", "triton"),  # the package holding Gluon, no Gluon in it
+        ("from .triton.experimental import gluon\n", "none"),  # a relative import is the candidate's own
+    ],
+)
+def test_detect_tells_gluon_from_triton(source, label):
+    assert detect(source).label == label
 
 
 def test_detection_says_when_ambiguous_or_absent():
@@ -134,6 +170,21 @@ def test_gate_needs_gpu_only_under_the_interpreter():
     assert gate("import triton\n", ["cute"], "cuda").failure is not None  # Triton refused where only CuTe is allowed
 
 
+def test_gluon_is_allowed_where_triton_is_and_needs_a_gpu():
+    """Gluon ships inside Triton: a spec allowing Triton allows it (as before it had a name), a spec of
+    CuTe DSL only does not; under the CPU interpreter, where Gluon cannot run, it is not run."""
+    source = (ROOT / "knowledge_base/kernels/_hopper_gluon.py").read_text()
+    assert allows(["triton"], "gluon") and allows(["gluon"], "gluon") and not allows(["cute"], "gluon")
+    assert not allows(["gluon"], "triton") and LANGUAGES["gluon"].title == "Gluon"
+    assert gate(source, ["triton"], "cuda") == gate(source, ["gluon"], "cuda")
+    assert gate(source, ["triton"], "cuda").failure is None and gate(source, ["triton"], "cuda").language == "gluon"
+    on_cpu = gate(source, ["triton"], "interpret")
+    assert str(on_cpu.failure) == "needs_gpu" and on_cpu.message.startswith("needs a GPU: Gluon kernels cannot run")
+    refused = gate(source, ["cute"], "cuda")
+    assert str(refused.failure) == "not_a_kernel"
+    assert refused.message.startswith("the candidate is written in Gluon (it imports triton.experimental.gluon)")
+
+
 def test_cute_candidate_under_the_interpreter_is_not_run_not_failed():
     result = Evaluator(device="interpret").evaluate(_spec(["triton", "cute"]), CUTE_CANDIDATE)
     assert result.failure == "needs_gpu" and not result.correct
@@ -149,6 +200,52 @@ def test_disallowed_language_is_a_failed_verdict():
     assert result.failure == "not_a_kernel" and not result.correct
     assert "written in CuTe DSL (it imports cutlass)" in result.message
     assert "its `languages` field allows Triton" in result.message
+
+
+GLUON_CANDIDATE = """
+import torch
+import torch.nn as nn
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+
+@gluon.jit
+def _softmax_rows(x_ptr, y_ptr, n_cols, BLOCK: gl.constexpr):
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    cols = gl.arange(0, BLOCK, layout=layout)
+    mask = cols < n_cols
+    x = gl.load(x_ptr + gl.program_id(0) * n_cols + cols, mask=mask, other=-float("inf")).to(gl.float32)
+    e = gl.exp(x - gl.max(x, axis=0))
+    gl.store(y_ptr + gl.program_id(0) * n_cols + cols, e / gl.sum(e, axis=0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        _softmax_rows[(x.shape[0],)](x, y, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+        return y
+"""
+
+
+def test_gluon_candidate_under_the_interpreter_is_not_run_not_failed():
+    """A Gluon softmax for the softmax spec (which names Triton and CuTe DSL): let through, and under the
+    CPU interpreter, which cannot run Gluon, not run rather than failed."""
+    result = Evaluator(device="interpret").evaluate(_spec(), GLUON_CANDIDATE)
+    assert result.failure == "needs_gpu" and not result.correct, result.message
+    assert result.message.startswith("needs a GPU: Gluon kernels cannot run under the CPU interpreter")
+    assert not result.phases_s
+    assert verdict(result.correct, result.failure) == "not run (needs a GPU)"
+    refused = Evaluator(device="interpret").evaluate(_spec(["cute"]), GLUON_CANDIDATE)
+    assert refused.failure == "not_a_kernel" and "written in Gluon" in refused.message
+
+
+def test_spec_may_name_gluon_and_its_prompt_says_how_to_write_it(tmp_path):
+    assert load_spec(_write_spec(tmp_path, "languages: [triton, gluon]\n")).languages == ["triton", "gluon"]
+    prompt = _draft(_spec(["triton", "gluon"]), "cuda")
+    assert "ONE of these languages" in prompt and "Gluon (Triton's lower-level language" in prompt
+    assert "@gluon.jit" in prompt
+    assert "Gluon candidates cannot run" in _draft(_spec(["triton", "gluon"]), "interpret")
 
 
 def test_eval_command_says_needs_a_gpu(tmp_path):
@@ -196,6 +293,28 @@ def test_monitor_counts_a_cute_launch(monkeypatch, tmp_path):
     assert idle.verdict().startswith("forward launched no")
 
 
+def test_monitor_counts_a_gluon_launch(tmp_path):
+    """A Gluon kernel is launched by Triton's runtime (its JIT function is Triton's), so the launch monitor
+    counts it as it counts a Triton kernel. Without a GPU the launch fails after the monitor saw it."""
+    import importlib.util
+
+    import torch
+
+    from kernelevolve.harness.runtime.guard import KernelMonitor
+
+    path = tmp_path / "gluon_softmax.py"  # a module file, as a candidate is: the JIT reads its source
+    path.write_text(GLUON_CANDIDATE)
+    spec = importlib.util.spec_from_file_location("gluon_softmax", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x, monitor = torch.randn(4, 100), KernelMonitor()
+    with pytest.raises(RuntimeError, match="active drivers"):  # no GPU here
+        with monitor:
+            module.ModelNew()(x)
+    assert monitor.launches == {"_softmax_rows": 1} and not monitor.compute_ops
+    assert monitor.verdict() is None
+
+
 CUTE_DOUBLE = """
 import cutlass.cute as cute
 
@@ -226,7 +345,7 @@ def _cute_module(folder: Path):
 
 # -- show -----------------------------------------------------------------------------------
 def test_show_gives_each_node_its_language(tmp_path):
-    """A run holding a timed Triton node, a timed CuTe DSL node and a CuTe node not run on the CPU:
+    """A run holding a timed Triton node, a timed CuTe DSL node, and a CuTe and a Gluon node not run on the CPU:
     `show` adds a language column and says `not run (needs a GPU)`; `show --json` has each language."""
     from kernelevolve.evaluation.result import EvalResult, ShapeResult
     from kernelevolve.memory import Repository
@@ -250,6 +369,7 @@ def test_show_gives_each_node_its_language(tmp_path):
         (triton_source, timed(0.5)),
         (cute_source, timed(0.4)),
         (CUTE_CANDIDATE, Evaluator(device="interpret").evaluate(spec, CUTE_CANDIDATE)),
+        (GLUON_CANDIDATE, Evaluator(device="interpret").evaluate(spec, GLUON_CANDIDATE)),
     ]
     for i, (source, result) in enumerate(evaluations):
         repo.add_node(run_id, Node(id=i, source=source, note=f"node {i}"), rng_state={}, elapsed_s=0.0)
@@ -265,10 +385,10 @@ def test_show_gives_each_node_its_language(tmp_path):
         return run.stdout
 
     as_json = json.loads(show("--json"))
-    assert [n["language"] for n in as_json["nodes"]] == ["triton", "cute", "cute"]
-    assert as_json["nodes"][2]["failure"] == "needs_gpu"
+    assert [n["language"] for n in as_json["nodes"]] == ["triton", "cute", "cute", "gluon"]
+    assert as_json["nodes"][2]["failure"] == as_json["nodes"][3]["failure"] == "needs_gpu"
     text = show()
-    assert "language" in text and "#2 draft: not run: needs a GPU" in text
+    assert "language" in text and "#2 draft: not run: needs a GPU" in text and "#3 draft: not run: needs a GPU" in text
     best = text[text.index("best nodes:") :]
     assert " cute " in best and " triton " in best and "2.500x" in best
 
