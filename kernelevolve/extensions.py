@@ -82,8 +82,8 @@ EXTENSION_POINTS: dict[str, ExtensionPoint] = {
                 "kernelevolve/search/policies/__init__.py": "its class in POLICIES",
                 "kernelevolve/runs/config.py": "its options' model (a PolicyOptions with `policy: Literal[NAME]`) "
                 "in POLICY_OPTIONS; command-line options of its own in RunOptions and `resolve`",
-                "kernelevolve/cli/run_cmd.py": "its name in --policy's help; command-line options of its own",
-                "kernelevolve/cli/suite_cmd.py": "its name in --policy's help",
+                "kernelevolve/cli/run_cmd.py": "only with command-line options of its own (as mcts's --exploration); "
+                "--policy's help names the policies of POLICIES by itself",
             },
             listing=lambda: POLICIES,
         ),
@@ -132,7 +132,8 @@ EXTENSION_POINTS: dict[str, ExtensionPoint] = {
                 "kernelevolve/profiling/parsers.py": "the parser of its raw output",
                 "kernelevolve/profiling/schema.py": "its field of ProfileSummary and its line in `prompt_text`",
                 "kernelevolve/profiling/collect.py": "`_absorb` calls its parser; `_latency` when it times kernels",
-                "kernelevolve/cli/profile_cmd.py": "its name in --tool's help; its table in the output",
+                "kernelevolve/cli/profile_cmd.py": "its table in the output; a few words on what it is in _TOOL_IS "
+                "(--tool's and --profile's help name the tools of TOOLS by themselves)",
             },
             # read at call time: `profiling.runner.TOOLS` as the runner checks it
             listing=lambda: profiling_runner.TOOLS,

@@ -191,3 +191,80 @@ def test_a_policy_and_a_provider_added_to_the_registries_run_by_name(tmp_path, m
     assert bad.exit_code == 2 and "use one of greedy, mcts, evolutionary, newest" in bad.output
     bad = runner.invoke(app, [*args, "--model", "nothere:x"])
     assert bad.exit_code == 2 and "canned:MODEL" in bad.output
+
+
+# -- the command line's help names what the registries hold -----------------------------------------
+
+REGISTER_AND_ASK_FOR_HELP = """
+import sys
+from typing import Literal
+
+from kernelevolve.llm.base import Provider
+from kernelevolve.operators import PROVIDER_CLASSES
+from kernelevolve.profiling import runner
+from kernelevolve.runs import POLICY_OPTIONS, PolicyOptions
+from kernelevolve.search.policies import POLICIES, Policy
+
+
+class Newest(Policy):
+    name = "newest"
+
+
+class NewestOptions(PolicyOptions):
+    policy: Literal["newest"] = "newest"
+
+
+class Canned(Provider):
+    name = "canned"
+
+
+POLICIES["newest"] = Newest
+POLICY_OPTIONS["newest"] = NewestOptions
+PROVIDER_CLASSES["canned"] = Canned
+runner.TOOLS = (*runner.TOOLS, "nsys")
+
+from kernelevolve.cli import app  # noqa: E402  (the command line, made after the registries)
+
+app([sys.argv[1], "--help"], prog_name="kernelevolve")
+"""
+
+
+def _help_after_registering(command: str) -> str:
+    """`kernelevolve COMMAND --help` in a process that registered a policy, a provider and a profiler tool
+    in the package's registries before the command line was made, as a new module of the package does."""
+    import os
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-c", REGISTER_AND_ASK_FOR_HELP, command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "300"},
+    )
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
+def _option(text: str, option: str) -> tuple[str, str]:
+    """(metavar, help) of `option` in click's help text (its help wrapped over the lines up to the next option)."""
+    options = text[text.index("\nOptions:") :]  # not the command's description, which may name options too
+    found = re.search(rf"^ +{option} (\S+)(.*?)(?=^ +-|^\S|\Z)", options, re.MULTILINE | re.DOTALL)
+    assert found is not None, text
+    return found.group(1), " ".join(found.group(2).split())
+
+
+def test_the_help_names_a_registered_policy_provider_and_profiler_tool():
+    policies = [*POLICIES, "newest"]
+    for command in ("run", "suite"):
+        text = _help_after_registering(command)
+        metavar, policy_help = _option(text, "--policy")
+        assert metavar.split("|") == policies and ", ".join(policies) in policy_help
+        _, model_help = _option(text, "--model")
+        assert "canned:MODEL" in model_help and all(f"{name}:" in model_help for name in PROVIDER_CLASSES)
+    _, profile_help = _option(_help_after_registering("run"), "--profile")
+    assert f"a list of {', '.join((*profiling_runner.TOOLS, 'nsys'))}" in profile_help
+    metavar, tool_help = _option(_help_after_registering("profile"), "--tool")
+    assert metavar.split("|") == [*profiling_runner.TOOLS, "nsys", "all"]
+    assert tool_help.startswith("torch (torch.profiler), ncu (Nsight Compute), proton (triton.profiler), nsys or all")

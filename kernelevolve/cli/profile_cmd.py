@@ -24,7 +24,12 @@ from kernelevolve.cli.app import (
     styled,
     shapes_or_fail,
 )
+from kernelevolve.profiling.runner import TOOLS
 from kernelevolve.profiling.schema import ProfileSummary, ncu_line
+
+# --tool's and --profile's help name the tools as registered (kernelevolve/profiling/runner.py: TOOLS).
+_TOOL_IS = {"torch": "torch.profiler", "ncu": "Nsight Compute", "proton": "triton.profiler"}
+TOOLS_HELP = ", ".join(f"{t} ({_TOOL_IS[t]})" if t in _TOOL_IS else t for t in TOOLS)
 
 
 @app.command("profile")
@@ -38,8 +43,8 @@ def profile_command(
     tool: str = typer.Option(
         "all",
         "--tool",
-        metavar="torch|ncu|proton|all",
-        help="torch (torch.profiler), ncu (Nsight Compute), proton (triton.profiler) or all.",
+        metavar="|".join((*TOOLS, "all")),
+        help=f"{TOOLS_HELP} or all.",
     ),
     shape: Optional[list[str]] = typer.Option(
         None,
@@ -216,8 +221,8 @@ def _bytes(n: int | None) -> str:
 
 PROFILE_HELP = (
     "Profile promising nodes (a new best, or within --profile-within of it) with these tools: "
-    "auto (on a GPU: torch and proton, and ncu when it is on PATH; none under the interpreter), "
-    "off, all, or a list such as torch,ncu. Their summaries reach the next optimise prompts."
+    f"auto (on a GPU: {', '.join(TOOLS)}, ncu only when it is on PATH; none under the interpreter), "
+    f"off, all, or a list of {', '.join(TOOLS)} such as torch,ncu. Their summaries reach the next optimise prompts."
 )
 
 

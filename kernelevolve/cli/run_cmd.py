@@ -28,6 +28,7 @@ from kernelevolve.cli.app import (
 )
 from kernelevolve.cli.profile_cmd import PROFILE_HELP, profile_settings_or_fail
 from kernelevolve.cli.searching import drive_search, operator_or_fail
+from kernelevolve.operators import providers_help
 
 REPLY_CACHE_HELP = (
     "Reuse LLM replies cached by earlier runs in the same --db database (off by default, or "
@@ -74,7 +75,7 @@ def run_command(
         None,
         "--model",
         metavar="PROVIDER:MODEL",
-        help="Operator: PROVIDER:MODEL, or plugin:PATH.py:CLASS. Default: the offline operator.",
+        help=f"The operator: {providers_help()} (the providers as registered). Default: offline.",
     ),
     kernel: Optional[str] = typer.Option(
         None,

@@ -30,6 +30,7 @@ from kernelevolve.cli.app import (
     settings_or_fail,
     sigterm_as_interrupt,
 )
+from kernelevolve.operators import providers_help
 
 SHAPE_HELP = (
     "Shapes of one problem instead of its own or the interpreter rule's: PROBLEM:NAME=VALUE[,...]; "
@@ -60,8 +61,8 @@ def suite_command(
         None,
         "--model",
         metavar="PROVIDER:MODEL",
-        help="Operator: PROVIDER:MODEL, or plugin:PATH.py:CLASS. "
-        "Default: the offline operator (problems without a reference kernel are skipped).",
+        help=f"The operator: {providers_help()} (the providers as registered). "
+        "Default: offline (problems without a reference kernel are skipped).",
     ),
     budget: Optional[int] = typer.Option(
         None, "--budget", metavar="N", help="Most nodes per problem (default: each spec's budget.nodes)."
