@@ -19,7 +19,7 @@ import triton.language as tl
 
 
 @triton.jit
-def rows_softmax(x_ptr, y_ptr, n, BLOCK: tl.constexpr, ZERO: tl.constexpr):
+def rows_softmax(x_ptr, y_ptr, n, scale, BLOCK: tl.constexpr, ZERO: tl.constexpr):
     row = tl.program_id(0)
     m = -float("inf")
     s = 0.0
@@ -32,15 +32,15 @@ def rows_softmax(x_ptr, y_ptr, n, BLOCK: tl.constexpr, ZERO: tl.constexpr):
     for start in range(0, n, BLOCK):
         offs = start + tl.arange(0, BLOCK)
         x = tl.load(x_ptr + row * n + offs, mask=offs < n, other=0.0)
-        y = tl.exp(x - m) / s
+        y = tl.exp(x - m) / s * scale
         if ZERO:
             y = y * 0.0
         tl.store(y_ptr + row * n + offs, y, mask=offs < n)
 
 
-def softmax(x, zero=False):
+def softmax(x, zero=False, scale=1.0):
     y = torch.empty_like(x)
-    rows_softmax[(x.shape[0],)](x, y, x.shape[1], BLOCK=16384, ZERO=zero)
+    rows_softmax[(x.shape[0],)](x, y, x.shape[1], scale, BLOCK=16384, ZERO=zero)
     return y
 
 """
@@ -67,6 +67,21 @@ def test_an_all_zero_softmax_over_a_long_row_is_incorrect(long_softmax):
     zeros = _evaluate(long_softmax, _candidate("        return softmax(x, zero=True)\n"))
     assert (zeros.correct, zeros.failure) == (False, "incorrect")
     assert "the output as a whole is off" in zeros.message and "||out - ref|| / ||ref|| = 1 " in zeros.message
+
+
+def test_an_output_right_on_the_first_call_and_off_later_is_incorrect(long_softmax):
+    """Every checked call is compared element by element and as a whole: 1% off on every call after the
+    first (ten norm bounds) passed when the later calls were handed over as digests only (whose width is
+    12 norm bounds), as a held-out candidate showed."""
+    later = _evaluate(
+        long_softmax,
+        _candidate(
+            "        calls.append(1)\n        return softmax(x, scale=1.0 if len(calls) == 1 else 1.01)\n",
+            head="calls = []\n",
+        ),
+    )
+    assert (later.correct, later.failure) == (False, "incorrect"), later.message
+    assert "trial 1" in later.message and "the output as a whole is off" in later.message
 
 
 def test_the_norm_rule_fails_zero_constant_and_partly_written_outputs_at_any_shape():

@@ -450,9 +450,7 @@ CHEATS: dict[str, Cheat] = {
             "    return _real_digests(tensors, seed)\n\n\n"
             "_outside.digests = _forged_digests\n",
         ),
-        "incorrect",
-        caught_today=False,
-        needs="digests the candidate's process cannot compute for itself (a seed it never sees, or the bytes)",
+        "inconsistent",  # every checked call is handed over byte for byte: its repeated calls' zeros are seen
     ),
     "overrides_methods_on_its_output": Cheat(
         "returns a plain tensor of zeros whose instance attributes detach/cpu/contiguous/clone/to compute the "
