@@ -1,6 +1,6 @@
 """Every random draw in the tests is seeded, and a failing test prints its seed.
 
-The `seed` fixture (autouse in tests/kernels, tests/search and tests/llm, whose conftest imports it)
+The `seed` fixture (autouse where a conftest imports it: tests/kernels, tests/search, tests/llm, tests/operators, tests/runs, ...)
 seeds Python's `random`, numpy and torch before each test and hands the seed to tests that make
 their own generators. The seed is stable from run to run (derived from the test's id), so CI is
 reproducible; KERNELEVOLVE_TEST_SEED=N runs with seed N instead, and KERNELEVOLVE_TEST_SEED=random

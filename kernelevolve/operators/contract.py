@@ -16,7 +16,7 @@ import inspect
 from kernelevolve.spec import Spec, format_value, shape_text
 
 # What `harness.runtime.compare.poisoned_allocations` replaces while a candidate runs (checked by
-# tests/llm/test_contract.py against the real context manager).
+# tests/operators/test_contract.py against the real context manager).
 POISONED = ("torch.empty", "torch.empty_like", "torch.empty_strided", "Tensor.new_empty")
 
 # State-dict entries of the usual nn modules (a module not listed is shown as `name.*`).

@@ -1,10 +1,8 @@
 """What `runs` and `show` tell about model-driven runs: the model's
 one-line summary of each change, the failure line of failed nodes, model / best / cost per run,
-everything readable at 80 columns and in a file; and greedy's breadth-first tie-break for
-untimed searches, where every correct node scores the same."""
+everything readable at 80 columns and in a file."""
 
 import os
-import random
 import subprocess
 import sys
 
@@ -12,8 +10,7 @@ from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
 from kernelevolve.memory import Repository
 from kernelevolve.operators.base import LLMCallRecord
 from kernelevolve.paths import REPO_ROOT
-from kernelevolve.search.graph import Node, SearchGraph
-from kernelevolve.search.policies import make_policy
+from kernelevolve.search.graph import Node
 from kernelevolve.runs.session import RunSettings, start_run
 from kernelevolve.spec import Budget
 from kernelevolve.spec import load_spec
@@ -151,33 +148,6 @@ def test_printed_commands_stay_whole_on_their_own_line(tmp_path):
     assert node["note"] and "message" in node  # --json carries each node's note and failure message
     # Commands, and the one-line-per-node progress log written to files and pipes, are never wrapped.
     assert all(len(line) <= 80 for line in lines if not line.startswith(("  kernelevolve ", "node "))), proc.stdout
-
-
-def test_greedy_explores_equally_correct_nodes_breadth_first():
-    """Was: under the interpreter every correct node ties and greedy only ever expanded node 0."""
-    graph = SearchGraph()
-    for i in range(3):
-        graph.add(Node(i, (), f"# {i}"))
-        graph.set_evaluation(i, _untimed())
-    policy = make_policy("greedy", drafts=3, max_debug_depth=0)
-    rng = random.Random(0)
-    chosen = []
-    for step in range(6):
-        (expansion,) = policy.select(graph, 1, rng)
-        chosen.append(expansion.parents[0])
-        child = graph.add(Node(3 + step, expansion.parents, "# child"))
-        graph.set_evaluation(child.id, _untimed())
-    assert chosen[:3] == [0, 1, 2] and len(set(chosen)) > 3
-
-
-def test_greedy_still_takes_the_fastest_when_timed():
-    graph = SearchGraph()
-    for i, speed in enumerate([1.0, 2.0, 1.5]):
-        shape = ShapeResult("N=8 float32", {"N": 8}, "float32", True, latency_ms=1.0, baseline_ms=speed)
-        graph.add(Node(i, (), f"# {i}"))
-        graph.set_evaluation(i, EvalResult(correct=True, timed=True, device="cuda", shapes=[shape]))
-    policy = make_policy("greedy", drafts=3, max_debug_depth=0)
-    assert [e.parents for e in policy.select(graph, 2, random.Random(0))] == [(1,), (1,)]
 
 
 def test_kb_search_and_insights_read_at_80_columns(tmp_path):

@@ -6,7 +6,8 @@ from collections import Counter
 
 import pytest
 
-from kernelevolve.search.graph import SearchGraph
+from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
+from kernelevolve.search.graph import Node, SearchGraph
 from kernelevolve.search.policies import MCTS, Evolutionary, Expansion, Greedy, make_policy
 from tests.search.helpers import Landscape, add, drive
 
@@ -169,3 +170,40 @@ def test_evolutionary_mixes_mutation_and_crossover():
     g = drive(Evolutionary(drafts=3, crossover_rate=0.3), Landscape(seed=6), steps=60)
     kinds = Counter(g.kind(n.id) for n in g.nodes())
     assert kinds["crossover"] > 5 and kinds["improve"] > 20
+
+
+# -- greedy under the interpreter: every correct node scores the same ----------------------------
+
+
+def _untimed(correct=True, failure=None, message=""):
+    shapes = [ShapeResult("M=4,N=256 bfloat16", {"M": 4, "N": 256}, "bfloat16", correct, failure, max_abs_err=1e-3)]
+    if failure:
+        return EvalResult.failed(Failure(failure), message, shapes=shapes)
+    return EvalResult(correct=True, shapes=shapes)
+
+
+def test_greedy_explores_equally_correct_nodes_breadth_first():
+    """Was: under the interpreter every correct node ties and greedy only ever expanded node 0."""
+    graph = SearchGraph()
+    for i in range(3):
+        graph.add(Node(i, (), f"# {i}"))
+        graph.set_evaluation(i, _untimed())
+    policy = make_policy("greedy", drafts=3, max_debug_depth=0)
+    rng = random.Random(0)
+    chosen = []
+    for step in range(6):
+        (expansion,) = policy.select(graph, 1, rng)
+        chosen.append(expansion.parents[0])
+        child = graph.add(Node(3 + step, expansion.parents, "# child"))
+        graph.set_evaluation(child.id, _untimed())
+    assert chosen[:3] == [0, 1, 2] and len(set(chosen)) > 3
+
+
+def test_greedy_still_takes_the_fastest_when_timed():
+    graph = SearchGraph()
+    for i, speed in enumerate([1.0, 2.0, 1.5]):
+        shape = ShapeResult("N=8 float32", {"N": 8}, "float32", True, latency_ms=1.0, baseline_ms=speed)
+        graph.add(Node(i, (), f"# {i}"))
+        graph.set_evaluation(i, EvalResult(correct=True, timed=True, device="cuda", shapes=[shape]))
+    policy = make_policy("greedy", drafts=3, max_debug_depth=0)
+    assert [e.parents for e in policy.select(graph, 2, random.Random(0))] == [(1,), (1,)]

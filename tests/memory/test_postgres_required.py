@@ -10,7 +10,7 @@ import pytest
 from kernelevolve.paths import REPO_ROOT
 from tests.search.conftest import REQUIRED_ENV, pg_required, pg_url
 
-PG_TEST = "tests/search/test_repository.py::test_edges_need_existing_nodes[postgresql]"
+PG_TEST = "tests/memory/test_repository.py::test_edges_need_existing_nodes[postgresql]"
 
 
 def _pytest_without_a_server(**env_vars):

@@ -7,8 +7,8 @@ per-knob unimodal penalties (half the knobs matter 8-25% per step, half 0-2%), t
 enumerating the whole space. `full` also passes every evaluated node to the operator
 (context.evaluated), as the engine does.
 
-    python tests/llm/offline_search_sim.py 8        # 8 landscapes, engine as it is
-    python tests/llm/offline_search_sim.py 8 full   # with the evaluated nodes passed
+    python tests/operators/offline_search_sim.py 8        # 8 landscapes, engine as it is
+    python tests/operators/offline_search_sim.py 8 full   # with the evaluated nodes passed
 """
 
 import itertools

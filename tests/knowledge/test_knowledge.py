@@ -302,7 +302,7 @@ def test_cli_entry_point_reports_a_malformed_knowledge_base_in_one_line(tmp_path
 
 # -- retrieval by what the reference computes ----------------------------------------------
 
-PROBLEMS = paths.REPO_ROOT / "tests" / "llm" / "problems"  # KernelBench-style modules, no spec
+PROBLEMS = paths.REPO_ROOT / "tests" / "operators" / "problems"  # KernelBench-style modules, no spec
 UNRELATED = {"int8_mqa_attention", "ikbo_broadcast", "mbdt", "conv1d", "block_diag_attention", "optimized_fm"}
 
 
