@@ -4,28 +4,33 @@ The real search engine (greedy policy) and the real OfflineOperator run over the
 reference kernel's declared tunables; only the evaluator is synthetic: latency is a product of
 per-knob unimodal penalties (half the knobs matter 8-25% per step, half 0-2%), the optimum lying
 0-2 steps from the reference CONFIG per knob, with +-1% timing noise. The optimum is found by
-enumerating the whole space. `full` also passes every evaluated node to the operator
-(context.evaluated), as the engine does.
+enumerating the whole space. The engine hands the operator every evaluated node
+(OperatorContext.evaluated), from which it learns which one-knob moves paid off.
 
-    python tests/operators/offline_search_sim.py 8        # 8 landscapes, engine as it is
-    python tests/operators/offline_search_sim.py 8 full   # with the evaluated nodes passed
+    python tests/operators/offline_search_sim.py 8        # 8 landscapes of 30 nodes each
+    python tests/operators/offline_search_sim.py 8 60     # 8 landscapes of 60 nodes each
+
+tests/operators/test_offline_search_sim.py runs it on one small landscape, so that it keeps working.
 """
+
+from __future__ import annotations
 
 import itertools
 import random
 import sys
 import tempfile
+from dataclasses import dataclass
 
 from kernelevolve.evaluation.result import EvalResult, ShapeResult
 from kernelevolve.memory import Repository
 from kernelevolve.operators.offline import OfflineOperator
 from kernelevolve.operators.tunables import read_declared
-from kernelevolve.paths import SPECS, KNOWLEDGE_BASE
+from kernelevolve.paths import BUNDLED_KNOWLEDGE_BASE, SPECS
 from kernelevolve.runs.session import RunSettings, start_run, build_engine
 from kernelevolve.spec import Budget
 from kernelevolve.spec import load_spec
 
-ref = read_declared((KNOWLEDGE_BASE / "kernels" / "rmsnorm.py").read_text())
+ref = read_declared((BUNDLED_KNOWLEDGE_BASE / "kernels" / "rmsnorm.py").read_text())
 T = ref.tunables
 
 
@@ -77,33 +82,42 @@ def best_possible(lat):
     return min(lat({**ref.config, **dict(zip(keys, v))}) for v in itertools.product(*(T[k] for k in keys)))
 
 
-FULL = len(sys.argv) > 2
-res = []
-for seed in range(int(sys.argv[1]) if len(sys.argv) > 1 else 8):
+@dataclass(frozen=True)
+class Outcome:
+    nodes: int
+    unique: int  # distinct configurations among them
+    ref: float  # the reference CONFIG's latency against the optimum's (optimum / latency; 1 is the optimum)
+    best: float  # the best node's, likewise
+
+
+def simulate(seed: int, nodes: int = 30) -> Outcome:
+    """One search of `nodes` nodes on landscape `seed`."""
     lat = landscape(seed)
     opt = best_possible(lat)
     d = tempfile.mkdtemp()
     repo = Repository(f"sqlite:///{d}/r.db")
     spec = load_spec(SPECS / "rmsnorm.yaml")
-    run = start_run(repo, spec, RunSettings(device="cuda", limits=Budget(max_nodes=30), seed=seed))
-    ev = Eval(lat)
-    eng = build_engine(repo, run, operator=OfflineOperator(), evaluator=ev)
+    run = start_run(repo, spec, RunSettings(device="cuda", limits=Budget(max_nodes=nodes), seed=seed))
+    eng = build_engine(repo, run, operator=OfflineOperator(), evaluator=Eval(lat))
     eng.insight_writer = None
-    if FULL:
-        orig = eng._context
-
-        def ctx(step, task, insights, orig=orig, eng=eng):
-            c = orig(step, task, insights)
-            c.evaluated = [eng.view(n.id, compact=True) for n in eng.graph.evaluated()]
-            return c
-
-        eng._context = ctx
     eng.run()
-    nodes = eng.graph.nodes()
-    cfgs = {tuple(sorted(read_declared(n.source).config.items())) for n in nodes if n.source}
-    best = min(lat(read_declared(n.source).config) for n in nodes if n.correct)
-    ratio = opt / best
-    refr = opt / lat(ref.config)
-    res.append(ratio)
-    print(f"seed {seed}: nodes {len(nodes)} unique {len(cfgs)} ref {refr:.3f} best-found {ratio:.3f}")
-print("mean", sum(res) / len(res), ">=0.95:", sum(r >= 0.95 for r in res), "/", len(res))
+    found = eng.graph.nodes()
+    repo.close()
+    cfgs = {tuple(sorted(read_declared(n.source).config.items())) for n in found if n.source}
+    best = min(lat(read_declared(n.source).config) for n in found if n.correct)
+    return Outcome(len(found), len(cfgs), opt / lat(ref.config), opt / best)
+
+
+def main(argv: list[str]) -> None:
+    landscapes = int(argv[0]) if argv else 8
+    nodes = int(argv[1]) if len(argv) > 1 else 30
+    res = []
+    for seed in range(landscapes):
+        o = simulate(seed, nodes)
+        res.append(o.best)
+        print(f"seed {seed}: nodes {o.nodes} unique {o.unique} ref {o.ref:.3f} best-found {o.best:.3f}")
+    print("mean", sum(res) / len(res), ">=0.95:", sum(r >= 0.95 for r in res), "/", len(res))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
