@@ -7,7 +7,7 @@ from pathlib import Path
 from kernelevolve.campaign.scaling import KEEP, MAX_RAISED, MAX_SIZE, scaled_shape
 from kernelevolve.shapes import constants
 
-LLM_PROBLEMS = Path(__file__).parents[1] / "llm" / "problems"
+OPERATOR_PROBLEMS = Path(__file__).parents[1] / "operators" / "problems"
 
 
 def _scaled(source: str) -> dict:
@@ -27,7 +27,7 @@ def test_powers_of_two_stay_powers_of_two_and_ragged_sizes_stay_ragged():
 
 
 def test_a_head_size_stays_a_legal_dot_dimension():
-    source = (LLM_PROBLEMS / "causal_self_attention.py").read_text()
+    source = (OPERATOR_PROBLEMS / "causal_self_attention.py").read_text()
     small = _scaled(source)
     assert small["n_head"] == 8 and small["n_embd"] // small["n_head"] == 16  # was 32 // 8 = 4
     assert small["n_embd"] <= MAX_RAISED and small["seq_len"] <= MAX_SIZE and small["batch_size"] <= MAX_SIZE
@@ -38,7 +38,9 @@ def test_a_head_size_stays_a_legal_dot_dimension():
 
 def test_the_test_problems_stay_small():
     """The interpreter's cost grows with the product of the sizes: every problem here stays near what it was."""
-    for path in sorted(LLM_PROBLEMS.glob("*.py")) + sorted((Path(__file__).parent / "problems").glob("*.py")):
+    paths = sorted(OPERATOR_PROBLEMS.glob("*.py")) + sorted((Path(__file__).parent / "problems").glob("*.py"))
+    assert len(paths) >= 10, paths  # both folders are read: a moved folder fails here, not silently
+    for path in paths:
         source = path.read_text()
         shape = scaled_shape(source)
         values = [v for x in shape.values() for v in (x if isinstance(x, tuple) else (x,))]
