@@ -130,8 +130,9 @@ def evaluate_all(work: Path, names: list[str], save_to: Path) -> list[dict]:
         left = sorted(set(markers()) - before)
         if e["check"] == NOTHING_PERSISTS and left:
             problem = (problem + "; " if problem else "") + f"files outlive the verdict: {left[:3]}"
-        env = out.get("environment", {}) or {}
-        if e["check"] == FIGURES_NOT_BELIEVED and 2**50 in (env.get("gpu_prepared_bytes"), env.get("gpu_peak_bytes")):
+        scheduling, diagnostics = out.get("scheduling") or {}, out.get("diagnostics") or {}
+        figures = (scheduling.get("gpu_prepared_bytes"), scheduling.get("gpu_peak_bytes"))
+        if e["check"] == FIGURES_NOT_BELIEVED and 2**50 in figures:
             problem = (problem + "; " if problem else "") + "the evaluator took the candidate's memory figures"
         rows.append(
             {
@@ -149,8 +150,8 @@ def evaluate_all(work: Path, names: list[str], save_to: Path) -> list[dict]:
                 "exit": code,
                 "wall_s": round(wall, 2),
                 "phases_s": out.get("phases_s", {}),
-                "sandbox": env.get("sandbox", {}),
-                "outside_timing": env.get("outside_timing"),
+                "sandbox": diagnostics.get("sandbox", {}),
+                "outside_timing": diagnostics.get("outside_timing") or None,
                 "speedups": [s.get("speedup") for s in out.get("shapes", [])],
                 "markers_left": left,
             }

@@ -383,7 +383,7 @@ def test_a_latency_below_what_its_loops_take_from_outside_is_replaced_and_marked
     first = result.shapes[0]
     assert result.correct and first.latency_ms > 1.5, first.latency_ms  # the outside bound, not the claimed 0.5
     assert "measured from outside" in result.marks["suspicious"]
-    assert result.environment["outside_timing"][first.label]["own_ms"] == 0.5
+    assert result.diagnostics.outside_timing[first.label].own_ms == 0.5
 
 
 @pytest.mark.parametrize("skips", [False, True])
@@ -405,7 +405,7 @@ def test_a_candidate_whose_outside_loop_skips_its_padding_is_held(tmp_path, spec
     result = _evaluator(tmp_path).evaluate(spec, SOURCE, shapes=SHAPES)
     assert result.correct, result.message
     if skips:
-        assert "suspicious" in result.marks, result.environment["outside_timing"]
+        assert "suspicious" in result.marks, result.diagnostics.outside_timing
         assert "less than the" in result.marks["suspicious"] and "not run as given" in result.marks["suspicious"]
     else:
         assert "suspicious" not in result.marks, result.marks

@@ -37,9 +37,9 @@ def _interpreter_view(node) -> tuple[bool | None, str | None]:
     ev = node.evaluation
     if ev is None:
         return None, None
-    before = ev.environment.get("retimed_from")
-    if before:
-        return before.get("correct"), before.get("failure")
+    before = ev.retimed_from
+    if before is not None:
+        return before.correct, before.failure
     return ev.correct, ev.failure
 
 
@@ -50,7 +50,7 @@ def problem_row(repo: Repository, name: str, run_id: str) -> dict:
     first = next((i for i, ok, _ in seen if ok), None)
     failures = Counter(f for _, ok, f in seen if ok is False and f)
     # Evaluated again on the GPU: a timed result, or a failure there (which is not timed).
-    retimed = [n for n in nodes if n.evaluation is not None and "retimed_from" in n.evaluation.environment]
+    retimed = [n for n in nodes if n.evaluation is not None and n.evaluation.retimed_from is not None]
     gpu_correct = [n for n in retimed if n.evaluation.correct and n.evaluation.timed]
     best = max(gpu_correct, key=lambda n: n.evaluation.fitness or 0.0, default=None)
     gpu_failures = Counter(n.evaluation.failure for n in retimed if not n.evaluation.correct and n.evaluation.failure)

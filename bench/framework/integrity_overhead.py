@@ -144,8 +144,8 @@ def evaluate(code_root: Path, spec: str, kernel: str, cache: Path, search_path: 
         "latency_ms": [s["latency_ms"] for s in out["shapes"]],
         "baseline_ms": [s["baseline_ms"] for s in out["shapes"]],
         "marks": out.get("marks", {}),
-        "sandbox": out.get("environment", {}).get("sandbox", {}),
-        "stages_s": out.get("environment", {}).get("stages_s", {}),
+        "sandbox": (out.get("diagnostics") or out.get("environment") or {}).get("sandbox", {}),
+        "stages_s": (out.get("diagnostics") or out.get("environment") or {}).get("stages_s", {}),
     }
 
 
@@ -195,7 +195,7 @@ def warm_search(
                     "latency_ms": [s["latency_ms"] for s in d["shapes"]],
                     "baseline_ms": [s["baseline_ms"] for s in d["shapes"]],
                     "marks": d.get("marks", {}),
-                    "stages_s": d.get("environment", {}).get("stages_s", {}),
+                    "stages_s": (d.get("diagnostics") or d.get("environment") or {}).get("stages_s", {}),
                 }
             )
     if not out:

@@ -80,11 +80,11 @@ else:
     # Where each phase's time went, per harness stage (mean over the candidates that reached it).
     stages = {}
     for r in results:
-        for phase, times in r.environment.get("stages_s", {}).items():
+        for phase, times in r.diagnostics.stages_s.items():
             for stage, s in times.items():
                 stages.setdefault(phase, {}).setdefault(stage, []).append(s)
     out["stages_s"] = {p: {k: round(statistics.mean(v), 3) for k, v in t.items()} for p, t in stages.items()}
-    out["judged_alone_after_oom"] = sum("judged_alone_after" in r.environment for r in results)
+    out["judged_alone_after_oom"] = sum(r.scheduling.judged_alone_after is not None for r in results)
     out["memory_need_bytes"] = {str(k[0])[:12]: v for k, v in getattr(evaluator, "_memory_need", {}).items()}
     out["messages"] = [(r.failure, r.message[:400], r.log[-1500:]) for r in results if r.failure]
     gates = getattr(evaluator, "gates", {})

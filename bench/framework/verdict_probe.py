@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +60,7 @@ def main() -> int:
                 "latency_ms": [s.latency_ms for s in r.shapes],
                 "baseline_ms": [s.baseline_ms for s in r.shapes],
                 "marks": r.marks,
-                "outside_timing": r.environment.get("outside_timing"),
+                "outside_timing": {k: asdict(v) for k, v in r.diagnostics.outside_timing.items()} or None,
                 "phases_s": r.phases_s,
                 "duration_s": r.duration_s,
             }

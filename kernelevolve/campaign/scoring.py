@@ -135,7 +135,7 @@ def _problem(repo, p, settings, baseline: str | None) -> ProblemScore:
 def _against(repo, fingerprint: str, node, baseline: str) -> float | None:
     """The node's geometric-mean speedup against another baseline's cached latencies, if all are there."""
     ev = node.evaluation
-    gpu = ev.environment.get("gpu")
+    gpu = ev.versions.gpu
     cached = repo.baselines(fingerprint)
     ratios = []
     for s in ev.shapes:

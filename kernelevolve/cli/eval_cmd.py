@@ -129,7 +129,7 @@ def _warn_unsealed(result: EvalResult) -> None:
     """One line on stderr when the OS refused part of the sandbox (the verdict still stands)."""
     # A candidate refused before it ran (the screen, the language check) had no sandbox to warn about.
     if result.failure != "tampering" and result.phases_s:
-        line = sandbox_warning(result.environment.get("sandbox") or {})
+        line = sandbox_warning(result.diagnostics.sandbox)
         if line:
             typer.echo(line, err=True)
 

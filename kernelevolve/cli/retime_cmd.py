@@ -3,7 +3,7 @@
 A search made on a laptop (the interpreter: every candidate checked, none timed) is finished on a GPU host:
 each correct node (or every node with code, `--all`) is evaluated again by the real evaluator at the spec's
 GPU shapes, and the result replaces the node's interpreter evaluation (the old verdict and static estimate are
-kept in the new one's environment, `retimed_from`). Then the best is recomputed the way a search confirms a
+kept in the new one as `retimed_from`). Then the best is recomputed the way a search confirms a
 new best: evaluated once more in fresh processes, held for review when the two disagree. The run's random
 and policy state and its search time are left as they were, so `kernelevolve resume` continues it exactly
 where it stopped (now with timed nodes, which rank above any estimate). Nodes already timed on this device
@@ -61,16 +61,18 @@ def _spec_of(run, given: str | None = None):
     return spec
 
 
-def _before(evaluation) -> dict:
+def _before(evaluation):
     """What the replaced evaluation said, kept with the new one."""
-    return {
-        "device": evaluation.device,
-        "correct": evaluation.correct,
-        "failure": evaluation.failure,
-        "fitness": evaluation.fitness,
-        "shapes": [s.label for s in evaluation.shapes],
-        "static_cost": (evaluation.static or {}).get("cost"),
-    }
+    from kernelevolve.records.result import Retimed
+
+    return Retimed(
+        device=evaluation.device,
+        correct=evaluation.correct,
+        failure=evaluation.failure,
+        fitness=evaluation.fitness,
+        shapes=[s.label for s in evaluation.shapes],
+        static_cost=(evaluation.static or {}).get("cost"),
+    )
 
 
 def _was(node) -> str:
@@ -92,10 +94,10 @@ def targets(graph, every: bool, device: str, again: bool) -> list:
         ev = node.evaluation
         # The reference itself failed there (out of the GPU's memory, say): nothing was learned of the node,
         # so it is tried again as if it had not been retimed.
-        tool_failed = ev.failure == "reference" and "retimed_from" in ev.environment
+        tool_failed = ev.failure == "reference" and ev.retimed_from is not None
         if node.source is None or not (every or node.correct or tool_failed):
             continue
-        done = ev.device == device and (ev.timed or device == "interpret") and "retimed_from" in ev.environment
+        done = ev.device == device and (ev.timed or device == "interpret") and ev.retimed_from is not None
         done = done and not tool_failed
         if done and not again:
             continue
@@ -124,7 +126,7 @@ def retime_run(repo, run, evaluator, shapes, *, every: bool = False, again: bool
         was = _was(node)
         began = time.monotonic()
         result = evaluator.evaluate(spec, node.source, shapes=shapes)
-        result.environment["retimed_from"] = node.evaluation.environment.get("retimed_from") or _before(node.evaluation)
+        result.retimed_from = node.evaluation.retimed_from or _before(node.evaluation)
         repo.record_evaluation(run.id, node.id, result, **state)  # the run's own state, unchanged: resume is exact
         graph.set_evaluation(node.id, result)
         now = fitness_text(graph[node.id])

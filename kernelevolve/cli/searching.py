@@ -90,8 +90,8 @@ def _summarise(repo, run_id: str, engine, reason: str, as_json: bool, db: str | 
     best = best_nodes(graph, 1)
     for warning in engine.warnings[:3]:
         err_console.print(styled(("warning:", "yellow"), f" {warning}"), highlight=False)
-    ran = next((n for n in graph.evaluated() if (n.evaluation.environment or {}).get("sandbox")), None)
-    sealed = None if ran is None else sandbox_warning(ran.evaluation.environment["sandbox"])
+    ran = next((n for n in graph.evaluated() if n.evaluation.diagnostics.sandbox), None)
+    sealed = None if ran is None else sandbox_warning(ran.evaluation.diagnostics.sandbox)
     if sealed:  # as eval says it: once per run, from the first evaluation that reported its sandbox
         print_plain(sealed, out=err_console)
     if as_json:

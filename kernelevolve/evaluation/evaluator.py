@@ -167,7 +167,7 @@ class Evaluator:
                 processes.place = place
                 first = result.message
                 result = self._judge(processes, spec, source, cases, deep, alone=True)
-                result.environment["judged_alone_after"] = first
+                result.scheduling.judged_alone_after = first
             if probe is not None:
                 probe.finish(result)
                 probe = None
@@ -302,8 +302,7 @@ class Evaluator:
         workdir, slot = processes.workdir, processes.slot
         (workdir / "candidate.py").write_text(source)
         result = verdict.unjudged(self.device, cases)
-        result.environment["seed"] = processes.seed
-        result.environment["baselines_cached"] = sorted(processes.baselines.found) if processes.baselines else []
+        result.diagnostics.seed = processes.seed
         gate = self.gates.get(slot)
         if gate is None:
             return self._judge_on(processes, None, spec, result, cases, deep)
@@ -344,13 +343,16 @@ class Evaluator:
                 judge.stop()
             result.phases_s["correctness"] = time.monotonic() - began
             if timing is not None and in_sequence:
-                result.environment["phases_in_sequence"] = True
+                result.scheduling.phases_in_sequence = True
                 prepare_timing()
             if timing is not None:  # no GPU preparation may run on into the timed phase
                 baselines.wait_prepared()
                 timing.wait_prepared()
                 timed_judge.wait_prepared()
-                self.memory.learn(processes, result.environment)
+                self.memory.learn(processes)
+                # what its check's judge held on the GPU (reported before any candidate code ran), as planned with
+                result.scheduling.gpu_prepared_bytes = judge.prepared_bytes or None
+                result.scheduling.gpu_peak_bytes = judge.peak_bytes or None
                 if not result.correct:
                     timing.stop()
                     timed_judge.stop()

@@ -270,7 +270,8 @@ class BaselineJob:
         self.found = self._cached() | self.found
         if self.run is not None and len(self.found) == len(self.keys):
             self.stop()  # timed by another evaluation while this one was checked
-        result.environment["baselines_cached"] = sorted(self.found)
+        for shape in result.shapes:  # cached: found in the store, not timed by this evaluation
+            shape.baseline_cached = shape.label in self.found
         if self.run is None:
             return self.found
         run, self.run = self.run, None
@@ -300,7 +301,7 @@ class BaselineJob:
         if len(self.found) < len(self.keys):
             how = f"{outcome.signal_name or outcome.returncode}" if outcome else "not started"
             last = (outcome.stderr.strip().splitlines() or [""])[-1][:300] if outcome else ""
-            result.environment["baseline_error"] = (data.get("failure") or {}).get("message") or (
+            result.diagnostics.baseline_error = (data.get("failure") or {}).get("message") or (
                 f"the baseline process ended without timings ({how}): {last}"
             )
         return self.found

@@ -20,7 +20,7 @@ from contextlib import contextmanager, nullcontext
 from typing import Callable, Protocol
 
 from kernelevolve.evaluation.gpu_gate import GpuGate
-from kernelevolve.evaluation.processes import ProcessSet, held_bytes
+from kernelevolve.evaluation.processes import ProcessSet
 from kernelevolve.spec import Case, Spec
 
 # A check's references plus the candidate's outputs, input copies and workspace, and a timing process's
@@ -176,14 +176,15 @@ class MemoryNeeds:
     def one_phase_at_a_time(self, processes: ProcessSet) -> None:
         self._in_sequence.add(processes.key[:-1])
 
-    def learn(self, processes: ProcessSet, check: dict) -> None:
-        """What an evaluation of this (spec, shapes) holds on a GPU: its check's references (reported
-        before its candidate ran; the candidate's outputs and copies come on top, hence the margin) and its
-        prepared timing and baseline processes, plus room for the largest transient peak among them.
-        The largest seen counts."""
-        runs = [processes.timing] + ([processes.baselines.run] if processes.baselines.run is not None else [])
-        held = [held_bytes(check.get("gpu_prepared_bytes"))] + [r.prepared_bytes for r in runs]
-        peaks = [held_bytes(check.get("gpu_peak_bytes"))] + [r.peak_bytes for r in runs]
+    def learn(self, processes: ProcessSet) -> None:
+        """What an evaluation of this (spec, shapes) holds on a GPU: its check's references (as its judge,
+        which never imports the candidate, reported them prepared; the candidate's outputs and copies come on
+        top, hence the margin) and its prepared timing and baseline processes, plus room for the largest
+        transient peak among them. The largest seen counts."""
+        runs = [processes.judge, processes.timing]
+        runs += [processes.baselines.run] if processes.baselines.run is not None else []
+        held = [r.prepared_bytes for r in runs]
+        peaks = [r.peak_bytes for r in runs]
         need = int(MEMORY_MARGIN * sum(held) + max(max(p - h, 0) for p, h in zip(peaks, held)))
         key = processes.key[:-1]
         if need > 0:

@@ -21,7 +21,7 @@ from kernelevolve.evaluation import plausibility
 from kernelevolve.evaluation.processes import OUTSIDE_PAD_MS, fastest_loop
 from kernelevolve.evaluation.sandbox import Outcome
 from kernelevolve.harness.runtime.screen import screen_source
-from kernelevolve.records.result import EvalResult, Failure, ShapeResult
+from kernelevolve.records.result import Diagnostics, EvalResult, Failure, OutsideBound, ShapeResult, Versions
 from kernelevolve.spec import Case, Spec
 
 JUDGES = ("judge", "timed judge")  # the phases whose processes never import the candidate
@@ -78,16 +78,14 @@ def absorb(result: EvalResult, outcome: Outcome, phase: str, *, timeout_s: float
     `memory_limit_bytes` are the limits the run had, for the messages."""
     data = outcome.result or {}
     trusted = phase in JUDGES
-    environment = data.get("environment") if isinstance(data.get("environment"), dict) else {}
-    if trusted:
-        result.environment.update(environment)
-    else:  # kept apart, for diagnosis only
-        result.environment.setdefault("candidate_process", {})[phase] = {
-            k: v for k, v in environment.items() if k in ("torch", "triton", "python", "gpu")
-        }
-    if outcome.sandbox or "sandbox" not in result.environment:  # a judge's early verdict comes without it
-        result.environment["sandbox"] = outcome.sandbox
-    result.environment.setdefault("stages_s", {})[phase] = data.get("stages_s", {})  # where the time went
+    versions = Versions.reported(data.get("environment"))
+    if not trusted:  # kept apart, for diagnosis only
+        result.diagnostics.candidate_process[phase] = versions
+    elif versions != Versions():  # a judge that said nothing leaves what the other one said
+        result.versions = versions
+    if outcome.sandbox or not result.diagnostics.sandbox:  # a judge's early verdict comes without it
+        result.diagnostics.sandbox = outcome.sandbox or {}
+    result.diagnostics.stages_s[phase] = Diagnostics.stage_times(data.get("stages_s"))  # where the time went
     by_label = {s.label: s for s in result.shapes}
     for case in data.get("cases", []) if isinstance(data.get("cases"), list) else []:
         shape = by_label.get(case.get("label")) if isinstance(case, dict) else None
@@ -180,10 +178,15 @@ def bound_latencies(
             continue
         calls = loop.payload["calls"]
         floor = max(base + (loop.wall_ms - base_wall) / calls, 0.0)
-        bounds[shape.label] = {"own_ms": shape.latency_ms, "outside_ms": round(floor, 6), "calls": calls}
-        bounds[shape.label].update(wall_ms=round(loop.wall_ms, 3), baseline_wall_ms=round(base_wall, 3))
+        bounds[shape.label] = OutsideBound(
+            own_ms=shape.latency_ms,
+            outside_ms=round(floor, 6),
+            calls=calls,
+            wall_ms=round(loop.wall_ms, 3),
+            baseline_wall_ms=round(base_wall, 3),
+        )
         if floor > (1 + margin) * shape.latency_ms + max(OUTSIDE_FLOOR_MS, OUTSIDE_NOISE_MS / calls):
-            bounds[shape.label]["used"] = True
+            bounds[shape.label].used = True
             result.marks.setdefault(
                 "suspicious",
                 f"{shape.label}: its process timed {shape.latency_ms:.4f} ms a call, but measured from outside "
@@ -200,7 +203,7 @@ def bound_latencies(
                 f"{shape.label}: its outside-timed loop took {loop.wall_ms / calls:.4f} ms a call, less than the "
                 f"{padding:.4f} ms its padding alone takes: the loop was not run as given",
             )
-    result.environment["outside_timing"] = bounds
+    result.diagnostics.outside_timing = bounds
 
 
 def settle(result: EvalResult, spec: Spec, cases: list[Case], baseline_ms: dict, speedup_bound: float) -> None:
@@ -208,11 +211,10 @@ def settle(result: EvalResult, spec: Spec, cases: list[Case], baseline_ms: dict,
     plausibility mark (evaluation/plausibility.py)."""
     for shape in result.shapes:
         shape.baseline_ms = baseline_ms.get(shape.label)
-        shape.baseline_cached = shape.label in result.environment.get("baselines_cached", [])
     if result.failure is None:
         result.timed = all(s.latency_ms is not None and s.baseline_ms is not None for s in result.shapes)
-        if not result.timed and result.environment.get("baseline_error"):  # correct, but no speedup to give
-            result.message = "not timed: " + result.environment["baseline_error"]
+        if not result.timed and result.diagnostics.baseline_error:  # correct, but no speedup to give
+            result.message = "not timed: " + result.diagnostics.baseline_error
     for shape, case in zip(result.shapes, cases):
         nbytes, flops = spec.roofline(case)
         if shape.latency_ms:

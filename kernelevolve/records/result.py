@@ -94,6 +94,99 @@ class ShapeResult:
         return None
 
 
+def _text(value: Any) -> str | None:
+    """A version string as a process reported it (a candidate's process may report anything): short text or None."""
+    if isinstance(value, str):
+        return value[:200]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+@dataclass(config=_STORED)
+class Versions:
+    """The GPU and software an evaluation ran on, as a process reported them at its start."""
+
+    gpu: str | None = None  # the GPU's name ("cpu (triton interpreter)" under the interpreter)
+    torch: str | None = None
+    triton: str | None = None
+    python: str | None = None
+
+    @classmethod
+    def reported(cls, environment: Any) -> "Versions":
+        """From a harness process's `environment` entry, whatever it holds (unknown keys and odd values dropped)."""
+        env = environment if isinstance(environment, dict) else {}
+        return cls(
+            gpu=_text(env.get("gpu")),
+            torch=_text(env.get("torch")),
+            triton=_text(env.get("triton")),
+            python=_text(env.get("python")),
+        )
+
+
+@dataclass(config=_STORED)
+class OutsideBound:
+    """One case's outside-timed bound (evaluation/verdict.py `bound_latencies`): the candidate's own median,
+    the least latency its outside-timed loop allows, and the two loops' wall times."""
+
+    own_ms: float
+    outside_ms: float
+    calls: int
+    wall_ms: float
+    baseline_wall_ms: float
+    used: bool = False  # the bound was more than the margin above the own median, and replaced it
+
+
+@dataclass(config=_STORED)
+class Diagnostics:
+    """For a person looking into an evaluation; nothing here decides its verdict."""
+
+    seed: int | None = None  # the trials' inputs are drawn from it
+    sandbox: dict[str, Any] = field(default_factory=dict)  # the isolation the OS granted (sandbox.Outcome.sandbox)
+    stages_s: dict[str, dict[str, float]] = field(default_factory=dict)  # phase -> its process's stage -> seconds
+    # phase -> what a process that ran candidate code said it ran on (kept apart: never believed)
+    candidate_process: dict[str, Versions] = field(default_factory=dict)
+    outside_timing: dict[str, OutsideBound] = field(default_factory=dict)  # case label -> its outside bound
+    baseline_error: str | None = None  # why a baseline could not be timed (a correct candidate is then untimed)
+    other: dict[str, Any] = field(default_factory=dict)  # keys of an older stored `environment` no field holds
+
+    @staticmethod
+    def stage_times(stages: Any) -> dict[str, float]:
+        """A process's `stages_s` report, whatever it holds: stage -> seconds, other entries dropped."""
+        if not isinstance(stages, dict):
+            return {}
+        return {
+            str(k): float(v)
+            for k, v in stages.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        }
+
+
+@dataclass(config=_STORED)
+class Scheduling:
+    """How the evaluator scheduled the evaluation: what happened on its way, not what it says of the candidate."""
+
+    # Ran out of GPU memory beside other evaluations: that first verdict's message; then judged again alone.
+    judged_alone_after: str | None = None
+    phases_in_sequence: bool = False  # its timing prepared only after its check (these shapes ran out of memory)
+    worker_lost: str | None = None  # its worker was lost once (why): evaluated again on a fresh one
+    # GPU memory its check's judge held once prepared, and at most: what the evaluator plans sharing a GPU with
+    gpu_prepared_bytes: int | None = None
+    gpu_peak_bytes: int | None = None
+
+
+@dataclass(config=_STORED)
+class Retimed:
+    """What an evaluation replaced by `kernelevolve retime` said (its first one, when retimed again)."""
+
+    device: str
+    correct: bool
+    failure: str | None = None
+    fitness: float | None = None
+    shapes: list[str] = field(default_factory=list)  # its case labels
+    static_cost: float | None = None  # its static estimate (the interpreter's ranking), if any
+
+
 @dataclass(config=_STORED)
 class EvalResult:
     correct: bool
@@ -105,13 +198,16 @@ class EvalResult:
     timed: bool = False  # True only when GPU latencies were measured
     duration_s: float = 0.0
     phases_s: dict[str, float] = field(default_factory=dict)  # correctness / benchmark wall time
-    environment: dict[str, Any] = field(default_factory=dict)  # gpu, torch, triton versions
+    versions: Versions = field(default_factory=Versions)  # as the judges' processes reported them
+    scheduling: Scheduling = field(default_factory=Scheduling)
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
     # Flags for a person: "suspicious" (implausible speedup or throughput) and "unstable" (a fresh
     # re-evaluation disagreed); mark -> reason. A marked node is never reported as a run's best.
     marks: dict[str, str] = field(default_factory=dict)
     recheck: dict[str, Any] | None = None  # the elite re-evaluation: fitness and per-shape latencies
     # Untimed (interpreter) only: the static cost estimate of kernelevolve/evaluation/static_cost.py, never a timing.
     static: dict[str, Any] | None = None
+    retimed_from: Retimed | None = None  # `kernelevolve retime` replaced this evaluation of the node
 
     @computed_field  # stored like speedup: written for readers of the JSON, never read back
     @property
@@ -127,16 +223,23 @@ class EvalResult:
         return math.exp(sum(math.log(x) for x in speedups) / len(speedups))
 
     def to_dict(self) -> dict[str, Any]:
-        """The stored form: every field, plus `fitness` and each shape's `speedup` (`static` only when set:
-        an evaluation without one reads and writes as before it existed)."""
+        """The stored form: every field, plus `fitness` and each shape's `speedup` (`static` and
+        `retimed_from` only when set)."""
         out = _EVAL_RESULT.dump_python(self)
-        if out.get("static") is None:
-            out.pop("static", None)
+        for optional in ("static", "retimed_from"):
+            if out.get(optional) is None:
+                out.pop(optional, None)
         return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EvalResult":
-        """Read a stored form back; the computed keys and keys this version does not know are dropped."""
+        """Read a stored form back; the computed keys and keys this version does not know are dropped. The
+        one `environment` dict of older versions is filed into `versions`, `scheduling`, `diagnostics` and
+        `retimed_from` (`legacy_sections`)."""
+        if isinstance(d, dict) and "environment" in d:
+            d = {k: v for k, v in d.items() if k != "environment"} | {
+                k: v for k, v in legacy_sections(d["environment"]).items() if k not in d
+            }
         return _EVAL_RESULT.validate_python(d)
 
     @classmethod
@@ -151,6 +254,64 @@ class EvalResult:
 
 
 _EVAL_RESULT = TypeAdapter(EvalResult)
+
+# Where each key of an older version's `environment` goes now (section, field); `baselines_cached` was the
+# evaluator's own bookkeeping (each shape's `baseline_cached` keeps it) and `device` repeated the result's.
+_LEGACY = {
+    "gpu": ("versions", "gpu"),
+    "torch": ("versions", "torch"),
+    "triton": ("versions", "triton"),
+    "python": ("versions", "python"),
+    "judged_alone_after": ("scheduling", "judged_alone_after"),
+    "phases_in_sequence": ("scheduling", "phases_in_sequence"),
+    "worker_lost": ("scheduling", "worker_lost"),
+    "gpu_prepared_bytes": ("scheduling", "gpu_prepared_bytes"),
+    "gpu_peak_bytes": ("scheduling", "gpu_peak_bytes"),
+    "seed": ("diagnostics", "seed"),
+    "sandbox": ("diagnostics", "sandbox"),
+    "stages_s": ("diagnostics", "stages_s"),
+    "candidate_process": ("diagnostics", "candidate_process"),
+    "outside_timing": ("diagnostics", "outside_timing"),
+    "baseline_error": ("diagnostics", "baseline_error"),
+}
+_DROPPED = ("baselines_cached", "device")
+_SECTIONS = {
+    "versions": TypeAdapter(Versions),
+    "scheduling": TypeAdapter(Scheduling),
+    "diagnostics": TypeAdapter(Diagnostics),
+    "retimed_from": TypeAdapter(Retimed),
+}
+
+
+def legacy_sections(environment: Any) -> dict[str, Any]:
+    """An older stored `environment` as the fields that replaced it: {"versions": {...}, "scheduling": {...},
+    "diagnostics": {...}, and "retimed_from" when it held one}. Values that do not fit a field's type are
+    kept in `diagnostics.other` under their old key, so that every stored row loads."""
+    env = environment if isinstance(environment, dict) else {}
+    out: dict[str, Any] = {"versions": {}, "scheduling": {}, "diagnostics": {}}
+    other: dict[str, Any] = {}
+    for key, value in env.items():
+        if key == "retimed_from" and isinstance(value, dict):
+            out["retimed_from"] = value
+        elif key in _LEGACY:
+            section, name = _LEGACY[key]
+            out[section][name] = value
+        elif key not in _DROPPED:
+            other[key] = value
+    for section in ("versions", "scheduling", "diagnostics"):
+        for name, value in list(out[section].items()):
+            try:
+                _SECTIONS[section].validate_python({name: value})
+            except ValueError:
+                other[name] = out[section].pop(name)  # the old key is the field's name
+    if "retimed_from" in out:
+        try:
+            _SECTIONS["retimed_from"].validate_python(out["retimed_from"])
+        except ValueError:
+            other["retimed_from"] = out.pop("retimed_from")
+    if other:
+        out["diagnostics"]["other"] = other
+    return out
 
 
 def static_score(static: dict | None) -> float | None:

@@ -119,7 +119,7 @@ def export_package(
         "cases_interpret": [{"label": c.label, "params": c.params, "dtype": c.dtype} for c in spec.cases("interpret")],
         "recorded": {
             "device": ev.device,
-            "gpu": ev.environment.get("gpu"),
+            "gpu": ev.versions.gpu,
             "fitness": ev.fitness,
             "shapes": [
                 {"label": s.label, "latency_ms": s.latency_ms, "baseline_ms": s.baseline_ms, "speedup": s.speedup}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from dataclasses import asdict
 
 from kernelevolve.memory.profiles import load_profiles
 from kernelevolve.review import VERDICTS
@@ -143,7 +144,9 @@ def node_details(repo, run_id: str, only: int | None = None, graph: SearchGraph 
                 "recheck": ev.recheck,
                 "timed": ev.timed,
                 "log_tail": "\n".join(ev.log.splitlines()[-LOG_TAIL_LINES:]),
-                "environment": ev.environment,
+                "versions": asdict(ev.versions),
+                "scheduling": asdict(ev.scheduling),
+                "diagnostics": asdict(ev.diagnostics),
                 "phases_s": ev.phases_s,
                 "shapes": [_shape_row(s) for s in ev.shapes],
             }
@@ -154,7 +157,9 @@ def node_details(repo, run_id: str, only: int | None = None, graph: SearchGraph 
                 "recheck": None,
                 "timed": False,
                 "log_tail": "",
-                "environment": {},
+                "versions": {},
+                "scheduling": {},
+                "diagnostics": {},
                 "phases_s": {},
                 "shapes": [],
             }

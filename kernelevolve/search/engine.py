@@ -461,7 +461,7 @@ class SearchEngine:
         else:
             result = future.result()
         if task.lost is not None:
-            result.environment["worker_lost"] = task.lost  # retried once: say so with the result
+            result.scheduling.worker_lost = task.lost  # retried once: say so with the result
         if task.stage == "recheck":
             self._record(self.graph[task.node_id], self._confirmed(task.first, result))
         elif self._would_lead(result):

@@ -14,6 +14,7 @@ from kernelevolve.campaign.problems import load_problems
 from kernelevolve.campaign.runner import SOLUTIONS, CampaignSettings, create
 from kernelevolve.campaign.scoring import score
 from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
+from kernelevolve.records.result import Versions
 from kernelevolve.memory import Repository
 from kernelevolve.memory import campaigns as store
 from kernelevolve.search.engine import rng_state
@@ -34,7 +35,7 @@ def _timed(pairs: list[tuple[float, float]]) -> EvalResult:
         )
         for i, (ms, base) in enumerate(pairs)
     ]
-    return EvalResult(correct=True, shapes=shapes, device="cuda", timed=True, environment={"gpu": GPU})
+    return EvalResult(correct=True, shapes=shapes, device="cuda", timed=True, versions=Versions(gpu=GPU))
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

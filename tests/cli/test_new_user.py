@@ -112,8 +112,8 @@ def test_run_scales_a_kernelbench_file_and_keeps_the_shapes_with_the_run(tmp_pat
 
     from kernelevolve.memory import Repository
 
-    environment = Repository(db).load_graph(run_id)[0].evaluation.environment["sandbox"]
-    uid = str(environment.get("uid"))
+    sandbox = Repository(db).load_graph(run_id)[0].evaluation.diagnostics.sandbox
+    uid = str(sandbox.get("uid"))
     unprivileged = uid.isdigit() and uid != "0"
     assert ("not as an unprivileged user" in proc.stderr) is not unprivileged, (uid, proc.stderr)
 

@@ -19,6 +19,7 @@ from kernelevolve.cli.retime_cmd import retime_run
 from kernelevolve.evaluation import evaluator as evaluator_module
 from kernelevolve.evaluation import processes as processes_module
 from kernelevolve.evaluation.result import EvalResult, ShapeResult
+from kernelevolve.records.result import Retimed
 from kernelevolve.memory.repository import BaselineTable, Repository
 from kernelevolve.paths import KNOWLEDGE_BASE, SPECS
 from kernelevolve.search.engine import rng_state
@@ -113,14 +114,14 @@ def test_retime_on_a_gpu_stores_timings_recomputes_the_best_and_leaves_the_run_r
     assert slow.timed and fast.timed and slow.device == fast.device == "cuda"
     assert fast.fitness == pytest.approx(2.0) and slow.fitness == pytest.approx(1.0)
     assert [s.label for s in fast.shapes] == [c.label for c in load_spec(SPECS / "softmax.yaml").cases("cuda", None)]
-    assert fast.environment["retimed_from"] == {
-        "device": "interpret",
-        "correct": True,
-        "failure": None,
-        "fitness": None,
-        "shapes": ["M=4,N=256 bfloat16", "M=3,N=1000 bfloat16"],
-        "static_cost": 1.0,
-    }
+    assert fast.retimed_from == Retimed(
+        device="interpret",
+        correct=True,
+        failure=None,
+        fitness=None,
+        shapes=["M=4,N=256 bfloat16", "M=3,N=1000 bfloat16"],
+        static_cost=1.0,
+    )
     assert graph[2].evaluation.device == "interpret" and graph[3].evaluation.failure == "incorrect"  # not correct: left
     assert graph.best().id == 1 and summary["best"]["id"] == 1 and summary["best_before"]["id"] == 0
     assert fast.recheck is not None and fast.recheck["fitness"] == pytest.approx(2.0)  # confirmed as a search does
@@ -166,7 +167,7 @@ def test_retime_command_on_the_interpreter_and_its_errors(tmp_path):
     assert "[2/2] node 1: correct (untimed) est. cost" in done.stderr
     graph = Repository(db).load_graph(run_id)
     assert graph[0].evaluation.static["launches"] == 2 and graph[1].evaluation.static["launches"] == 1
-    assert graph[1].evaluation.environment["retimed_from"]["device"] == "interpret"
+    assert graph[1].evaluation.retimed_from.device == "interpret"
 
 
 def test_a_run_made_elsewhere_finds_its_spec_here_or_is_told_to_give_it(tmp_path):
@@ -213,7 +214,7 @@ def test_a_node_whose_retime_failed_in_the_reference_is_retimed_again(tmp_path):
     for node, failure in ((0, "reference"), (1, "incorrect")):
         shapes = [ShapeResult(label=x, params={}, dtype="bfloat16", correct=False) for x in labels]
         result = EvalResult(correct=False, shapes=shapes, failure=failure, device="cuda")
-        result.environment["retimed_from"] = "interpret"
+        result.retimed_from = Retimed(device="interpret", correct=True)
         repo.record_evaluation(
             run_id, node, result, policy_state={"seen": 9}, rng_state=rng_state(random.Random(9)), elapsed_s=50.0
         )

@@ -103,7 +103,7 @@ def test_candidate_has_no_network(unscreened, scale_shift_spec):
         result = unscreened.evaluate(scale_shift_spec, source)
     finally:
         server.close()
-    assert result.environment["sandbox"]["network"] in ("netns", "userns+netns"), result.environment["sandbox"]
+    assert result.diagnostics.sandbox["network"] in ("netns", "userns+netns"), result.diagnostics.sandbox
     assert result.failure == "runtime", result.message
     assert "unreachable" in result.message or "refused" in result.message, result.message
 

@@ -216,8 +216,8 @@ def test_documented(specs, name, tmp_path, monkeypatch):
         left = set(_markers(tmp_path)) - before
         assert not left, f"files the candidate wrote outlive its verdict: {sorted(left)[:3]}"
     if cheat.check == FIGURES_NOT_BELIEVED:
-        figures = (result.environment.get("gpu_prepared_bytes"), result.environment.get("gpu_peak_bytes"))
-        assert 2**50 not in figures, result.environment
+        figures = (result.scheduling.gpu_prepared_bytes, result.scheduling.gpu_peak_bytes)
+        assert 2**50 not in figures, result.scheduling
     assert not _processes_under(tmp_path)
 
 

@@ -58,7 +58,7 @@ def test_warm_sets_judge_one_candidate_each_are_replaced_when_stale_and_leave_no
         assert waiting.check.started < before  # judged by the set started earlier...
         assert (waiting.workdir / "candidate.py").read_text() == candidate("wrong")  # ...for this candidate
         assert second.failure == Failure.INCORRECT.value, second.message  # its own verdict, not the first's
-        assert second.environment["seed"] != first.environment["seed"]
+        assert second.diagnostics.seed != first.diagnostics.seed
         assert (waiting.workdir / "reference.py").read_text() == Path(scale_shift_spec.reference).read_text()
         (stale,) = [s for sets in evaluator._warm_sets.values() for s in sets]  # the next one waits
         stale.expires = time.monotonic() - 1  # as if it had waited until almost giving up on a candidate

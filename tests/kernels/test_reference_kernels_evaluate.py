@@ -33,6 +33,6 @@ def test_reference_kernel_passes_the_evaluator(name, spec_name):
         # A CuTe DSL kernel cannot run on the CPU: the evaluator says so instead of failing it.
         assert result.failure == "needs_gpu" and result.message.startswith("needs a GPU"), result.message
         return
-    seed = result.environment.get("seed")  # the evaluator draws its trials' inputs from it
+    seed = result.diagnostics.seed  # the evaluator draws its trials' inputs from it
     assert result.correct, f"evaluator seed {seed}: {result.failure}: {result.message}\n{result.log[-2000:]}"
     assert [s.correct for s in result.shapes] == [True] * len(spec.cases("interpret"))  # shapes x dtypes

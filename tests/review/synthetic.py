@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 from kernelevolve.evaluation.result import EvalResult, ShapeResult
+from kernelevolve.records.result import Versions
 from kernelevolve.memory import Repository
 from kernelevolve.memory.models import EdgeRow, EvaluationRow, LLMCallRow, NodeRow
 
@@ -99,7 +100,7 @@ def write_synthetic_run(url: str, n_nodes: int, seed: int = 0, suspicious: int |
             )
         else:
             result = EvalResult(
-                correct=True, shapes=shapes, device="cuda", timed=True, environment={"gpu": "NVIDIA H200 (synthetic)"}
+                correct=True, shapes=shapes, device="cuda", timed=True, versions=Versions(gpu="NVIDIA H200 (synthetic)")
             )
             if i == suspicious:
                 result.marks["suspicious"] = "synthetic: above the hardware's peak bandwidth"

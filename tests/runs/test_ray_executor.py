@@ -143,7 +143,7 @@ def test_a_search_on_two_ray_workers_survives_a_killed_worker(ray_address, tmp_p
     # The killed worker's node was evaluated again on another worker, and says so; the kernels were
     # really checked (the operator's wrong constants fail as incorrect, never as a crash).
     retried = graph[victim.node_id].evaluation
-    assert "died" in retried.environment["worker_lost"]
+    assert "died" in retried.scheduling.worker_lost
     assert all(n.failure in (None, "incorrect") for n in graph.nodes())
     assert any(n.correct for n in graph.nodes())
 

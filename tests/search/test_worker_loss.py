@@ -73,7 +73,7 @@ def test_a_lost_worker_is_retried_once_then_the_node_is_a_crash(tmp_path, spec):
     # Node 1 lost its worker once: evaluated again, its result kept, the loss said with it.
     one = graph[1].evaluation
     assert one.failure is None and one.correct
-    assert "SIGKILL" in one.environment["worker_lost"]
+    assert "SIGKILL" in one.scheduling.worker_lost
     # Node 4 lost two workers: a crash that says so, not a failure of the kernel's own.
     four = graph[4].evaluation
     assert four.failure == "crash"

@@ -332,13 +332,12 @@
       html += "<h3>Model calls (" + d.calls.length + ")</h3>";
       if (!d.calls.length) html += '<p class="muted">no model call recorded for this node (offline operator, or a draft from the knowledge base)</p>';
       d.calls.forEach(function (c, i) { html += callHtml(c, "call " + (i + 1)); });
-      var env = d.environment || {};
       if (d.profile) {
         html += '<h3>Profile</h3><pre id="profile">' + esc(d.profile.text) + "</pre><details><summary>raw profile summaries (" +
           Number(d.profile.seconds).toFixed(1) + " s of profiling)</summary><pre>" + esc(JSON.stringify(d.profile.summaries, null, 2)) +
           "</pre></details>";
       }
-      html += "<details><summary>Environment and phases</summary><pre>" + esc(JSON.stringify({ environment: env, phases_s: d.phases_s }, null, 2)) +
+      html += "<details><summary>Versions, scheduling, diagnostics and phases</summary><pre>" + esc(JSON.stringify({ versions: d.versions, scheduling: d.scheduling, diagnostics: d.diagnostics, phases_s: d.phases_s }, null, 2)) +
         "</pre></details></section>";
       el(html);
       wireReview(d);
