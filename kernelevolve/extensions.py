@@ -112,8 +112,9 @@ EXTENSION_POINTS: dict[str, ExtensionPoint] = {
                 "language whose spec entry also allows it, prompt line) in LANGUAGES",
                 "kernelevolve/harness/runtime/screen.py": "its top-level modules in ALLOWED_IMPORTS, unless they are "
                 "there already (Gluon's are Triton's)",
-                "kernelevolve/harness/runtime/guard.py": "KernelMonitor counts its launches (a call that launches "
-                "no kernel of the spec's language fails), unless they go through Triton's",
+                "kernelevolve/harness/runtime/kernel_calls.py": "its launcher classes beside CUTE_LAUNCHERS, whose "
+                "calls KernelMonitor counts (a call that launches no kernel of the spec's language fails), unless "
+                "they go through Triton's",
                 "knowledge_base/constraints/": "its constraints, front matter `language: NAME`",
                 "knowledge_base/guidance/": "its guidance, front matter `language: NAME`",
             },

@@ -271,7 +271,7 @@ def test_monitor_counts_a_cute_launch(monkeypatch, tmp_path):
     import cutlass.cute as cute
     from cutlass.cute.runtime import from_dlpack
 
-    from kernelevolve.harness.runtime.guard import KernelMonitor
+    from kernelevolve.harness.runtime.kernel_monitor import KernelMonitor
 
     launch = _cute_module(tmp_path).launch
     x, y = torch.randn(32), torch.empty(32)
@@ -300,7 +300,7 @@ def test_monitor_counts_a_gluon_launch(tmp_path):
 
     import torch
 
-    from kernelevolve.harness.runtime.guard import KernelMonitor
+    from kernelevolve.harness.runtime.kernel_monitor import KernelMonitor
 
     path = tmp_path / "gluon_softmax.py"  # a module file, as a candidate is: the JIT reads its source
     path.write_text(GLUON_CANDIDATE)

@@ -28,7 +28,7 @@ class Failure(str, Enum):
     TIMEOUT = "timeout"
     CRASH = "crash"  # the process died (signal, abort, exit without a result)
     INCORRECT = "incorrect"  # ran, but wrong shape/dtype/values, NaN/Inf, or unwritten output
-    # What a candidate that games its evaluation gets (see kernelevolve/harness/runtime/guard.py):
+    # What a candidate that games its evaluation gets (see kernelevolve/harness/runtime/kernel_monitor.py):
     NOT_A_KERNEL = "not_a_kernel"  # no kernel of the spec's language, or the work done by torch ops
     MUTATES_INPUT = "mutates_input"  # wrote into an input, or returned (a view of) one
     INCONSISTENT = "inconsistent"  # later or timed calls returned wrong results (cached / stale output)

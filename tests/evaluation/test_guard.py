@@ -10,9 +10,11 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from kernelevolve.harness.runtime.guard import EveryCall, InputGuard, KernelMonitor, Tripwire  # noqa: E402
+from kernelevolve.harness.runtime.input_guard import InputGuard  # noqa: E402
+from kernelevolve.harness.runtime.kernel_monitor import EveryCall, KernelMonitor  # noqa: E402
 from kernelevolve.harness.runtime.screen import screen_source  # noqa: E402
 from kernelevolve.harness.runtime.timing import Timing, cross_check  # noqa: E402
+from kernelevolve.harness.runtime.tripwire import Tripwire  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -233,7 +235,7 @@ def test_torch_compiles_own_module_patch_is_not_tampering_but_a_lookalike_is():
 
     code = (
         "import torch\n"
-        "from kernelevolve.harness.runtime.guard import Tripwire\n"
+        "from kernelevolve.harness.runtime.tripwire import Tripwire\n"
         "wire = Tripwire()\n"
         "from torch._dynamo import mutation_guard\n"
         "mutation_guard.install_generation_tagging_init()\n"
@@ -290,8 +292,6 @@ def test_saving_a_tensor_is_not_tampering():
     import io
 
     import torch
-
-    from kernelevolve.harness.runtime.guard import Tripwire
 
     tripwire = Tripwire()
     torch.save(torch.zeros(2), io.BytesIO())

@@ -3,5 +3,5 @@
 Each tool is one module with `main(config)`: `correctness`, `benchmark`. The scripts rendered
 from harness_templates/ only embed the per-candidate configuration and call it. Everything a
 judge relies on (timers, synchronisation, comparisons, the reference's outputs) is captured or
-computed before the candidate is imported: see `guard`.
+computed before the candidate is imported: see `tripwire`, `kernel_monitor` and `input_guard`.
 """

@@ -5,7 +5,7 @@ torch.compile), so no candidate can slow it down or forge the number that is cac
 mode "candidate": everything the judge needs (reference outputs for the value pools, the clock,
 the tripwire) is made before the candidate is imported; then per case a profiled call (kernels
 on the caller's stream, most GPU time in the candidate's Triton kernels), the timed loop with
-rotated, refreshed inputs and the kernel-language check on every call (guard.EveryCall), checks of
+rotated, refreshed inputs and the kernel-language check on every call (kernel_monitor.EveryCall), checks of
 timed calls' outputs, and the wall-clock cross-check.
 """
 
@@ -31,7 +31,8 @@ def main(config: dict) -> None:
     import triton
 
     from kernelevolve.harness.runtime import handover, modules
-    from kernelevolve.harness.runtime.guard import EveryCall, KernelMonitor, Tripwire
+    from kernelevolve.harness.runtime.kernel_monitor import EveryCall, KernelMonitor
+    from kernelevolve.harness.runtime.tripwire import Tripwire
     from kernelevolve.harness.runtime.timing import Clock, cross_check
     from kernelevolve.harness.runtime.warm import compile_triton, warm_triton
 

@@ -37,7 +37,9 @@ def main(config: dict) -> None:
 
     from kernelevolve.harness.runtime import compare as cmp
     from kernelevolve.harness.runtime import handover, modules
-    from kernelevolve.harness.runtime.guard import InputGuard, KernelMonitor, Tripwire
+    from kernelevolve.harness.runtime.input_guard import InputGuard
+    from kernelevolve.harness.runtime.kernel_monitor import KernelMonitor
+    from kernelevolve.harness.runtime.tripwire import Tripwire
 
     sync = torch.cuda.synchronize if device == "cuda" else None
     trials = config["trials"]

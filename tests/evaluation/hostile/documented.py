@@ -314,7 +314,7 @@ CHEATS: dict[str, Cheat] = {
         "static checker: PyTorch fallback instead of a kernel",
         _model(
             "        return torch.softmax(x, dim=-1)\n",
-            tail="_guard = getattr(getattr(torch, 'sys'), 'modules')['kernelevolve.harness.runtime.guard']\n"
+            tail="_guard = getattr(getattr(torch, 'sys'), 'modules')['kernelevolve.harness.runtime.kernel_monitor']\n"
             "_guard.KernelMonitor.call_verdict = lambda self, language='triton': None\n"
             "_guard.KernelMonitor.verdict = lambda self, language='triton': None\n",
         ),
