@@ -21,6 +21,7 @@ from kernelevolve.memory.repository import BaselineTable, Repository
 from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
 from kernelevolve.evaluation.sandbox import Outcome
 from kernelevolve.paths import SPECS
+from kernelevolve.records.baselines import BaselineKey
 from kernelevolve.spec import load_spec
 
 
@@ -249,9 +250,11 @@ def test_baselines_are_timed_once_then_cached_per_gpu_and_software(tmp_path, spe
     # time only after it (and its judge), one after the other; the timed calls' judge comes last.
     assert [p for p, _ in gpu.runs] == ["correctness", "judge check", "baseline", "candidate", "judge timed"]
     assert dict(gpu.runs)["baseline"] == gpu.labels and not any(s.baseline_cached for s in first.shapes)
-    keys = {k: v for k, v in store.lookup(spec.fingerprint).items() if ":outside" not in k}
+    keys = {k: v for k, v in store.lookup(spec.fingerprint).items() if k.kind == spec.baseline}
     assert sorted(keys.values()) == [1.0, 1.0]
-    assert all(k.startswith(spec.fingerprint) and "NVIDIA H200" in k and "2.13.0" in k and "3.6.0" in k for k in keys)
+    assert {(k.fingerprint, k.gpu, k.torch, k.triton) for k in keys} == {
+        (spec.fingerprint, "NVIDIA H200", "2.13.0", "3.6.0")
+    }
 
     gpu.runs.clear()
     gpu.baseline_ms = {}  # a second baseline run would raise KeyError
@@ -291,7 +294,7 @@ def test_a_candidate_that_fails_its_checks_is_never_timed_but_its_baseline_is(tm
         "stopped judge timed",
         "baseline",
     ]
-    timed = {k: v for k, v in store.lookup(spec.fingerprint).items() if ":outside" not in k}
+    timed = {k: v for k, v in store.lookup(spec.fingerprint).items() if k.kind == spec.baseline}
     assert sorted(timed.values()) == [1.0, 1.0]  # the next candidate will need it
 
 
@@ -331,35 +334,37 @@ def test_evaluations_sharing_a_gpu_check_side_by_side_and_time_alone(tmp_path, s
     assert not any(overlap(t, c) for t in timings for c in checks)  # nothing ran beside a timing
 
 
-def test_the_database_baseline_store_persists_across_processes_and_filters_by_prefix(tmp_path):
+def test_the_database_baseline_store_persists_across_processes_by_spec(tmp_path):
     url = f"sqlite:///{tmp_path / 'k.db'}"
     store = BaselineTable(Repository(url))
     assert store.lookup("abc") == {}
-    store.save("abc|M=1 bfloat16|torch.compile|H200|2.13|3.6", 0.25)
-    store.save("abc|M=2 bfloat16|torch.compile|H200|2.13|3.6", 0.5)
-    store.save("xyz|M=1 bfloat16|eager|H200|2.13|3.6", 9.0)
+    m1, m2 = (BaselineKey("abc", f"M={m} bfloat16", "torch.compile", "H200", "2.13", "3.6") for m in (1, 2))
+    store.save(m1, 0.25)
+    store.save(m2, 0.5)
+    store.save(BaselineKey("xyz", "M=1 bfloat16", "eager", "H200", "2.13", "3.6"), 9.0)
     fresh = BaselineTable(Repository(url))  # another process, later
-    assert fresh.lookup("abc") == {
-        "abc|M=1 bfloat16|torch.compile|H200|2.13|3.6": 0.25,
-        "abc|M=2 bfloat16|torch.compile|H200|2.13|3.6": 0.5,
-    }
+    assert fresh.lookup("abc") == {m1: 0.25, m2: 0.5}
     assert list(fresh.lookup("xyz").values()) == [9.0]
-    fresh.save("abc|M=1 bfloat16|torch.compile|H200|2.13|3.6", 0.3)  # re-timed: the newest counts
-    assert store.lookup("abc|M=1")["abc|M=1 bfloat16|torch.compile|H200|2.13|3.6"] == 0.3
-    assert store.lookup("abc|M=1 bfloat16|eager") == {}  # another baseline kind is another timing
+    fresh.save(m1, 0.3)  # re-timed: the newest counts
+    assert store.lookup("abc")[m1] == 0.3
+    eager = BaselineKey("abc", "M=1 bfloat16", "eager", "H200", "2.13", "3.6")
+    assert eager not in store.lookup("abc")  # another baseline kind is another timing
+
+
+SOFTWARE = ("eager", "H200", "2.13", "3.6")
 
 
 def test_the_database_baseline_store_keeps_every_concurrent_save(tmp_path):
     store = BaselineTable(Repository(f"sqlite:///{tmp_path / 'k.db'}"))
     threads = [
-        threading.Thread(target=lambda i=i: store.save(f"spec|shape {i}|eager|H200|2.13|3.6", float(i)))
+        threading.Thread(target=lambda i=i: store.save(BaselineKey("spec", f"shape {i}", *SOFTWARE), float(i)))
         for i in range(16)
     ]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert store.lookup("spec|") == {f"spec|shape {i}|eager|H200|2.13|3.6": float(i) for i in range(16)}
+    assert store.lookup("spec") == {BaselineKey("spec", f"shape {i}", *SOFTWARE): float(i) for i in range(16)}
 
 
 def test_geometric_mean_matches_the_log_formula_on_many_shapes():

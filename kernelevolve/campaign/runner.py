@@ -241,6 +241,7 @@ def _solve(repo, campaign_id, settings: CampaignSettings, problem, evaluator, co
     """A solutions campaign's problem: its file as node 0 of a run, evaluated once."""
     from pathlib import Path
 
+    from kernelevolve.evaluation.executors import EvaluationRequest
     from kernelevolve.search.engine import rng_state
     from kernelevolve.records.graph import Node
     from kernelevolve.views import fitness_text
@@ -255,7 +256,7 @@ def _solve(repo, campaign_id, settings: CampaignSettings, problem, evaluator, co
         repo.add_node(run_id, graph[0], rng_state=state, elapsed_s=0.0)
     node = graph[0]
     if node.evaluation is None:
-        result = evaluator.evaluate(spec, node.source, shapes=problem.shapes)
+        result = evaluator.run(EvaluationRequest(spec, node.source, problem.shapes, node_id=0))
         repo.record_evaluation(run_id, 0, result, policy_state={}, rng_state=state, elapsed_s=result.duration_s)
         graph.set_evaluation(0, result)
     repo.update_run(run_id, status="finished", termination_reason="solution")

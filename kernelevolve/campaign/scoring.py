@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from kernelevolve.memory import campaigns as store
+from kernelevolve.records.baselines import BaselineKey
 
 FAST_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
 
@@ -142,7 +143,9 @@ def _against(repo, fingerprint: str, node, baseline: str) -> float | None:
         rows = [
             r
             for r in cached
-            if r.shape == s.label and r.software.split("|")[0] == baseline and (gpu is None or r.device == gpu)
+            if r.shape == s.label
+            and BaselineKey.from_columns(r.spec_fingerprint, r.shape, r.device, r.software).kind == baseline
+            and (gpu is None or r.device == gpu)
         ]
         if not s.latency_ms or not rows:
             return None

@@ -96,6 +96,7 @@ def eval_command(
         preflight_or_fail(spec, device, shapes, timeout, quiet=as_json)
 
     from kernelevolve.evaluation.evaluator import Evaluator
+    from kernelevolve.evaluation.executors import EvaluationKind, EvaluationRequest
 
     store = None
     if device == "cuda":  # only timings need the database: a CPU check leaves no file behind
@@ -104,14 +105,15 @@ def eval_command(
         store = BaselineTable(repo_or_fail(db, write=True))
     # One candidate: no processes started ahead for a next one.
     evaluator = Evaluator(device=device, timeout_s=timeout, baseline_store=store, warm=False)
+    request = EvaluationRequest(spec, source, shapes, kind=EvaluationKind.FILE)  # a profiled call on the GPU too
     if as_json:
-        result = evaluator.evaluate(spec, source, shapes, deep=True)
+        result = evaluator.run(request)
         typer.echo(json.dumps(result.to_dict(), indent=2))
     else:
         with console.status(
             f"evaluating {candidate.name} on {device} ({spec.name}, {plural(len(spec.cases(device, shapes)), 'case')})…"
         ):
-            result = evaluator.evaluate(spec, source, shapes, deep=True)
+            result = evaluator.run(request)
         print_result(result, spec.name, candidate.name)
     _warn_unsealed(result)
     if result.failure == "reference":  # the reference could not run: unusable input, not the candidate's fault

@@ -108,6 +108,7 @@ def targets(graph, every: bool, device: str, again: bool) -> list:
 def retime_run(repo, run, evaluator, shapes, *, every: bool = False, again: bool = False, say=print, spec=None) -> dict:
     """Evaluate the run's nodes with `evaluator`, store the results, recompute and confirm the best.
     Returns a summary (for --json)."""
+    from kernelevolve.evaluation.executors import EvaluationKind, EvaluationRequest
     from kernelevolve.search.engine import SearchEngine
     from kernelevolve.records.graph import best_nodes
     from kernelevolve.views import fitness_text
@@ -125,7 +126,8 @@ def retime_run(repo, run, evaluator, shapes, *, every: bool = False, again: bool
     for i, node in enumerate(todo, 1):
         was = _was(node)
         began = time.monotonic()
-        result = evaluator.evaluate(spec, node.source, shapes=shapes)
+        request = EvaluationRequest(spec, node.source, shapes, node_id=node.id, kind=EvaluationKind.RETIME)
+        result = evaluator.run(request)
         result.retimed_from = node.evaluation.retimed_from or _before(node.evaluation)
         repo.record_evaluation(run.id, node.id, result, **state)  # the run's own state, unchanged: resume is exact
         graph.set_evaluation(node.id, result)
@@ -152,6 +154,7 @@ def retime_run(repo, run, evaluator, shapes, *, every: bool = False, again: bool
 def _confirm_best(repo, run, graph, evaluator, spec, shapes, state, say, confirmed) -> list[int]:
     """A timed best not confirmed yet is evaluated again in fresh processes (as a search does before a new
     best counts); one the second evaluation disagrees with is held for review, and the next is tried."""
+    from kernelevolve.evaluation.executors import EvaluationKind, EvaluationRequest
     from kernelevolve.records.graph import best_nodes
 
     rechecked = []
@@ -161,7 +164,9 @@ def _confirm_best(repo, run, graph, evaluator, spec, shapes, state, say, confirm
             break
         node = best[0]
         say(f"  node {node.id} leads: evaluating it again in fresh processes")
-        second = evaluator.evaluate(spec, node.source, shapes=shapes)
+        second = evaluator.run(
+            EvaluationRequest(spec, node.source, shapes, node_id=node.id, kind=EvaluationKind.RECHECK)
+        )
         result = confirmed(node.evaluation, second)
         repo.record_evaluation(run.id, node.id, result, **state)
         graph.set_evaluation(node.id, result)

@@ -28,7 +28,7 @@ from pathlib import Path
 from kernelevolve import paths
 from kernelevolve.evaluation import plausibility, static_cost, verdict
 from kernelevolve.evaluation.baselines import BaselineStore, MemoryBaselineStore
-from kernelevolve.evaluation.executors import current_node
+from kernelevolve.evaluation.executors import EvaluationKind, EvaluationRequest, Executor
 from kernelevolve.evaluation.outside_clock import OutsideClock
 from kernelevolve.evaluation.processes import (
     OUTSIDE_LOOPS,
@@ -80,7 +80,9 @@ __all__ = [
 ]
 
 
-class Evaluator:
+class Evaluator(Executor):
+    """The local executor: evaluations in sandboxed processes of this host, on its GPUs or the interpreter."""
+
     def __init__(
         self,
         device: str = "interpret",
@@ -116,6 +118,7 @@ class Evaluator:
         self.places = Places(device, gpus, per_gpu, memory_of=_usable_memory)
         self.gates = self.places.gates
         self.parallelism = self.places.parallelism
+        self.gpu_count = max(1, len(self.gates))
         # On the GPU the next candidate's processes start early; on the CPU they would compete with
         # the interpreter for the same cores, so only on request.
         self.warm = device == "cuda" if warm is None else warm
@@ -133,16 +136,21 @@ class Evaluator:
     def evaluate(
         self, spec: Spec, source: str, shapes: list[dict[str, ShapeValue]] | None = None, *, deep: bool = False
     ) -> EvalResult:
-        """Screen, check and (cuda) time one candidate. `deep` adds a profiled call on the GPU (where its
-        kernels ran and how much GPU time was Triton's): seconds more, so a search spends it on the
-        re-evaluation of a new best, and `kernelevolve eval` always."""
+        """`run` for code that has no request at hand (tests, benchmarks): `deep` evaluates as
+        `kernelevolve eval` does (EvaluationKind.FILE), else as a node's first evaluation."""
+        kind = EvaluationKind.FILE if deep else EvaluationKind.FIRST
+        return self.run(EvaluationRequest(spec, source, shapes, kind=kind))
+
+    def run(self, request: EvaluationRequest) -> EvalResult:
+        """Screen, check and (cuda) time one candidate. A deep request (a recheck, `kernelevolve eval`) adds
+        a profiled call on the GPU (where its kernels ran and how much GPU time was Triton's): seconds more."""
         start = time.monotonic()
-        cases = spec.cases(self.device, shapes)
+        spec, source, deep, node = request.spec, request.source, request.deep, request.node_id
+        cases = request.cases(self.device)
         refused = verdict.refusal(spec, source, self.device, cases, self._knowledge_base() if self.screen else None)
         if refused is not None:
             return self._finish(refused, start)
         slot, place = self.places.take()
-        node = current_node()
         self.places.tell(place, slot, "evaluating", node)
         processes = None
         # hook: a static cost estimate to rank untimed candidates by (evaluation/static_cost.py)
@@ -156,7 +164,7 @@ class Evaluator:
             processes.place = place
             if self.warm:  # the next candidate's processes start now, while this one is judged
                 self.warm_sets.start(lambda: self._start_set(spec, cases, slot, warm=True))
-            result = self._judge(processes, spec, source, cases, deep)
+            result = self._judge(processes, spec, source, cases, deep, node)
             if slot in self.gates and verdict.out_of_memory(result) and not self.memory.in_sequence(processes):
                 # Others on its GPU, or its own processes side by side, held the memory it lacked: judged
                 # again alone on the GPU, one phase after the other (and so are later evaluations of these
@@ -166,7 +174,7 @@ class Evaluator:
                 processes = self._start_set(spec, cases, slot, warm=False)
                 processes.place = place
                 first = result.message
-                result = self._judge(processes, spec, source, cases, deep, alone=True)
+                result = self._judge(processes, spec, source, cases, deep, node, alone=True)
                 result.scheduling.judged_alone_after = first
             if probe is not None:
                 probe.finish(result)
@@ -297,7 +305,14 @@ class Evaluator:
         )
 
     def _judge(
-        self, processes: ProcessSet, spec: Spec, source: str, cases: list[Case], deep: bool, alone: bool = False
+        self,
+        processes: ProcessSet,
+        spec: Spec,
+        source: str,
+        cases: list[Case],
+        deep: bool,
+        node_id: int | None,
+        alone: bool = False,
     ) -> EvalResult:
         workdir, slot = processes.workdir, processes.slot
         (workdir / "candidate.py").write_text(source)
@@ -305,13 +320,20 @@ class Evaluator:
         result.diagnostics.seed = processes.seed
         gate = self.gates.get(slot)
         if gate is None:
-            return self._judge_on(processes, None, spec, result, cases, deep)
+            return self._judge_on(processes, None, spec, result, cases, deep, node_id)
         need = None if alone else self.memory.of(processes)
         with gate.resident(need):  # None: the whole GPU
-            return self._judge_on(processes, gate, spec, result, cases, deep)
+            return self._judge_on(processes, gate, spec, result, cases, deep, node_id)
 
     def _judge_on(
-        self, processes: ProcessSet, gate, spec: Spec, result: EvalResult, cases: list[Case], deep: bool
+        self,
+        processes: ProcessSet,
+        gate,
+        spec: Spec,
+        result: EvalResult,
+        cases: list[Case],
+        deep: bool,
+        node_id: int | None,
     ) -> EvalResult:
         timing, baselines = processes.timing, processes.baselines
         judge, timed_judge = processes.judge, processes.timed_judge
@@ -361,7 +383,7 @@ class Evaluator:
         # The timed phase: the GPU alone. A baseline is timed even for a failed candidate: the next
         # one will need it.
         with gate.exclusive():
-            self.places.tell(processes.place, processes.slot, "timing", current_node())
+            self.places.tell(processes.place, processes.slot, "timing", node_id)
             baseline_ms = baselines.finish(result)
             if not result.correct:
                 return result

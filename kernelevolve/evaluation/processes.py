@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kernelevolve.evaluation.baselines import BaselineStore
 from kernelevolve.evaluation.outside_clock import OutsideClock
+from kernelevolve.records.baselines import BaselineKey
 from kernelevolve.records.result import EvalResult
 from kernelevolve.evaluation.sandbox import Limits, Outcome, run_script
 from kernelevolve.harness import render
@@ -212,16 +213,13 @@ class BaselineJob:
         waiting_s: float,
     ):
         self.store = store
-        self.fingerprint = spec.fingerprint  # every key starts with it (the store's lookup prefix)
+        self.fingerprint = spec.fingerprint  # every key's (what the store is asked for)
         self.keys = {
-            c["label"]: "|".join([spec.fingerprint, c["label"], spec.baseline, *_software(slot)])
+            c["label"]: BaselineKey(spec.fingerprint, c["label"], spec.baseline, *_software(slot))
             for c in bench["cases"]
         }
         # Per label: the wall time of the baseline's outside-timed loop (ms), stored beside its latency.
-        self.slope_keys = {
-            c["label"]: "|".join([spec.fingerprint, c["label"], f"{spec.baseline}:outside-v3", *_software(slot)])
-            for c in bench["cases"]
-        }
+        self.slope_keys = {label: key.outside_loop() for label, key in self.keys.items()}
         self.slopes: dict[str, float] = {}
         self.found = self._cached()
         missing = [c for c in bench["cases"] if c["label"] not in self.found]

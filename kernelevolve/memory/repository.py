@@ -17,6 +17,7 @@ from sqlalchemy import Integer, create_engine, delete, event, func, or_, select,
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import sessionmaker
 
+from kernelevolve.records.baselines import BaselineKey
 from kernelevolve.records.result import EvalResult
 from kernelevolve.memory import migrations
 from kernelevolve.memory.models import (
@@ -211,28 +212,22 @@ class Repository:
             )
 
     # -- baselines: the evaluator's cache of baseline timings (the one store; see BaselineStore) ---
-    # A key is "fingerprint|case label|eager or torch.compile|GPU|torch|triton", built by the evaluator
-    # from what it knows itself (never from what a candidate's process reported).
-    def baseline_timings(self, prefix: str) -> dict[str, float]:
-        """Every baseline timing whose key starts with `prefix` (a spec's fingerprint); newest wins."""
-        out: dict[str, float] = {}
+    # A key (records.baselines.BaselineKey) is built by the evaluator from what it knows itself (never from
+    # what a candidate's process reported); a row holds it in its columns.
+    def baseline_timings(self, fingerprint: str) -> dict[BaselineKey, float]:
+        """Every baseline timing of the spec with this fingerprint; newest wins."""
+        out: dict[BaselineKey, float] = {}
         with self.Session() as s:
             rows = s.scalars(
-                select(BaselineRow).where(BaselineRow.spec_fingerprint == prefix.split("|")[0]).order_by(BaselineRow.id)
+                select(BaselineRow).where(BaselineRow.spec_fingerprint == fingerprint).order_by(BaselineRow.id)
             )
             for r in rows:
-                kind, torch_v, triton_v = (r.software.split("|") + ["", "", ""])[:3]
-                key = "|".join([r.spec_fingerprint, r.shape, kind, r.device, torch_v, triton_v])
-                if key.startswith(prefix):
-                    out[key] = r.baseline_ms
+                out[BaselineKey.from_columns(r.spec_fingerprint, r.shape, r.device, r.software)] = r.baseline_ms
         return out
 
-    def save_baseline(self, key: str, milliseconds: float) -> None:
+    def save_baseline(self, key: BaselineKey, milliseconds: float) -> None:
         """Insert or replace one timing (a re-timed baseline replaces the old one)."""
-        fingerprint, label, kind, gpu, torch_v, triton_v = key.split("|")
-        where = dict(
-            spec_fingerprint=fingerprint, shape=label, device=gpu, software="|".join([kind, torch_v, triton_v])
-        )
+        where = dict(spec_fingerprint=key.fingerprint, shape=key.shape, device=key.gpu, software=key.software)
         for _ in range(2):  # a second process may insert the same key between our select and insert
             try:
                 with self.Session.begin() as s:
@@ -392,10 +387,10 @@ class BaselineTable:
     def __init__(self, repo: Repository) -> None:
         self.repo = repo
 
-    def lookup(self, prefix: str) -> dict[str, float]:
-        return self.repo.baseline_timings(prefix)
+    def lookup(self, fingerprint: str) -> dict[BaselineKey, float]:
+        return self.repo.baseline_timings(fingerprint)
 
-    def save(self, key: str, milliseconds: float) -> None:
+    def save(self, key: BaselineKey, milliseconds: float) -> None:
         self.repo.save_baseline(key, milliseconds)
 
 

@@ -251,9 +251,8 @@ class Run:
         if self._closed:
             return
         self._closed = True
-        close = getattr(self.executor, "close", None) if self._owns_executor else None
-        if close is not None:  # an executor may have nothing to close (kernelevolve.evaluation.executors)
-            close()
+        if self._owns_executor and self.executor is not None:
+            self.executor.close()
 
 
 def make_executor(repo, run_id: str, config: RunConfig):

@@ -1,10 +1,10 @@
 """`--executor ray`: evaluations on the GPU workers of a Ray cluster.
 
-RayExecutor has the Evaluator's interface (kernelevolve.evaluation.executors). It starts one Ray
+RayExecutor is an Executor (kernelevolve.evaluation.executors), as the local Evaluator is. It starts one Ray
 actor per GPU of the cluster (`num_gpus=1`; on `--device interpret` one per CPU, `num_cpus=1`);
 each actor holds a local Evaluator for its GPU and evaluates in its sandbox as usual: on a GPU as
 many candidates at once as that Evaluator takes (their checks overlap, their timings take the GPU
-alone), on the interpreter one. The spec travels as data with its reference's text (the
+alone), on the interpreter one. The request travels as data, its spec with its reference's text (the
 actor may be on a host without the driver's files); the result comes back as EvalResult's dict.
 
 The run's knowledge base (`--kb`; None: the worker's bundled one) travels as data too: its files are
@@ -13,7 +13,7 @@ to its Evaluator and to its profiles (kernelevolve.runs makes the executor with 
 candidates are screened against and import the same kernels as under a local evaluator. The actor's
 process serves that one run, so the folder is also its process's default, for what reads that
 (the hardware peaks, read once per process). Profiles of the search (search/profiling.py) are taken on a worker as well
-(`profile_on_worker`), on a place of its Evaluator and with the GPU to themselves.
+(`worker_profiler`: `profile_on_worker`), on a place of its Evaluator and with the GPU to themselves.
 
 Each actor opens the run's experiment database: baselines it times are shared there (use
 PostgreSQL when workers are on several hosts: a SQLite file is only reachable on this one) and it
@@ -35,7 +35,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from kernelevolve.evaluation.executors import WorkerLost, current_node, gpu_lost
+from kernelevolve.evaluation.executors import EvaluationKind, EvaluationRequest, Executor, WorkerLost, gpu_lost
 from kernelevolve.records.result import EvalResult
 
 RAY_MISSING = "--executor ray needs Ray, which is not installed: pip install 'kernelevolve[ray]'"
@@ -131,8 +131,10 @@ class _Worker:
             "knowledge_base": self.kb_path,
         }
 
-    def evaluate(self, spec_data: dict, reference: str, source: str, shapes, deep: bool, node_id, queued: int) -> dict:
-        spec = self._spec(spec_data, reference)
+    def evaluate(self, request: dict, queued: int) -> dict:
+        """One request as `_wire` sent it; EvalResult's dict."""
+        node_id = request["node_id"]
+        spec = self._spec(request["spec"], request["reference"])
         with self._busy:
             with self._lock:
                 self._calls += 1
@@ -140,7 +142,11 @@ class _Worker:
                 self._nodes[call] = node_id
                 self.live.set("evaluating", node_id, queued)
             try:
-                result = self.evaluator.evaluate(spec, source, shapes=shapes, deep=deep)
+                result = self.evaluator.run(
+                    EvaluationRequest(
+                        spec, request["source"], request["shapes"], node_id, EvaluationKind(request["kind"])
+                    )
+                )
                 if self.gpu != "cpu" and result.failure in ("crash", "runtime", "timeout"):
                     lost = gpu_lost(self.gpu)  # the GPU's fault, not the candidate's: not its result
                     if lost:
@@ -196,9 +202,7 @@ class _Worker:
 
     def close(self) -> None:
         self.live.close()
-        close = getattr(self.evaluator, "close", None)  # its warm processes wait for no more candidates
-        if close is not None:
-            close()
+        self.evaluator.close()  # its warm processes wait for no more candidates
         self.repo.close()
 
     def _spec(self, data: dict, reference: str):
@@ -226,7 +230,7 @@ class _Slot:
         self.worker_id: int | None = None  # its row in the workers table, once it is up
 
 
-class RayExecutor:
+class RayExecutor(Executor):
     def __init__(
         self,
         device: str,
@@ -275,6 +279,7 @@ class RayExecutor:
         self.slots = [self._start() for _ in range(count)]
         self.parallelism = count
         self.gpu_count = count if device == "cuda" else 1  # a profile's GPU share is of these
+        self.worker_profiler = self.profile_on_worker  # profiles are taken where the GPUs are
         first, _ = ray.wait([s.ready for s in self.slots], num_returns=1, timeout=start_timeout_s)
         if not first:
             self.close()
@@ -284,15 +289,10 @@ class RayExecutor:
         # Evaluations at once: every worker takes as many as its first one (one GPU each, alike hosts).
         self.parallelism = count * int(ray.get(first[0]).get("capacity", 1))
 
-    # -- the Evaluator's interface -------------------------------------------------------
-    def evaluate(self, spec, source: str, shapes=None, deep: bool = False) -> EvalResult:
-        data = spec.model_dump(mode="json")
-        result = self._call(
-            lambda slot, queued: slot.actor.evaluate.remote(
-                data, spec.reference_source, source, shapes, deep, current_node(), queued
-            )
-        )
-        return EvalResult.from_dict(result)
+    # -- the Executor's interface --------------------------------------------------------
+    def run(self, request: EvaluationRequest) -> EvalResult:
+        data = _wire(request)
+        return EvalResult.from_dict(self._call(lambda slot, queued: slot.actor.evaluate.remote(data, queued)))
 
     def profile_on_worker(self, spec, source: str, cases, tools, *, timeout_s: float, latency_ms=None):
         """A search's profile of one node (search/profiling.Profiler.run), taken on a worker's GPU; a
@@ -447,6 +447,20 @@ class RayExecutor:
                 repo.close()
         except Exception as e:  # noqa: BLE001 (its heartbeat stops all the same: it drops out of the list)
             log.warning("could not retire lost worker %s: %s", worker_id, e)
+
+
+def _wire(request: EvaluationRequest) -> dict:
+    """A request as plain data for an actor: its spec with the reference's text (the actor's host may not
+    have the file), which `_Worker.evaluate` turns back into a request."""
+    spec = request.spec
+    return {
+        "spec": spec.model_dump(mode="json"),
+        "reference": spec.reference_source,
+        "source": request.source,
+        "shapes": request.shapes,
+        "node_id": request.node_id,
+        "kind": request.kind.value,
+    }
 
 
 def _pack_knowledge_base(folder: Path) -> dict:

@@ -28,14 +28,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from kernelevolve.evaluation import plausibility
-from kernelevolve.evaluation.executors import WorkerLost, evaluating
+from kernelevolve.evaluation.executors import EvaluationKind, EvaluationRequest, Executor, WorkerLost
 from kernelevolve.records.result import EvalResult, Failure
 from kernelevolve.operators.base import OperatorContext, ParentView, Proposal
 from kernelevolve.records.calls import LLMCallRecord
 from kernelevolve.records.graph import Node, SearchGraph
 from kernelevolve.search.policies import Expansion, Policy
 from kernelevolve.search.termination import stop_reason
-from kernelevolve.search.timing import TimeLedger, TimeSpent, gpu_count
+from kernelevolve.search.timing import TimeLedger, TimeSpent
 from kernelevolve.spec import Budget
 
 # (spec, child, parents, record_llm_call) -> insight text; model calls it makes are recorded run-level.
@@ -116,7 +116,7 @@ class SearchEngine:
         graph: SearchGraph,
         policy: Policy,
         operator,
-        evaluator,
+        evaluator: Executor,
         limits: Budget,
         rng: random.Random,
         device: str,
@@ -135,7 +135,7 @@ class SearchEngine:
         self.insight_writer, self.on_event = insight_writer, on_event
         self.close_evaluator = close_evaluator  # False: its owner closes it (kernelevolve.runs.Run)
         # Evaluations at once (--parallel; default what the evaluator takes), and as many proposals ahead.
-        self.max_in_flight = max(1, max_in_flight or int(getattr(evaluator, "parallelism", 1) or 1))
+        self.max_in_flight = max(1, max_in_flight or evaluator.parallelism)
         self._elapsed_before, self._t0 = elapsed_s, time.monotonic()
         self.in_flight: dict[Future, _Task] = {}
         self.waiting: deque[_Task] = deque()  # pending nodes and finished proposals, waiting for a place
@@ -156,11 +156,11 @@ class SearchEngine:
             self.profiles = {
                 i: NodeProfile(summaries=r.summaries, seconds=r.seconds) for i, r in load_profiles(repo, run_id).items()
             }
-            self.plan = ProfilePlan(profiler, gpu_count(evaluator), profiled=set(self.profiles))
+            self.plan = ProfilePlan(profiler, evaluator.gpu_count, profiled=set(self.profiles))
             for node in graph.evaluated():  # after a resume: the promising nodes not profiled yet
                 self.plan.offer(graph, node)
         share = profiler.settings.share if profiler is not None else None
-        self.ledger = TimeLedger(self.max_in_flight, gpu_count(evaluator), share, TimeSpent.from_dict(time_spent))
+        self.ledger = TimeLedger(self.max_in_flight, evaluator.gpu_count, share, TimeSpent.from_dict(time_spent))
 
     # -- state for progress displays ------------------------------------------------------
     @property
@@ -249,9 +249,8 @@ class SearchEngine:
             raise
         for pool in self._pools.values():
             pool.shutdown(wait=True)
-        close = getattr(self.evaluator, "close", None)  # its warm processes wait for no more candidates
-        if close is not None and self.close_evaluator:
-            close()
+        if self.close_evaluator:  # its warm processes wait for no more candidates
+            self.evaluator.close()
         spent = self.time_spent()
         log.info(
             "run %s stops: %s (%d nodes, %.0fs); %s",
@@ -404,18 +403,15 @@ class SearchEngine:
 
     def _submit_evaluation(self, task: _Task) -> None:
         node = self.graph[task.node_id]
-        self._submit(task, self._evaluate, node.source, task.stage == "recheck", node.id)
+        kind = EvaluationKind.RECHECK if task.stage == "recheck" else EvaluationKind.FIRST
+        request = EvaluationRequest(self.spec, node.source, self.shapes, node_id=node.id, kind=kind)
+        self._submit(task, self.evaluator.run, request)
 
     # -- worker-side jobs -----------------------------------------------------------------
     def _propose(self, parents: list[ParentView], context: OperatorContext) -> Proposal:
         if not parents:
             return self.operator.draft(self.spec, context)
         return self.operator.improve(parents, context)
-
-    def _evaluate(self, source: str, deep: bool = False, node_id: int | None = None) -> EvalResult:
-        """`deep`: the re-evaluation of a would-be best also profiles where its kernels ran."""
-        with evaluating(node_id):  # executors show the node on their workers' heartbeats
-            return self.evaluator.evaluate(self.spec, source, shapes=self.shapes, deep=deep)
 
     # -- back on the loop thread ----------------------------------------------------------
     def _complete(self, future: Future, task: _Task) -> None:

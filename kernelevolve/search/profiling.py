@@ -19,7 +19,7 @@ One case is profiled per node: the one where the candidate lags the baseline mos
 untimed), with the benchmark's median as the roofline's latency. Profiles run in the sandbox
 (profiling/runner.py) with their own timeout, on a GPU slot borrowed from the evaluator so they
 never overlap a timed evaluation on that GPU; under `--executor ray` on the worker that holds the
-GPU (RayExecutor.profile_on_worker).
+GPU (the executor's `worker_profiler`: RayExecutor.profile_on_worker).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields
 
+from kernelevolve.evaluation.executors import Executor
 from kernelevolve.records.result import EvalResult
 from kernelevolve.profiling.collect import profile_candidate
 from kernelevolve.profiling.runner import TOOLS
@@ -65,7 +66,7 @@ class Profiler:
         spec,
         device: str,
         shapes: list[dict] | None = None,
-        evaluator=None,
+        evaluator: Executor | None = None,
         knowledge_base=None,
     ):
         self.settings, self.spec, self.device, self.shapes = settings, spec, device, shapes
@@ -94,7 +95,7 @@ class Profiler:
         case = min(timed, key=lambda t: t[0])[1] if timed else cases[0]
         latency = by_label[case.label].latency_ms if case.label in by_label else None
         latency_ms = {case.label: latency} if latency else None
-        on_worker = getattr(self.evaluator, "profile_on_worker", None)
+        on_worker = self.evaluator.worker_profiler if self.evaluator is not None else None
         if on_worker is not None:  # a Ray worker holds the GPU: the profile is taken there
             return on_worker(
                 self.spec, source, [case], self.settings.tools, timeout_s=self.settings.timeout_s, latency_ms=latency_ms
@@ -127,9 +128,8 @@ class Profiler:
         return False
 
     def _gpu(self):
-        """A GPU to this profile alone (the evaluator's, where it has them; test doubles have none)."""
-        gpu = getattr(self.evaluator, "gpu", None)
-        return gpu() if gpu is not None else nullcontext(None)
+        """A GPU to this profile alone (the executor's; none without one)."""
+        return self.evaluator.gpu() if self.evaluator is not None else nullcontext(None)
 
 
 class ProfilePlan:

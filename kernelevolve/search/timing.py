@@ -116,11 +116,3 @@ class TimeLedger:
             profile_share=self.profile_share,
             profiles=self.profiles,
         )
-
-
-def gpu_count(evaluator) -> int:
-    """GPUs the evaluator evaluates on (`gpu_count` where it says; the local Evaluator's gates); 1 else."""
-    count = getattr(evaluator, "gpu_count", None)
-    if count is None:
-        count = len(getattr(evaluator, "gates", None) or ())
-    return max(1, int(count or 1))

@@ -14,6 +14,7 @@ from kernelevolve.campaign.problems import load_problems
 from kernelevolve.campaign.runner import SOLUTIONS, CampaignSettings, create
 from kernelevolve.campaign.scoring import score
 from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
+from kernelevolve.records.baselines import BaselineKey
 from kernelevolve.records.result import Versions
 from kernelevolve.memory import Repository
 from kernelevolve.memory import campaigns as store
@@ -64,7 +65,7 @@ def test_fast_p_geomean_and_another_baseline(db_url, capsys):
         repo.record_evaluation(run_id, 0, results[row.name], policy_state={}, rng_state=state, elapsed_s=1.0)
         store.update_problem(repo, campaign_id, row.position, run_id=run_id, state=store.DONE)
         if row.name == "matmul":  # an eager timing of matmul's shape, cached by an earlier evaluation
-            repo.save_baseline("|".join([spec.fingerprint, "N=0 native", "eager", GPU, "2.13", "3.6"]), 3.0)
+            repo.save_baseline(BaselineKey(spec.fingerprint, "N=0 native", "eager", GPU, "2.13", "3.6"), 3.0)
 
     s = score(repo, campaign_id)
     assert s.timed and s.total == 5 and s.correct == 3 and s.baseline == "torch.compile"

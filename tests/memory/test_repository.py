@@ -9,6 +9,7 @@ from sqlalchemy.exc import IntegrityError
 from kernelevolve.memory import DatabaseError, Repository, database_url
 from kernelevolve.memory.repository import prompt_sha256
 from kernelevolve.operators.base import LLMCallRecord
+from kernelevolve.records.baselines import BaselineKey
 from kernelevolve.search.engine import restore_rng, rng_state
 from kernelevolve.search.graph import Node
 from tests.search.helpers import result
@@ -118,11 +119,12 @@ def test_reviews_and_baselines(db_url, spec):
     repo.add_review(run_id, 0, "alice", "approved", "checked the masking")
     assert [(r.reviewer, r.verdict) for r in repo.reviews(run_id)] == [("alice", "approved")]
     # Baselines are the evaluator's (BaselineTable), never copied from a candidate's evaluation.
-    assert repo.baseline_timings(spec.fingerprint + "|N=8 float32|eager|NVIDIA H200") == {}
-    repo.save_baseline(f"{spec.fingerprint}|N=8 float32|eager|NVIDIA H200|2.11|3.6", 1.8)
-    assert repo.baseline_timings(spec.fingerprint + "|N=8 float32|eager|NVIDIA H200") == {
-        f"{spec.fingerprint}|N=8 float32|eager|NVIDIA H200|2.11|3.6": 1.8
-    }
+    assert repo.baseline_timings(spec.fingerprint) == {}
+    key = BaselineKey(spec.fingerprint, "N=8 float32", "eager", "NVIDIA H200", "2.11", "3.6")
+    repo.save_baseline(key, 1.8)
+    assert repo.baseline_timings(spec.fingerprint) == {key: 1.8}
+    (row,) = repo.baselines(spec.fingerprint)  # as older versions wrote and read the row
+    assert (row.shape, row.device, row.software) == ("N=8 float32", "NVIDIA H200", "eager|2.11|3.6")
 
 
 def test_sqlite_uses_wal_and_foreign_keys(tmp_path):

@@ -21,6 +21,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
+from kernelevolve.evaluation.executors import Executor
 from kernelevolve.evaluation.result import EvalResult, ShapeResult
 from kernelevolve.memory import Repository
 from kernelevolve.operators.offline import OfflineOperator
@@ -57,15 +58,15 @@ def landscape(seed):
     return lat
 
 
-class Eval:
-    parallelism = 1
+class Eval(Executor):
+    device, parallelism = "cuda", 1
 
     def __init__(self, lat):
         self.lat, self.n, self.noise = lat, 0, random.Random(0)
 
-    def evaluate(self, spec, source, shapes=None, deep=False):
+    def run(self, request):
         self.n += 1
-        cfg = read_declared(source).config
+        cfg = read_declared(request.source).config
         s = ShapeResult(
             label="M=1,N=1 bfloat16",
             params={},

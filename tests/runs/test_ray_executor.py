@@ -160,7 +160,7 @@ def test_a_search_on_two_ray_workers_survives_a_killed_worker(ray_address, tmp_p
 @pytest.mark.timeout(120)
 def test_a_hung_ray_worker_is_replaced_after_the_deadline(ray_address, tmp_path, spec, monkeypatch):
     """A worker that stops answering (SIGSTOP: alive, silent) is killed at the deadline and replaced."""
-    from kernelevolve.evaluation.executors import WorkerLost
+    from kernelevolve.evaluation.executors import EvaluationRequest, WorkerLost
     from kernelevolve.runs.ray_executor import RayExecutor
 
     for name, value in RAY_ENV.items():
@@ -168,15 +168,15 @@ def test_a_hung_ray_worker_is_replaced_after_the_deadline(ray_address, tmp_path,
     db_url = f"sqlite:///{tmp_path / 'hung.db'}"
     executor = RayExecutor("interpret", db_url=db_url, address=ray_address, workers=1, deadline_s=4)
     try:
-        quick = "def broken(:\n"  # answered without a sandbox: the round trip alone
-        assert executor.evaluate(spec, quick).failure == "syntax"
+        quick = EvaluationRequest(spec, "def broken(:\n")  # answered without a sandbox: the round trip alone
+        assert executor.run(quick).failure == "syntax"
         (worker,) = WorkerRegistry(Repository(db_url)).live()
         os.kill(worker.pid, signal.SIGSTOP)
         started = time.monotonic()
         with pytest.raises(WorkerLost, match="gave no result within 4s"):
-            executor.evaluate(spec, quick)
+            executor.run(quick)
         assert 4 <= time.monotonic() - started < 30
-        assert executor.evaluate(spec, quick).failure == "syntax"  # on its replacement
+        assert executor.run(quick).failure == "syntax"  # on its replacement
         (fresh,) = WorkerRegistry(Repository(db_url)).live()
         assert fresh.pid != worker.pid
     finally:

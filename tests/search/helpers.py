@@ -11,6 +11,7 @@ import random
 import re
 import threading
 
+from kernelevolve.evaluation.executors import EvaluationRequest, Executor
 from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
 from kernelevolve.operators.base import BaseOperator, LLMCallRecord, Proposal
 from kernelevolve.search.graph import Node, SearchGraph
@@ -142,17 +143,23 @@ def _fitness_of(source: str | None) -> float:
     return float(re.search(r"FITNESS = ([0-9.e-]+)", source).group(1))
 
 
-class SyntheticEvaluator:
-    """Reads the fitness a synthetic source states; counts how often each source was evaluated."""
+class SyntheticEvaluator(Executor):
+    """Reads the fitness a synthetic source states; counts how often each source was evaluated (and
+    keeps each request)."""
+
+    device = "interpret"
 
     def __init__(self, parallelism: int = 2) -> None:
         self.parallelism = parallelism
         self.calls: list[str] = []
+        self.requests: list[EvaluationRequest] = []
         self._lock = threading.Lock()
 
-    def evaluate(self, spec, source, shapes=None, deep=False) -> EvalResult:
+    def run(self, request: EvaluationRequest) -> EvalResult:
+        source = request.source
         with self._lock:
             self.calls.append(source)
+            self.requests.append(request)
         if "FAILS = True" in source:
             return result(failure="incorrect")
         return result(_fitness_of(source))

@@ -8,6 +8,8 @@ from kernelevolve.views import fitness_text
 
 from kernelevolve.runs.session import build_engine
 
+from kernelevolve.evaluation.executors import EvaluationKind
+
 from .helpers import SyntheticEvaluator, SyntheticOperator, result
 from .test_engine import _start
 
@@ -21,10 +23,10 @@ class FlakyEvaluator(SyntheticEvaluator):
         self.seen: dict[str, int] = {}
         self._seen_lock = threading.Lock()
 
-    def evaluate(self, spec, source, shapes=None, deep=False):
-        out = super().evaluate(spec, source, shapes, deep)
+    def run(self, request):
+        out = super().run(request)
         with self._seen_lock:
-            n = self.seen[source] = self.seen.get(source, 0) + 1
+            n = self.seen[request.source] = self.seen.get(request.source, 0) + 1
         if n > 1 and out.fitness and out.fitness > self.flaky_above:
             for s in out.shapes:
                 s.latency_ms *= 2
@@ -34,8 +36,8 @@ class FlakyEvaluator(SyntheticEvaluator):
 class SuspiciousEvaluator(SyntheticEvaluator):
     """Marks results above a fitness as the real evaluator does for implausible speedups."""
 
-    def evaluate(self, spec, source, shapes=None, deep=False):
-        out = super().evaluate(spec, source, shapes, deep)
+    def run(self, request):
+        out = super().run(request)
         if out.fitness and out.fitness > 1.2:
             out.marks["suspicious"] = f"{out.fitness:.1f}x over the baseline, above the bound"
         return out
@@ -52,6 +54,15 @@ def test_every_new_best_is_re_evaluated_and_agreeing_ones_count(tmp_path, spec):
     assert best in rechecked and not best.held
     assert best.evaluation.recheck["fitness"] == best.fitness
     assert len(evaluator.calls) == len(graph) + len(rechecked)
+    # One request each, naming its node and why: first evaluations, then each recheck (a profiled call).
+    requests = evaluator.requests
+    first = [r.node_id for r in requests if r.kind == EvaluationKind.FIRST]
+    again = [r.node_id for r in requests if r.kind == EvaluationKind.RECHECK]
+    assert sorted(first) == [n.id for n in graph.nodes() if n.source] and sorted(again) == [n.id for n in rechecked]
+    assert all(
+        r.deep == (r.kind == EvaluationKind.RECHECK) and r.spec.fingerprint == spec.fingerprint for r in requests
+    )
+    assert all(graph[r.node_id].source == r.source for r in requests)
 
 
 def test_a_best_whose_re_evaluation_disagrees_is_held_as_unstable(tmp_path, spec):
@@ -90,9 +101,9 @@ def test_a_suspicious_node_is_shown_but_not_best_until_a_person_approves_it(tmp_
 
 def test_a_recheck_that_fails_marks_the_node_unstable(tmp_path, spec):
     class FailsSecondTime(SyntheticEvaluator):
-        def evaluate(self, spec, source, shapes=None, deep=False):
-            first = source not in self.calls
-            out = super().evaluate(spec, source, shapes, deep)
+        def run(self, request):
+            first = request.source not in self.calls
+            out = super().run(request)
             return out if first else result(failure="inconsistent")
 
     repo, run_id = _start(f"sqlite:///{tmp_path / 'f.db'}", spec, "greedy", nodes=6)

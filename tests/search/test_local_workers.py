@@ -4,7 +4,7 @@ import threading
 import time
 from pathlib import Path
 
-from kernelevolve.evaluation.executors import evaluating
+from kernelevolve.evaluation.executors import EvaluationRequest
 from kernelevolve.memory.repository import Repository
 from kernelevolve.memory.workers import WorkerRegistry
 from kernelevolve.runs.session import RunSettings, make_executor, start_run
@@ -31,8 +31,8 @@ def test_a_local_evaluation_is_listed_while_it_runs_and_retired_after(tmp_path):
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        with evaluating(7):
-            result = evaluator.evaluate(spec, (FIXTURES / "candidates" / "good.py").read_text(), [{"M": 8, "N": 300}])
+        source = (FIXTURES / "candidates" / "good.py").read_text()
+        result = evaluator.run(EvaluationRequest(spec, source, [{"M": 8, "N": 300}], node_id=7))
     finally:
         done.set()
         watcher.join()

@@ -27,12 +27,12 @@ class TimedEvaluator(SyntheticEvaluator):
         self.places = threading.Semaphore(parallelism)
         self.intervals: list[tuple[str, float, float]] = []  # (evaluate|recheck|profile, start, end)
 
-    def evaluate(self, spec, source, shapes=None, deep=False):
+    def run(self, request):
         with self.places:
             start = time.monotonic()
-            time.sleep(self.recheck_s if deep else self.eval_s)
-            result = super().evaluate(spec, source, shapes, deep)
-            self.intervals.append(("recheck" if deep else "evaluate", start, time.monotonic()))
+            time.sleep(self.recheck_s if request.deep else self.eval_s)
+            result = super().run(request)
+            self.intervals.append(("recheck" if request.deep else "evaluate", start, time.monotonic()))
         return result
 
     @contextmanager

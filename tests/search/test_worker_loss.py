@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 
-from kernelevolve.evaluation.executors import WorkerLost, current_node
+from kernelevolve.evaluation.executors import EvaluationRequest, Executor, WorkerLost
 from kernelevolve.evaluation.result import EvalResult
 from tests.search.helpers import SyntheticOperator, result
 from tests.search.test_engine import _engine, _start
@@ -25,7 +25,7 @@ print(json.dumps({"fitness": float(re.search(r"FITNESS = ([0-9.e-]+)", source).g
 """
 
 
-class ProcessWorkers:
+class ProcessWorkers(Executor):
     """An executor whose every evaluation runs in a worker process; `doomed` maps a node id to how
     many of its workers are SIGKILLed once they have started. Like a real executor, it turns a worker
     that died into WorkerLost and keeps the node's result otherwise."""
@@ -35,8 +35,8 @@ class ProcessWorkers:
         self.calls: list[tuple[int, bool, int]] = []  # (node, deep, worker's exit status)
         self._lock = threading.Lock()
 
-    def evaluate(self, spec, source, shapes=None, deep=False) -> EvalResult:
-        node = current_node()
+    def run(self, request: EvaluationRequest) -> EvalResult:
+        node, source, deep = request.node_id, request.source, request.deep
         worker = subprocess.Popen(
             [sys.executable, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
