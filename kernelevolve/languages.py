@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from kernelevolve import pysource
 from kernelevolve.records.result import Failure
 
 
@@ -173,7 +174,7 @@ def detect(source: str) -> Detection:
     `from triton.experimental import gluon` is Gluon alone; a `@triton.jit` kernel or triton.language
     beside them makes it Triton and Gluon."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError:
         return Detection(())
     owned = [(owner, module) for module in _used_modules(tree) if (owner := _owner(module))]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from kernelevolve import pysource
 
 PACKAGE = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE.parent  # a checkout's root; in a wheel, site-packages (use DATA_ROOT)
@@ -86,7 +87,7 @@ def kernel_helpers(source: str) -> list[Path]:
     found: dict[str, Path] = {}
     todo = [source]
     while todo:
-        for stmt in ast.walk(ast.parse(todo.pop())):
+        for stmt in ast.walk(pysource.parse(todo.pop())):
             if isinstance(stmt, ast.Import):
                 names = [a.name for a in stmt.names]
             elif isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:

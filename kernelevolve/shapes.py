@@ -18,6 +18,7 @@ import ast
 import operator
 import re
 from typing import Any
+from kernelevolve import pysource
 
 _BINOPS = {
     ast.Add: operator.add,
@@ -96,7 +97,7 @@ def constants(source: str, overrides: dict[str, Any] | None = None) -> dict[str,
     `overrides` applied and derived constants following them."""
     scope: dict[str, Any] = {}
     overrides = overrides or {}
-    for stmt in ast.parse(source).body:
+    for stmt in pysource.parse(source).body:
         for name, value in _bindings(stmt) or []:
             if name in overrides:
                 scope[name] = overrides[name]
@@ -227,7 +228,7 @@ def coerce(value: Any, original: Any) -> Any:
 
 
 def _literal(value: Any, like: ast.AST) -> ast.expr:
-    node = ast.parse(repr(value), mode="eval").body
+    node = pysource.parse(repr(value), mode="eval").body
     return ast.copy_location(node, like)
 
 
@@ -306,7 +307,7 @@ def parse_option(text: str) -> dict[str, Any]:
 
 def parse_value(text: str) -> Any:
     try:
-        value = _eval(ast.parse(text, mode="eval").body, {})
+        value = _eval(pysource.parse(text, mode="eval").body, {})
     except (SyntaxError, _NotConstant, RecursionError):
         return text
     return value

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from kernelevolve import pysource
 from kernelevolve import shapes as shapes_mod
 
 
@@ -165,7 +166,7 @@ class Spec(BaseModel):
     def _expression(cls, v: str | None) -> str | None:
         if v is not None:
             try:
-                ast.parse(v, mode="eval")
+                pysource.parse(v, mode="eval")
             except SyntaxError as e:
                 raise ValueError(f"not a Python expression: {e.msg}") from None
         return v
@@ -294,7 +295,7 @@ def _check_reference(ref: Path, where: str) -> None:
     if not ref.exists():
         raise SpecError(f"{where}: {ref} does not exist")
     try:
-        tree = ast.parse(ref.read_text(), filename=str(ref))
+        tree = pysource.parse(ref.read_text(), filename=str(ref))
     except SyntaxError as e:
         raise SpecError(f"{where}: {ref.name} line {e.lineno}: {e.msg}") from None
     names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}

@@ -29,6 +29,7 @@ import math
 import re
 from typing import Any
 
+from kernelevolve import pysource
 from kernelevolve.shapes import constants
 
 MAX_SIZE = 64  # the largest scaled size (before rule 3)
@@ -48,7 +49,7 @@ def _root_constants(source: str) -> dict[str, Any]:
     """Name -> value of the root size constants (rule 1)."""
     values = constants(source)
     roots: dict[str, Any] = {}
-    for stmt in ast.parse(source).body:
+    for stmt in pysource.parse(source).body:
         if not isinstance(stmt, ast.Assign) or not _is_literal(stmt.value):
             continue
         names = []

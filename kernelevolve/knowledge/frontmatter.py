@@ -10,6 +10,7 @@ import ast
 from pathlib import Path
 
 import yaml
+from kernelevolve import pysource
 
 KINDS = ("hardware", "constraints", "guidance", "kernels")
 LIST_FIELDS = ("tags", "hardware", "family")
@@ -66,7 +67,7 @@ def _validated(header: dict, path: Path) -> dict:
 def kernel_docstring(source: str, path: Path) -> str:
     """The module docstring of a reference kernel, where its front matter lives."""
     try:
-        tree = ast.parse(source, filename=str(path))
+        tree = pysource.parse(source, filename=str(path))
     except SyntaxError as e:
         raise KnowledgeError(f"{path}: line {e.lineno}: {e.msg}") from None
     doc = ast.get_docstring(tree, clean=False)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from kernelevolve import pysource
 
 # Operator name (lower case, underscores dropped) -> family. The names are torch's (functional,
 # module and method spellings); the family names are the knowledge base's `family:` values.
@@ -225,7 +226,7 @@ def infer(source: str, declared_family: str = "", tags: tuple[str, ...] | list[s
     and `tags`, which come first). An unparsable source gives only what the spec declares."""
     declared = (declared_family or "").strip().lower()
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError:
         tree = None
     found: dict[str, list[str]] = {}  # family -> the names that showed it, in source order

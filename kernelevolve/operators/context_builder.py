@@ -21,6 +21,7 @@ from pathlib import Path
 
 import jinja2
 
+from kernelevolve import pysource
 from kernelevolve.records.result import EXPLANATIONS
 from kernelevolve.operators.base import OperatorContext, ParentView
 from kernelevolve.operators.budget import Fitted, Section, estimate_tokens, fit
@@ -107,7 +108,7 @@ def fenced(source: str, lang: str = "python") -> str:
 def constructor_signature(reference_source: str) -> str:
     """`ModelNew(dim: int, eps: float = 1e-06)`, from the reference Model's __init__."""
     try:
-        tree = ast.parse(reference_source)
+        tree = pysource.parse(reference_source)
     except SyntaxError:
         return "ModelNew(...)  # same as Model"
     for node in tree.body:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import inspect
 
+from kernelevolve import pysource
 from kernelevolve.spec import Spec, format_value, shape_text
 
 # What `harness.runtime.compare.poisoned_allocations` replaces while a candidate runs (checked by
@@ -64,7 +65,7 @@ def reference_state(source: str) -> list[str]:
     shows them: `gemm.weight`, `gemm.bias` for `self.gemm = nn.Linear(...)`, `scale` for
     `self.scale = nn.Parameter(...)`, `mask` for `self.register_buffer("mask", ...)`."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError:
         return []
     init = next(

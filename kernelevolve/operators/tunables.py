@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from typing import Any
+from kernelevolve import pysource
 
 
 class TunablesError(ValueError):
@@ -47,7 +48,7 @@ def _literal_assignments(tree: ast.Module, name: str) -> list[ast.AST]:
 def read_declared(source: str) -> Declared:
     """CONFIG and TUNABLES of a kernel source (parsed, never executed)."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError as e:
         raise TunablesError(f"source does not parse (line {e.lineno}: {e.msg})") from None
     values = {}

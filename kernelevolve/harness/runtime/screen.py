@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 
+from kernelevolve import pysource
+
 # ------------------------------------------------------------------------
 ALLOWED_IMPORTS = {
     "torch",
@@ -129,7 +131,7 @@ def screen_source(source: str, knowledge_base=None) -> list[str]:
     """Lines of the candidate that tamper with the evaluation, as 'line N: what' (empty if none);
     imports of `knowledge_base`'s kernel helpers are allowed (None: the process's knowledge base)."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError:
         return []  # the syntax check reports it
     allowed = ALLOWED_IMPORTS | kernel_helpers(knowledge_base)
