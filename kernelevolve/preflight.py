@@ -102,18 +102,20 @@ def preflight(
     """Run the reference alone at every case of (spec, device, shapes) in one sandboxed process."""
     from kernelevolve.evaluation.sandbox import Limits, run_script
     from kernelevolve.harness import render
+    from kernelevolve.harness.runtime.configs import Case as HarnessCase
+    from kernelevolve.harness.runtime.configs import PreflightConfig
 
     cases = spec.cases(device, shapes)
     workdir = Path(tempfile.mkdtemp(prefix="kernelevolve-preflight-"))
     try:
         shutil.copy(spec.reference, workdir / "reference.py")
-        config = {
-            "device": device,
-            "reference_path": str(workdir / "reference.py"),
-            "result_path": str(workdir / "run" / "result.json"),
-            "cases": [{"label": c.label, "params": c.params, "dtype": c.dtype} for c in cases],
-            "seed": secrets.randbits(30),
-        }
+        config = PreflightConfig(
+            device=device,
+            reference_path=str(workdir / "reference.py"),
+            result_path=str(workdir / "run" / "result.json"),
+            cases=tuple(HarnessCase(c.label, dict(c.params), c.dtype) for c in cases),
+            seed=secrets.randbits(30),
+        )
         limits = Limits(timeout_s=timeout_s, max_memory_bytes=max_memory_bytes if device == "interpret" else None)
         outcome = run_script(
             render("preflight", config),

@@ -49,6 +49,7 @@ from kernelevolve.evaluation.scheduling import (
     set_key,
 )
 from kernelevolve.evaluation.scheduling import usable_memory as _usable_memory
+from kernelevolve.harness.runtime import configs
 from kernelevolve.evaluation.verdict import (
     JUDGES,
     OUTSIDE_FLOOR_MS,
@@ -232,20 +233,10 @@ class Evaluator(Executor):
         # Each sandboxed process writes only its own folder (its result file included): none can touch
         # the candidate, the reference or another process's signals in `workdir`. The candidate file is
         # written at its go, before which these processes run nothing of it.
-        config = {
-            "device": self.device,
-            "candidate_path": str(workdir / "candidate.py"),
-            "reference_path": str(workdir / "reference.py"),
-            "result_path": str(workdir / "check" / "result.json"),
-            "cases": [{"label": c.label, "params": c.params, "dtype": c.dtype} for c in cases],
-            "tolerances": {d: spec.tolerance(d).model_dump() for d in spec.dtypes},
-            "trials": self.trials,
-            "seed": seed,
-            "allow_torch_ops": list(spec.allow_torch_ops),
-            "inplace": spec.inplace,
-            # Candidates may import the knowledge base's shared launch helpers (_launch_heuristics).
-            "import_paths": [str(self._knowledge_base() / "kernels")],
-        }
+        harness_cases = tuple(configs.Case(c.label, dict(c.params), c.dtype) for c in cases)
+        candidate, reference = str(workdir / "candidate.py"), str(workdir / "reference.py")
+        # Candidates may import the knowledge base's shared launch helpers (_launch_heuristics).
+        import_paths = (str(self._knowledge_base() / "kernels"),)
         env = self._environment(workdir, slot, trusted=False)
         limits = Limits(
             timeout_s=self.timeout_s,
@@ -262,13 +253,33 @@ class Evaluator(Executor):
         # A warm set may wait long for its candidate (a model thinking); a stale one is replaced.
         # Preparing runs no candidate code: a busy machine may take its time (the timeout counts from the go).
         waiting_s = WARM_WAIT_S if warm else max(2 * self.timeout_s, PREPARE_S)
-        check_config = dict(config, outputs_dir=str(workdir / "check" / "outputs"))
-        check = WaitingRun.of("correctness", check_config, workdir / "check", limits, env, waiting_s)
+        check_config = configs.CorrectnessConfig(
+            device=self.device,
+            candidate_path=candidate,
+            reference_path=reference,
+            outputs_dir=str(workdir / "check" / "outputs"),
+            cases=harness_cases,
+            trials=self.trials,
+            seed=seed,
+            allow_torch_ops=tuple(spec.allow_torch_ops),
+            inplace=spec.inplace,
+            import_paths=import_paths,
+        )
+        check = WaitingRun.of(check_config, workdir / "check", limits, env, waiting_s)
 
-        def judge(mode: str, config: dict, folder: str, secret: bytes | None = None) -> WaitingRun:
+        def judge(mode: str, outputs_dir: str, folder: str, secret: bytes | None = None) -> WaitingRun:
+            config = configs.JudgeConfig(
+                device=self.device,
+                mode=mode,
+                reference_path=reference,
+                outputs_dir=outputs_dir,
+                cases=harness_cases,
+                tolerances={d: configs.Tolerance(**spec.tolerance(d).model_dump()) for d in spec.dtypes},
+                trials=self.trials,
+                seed=seed,
+            )
             return WaitingRun.of(
-                "judge",
-                dict(config, mode=mode),
+                config,
                 workdir / folder,
                 trusted_limits,
                 trusted_env,
@@ -277,7 +288,7 @@ class Evaluator(Executor):
                 secret=secret,
             )
 
-        check_judge = judge("check", check_config, "judge")
+        check_judge = judge("check", check_config.outputs_dir, "judge")
         baselines = timing = timed_judge = None
         # The outside-timed loops' seeds, drawn now: the timed judge learns them on its stdin (no file a
         # candidate's process could read) and computes its checks of the loops while preparing; the
@@ -285,11 +296,23 @@ class Evaluator(Executor):
         loop_seeds = {}
         if self.device == "cuda":
             loop_seeds = {name: secrets.randbits(40) for name in outside_names(len(cases))}
-            bench = dict(config, mode="candidate", baseline=spec.baseline, warmup_ms=self.warmup_ms, rep_ms=self.rep_ms)
-            bench["outputs_dir"] = str(workdir / "bench" / "outputs")
+            bench = configs.BenchmarkConfig(
+                device=self.device,
+                mode="candidate",
+                candidate_path=candidate,
+                reference_path=reference,
+                outputs_dir=str(workdir / "bench" / "outputs"),
+                cases=harness_cases,
+                seed=seed,
+                baseline=spec.baseline,
+                warmup_ms=self.warmup_ms,
+                rep_ms=self.rep_ms,
+                allow_torch_ops=tuple(spec.allow_torch_ops),
+                import_paths=import_paths,
+            )
             baselines = BaselineJob(self.baselines, spec, bench, workdir, slot, trusted_env, trusted_limits, waiting_s)
-            timing = WaitingRun.of("benchmark", bench, workdir / "bench", limits, env, waiting_s, prepare=True)
-            timed_judge = judge("timed", bench, "judge-timed", json.dumps(loop_seeds).encode())
+            timing = WaitingRun.of(bench, workdir / "bench", limits, env, waiting_s, prepare=True)
+            timed_judge = judge("timed", bench.outputs_dir, "judge-timed", json.dumps(loop_seeds).encode())
         return ProcessSet(
             set_key(spec, cases, slot),
             workdir,

@@ -9,6 +9,7 @@ The evaluator (evaluator.py) decides when each may use the GPU.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -24,6 +25,7 @@ from kernelevolve.records.baselines import BaselineKey
 from kernelevolve.records.result import EvalResult
 from kernelevolve.evaluation.sandbox import Limits, Outcome, run_script
 from kernelevolve.harness import render
+from kernelevolve.harness.runtime.configs import BenchmarkConfig, HarnessConfig
 from kernelevolve.spec import Spec
 
 WARM_MARGIN_S = 120.0  # a warm set this close to leaving is not handed out
@@ -106,12 +108,12 @@ class WaitingRun:
 
     @classmethod
     def of(
-        cls, tool: str, config: dict, folder: Path, limits: Limits, env: dict, waiting_s: float, **options
+        cls, config: HarnessConfig, folder: Path, limits: Limits, env: dict, waiting_s: float, **options
     ) -> "WaitingRun":
-        """The harness `tool` (harness_templates/) on `config`, plus the signal paths; `options` are
-        __init__'s (`prepare`, `secret`)."""
+        """The harness `config` is for (harness_templates/, configs.py), with the signal paths; `options`
+        are __init__'s (`prepare`, `secret`)."""
         return cls(
-            lambda signals: render(tool, dict(config, **signals)),
+            lambda signals: render(config.TOOL, config.with_signals(**signals).to_dict()),
             folder,
             limits=limits,
             env=env,
@@ -205,7 +207,7 @@ class BaselineJob:
         self,
         store: BaselineStore,
         spec: Spec,
-        bench: dict,
+        bench: BenchmarkConfig,
         workdir: Path,
         slot: str,
         env: dict,
@@ -215,19 +217,18 @@ class BaselineJob:
         self.store = store
         self.fingerprint = spec.fingerprint  # every key's (what the store is asked for)
         self.keys = {
-            c["label"]: BaselineKey(spec.fingerprint, c["label"], spec.baseline, *_software(slot))
-            for c in bench["cases"]
+            c.label: BaselineKey(spec.fingerprint, c.label, spec.baseline, *_software(slot)) for c in bench.cases
         }
         # Per label: the wall time of the baseline's outside-timed loop (ms), stored beside its latency.
         self.slope_keys = {label: key.outside_loop() for label, key in self.keys.items()}
         self.slopes: dict[str, float] = {}
         self.found = self._cached()
-        missing = [c for c in bench["cases"] if c["label"] not in self.found]
-        self.missing = [c["label"] for c in missing]
+        missing = tuple(c for c in bench.cases if c.label not in self.found)
+        self.missing = [c.label for c in missing]
         self.run: WaitingRun | None = None
         if missing:
-            config = dict(bench, mode="baseline", cases=missing)
-            self.run = WaitingRun.of("benchmark", config, workdir / "baseline", limits, env, waiting_s, prepare=True)
+            config = dataclasses.replace(bench, mode="baseline", cases=missing)
+            self.run = WaitingRun.of(config, workdir / "baseline", limits, env, waiting_s, prepare=True)
 
     def _cached(self) -> dict[str, float]:
         """Labels whose latency and outside-timed slope are both in the store (an entry without its slope,

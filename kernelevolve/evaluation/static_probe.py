@@ -21,6 +21,8 @@ import sys
 import time
 import traceback
 
+from kernelevolve.harness.runtime.configs import ProbeConfig
+
 START = time.monotonic()
 RESERVED = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid")
 PTXAS = re.compile(
@@ -62,12 +64,12 @@ class _Out:
         self._exit(0)
 
 
-def _wait(config: dict, out: _Out, stage: str) -> None:
+def _wait(config: ProbeConfig, out: _Out, stage: str) -> None:
     """Until the evaluator writes `go_path`; `stop_path` (or the wait running out) ends the process quietly."""
     out.stage(stage)
-    deadline = time.monotonic() + float(config.get("wait_s", 300))
-    while not os.path.exists(config["go_path"]):
-        if os.path.exists(config["stop_path"]) or time.monotonic() > deadline:
+    deadline = time.monotonic() + config.wait_s
+    while not os.path.exists(config.go_path):
+        if (config.stop_path and os.path.exists(config.stop_path)) or time.monotonic() > deadline:
             out.data["cancelled"] = True
             out.finish()
         time.sleep(0.05)
@@ -332,37 +334,38 @@ def _kernels_only(path: str, name: str, import_paths: list[str]):
     return module
 
 
-def main(config: dict) -> None:
+def main(raw: dict) -> None:
     """phase "count": the interpreted forward, counted; phase "compile": the kernels compiled (no interpreter:
     Triton's own helpers must be JIT functions, so this is a process of its own)."""
-    out = _Out(config["result_path"])
+    config = ProbeConfig.load(raw)
+    out = _Out(config.result_path)
     try:
         import triton  # noqa: F401
     except Exception as exc:
         print(f"static probe: cannot import triton: {exc}", file=sys.stderr)
         sys.exit(3)
 
-    sys.path[:0] = config.get("import_paths", [])
-    if config["phase"] == "compile":  # no torch here: the kernels alone are read (_kernels_only)
+    sys.path[:0] = list(config.import_paths)
+    if config.phase == "compile":  # no torch here: the kernels alone are read (_kernels_only)
         import triton.runtime.cache as cache
 
         cache.triton_key = lambda: "kernelevolve-static-probe"  # skips hashing Triton's own files (seconds)
         # Started with the evaluation: imports now, then waits for the kernels the count saw.
         _wait(config, out, "waiting for the count")
-        with open(config["go_path"]) as f:
-            config["specs"] = json.load(f)
+        with open(config.go_path) as f:
+            specs = json.load(f)  # written by the evaluator: what the count saw
         out.stage("import")
         try:
-            _kernels_only(config["candidate_path"], "kernelevolve_candidate", config.get("import_paths", []))
+            _kernels_only(config.candidate_path, "kernelevolve_candidate", list(config.import_paths))
         except Exception as exc:
             out.finish("reading the candidate's kernels: " + _one_line(exc))
-        budget = time.monotonic() + float(config.get("compile_budget_s", 60))
-        for key, spec in config["specs"].items():
+        budget = time.monotonic() + config.compile_budget_s
+        for key, spec in specs.items():
             out.stage(f"compile {spec['name']}")
             if time.monotonic() > budget:
                 out.data["kernels"][key] = {"name": spec["name"], "error": "not compiled: time budget spent"}
                 continue
-            out.data["kernels"][key] = {"name": spec["name"]} | _compile(spec, config["arch"])
+            out.data["kernels"][key] = {"name": spec["name"]} | _compile(spec, config.arch)
         out.finish()
 
     try:
@@ -374,13 +377,13 @@ def main(config: dict) -> None:
     from kernelevolve.harness.runtime import modules
 
     patch_triton_interpreter()
-    case = config["case"]
+    case = config.case
     out.stage("reference")
     try:
-        ref = modules.load_module(config["reference_path"], "kernelevolve_reference", case["params"])
+        ref = modules.load_module(config.reference_path, "kernelevolve_reference", case.params)
         dtype = modules.dtype_of(case)
-        reference = modules.build_reference(ref, config["seed"], dtype, "cpu")
-        inputs = modules.make_inputs(ref, config["seed"] + 17, dtype, "cpu")
+        reference = modules.build_reference(ref, config.seed, dtype, "cpu")
+        inputs = modules.make_inputs(ref, config.seed + 17, dtype, "cpu")
     except Exception as exc:
         out.finish("the reference: " + _one_line(exc))
     _wait(config, out, "waiting for the verdict")  # started with the evaluation: runs only for a correct candidate
@@ -388,8 +391,8 @@ def main(config: dict) -> None:
     recorder = _Recorder()
     recorder.install()
     try:
-        candidate = modules.load_module(config["candidate_path"], "kernelevolve_candidate")
-        model = modules.build_candidate(ref, candidate, reference, config["seed"], dtype, "cpu")
+        candidate = modules.load_module(config.candidate_path, "kernelevolve_candidate")
+        model = modules.build_candidate(ref, candidate, reference, config.seed, dtype, "cpu")
         tuned = any(type(v).__name__ in ("Autotuner", "Heuristics") for v in vars(candidate).values())
         with torch.no_grad():
             if tuned:  # autotuning launches every config on the first call: the second is the one that counts

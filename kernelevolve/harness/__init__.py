@@ -14,6 +14,7 @@ from typing import Any
 
 import jinja2
 
+from kernelevolve.harness.runtime.configs import HarnessConfig
 from kernelevolve.paths import HARNESS_TEMPLATES
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the directory that holds kernelevolve/
@@ -33,9 +34,15 @@ def available_tools() -> list[str]:
     return sorted(p.name[: -len(".py.j2")] for p in HARNESS_TEMPLATES.glob("*.py.j2") if not p.name.startswith("_"))
 
 
-def render(tool: str, config: dict[str, Any]) -> str:
-    """The script for `tool` with `config` embedded as a Python literal of its JSON text."""
+def render(tool: str, config: HarnessConfig | dict[str, Any]) -> str:
+    """The script for `tool` with `config` embedded as a Python literal of its JSON text: a typed
+    configuration (runtime/configs.py: the harness parses it back at its entry) as its `to_dict()`, or the
+    plain dict of a harness that reads one (the profiling and TritonBench tools)."""
     if tool not in available_tools():
         raise ValueError(f"no harness template for {tool!r} (have: {', '.join(available_tools())})")
+    if isinstance(config, HarnessConfig):
+        if config.TOOL != tool:
+            raise ValueError(f"a {type(config).__name__} is not the {tool!r} harness's configuration")
+        config = config.to_dict()
     template = _environment().get_template(f"{tool}.py.j2")
     return template.render(tool=tool, config_literal=repr(json.dumps(config)), package_root=repr(str(PACKAGE_ROOT)))

@@ -73,8 +73,8 @@ class PerCandidateGPU(FakeGPU):
             return self.base[label] * (2.0 if slow else 1.0) if label in self.base else default
 
     def run_script(self, script, workdir, **kw):
-        config = json.loads(script)["config"]
-        self.latency_ms = self._Latency(self.base, Path(config["candidate_path"]))
+        # The evaluation's candidate file, beside each process's folder (a judge is not told where it is).
+        self.latency_ms = self._Latency(self.base, Path(workdir).parent / "candidate.py")
         outcome = super().run_script(script, workdir, **kw)
         for case in (outcome.result or {}).get("cases", []):
             case.setdefault("message", "")  # as the real judge writes it (stored results are read back)

@@ -3,8 +3,9 @@
 import torch
 
 from kernelevolve.harness.runtime import compare as cmp
+from kernelevolve.harness.runtime.configs import Tolerance
 
-TOL = {"atol": 1e-3, "rtol": 1e-2}
+TOL = Tolerance(atol=1e-3, rtol=1e-2)
 
 
 class Softmax(torch.nn.Module):

@@ -9,6 +9,7 @@ import pytest
 
 from kernelevolve.evaluation.evaluator import Evaluator
 from kernelevolve.harness.runtime import compare
+from kernelevolve.harness.runtime.configs import Case, JudgeConfig, Tolerance
 from kernelevolve.spec import load_spec
 
 HERE = Path(__file__).parent
@@ -87,7 +88,7 @@ def test_an_output_right_on_the_first_call_and_off_later_is_incorrect(long_softm
 def test_the_norm_rule_fails_zero_constant_and_partly_written_outputs_at_any_shape():
     import torch
 
-    tol = {"atol": 1e-3, "rtol": 1e-3, "norm_rtol": None}
+    tol = Tolerance(atol=1e-3, rtol=1e-3)
     for n in (10, 1000, 393216):
         ref = torch.softmax(torch.randn(2, n, dtype=torch.float64), dim=1)
         meta = [ref.to("meta").float()]
@@ -209,8 +210,17 @@ def test_the_timed_judge_checks_loops_it_computed_while_preparing_and_others_afr
             return torch.softmax(x, dim=1)
 
     pools = [[torch.randn(64, 300)], [torch.randn(64, 300)]]
-    config = {"outside_calls": {"0": 12}, "cases": [{"dtype": "float32"}], "tolerances": {"float32": {}}}
-    config["tolerances"]["float32"] = {"atol": 1e-5, "rtol": 1e-5, "norm_rtol": 1e-4}
+    config = JudgeConfig(
+        device="interpret",
+        mode="timed",
+        reference_path="reference.py",
+        outputs_dir="outputs",
+        result_path="result.json",
+        cases=(Case("softmax", {}, "float32"),),
+        tolerances={"float32": Tolerance(atol=1e-5, rtol=1e-5, norm_rtol=1e-4)},
+        trials=1,
+        seed=0,
+    ).signalled({"outside_calls": {"0": 12}})  # as the evaluator's prepare signal gives them
     plans = judge._loop_plans(config, 0, {"c0.0": 11, "c0.1": 22})
     assert plans == {"c0.0": {"seed": 11, "calls": 12}, "c0.1": {"seed": 22, "calls": 12}}
     assert judge._loop_plans(config, 0, {"c0.0": 11}) == {}  # a seed missing: nothing planned
@@ -234,12 +244,14 @@ def test_the_timed_judge_checks_loops_it_computed_while_preparing_and_others_afr
     cache = {}
     honest = Softmax()
     caching = lambda x: cache.setdefault("out", torch.softmax(x, dim=1))  # noqa: E731
-    assert judge._outside_loops(dict(config, outside=loops(honest)), 0, expected, None) is None
-    assert "a call not computed" in judge._outside_loops(dict(config, outside=loops(caching)), 0, expected, None)
-    other = dict(config, outside=loops(honest, seeds=(33, 44), calls=10))  # not as planned: sampled afresh
+    assert judge._outside_loops(config.signalled({"outside": loops(honest)}), 0, expected, None) is None
+    assert "a call not computed" in judge._outside_loops(
+        config.signalled({"outside": loops(caching)}), 0, expected, None
+    )
+    other = config.signalled({"outside": loops(honest, seeds=(33, 44), calls=10)})  # not as planned: sampled afresh
     assert judge._outside_loops(other, 0, expected, None) is None
     cache.clear()
-    other = dict(config, outside=loops(caching, seeds=(33, 44), calls=10))
+    other = config.signalled({"outside": loops(caching, seeds=(33, 44), calls=10)})
     assert "a call not computed" in judge._outside_loops(other, 0, expected, None)
 
 
@@ -283,7 +295,7 @@ def test_a_large_output_is_judged_on_sampled_blocks_and_as_a_whole(tmp_path, mon
     monkeypatch.setattr(handover, "FULL_BYTES", 4096)
     monkeypatch.setattr(handover, "BLOCK", 64)
     ref = torch.randn(300, 257, dtype=torch.float64)  # 77100 elements: 1205 blocks, the last one ragged
-    exp, tol, seed = [ref.to(torch.float32).to("meta")], {"atol": 1e-5, "rtol": 1e-4}, 99
+    exp, tol, seed = [ref.to(torch.float32).to("meta")], Tolerance(atol=1e-5, rtol=1e-4), 99
     blocks = handover.sample_blocks(ref.numel(), 4, seed)
     assert blocks[:4] == [0, 1, 2, 3] and blocks[-1] == 1204 and 60 < len(blocks) < 1205 // 8
 
@@ -341,7 +353,7 @@ def test_a_timed_calls_outputs_are_judged_element_by_element_and_each_call_once(
     }
     kept = judge._kept_calls(folder, 0, ["c0.pool0"])
     assert [name for name, *_ in kept] == ["c0.call3", "c0.call7"]
-    exp, tol = [right.to("meta")], {"atol": 1e-7, "rtol": 1e-4}
+    exp, tol = [right.to("meta")], Tolerance(atol=1e-7, rtol=1e-4)
     assert judge._judge_one(folder, "c0.call3", exp, [ref], tol, "cpu", seed)[0]
     ok, message, abs_err, _ = judge._judge_one(folder, "c0.call7", exp, [ref], tol, "cpu", seed)
     assert not ok and "1 of" in message and abs_err == pytest.approx(1e-3, rel=1e-3), message

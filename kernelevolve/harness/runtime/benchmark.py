@@ -18,13 +18,15 @@ import random
 import secrets
 import sys
 
+from kernelevolve.harness.runtime.configs import BenchmarkConfig
 from kernelevolve.harness.runtime.state import Result, failure_class, import_candidate, one_line, wait_for_go
 from kernelevolve.harness.runtime.state import report_memory as _report_memory
 
 
-def main(config: dict) -> None:
-    result = Result(config["result_path"])
-    if config["device"] != "cuda":
+def main(raw: dict) -> None:
+    config = BenchmarkConfig.load(raw)
+    result = Result(config.result_path)
+    if config.device != "cuda":
         print("benchmark harness: timings need --device cuda; the interpreter's are meaningless", file=sys.stderr)
         sys.exit(3)
     import torch
@@ -46,7 +48,7 @@ def main(config: dict) -> None:
     torch.empty(1, device="cuda")  # the CUDA context, and Triton's start on the CPU, while waiting
     compile_triton(torch)
     # The GPU is used from here on: wait until the evaluator lets preparations run (no timing then).
-    config.update(wait_for_go(config, result, "prepare"))
+    config = config.signalled(wait_for_go(config, result, "prepare"))
     result.stage("warming Triton")
     try:
         warm_triton(torch)
@@ -56,18 +58,16 @@ def main(config: dict) -> None:
     clock = Clock()
     rng = random.Random(secrets.randbits(64))
     device = "cuda"
-    n_sets = config.get("input_sets", 2)
+    n_sets = config.input_sets
 
     # ---- everything below up to the import happens before any candidate code exists ----------
     prepared = []
-    for case in config["cases"]:
-        result.stage(f"{case['label']} preparing")
-        ref_mod = modules.load_module(
-            config["reference_path"], f"kernelevolve_reference_{len(prepared)}", case["params"]
-        )
+    for case in config.cases:
+        result.stage(f"{case.label} preparing")
+        ref_mod = modules.load_module(config.reference_path, f"kernelevolve_reference_{len(prepared)}", case.params)
         dtype = modules.dtype_of(case)
-        reference = modules.build_reference(ref_mod, config["seed"], dtype, device)
-        seeds = [modules.pool_seed(config["seed"], k) for k in range(2 * n_sets)]
+        reference = modules.build_reference(ref_mod, config.seed, dtype, device)
+        seeds = [modules.pool_seed(config.seed, k) for k in range(2 * n_sets)]
         pools = [modules.make_inputs(ref_mod, s, dtype, device) for s in seeds[:n_sets]]
         buffers = [modules.make_inputs(ref_mod, s, dtype, device) for s in seeds[n_sets:]]
         prepared.append((case, ref_mod, dtype, reference, pools, buffers))
@@ -75,11 +75,11 @@ def main(config: dict) -> None:
     # Held until this process has timed (the evaluator's memory budget reads it while we wait).
     _report_memory(result, torch)
 
-    if config["mode"] == "baseline":
+    if config.mode == "baseline":
         _time_baselines(config, result, prepared, clock)
 
     # Started beside the candidate's checks: time nothing until they are done and the GPU is ours.
-    config.update(wait_for_go(config, result))
+    config = config.signalled(wait_for_go(config, result))
     tripwire = Tripwire()
     candidate = import_candidate(config, result)
 
@@ -87,20 +87,20 @@ def main(config: dict) -> None:
         return [t.detach().clone() if isinstance(t, torch.Tensor) else t for t in modules.flatten(out)]
 
     for n, (case, ref_mod, dtype, reference, pools, buffers) in enumerate(prepared):
-        entry = {"label": case["label"], "latency_ms": None, "calls": None, "profile": None}
+        label = case.label
+        entry = {"label": label, "latency_ms": None, "calls": None, "profile": None}
         result.cases.append(entry)
-        label = case["label"]
         result.stage(f"{label} first calls")
         try:
-            new = modules.build_candidate(ref_mod, candidate, reference, config["seed"], dtype, device)
+            new = modules.build_candidate(ref_mod, candidate, reference, config.seed, dtype, device)
         except modules.ConstructionError as exc:
             result.finish("import", "ModelNew(*get_init_inputs()) raised " + one_line(exc.__cause__), exc)
         try:
             with torch.no_grad():
                 new(*buffers[0])  # compile / autotune outside the timed region
             clock.sync()
-            monitor = KernelMonitor(set(config.get("allow_torch_ops", [])))
-            if config.get("profile"):
+            monitor = KernelMonitor(set(config.allow_torch_ops))
+            if config.profile:
                 profile = _profile(new, buffers[0], clock, monitor)
             else:  # without the profiler (seconds to start): where the Triton launches went
                 with monitor, torch.no_grad():
@@ -113,14 +113,14 @@ def main(config: dict) -> None:
             result.stage(f"{label} timing")
             # Every timed call under the monitor: a candidate that asks whether it is watched gets the same
             # answer on the calls that set its fitness as on the checked ones.
-            timed = EveryCall(new, KernelMonitor(set(config.get("allow_torch_ops", []))))
+            timed = EveryCall(new, KernelMonitor(set(config.allow_torch_ops)))
             with timed.monitor:
                 timing = clock.measure(
                     timed,
                     buffers,
                     pools,
-                    warmup_ms=config["warmup_ms"],
-                    rep_ms=config["rep_ms"],
+                    warmup_ms=config.warmup_ms,
+                    rep_ms=config.rep_ms,
                     rng=rng,
                     keep_outputs=keep,
                 )
@@ -158,7 +158,7 @@ def main(config: dict) -> None:
                         "incorrect", f"{label}: timed call {call + 1}: output {i} is not a plain torch.Tensor"
                     )
             # As a checked call's: element by element (sampled blocks of a large output) and as a whole.
-            handover.write_outputs(config["outputs_dir"], f"c{n}.call{call}", outs, config["seed"])
+            handover.write_outputs(config.outputs_dir, f"c{n}.call{call}", outs, config.seed)
         problem = cross_check(timing)
         if problem is None and profile.get("kernel_ms") is not None:
             if profile["kernel_ms"] > 1.5 * timing.median_ms + 0.02:
@@ -179,51 +179,47 @@ def main(config: dict) -> None:
     result.finish()
 
 
-def _time_baselines(config: dict, result: Result, prepared: list, clock) -> None:
+def _time_baselines(config: BenchmarkConfig, result: Result, prepared: list, clock) -> None:
     """Build and warm every baseline, wait for the evaluator's go (the candidate's checks are done,
     the GPU is ours), then time them. Never returns."""
     import torch
 
     ready = []
     for case, _ref_mod, _dtype, reference, pools, buffers in prepared:
-        result.stage(f"{case['label']} baseline compile")
-        base = torch.compile(reference) if config["baseline"] == "torch.compile" else reference
+        result.stage(f"{case.label} baseline compile")
+        base = torch.compile(reference) if config.baseline == "torch.compile" else reference
         try:
             with torch.no_grad():
                 base(*buffers[0])
         except Exception as exc:  # the reference itself cannot run at this shape
-            result.finish(
-                "reference", f"{case['label']}: the baseline ({config['baseline']}) raised " + one_line(exc), exc
-            )
+            result.finish("reference", f"{case.label}: the baseline ({config.baseline}) raised " + one_line(exc), exc)
         ready.append((case, base, pools, buffers))
     clock.sync()
-    config.update(wait_for_go(config, result))
+    config = config.signalled(wait_for_go(config, result))
     for case, base, pools, buffers in ready:
-        entry = {"label": case["label"], "baseline_ms": None}
+        entry = {"label": case.label, "baseline_ms": None}
         result.cases.append(entry)
-        result.stage(f"{case['label']} baseline")
+        result.stage(f"{case.label} baseline")
         try:
-            timing = clock.measure(base, buffers, pools, warmup_ms=config["warmup_ms"], rep_ms=config["rep_ms"])
+            timing = clock.measure(base, buffers, pools, warmup_ms=config.warmup_ms, rep_ms=config.rep_ms)
         except Exception as exc:
-            result.finish(
-                "reference", f"{case['label']}: the baseline ({config['baseline']}) raised " + one_line(exc), exc
-            )
+            result.finish("reference", f"{case.label}: the baseline ({config.baseline}) raised " + one_line(exc), exc)
         entry["baseline_ms"] = timing.median_ms
         result.write()
         _outside_loops(config, result, len(result.cases) - 1, base, pools, buffers, clock, timing.median_ms)
     result.finish()
 
 
-def _outside_loops(config, result, n, fn, pools, buffers, clock, estimate_ms=None) -> None:
+def _outside_loops(config: BenchmarkConfig, result, n, fn, pools, buffers, clock, estimate_ms=None) -> None:
     """The loops the evaluator times from outside (outside.py): released one by one, each on inputs
     drawn from the seed the release carries, its digests reported at the end."""
     from kernelevolve.harness.runtime import modules, outside
 
-    folder = os.path.dirname(config["result_path"])
+    folder = os.path.dirname(config.result_path)
     for idx in range(outside.LOOPS):
         name = f"c{n}.{idx}"
         result.stage(f"{result.cases[-1]['label']} outside-timed loop {idx}")
-        payload = outside.await_release(folder, name, config.get("stop_path"), estimate_ms)
+        payload = outside.await_release(folder, name, config.stop_path, estimate_ms)
         try:
             values = outside.run_loop(
                 fn, pools, buffers, int(payload["seed"]), int(payload["calls"]), clock.sync, modules.flatten

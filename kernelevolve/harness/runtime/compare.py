@@ -8,6 +8,7 @@ import functools
 
 import torch
 
+from kernelevolve.harness.runtime.configs import Tolerance
 from kernelevolve.harness.runtime.modules import flatten
 
 
@@ -110,13 +111,7 @@ def reference_outputs(model, inputs: list, synchronize=None) -> tuple[list, list
     raise RuntimeError("the reference could not run in float64 or float32")
 
 
-def norm_bound(tol: dict) -> float:
-    """The largest ||out - ref|| / ||ref|| accepted (spec.Tolerance.norm_bound, from the plain dict)."""
-    value = tol.get("norm_rtol")
-    return float(value) if value else max(float(tol["rtol"]), 1e-6)
-
-
-def compare(outs: list, expected: list, refs: list, tol: dict) -> tuple[bool, str, float | None, float | None]:
+def compare(outs: list, expected: list, refs: list, tol: Tolerance) -> tuple[bool, str, float | None, float | None]:
     """(ok, message, max_abs_err, max_rel_err) for one call's outputs. `expected` gives each output's
     shape and dtype (meta tensors do), `refs` the precise values; compared CHUNK elements at a time."""
     if len(outs) != len(expected):
@@ -140,7 +135,7 @@ def compare(outs: list, expected: list, refs: list, tol: dict) -> tuple[bool, st
     return True, "", max_abs, max_rel
 
 
-def _compare_one(out: torch.Tensor, ref: torch.Tensor, tol: dict) -> tuple[str | None, float | None, float | None]:
+def _compare_one(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> tuple[str | None, float | None, float | None]:
     """(what is wrong or None, max abs err, relative error of the norm) of one output against its reference."""
     flat_out, flat_ref, n = out.reshape(-1), ref.reshape(-1), out.numel()
     if not out.is_floating_point():
@@ -159,7 +154,7 @@ def _compare_one(out: torch.Tensor, ref: torch.Tensor, tol: dict) -> tuple[str |
         got = flat_out[s : s + CHUNK].to(work)
         want = flat_ref[s : s + CHUNK].to(got.device, work)
         diff = torch.sub(got, want).abs_()
-        limit = want.abs().mul_(tol["rtol"]).add_(tol["atol"])
+        limit = want.abs().mul_(tol.rtol).add_(tol.atol)
         # The usual case, all finite, in few passes (a check compares every call of every trial).
         stats = torch.stack(
             [diff.max(), (diff > limit).sum().to(diff.dtype), torch.isfinite(diff).all().to(diff.dtype)]
@@ -205,18 +200,18 @@ def _compare_one(out: torch.Tensor, ref: torch.Tensor, tol: dict) -> tuple[str |
         index, got_v, want_v = first
         idx = [int(v) for v in torch.unravel_index(torch.tensor(index), tuple(out.shape))]
         return (
-            f"{n_bad} of {n} elements outside atol={tol['atol']:g} rtol={tol['rtol']:g} (max abs err "
+            f"{n_bad} of {n} elements outside atol={tol.atol:g} rtol={tol.rtol:g} (max abs err "
             f"{abs_err:.3g}; first at {idx}: got {got_v:.6g}, expected {want_v:.6g})",
             abs_err,
             rel_err,
         )
-    bound = norm_bound(tol)
+    bound = tol.norm_bound
     if want_sq > 0 and rel_err > bound:
         # Wrong as a whole although every element is within atol: values far below it (an all-zero
         # softmax over a long row), or many elements each a little off in the same direction.
         return (
             f"the output as a whole is off: ||out - ref|| / ||ref|| = {rel_err:.3g} > {bound:g} "
-            f"(every element is within atol={tol['atol']:g} rtol={tol['rtol']:g}; max abs err {abs_err:.3g})",
+            f"(every element is within atol={tol.atol:g} rtol={tol.rtol:g}; max abs err {abs_err:.3g})",
             abs_err,
             rel_err,
         )

@@ -18,6 +18,7 @@ large the output).
 
 from __future__ import annotations
 
+from kernelevolve.harness.runtime.configs import CorrectnessConfig
 from kernelevolve.harness.runtime.start import begin
 from kernelevolve.harness.runtime.state import failure_class, import_candidate, one_line, wait_for_go
 
@@ -31,7 +32,8 @@ def repeat_plan(trials: int) -> list[tuple[int, int]]:
     return [(i % 2, (i // 2 + i % 2) % trials) for i in range(REPEAT_CALLS)]
 
 
-def main(config: dict) -> None:
+def main(raw: dict) -> None:
+    config = CorrectnessConfig.load(raw)
     result, device = begin(config)
     import torch
 
@@ -42,42 +44,41 @@ def main(config: dict) -> None:
     from kernelevolve.harness.runtime.tripwire import Tripwire
 
     sync = torch.cuda.synchronize if device == "cuda" else None
-    trials = config["trials"]
-    outputs = config["outputs_dir"]
+    trials = config.trials
+    outputs = config.outputs_dir
     # A warm process waits for its candidate: on the GPU before any GPU work (another candidate may be
     # timed meanwhile), on the CPU once its inputs are ready.
     if device == "cuda":
         torch.empty(1, device="cuda")  # the CUDA context now: not paid after the go
-        handover.warm_up(device, [modules.dtype_of(c) or torch.float32 for c in config["cases"]] + [torch.float32])
+        handover.warm_up(device, [modules.dtype_of(c) or torch.float32 for c in config.cases] + [torch.float32])
         from kernelevolve.harness.runtime.warm import compile_triton
 
         compile_triton(torch)
-        config.update(wait_for_go(config, result))
+        config = config.signalled(wait_for_go(config, result))
 
     # ---- the reference's models (for the parameters) and the inputs, before any candidate code --------
     prepared = []
-    for n, case in enumerate(config["cases"]):
-        result.stage(f"{case['label']} inputs")
-        ref_mod = modules.load_module(config["reference_path"], f"kernelevolve_reference_{n}", case["params"])
+    for n, case in enumerate(config.cases):
+        result.stage(f"{case.label} inputs")
+        ref_mod = modules.load_module(config.reference_path, f"kernelevolve_reference_{n}", case.params)
         dtype = modules.dtype_of(case)
         runs = []
         for trial in range(trials):
-            seed = modules.trial_seed(config["seed"], n, trial)
+            seed = modules.trial_seed(config.seed, n, trial)
             try:
                 reference = modules.build_reference(ref_mod, seed, dtype, device)
                 inputs = modules.make_inputs(ref_mod, seed + 17, dtype, device)
             except Exception as exc:
-                result.finish("reference", f"{case['label']}: the reference itself failed: " + one_line(exc), exc)
+                result.finish("reference", f"{case.label}: the reference itself failed: " + one_line(exc), exc)
             runs.append((seed, reference, inputs))
         prepared.append((case, ref_mod, dtype, runs))
     if device != "cuda":
-        config.update(wait_for_go(config, result))
+        config = config.signalled(wait_for_go(config, result))
 
     tripwire = Tripwire()
     candidate = import_candidate(config, result)
-    allowed = set(config.get("allow_torch_ops", []))
-    inplace = bool(config.get("inplace", False))
-    monitor = KernelMonitor(allowed)
+    inplace = config.inplace
+    monitor = KernelMonitor(set(config.allow_torch_ops))
 
     def fail(entry: dict, failure: str, reason: str, exc: BaseException | None = None) -> None:
         entry.update(correct=False, failure=failure, message=reason)
@@ -119,11 +120,11 @@ def main(config: dict) -> None:
                     f"output {o} shares memory with input {i}: a view of an input is not a result",
                 )
         result.stage(f"{entry['label']} handing over")
-        handover.write_outputs(outputs, name, outs, config["seed"])
+        handover.write_outputs(outputs, name, outs, config.seed)
 
     for n, (case, ref_mod, dtype, runs) in enumerate(prepared):
-        label = case["label"]
-        entry = {"label": label, "params": case["params"], "dtype": case["dtype"], "correct": None, "failure": None}
+        label = case.label
+        entry = {"label": label, "params": case.params, "dtype": case.dtype, "correct": None, "failure": None}
         entry.update(message="", max_abs_err=None, max_rel_err=None)
         result.cases.append(entry)
         new = None

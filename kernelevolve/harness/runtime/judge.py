@@ -23,32 +23,34 @@ import re
 import secrets
 from dataclasses import dataclass
 
+from kernelevolve.harness.runtime.configs import JudgeConfig, Tolerance
 from kernelevolve.harness.runtime.start import begin
 from kernelevolve.harness.runtime.state import one_line, report_memory, wait_for_go
 
 
-def main(config: dict) -> None:
+def main(raw: dict) -> None:
+    config = JudgeConfig.load(raw)
     result, device = begin(config, kernels=False)
     import torch
 
     from kernelevolve.harness.runtime import handover, modules
 
     sync = torch.cuda.synchronize if device == "cuda" else None
-    config.update(wait_for_go(config, result, "prepare"))  # the GPU may be used from here on
+    config = config.signalled(wait_for_go(config, result, "prepare"))  # the GPU may be used from here on
     if device == "cuda":  # the digests' first float64 product sets up cuBLAS (~0.15 s): now, not after the go
         from kernelevolve.harness.runtime import outside
 
         outside.digests([torch.ones(2 * outside.COLS, device="cuda")], 0)
-    seeds = _secret_seeds() if config["mode"] == "timed" else {}
+    seeds = _secret_seeds() if config.mode == "timed" else {}
     expected: dict[str, tuple] = {}  # output name -> (meta tensors, precise values, what it was)
     prepared = []
-    for n, case in enumerate(config["cases"]):
-        label = case["label"]
+    for n, case in enumerate(config.cases):
+        label = case.label
         result.stage(f"{label} reference")
-        ref_mod = modules.load_module(config["reference_path"], f"kernelevolve_reference_{n}", case["params"])
+        ref_mod = modules.load_module(config.reference_path, f"kernelevolve_reference_{n}", case.params)
         dtype = modules.dtype_of(case)
         try:
-            if config["mode"] == "check":
+            if config.mode == "check":
                 prepared.append((n, case, _check_references(config, n, ref_mod, dtype, device, sync, expected)))
             else:
                 prepared.append((n, case, _pool_references(config, n, ref_mod, dtype, device, sync, expected)))
@@ -58,20 +60,20 @@ def main(config: dict) -> None:
             result.finish("reference", f"{label}: the reference itself failed: " + one_line(exc), exc)
     if device == "cuda":
         report_memory(result, torch)
-    folder = config["outputs_dir"]
+    folder = config.outputs_dir
     early: dict[str, tuple] = {}  # verdicts on outputs handed over while the candidate still ran
-    if config["mode"] == "check":
+    if config.mode == "check":
         result.stage("waiting for the evaluator's go")
         _judge_as_handed_over(config, prepared, expected, early, device)
-    config.update(wait_for_go(config, result))
+    config = config.signalled(wait_for_go(config, result))
 
     for n, case, names in prepared:
-        label, tol = case["label"], config["tolerances"][case["dtype"]]
+        label, tol = case.label, config.tolerances[case.dtype]
         entry = {"label": label, "correct": None, "failure": None, "message": "", "max_abs_err": None}
         entry["max_rel_err"] = None
         result.cases.append(entry)
         result.stage(f"{label} comparing")
-        if config["mode"] == "timed":
+        if config.mode == "timed":
             kept = _kept_calls(folder, n, names)
             if isinstance(kept, str):
                 entry.update(correct=False, failure="tampering", message=kept)
@@ -81,7 +83,7 @@ def main(config: dict) -> None:
         for name, what, miss_class in names:
             exp, refs = expected[name][:2]
             try:
-                verdict = early.get(name) or _judge_one(folder, name, exp, refs, tol, device, config["seed"])
+                verdict = early.get(name) or _judge_one(folder, name, exp, refs, tol, device, config.seed)
                 if isinstance(verdict, handover.HandoverError):
                     raise verdict
                 ok, message, abs_err, rel_err = verdict
@@ -94,7 +96,7 @@ def main(config: dict) -> None:
             if not ok:
                 entry.update(correct=False, failure=miss_class, message=f"{what}: {message}")
                 break
-        if entry["failure"] is None and config["mode"] == "timed":
+        if entry["failure"] is None and config.mode == "timed":
             if problem := _outside_loops(config, n, expected, sync):
                 entry.update(correct=False, failure="incorrect", message=problem)
         if entry["failure"] is None:
@@ -106,20 +108,20 @@ def main(config: dict) -> None:
     result.finish()
 
 
-def _judge_as_handed_over(config: dict, prepared: list, expected: dict, early: dict, device: str) -> None:
+def _judge_as_handed_over(config: JudgeConfig, prepared: list, expected: dict, early: dict, device: str) -> None:
     """While the candidate's process runs: judge each output as soon as it is handed over, until the
     evaluator's go (the process has ended) or stop; what is left is judged after the go."""
     import time
 
     from kernelevolve.harness.runtime import handover
 
-    folder, go, stop = config["outputs_dir"], config.get("go_path"), config.get("stop_path")
+    folder, go, stop = config.outputs_dir, config.go_path, config.stop_path
 
     def over() -> bool:
         return bool((go and os.path.exists(go)) or (stop and os.path.exists(stop)))
 
     for _, case, names in prepared:
-        tol = config["tolerances"][case["dtype"]]
+        tol = config.tolerances[case.dtype]
         for name, _, _ in names:
             while handover.handed_over(folder, name) is None:
                 if over():
@@ -127,14 +129,14 @@ def _judge_as_handed_over(config: dict, prepared: list, expected: dict, early: d
                 time.sleep(0.005)
             exp, refs = expected[name][:2]
             try:
-                early[name] = _judge_one(folder, name, exp, refs, tol, device, config["seed"])
+                early[name] = _judge_one(folder, name, exp, refs, tol, device, config.seed)
             except handover.HandoverError as exc:
                 early[name] = exc
             if early[name] and not isinstance(early[name], Exception) and not early[name][0]:
                 return  # a miss: the rest need not be judged
 
 
-def _judge_one(folder: str, name: str, exp: list, refs: list, tol: dict, device: str, seed: int) -> tuple:
+def _judge_one(folder: str, name: str, exp: list, refs: list, tol: Tolerance, device: str, seed: int) -> tuple:
     """(ok, message, max abs err, norm-wise error) of the outputs handed over as `name`: element by element
     where their bytes were handed over, as a whole where their digests were."""
     from kernelevolve.harness.runtime import compare as cmp
@@ -175,9 +177,8 @@ def _judge_one(folder: str, name: str, exp: list, refs: list, tol: dict, device:
     return _judge_digests(folder, name, exp, refs, tol, seed)
 
 
-def _judge_digests(folder: str, name: str, exp: list, refs: list, tol: dict, seed: int) -> tuple:
+def _judge_digests(folder: str, name: str, exp: list, refs: list, tol: Tolerance, seed: int) -> tuple:
     """(ok, message, None, None) of the digests handed over as `name` against the references'."""
-    from kernelevolve.harness.runtime import compare as cmp
     from kernelevolve.harness.runtime import handover, outside
 
     entries = handover.read_digests(folder, name)
@@ -190,7 +191,7 @@ def _judge_digests(folder: str, name: str, exp: list, refs: list, tol: dict, see
         if e["dtype"] != str(want.dtype).removeprefix("torch."):
             return False, f"{where}dtype {e['dtype']}, expected {str(want.dtype).removeprefix('torch.')}", None, None
         want_digests, ref_norm = _ref_digests(ref, seed + i)
-        if problem := outside.mismatch(e["digests"], want_digests, ref_norm, cmp.norm_bound(tol), squared=False):
+        if problem := outside.mismatch(e["digests"], want_digests, ref_norm, tol.norm_bound, squared=False):
             return False, where + problem, None, None
     return True, "", None, None
 
@@ -214,12 +215,12 @@ def _check_references(config, n, ref_mod, dtype, device, sync, expected) -> list
     from kernelevolve.harness.runtime.correctness import REPEAT_CALLS, repeat_plan
 
     runs, names = [], []
-    for trial in range(config["trials"]):
-        seed = modules.trial_seed(config["seed"], n, trial)
+    for trial in range(config.trials):
+        seed = modules.trial_seed(config.seed, n, trial)
         reference = modules.build_reference(ref_mod, seed, dtype, device)
         inputs = modules.make_inputs(ref_mod, seed + 17, dtype, device)
         exp, refs = cmp.reference_outputs(reference, inputs, sync)
-        refs = slim(exp, refs, config["seed"])
+        refs = slim(exp, refs, config.seed)
         expected[f"c{n}.t{trial}"] = (exp, refs)
         names.append((f"c{n}.t{trial}", f"trial {trial} (seed {seed})", "incorrect"))
         if _nbytes(inputs) > KEEP_INPUTS_BYTES:  # made again from the seed if a repeated call needs them
@@ -232,7 +233,7 @@ def _check_references(config, n, ref_mod, dtype, device, sync, expected) -> list
             if inputs is None:
                 inputs = modules.make_inputs(ref_mod, seed + 17, dtype, device)
             exp, refs = cmp.reference_outputs(last, inputs, sync)
-            refs = slim(exp, refs, config["seed"])
+            refs = slim(exp, refs, config.seed)
         expected[f"c{n}.r{i}"] = (exp, refs)
         names.append(
             (
@@ -253,14 +254,14 @@ def _pool_references(config, n, ref_mod, dtype, device, sync, expected) -> list:
     from kernelevolve.harness.runtime import compare as cmp
     from kernelevolve.harness.runtime import modules
 
-    reference = modules.build_reference(ref_mod, config["seed"], dtype, device)
+    reference = modules.build_reference(ref_mod, config.seed, dtype, device)
     pools = []
-    for k in range(config.get("input_sets", 2)):
-        inputs = modules.make_inputs(ref_mod, modules.pool_seed(config["seed"], k), dtype, device)
+    for k in range(config.input_sets):
+        inputs = modules.make_inputs(ref_mod, modules.pool_seed(config.seed, k), dtype, device)
         exp, refs = cmp.reference_outputs(reference, inputs, sync)
-        expected[f"c{n}.pool{k}"] = (exp, slim(exp, refs, config["seed"]))
+        expected[f"c{n}.pool{k}"] = (exp, slim(exp, refs, config.seed))
         for i, ref in enumerate(expected[f"c{n}.pool{k}"][1]):  # the timed calls' digests: the reference's now
-            _ref_digests(ref, config["seed"] + i)
+            _ref_digests(ref, config.seed + i)
         pools.append(inputs)
     expected[f"c{n}.model"] = (reference, pools)
     return list(range(len(pools)))
@@ -278,12 +279,12 @@ def _secret_seeds() -> dict:
     return {k: v for k, v in data.items() if isinstance(k, str) and type(v) is int} if isinstance(data, dict) else {}
 
 
-def _loop_plans(config: dict, n: int, seeds: dict) -> dict:
+def _loop_plans(config: JudgeConfig, n: int, seeds: dict) -> dict:
     """{loop name: {seed, calls}} of case n known before the timing (seeds from stdin, calls from the prepare
     signal)."""
     from kernelevolve.harness.runtime import outside
 
-    calls = (config.get("outside_calls") or {}).get(str(n))
+    calls = config.outside_calls.get(str(n))
     names = [f"c{n}.{idx}" for idx in range(outside.LOOPS)]
     if type(calls) is not int or calls <= 0 or not all(name in seeds for name in names):
         return {}
@@ -313,16 +314,15 @@ def _loop_expectation(model_and_pools: tuple, seed: int, calls: int, sync) -> tu
     return seed, calls, sample, want
 
 
-def _outside_loops(config, n: int, expected: dict, sync) -> str | None:
+def _outside_loops(config: JudgeConfig, n: int, expected: dict, sync) -> str | None:
     """Why case n's outside-timed loops (outside.py) were not all computed, or None: a sample of each loop's
     calls recomputed here with the reference on the same fresh inputs (while preparing, where the
     seeds were known then), and their sums of squares compared."""
-    from kernelevolve.harness.runtime import compare as cmp
     from kernelevolve.harness.runtime import outside
 
-    tol = config["tolerances"][config["cases"][n]["dtype"]]
+    tol = config.tolerances[config.cases[n].dtype]
     for idx in range(outside.LOOPS):
-        loop = (config.get("outside") or {}).get(f"c{n}.{idx}")
+        loop = config.outside.get(f"c{n}.{idx}")
         if not isinstance(loop, dict):
             return f"outside-timed loop {idx} was never finished"
         got = loop.get("sums")
@@ -333,7 +333,7 @@ def _outside_loops(config, n: int, expected: dict, sync) -> str | None:
         if known is None or known[:2] != (seed, calls):  # not known while preparing: drawn and computed now
             known = _loop_expectation(expected[f"c{n}.model"], seed, calls, sync)
         _, _, sample, want = known
-        problem = outside.sums_mismatch([got[i] for i in sample], want, cmp.norm_bound(tol), calls=sample)
+        problem = outside.sums_mismatch([got[i] for i in sample], want, tol.norm_bound, calls=sample)
         if problem:
             return f"outside-timed loop ({calls} calls on fresh inputs): {problem}"
     return None

@@ -48,8 +48,9 @@ def pool_seed(base: int, k: int) -> int:
     return base + 17 + 101 * k
 
 
-def dtype_of(case: dict) -> torch.dtype | None:
-    return DTYPES.get(case["dtype"])
+def dtype_of(case) -> torch.dtype | None:
+    """The torch dtype of a case: a configs.Case, or a plain dict with a "dtype" (the profiling harnesses')."""
+    return DTYPES.get(case["dtype"] if isinstance(case, dict) else case.dtype)
 
 
 def to_device(obj, dtype, device: str):

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import sys
 
+from kernelevolve.harness.runtime.configs import PreflightConfig
 from kernelevolve.harness.runtime.state import Result, one_line
 
 
-def main(config: dict) -> None:
-    result = Result(config["result_path"])
-    device = "cuda" if config["device"] == "cuda" else "cpu"
+def main(raw: dict) -> None:
+    config = PreflightConfig.load(raw)
+    result = Result(config.result_path)
+    device = "cuda" if config.device == "cuda" else "cpu"
     try:
         import torch  # noqa: F401
     except Exception as exc:  # the environment is broken, not the reference
@@ -26,15 +28,15 @@ def main(config: dict) -> None:
     from kernelevolve.harness.runtime import modules
 
     sync = torch.cuda.synchronize if device == "cuda" else None
-    for n, case in enumerate(config["cases"]):
-        label = case["label"]
+    for n, case in enumerate(config.cases):
+        label = case.label
         result.stage(label)
         entry = {"label": label, "ok": False, "message": ""}
         try:
-            ref_mod = modules.load_module(config["reference_path"], f"kernelevolve_preflight_{n}", case["params"])
+            ref_mod = modules.load_module(config.reference_path, f"kernelevolve_preflight_{n}", case.params)
             dtype = modules.dtype_of(case)
-            reference = modules.build_reference(ref_mod, config["seed"] + n, dtype, device)
-            inputs = modules.make_inputs(ref_mod, config["seed"] + n + 17, dtype, device)
+            reference = modules.build_reference(ref_mod, config.seed + n, dtype, device)
+            inputs = modules.make_inputs(ref_mod, config.seed + n + 17, dtype, device)
             cmp.reference_outputs(reference, inputs, sync)
             entry["ok"] = True
         except BaseException as exc:  # noqa: BLE001 - MemoryError and SystemExit are answers here too

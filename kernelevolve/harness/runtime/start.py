@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import sys
 
-from kernelevolve.harness.runtime.state import Result
+from kernelevolve.harness.runtime.state import Result, setting
 
 
-def begin(config: dict, kernels: bool = True) -> tuple[Result, str]:
-    """(result, torch device: "cuda" or "cpu"). `kernels`: this process runs Triton (the judges do not:
-    they compute the reference with torch, and skip Triton's import and the interpreter's patches)."""
-    result = Result(config["result_path"])
-    device = "cuda" if config["device"] == "cuda" else "cpu"
+def begin(config, kernels: bool = True) -> tuple[Result, str]:
+    """(result, torch device: "cuda" or "cpu") of a typed configuration (configs.py) or a profiling
+    harness's dict. `kernels`: this process runs Triton (the judges do not: they compute the reference
+    with torch, and skip Triton's import and the interpreter's patches)."""
+    result = Result(setting(config, "result_path"))
+    device = "cuda" if setting(config, "device") == "cuda" else "cpu"
     try:
         import torch
 
@@ -32,7 +33,7 @@ def begin(config: dict, kernels: bool = True) -> tuple[Result, str]:
         "torch": torch.__version__,
         "triton": triton.__version__ if triton is not None else _installed("triton"),
         "python": sys.version.split()[0],
-        "device": config["device"],
+        "device": setting(config, "device"),
         "gpu": torch.cuda.get_device_name(0) if device == "cuda" else "cpu (triton interpreter)",
     }
     return result, device

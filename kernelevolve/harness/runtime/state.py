@@ -60,19 +60,21 @@ class Result:
         self._exit(0)
 
 
-def wait_for_go(config: dict, result: Result, signal: str = "go") -> dict:
+def wait_for_go(config, result: Result, signal: str = "go") -> dict:
     """Block until the evaluator writes the signal's file (`go_path`: the GPU is ours now;
     `prepare_path`: the GPU may be used for preparation); `stop_path` instead means the evaluator no
     longer needs this process (the candidate failed its checks): leave quietly. Returns what the
-    evaluator wrote into the file (a JSON object: settings known only now, e.g. `profile`).
+    evaluator wrote into the file (a JSON object: settings known only now, e.g. `profile`), for
+    `config.signalled(...)`.
 
     Lets a process start and prepare (imports, inputs, compiles) while others run, or before its
     candidate exists at all (the evaluator's warm processes), and use the GPU only when let."""
-    path, stop_path = config.get(f"{signal}_path"), config.get("stop_path")
+    path = setting(config, "prepare_path" if signal == "prepare" else "go_path")
+    stop_path = setting(config, "stop_path")
     if not path:
         return {}
     result.stage(f"waiting for the evaluator's {signal}")
-    deadline = time.monotonic() + config.get("go_timeout_s", 600)
+    deadline = time.monotonic() + (setting(config, "go_timeout_s") or 600)
     while not os.path.exists(path):
         if stop_path and os.path.exists(stop_path):
             result.data["cancelled"] = True
@@ -88,6 +90,12 @@ def wait_for_go(config: dict, result: Result, signal: str = "go") -> dict:
     except ValueError:
         payload = {}
     return payload if isinstance(payload, dict) else {}
+
+
+def setting(config, name: str):
+    """One setting of a harness's configuration: a typed one (configs.py), or the plain dict the profiling
+    harnesses still read (None where it has no such key)."""
+    return config.get(name) if isinstance(config, dict) else getattr(config, name, None)
 
 
 def report_memory(result: Result, torch) -> None:
@@ -121,15 +129,15 @@ def failure_class(exc: BaseException) -> str:
     return "runtime"
 
 
-def import_candidate(config: dict, result: Result):
+def import_candidate(config, result: Result):
     """The candidate's module, imported last (after everything the judge relies on was captured);
     a candidate that cannot be imported, or defines no ModelNew, ends the process with its verdict."""
     from kernelevolve.harness.runtime.modules import load_module
 
     result.stage("import")
-    sys.path[:0] = config.get("import_paths", [])
+    sys.path[:0] = list(setting(config, "import_paths") or [])
     try:
-        candidate = load_module(config["candidate_path"], "kernelevolve_candidate")
+        candidate = load_module(setting(config, "candidate_path"), "kernelevolve_candidate")
     except SyntaxError as exc:
         result.finish("syntax", f"line {exc.lineno}: {exc.msg}", exc)
     except Exception as exc:
