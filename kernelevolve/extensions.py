@@ -24,7 +24,7 @@ from kernelevolve import languages
 from kernelevolve.languages import LANGUAGES, Language
 from kernelevolve.llm.base import Provider
 from kernelevolve.operators import PROVIDER_CLASSES
-from kernelevolve.profiling import runner as profiling_runner
+from kernelevolve.profiling.tools import TOOLS, ProfilerTool
 from kernelevolve.runs.config import POLICY_OPTIONS, PolicyOptions, RunConfig, RunOptions
 from kernelevolve.search.policies import POLICIES, Policy
 
@@ -32,8 +32,9 @@ from kernelevolve.search.policies import POLICIES, Policy
 @runtime_checkable
 class ProfilerHarness(Protocol):
     """A profiling tool's harness module (kernelevolve/harness/runtime/profile_NAME.py), run in the
-    sandbox: `main(config)` profiles each of config["cases"], writes one raw output per case under
-    config["output_dir"] and names it in the result's `cases` (see profile_torch.py)."""
+    sandbox by harness_templates/profile.py.j2: `main(config)` profiles each of config["cases"], writes
+    one raw output per case under config["output_dir"] and names it in the result's `cases` (see
+    profile_torch.py)."""
 
     def main(self, config: dict) -> None: ...
 
@@ -122,22 +123,19 @@ EXTENSION_POINTS: dict[str, ExtensionPoint] = {
         ),
         ExtensionPoint(
             name="profiler tool",
-            interface=(ProfilerHarness,),
-            registries=(profiling_runner.TOOLS,),
-            where="kernelevolve/profiling/runner.py: TOOLS",
+            interface=(ProfilerTool, ProfilerHarness),
+            registries=(TOOLS,),
+            where="kernelevolve/profiling/tools/__init__.py: TOOLS",
             files={
-                "harness_templates/profile_NAME.py.j2": "the script the sandbox runs: the launcher, then the harness",
-                "kernelevolve/harness/runtime/profile_NAME.py": "its harness module (ProfilerHarness)",
-                "kernelevolve/profiling/runner.py": "its name in TOOLS; `check_available` when it needs a program; "
-                "its keys in `run_tool`'s config",
-                "kernelevolve/profiling/parsers.py": "the parser of its raw output",
-                "kernelevolve/profiling/schema.py": "its field of ProfileSummary and its line in `prompt_text`",
-                "kernelevolve/profiling/collect.py": "`_absorb` calls its parser; `_latency` when it times kernels",
-                "kernelevolve/cli/profile_cmd.py": "its table in the output; a few words on what it is in _TOOL_IS "
-                "(--tool's and --profile's help name the tools of TOOLS by themselves)",
+                "kernelevolve/profiling/tools/NAME.py": "its ProfilerTool record `TOOL` and what the record "
+                "names: its part's schema (a pydantic model, stored in ProfileSummary under NAME), the parser of "
+                "its raw output, its lines in an optimise prompt and in `kernelevolve profile`'s output (Line, "
+                "Plain, Table), its config keys, the program it needs, the latency it measures",
+                "kernelevolve/profiling/tools/__init__.py": "its TOOL in TOOLS (the order `all` runs them in)",
+                "kernelevolve/harness/runtime/profile_NAME.py": "its harness module (ProfilerHarness), run in the "
+                "sandbox by the one template harness_templates/profile.py.j2",
             },
-            # read at call time: `profiling.runner.TOOLS` as the runner checks it
-            listing=lambda: profiling_runner.TOOLS,
+            listing=lambda: TOOLS,
         ),
     )
 }

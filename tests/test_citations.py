@@ -69,7 +69,7 @@ def citations(text: str) -> list[str]:
 
 
 def _one(path: str) -> bool:
-    path = path.rstrip("/").replace("NAME", "*")  # harness_templates/profile_NAME.py.j2: one per name
+    path = path.rstrip("/").replace("NAME", "*")  # kernelevolve/harness/runtime/profile_NAME.py: one per name
     if "*" in path:
         return any(ROOT.glob(path))
     if (ROOT / path).exists():
@@ -96,7 +96,7 @@ def test_the_scan_finds_citations_and_judges_them():
     assert exists("knowledge_base/guidance/attention.md") and exists("specs/{softmax,rmsnorm}.yaml")
     assert exists("bench/results/*/h200/") and exists("knowledge_base/kernels/NAME.py")
     assert exists("kernelevolve/profiling/runner.run_tool") and not exists("kernelevolve/profiling/no_such.run_tool")
-    assert exists("harness_templates/profile_NAME.py.j2") and not exists("harness_templates/no_such_NAME.py.j2")
+    assert exists("kernelevolve/harness/runtime/profile_NAME.py") and not exists("kernelevolve/harness/no_such_NAME.py")
     assert not exists("bench/results/reference_kernels_final.md")
     assert not exists("specs/{softmax,no_such_spec}.yaml")
     assert not exists("bench/results/*/no_such_gpu/")

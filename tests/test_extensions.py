@@ -19,14 +19,14 @@ import kernelevolve.llm
 import kernelevolve.search.policies
 from kernelevolve import extensions
 from kernelevolve.cli import app
-from kernelevolve.harness import available_tools
 from kernelevolve.knowledge.base import KnowledgeBase
 from kernelevolve.languages import LANGUAGES, Language, of_document
 from kernelevolve.llm.base import LLMReply, Provider
 from kernelevolve.memory import Repository
 from kernelevolve.operators import PROVIDER_CLASSES, providers_help
 from kernelevolve.paths import BUNDLED_KNOWLEDGE_BASE
-from kernelevolve.profiling import runner as profiling_runner
+import kernelevolve.profiling.tools
+from kernelevolve.profiling.tools import TOOLS, ProfilerTool
 from kernelevolve.records.graph import SearchGraph
 from kernelevolve.runs import POLICY_OPTIONS, PolicyOptions, RunConfig
 from kernelevolve.search.policies import POLICIES, Expansion, Policy
@@ -68,18 +68,25 @@ def test_the_listing_is_what_the_package_registers():
     assert used <= set(listed["language"]) == set(LANGUAGES)
     assert all(isinstance(lang, Language) and lang.name == name for name, lang in LANGUAGES.items())
 
-    # profiler tools: every profile_* harness template and its harness module
-    templates = {t.removeprefix("profile_") for t in available_tools() if t.startswith("profile_")}
-    assert templates == set(listed["profiler tool"]) == set(profiling_runner.TOOLS)
-    for tool in listed["profiler tool"]:
-        module = importlib.import_module(f"kernelevolve.harness.runtime.profile_{tool}")
-        assert isinstance(module, extensions.ProfilerHarness)
+    # profiler tools: every module of profiling/tools/ but base.py holds one record, TOOL, under its own
+    # name, whose harness is kernelevolve/harness/runtime/profile_NAME.py
+    records = {
+        info.name: importlib.import_module(f"kernelevolve.profiling.tools.{info.name}").TOOL
+        for info in pkgutil.iter_modules(kernelevolve.profiling.tools.__path__)
+        if info.name != "base"
+    }
+    assert set(records) == set(listed["profiler tool"]) == set(TOOLS)
+    for name, tool in records.items():
+        assert isinstance(tool, ProfilerTool) and tool.name == name and TOOLS[name] is tool
+        assert tool.harness.__name__ == f"kernelevolve.harness.runtime.profile_{name}"
+        assert isinstance(tool.harness, extensions.ProfilerHarness)
 
     # the registries named are the package's own objects, not copies
     points = extensions.EXTENSION_POINTS
     assert points["policy"].registries[0] is POLICIES and points["policy"].registries[1] is POLICY_OPTIONS
     assert points["provider"].registries[0] is PROVIDER_CLASSES
     assert points["language"].registries[0] is LANGUAGES
+    assert points["profiler tool"].registries[0] is TOOLS
 
 
 def _readme_rows() -> dict[str, set[str]]:
@@ -196,12 +203,13 @@ def test_a_policy_and_a_provider_added_to_the_registries_run_by_name(tmp_path, m
 # -- the command line's help names what the registries hold -----------------------------------------
 
 REGISTER_AND_ASK_FOR_HELP = """
+import dataclasses
 import sys
 from typing import Literal
 
 from kernelevolve.llm.base import Provider
 from kernelevolve.operators import PROVIDER_CLASSES
-from kernelevolve.profiling import runner
+from kernelevolve.profiling.tools import TOOLS
 from kernelevolve.runs import POLICY_OPTIONS, PolicyOptions
 from kernelevolve.search.policies import POLICIES, Policy
 
@@ -221,7 +229,7 @@ class Canned(Provider):
 POLICIES["newest"] = Newest
 POLICY_OPTIONS["newest"] = NewestOptions
 PROVIDER_CLASSES["canned"] = Canned
-runner.TOOLS = (*runner.TOOLS, "nsys")
+TOOLS["nsys"] = dataclasses.replace(TOOLS["torch"], name="nsys", what="Nsight Systems", output="nsys report")
 
 from kernelevolve.cli import app  # noqa: E402  (the command line, made after the registries)
 
@@ -264,7 +272,11 @@ def test_the_help_names_a_registered_policy_provider_and_profiler_tool():
         _, model_help = _option(text, "--model")
         assert "canned:MODEL" in model_help and all(f"{name}:" in model_help for name in PROVIDER_CLASSES)
     _, profile_help = _option(_help_after_registering("run"), "--profile")
-    assert f"a list of {', '.join((*profiling_runner.TOOLS, 'nsys'))}" in profile_help
-    metavar, tool_help = _option(_help_after_registering("profile"), "--tool")
-    assert metavar.split("|") == [*profiling_runner.TOOLS, "nsys", "all"]
-    assert tool_help.startswith("torch (torch.profiler), ncu (Nsight Compute), proton (triton.profiler), nsys or all")
+    assert f"a list of {', '.join((*TOOLS, 'nsys'))}" in profile_help
+    profile_text = _help_after_registering("profile")
+    metavar, tool_help = _option(profile_text, "--tool")
+    assert metavar.split("|") == [*TOOLS, "nsys", "all"]
+    assert tool_help.startswith(
+        "torch (torch.profiler), ncu (Nsight Compute), proton (triton.profiler), nsys (Nsight Systems) or all"
+    )
+    assert "(Chrome trace, ncu CSV, Proton hatchet, nsys report)" in _option(profile_text, "--keep")[1]

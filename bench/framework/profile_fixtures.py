@@ -56,7 +56,8 @@ def main() -> int:
 
     import torch
 
-    from kernelevolve.profiling.runner import find_ncu, run_tool
+    from kernelevolve.profiling.runner import run_tool
+    from kernelevolve.profiling.tools.ncu import find_ncu
     from kernelevolve.spec import load_spec
 
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -124,7 +125,7 @@ def _keep_direct(spec, source: str, cases, scratch: Path, dest: Path, timeout_s:
     """The ncu harness as a plain subprocess (no sandbox): the control for the sandboxed verdicts."""
     from kernelevolve.harness import PACKAGE_ROOT, render
     from kernelevolve.paths import KNOWLEDGE_BASE
-    from kernelevolve.profiling.runner import NCU_LAUNCH_COUNT, find_ncu
+    from kernelevolve.profiling.tools.ncu import LAUNCH_COUNT, find_ncu
 
     work = scratch / "direct"
     work.mkdir(parents=True, exist_ok=True)
@@ -142,10 +143,12 @@ def _keep_direct(spec, source: str, cases, scratch: Path, dest: Path, timeout_s:
         "import_paths": [str(KNOWLEDGE_BASE / "kernels")],
         "package_root": str(PACKAGE_ROOT),
         "ncu_path": find_ncu() or "ncu",
-        "ncu_launch_count": NCU_LAUNCH_COUNT,
+        "ncu_launch_count": LAUNCH_COUNT,
         "ncu_timeout_s": timeout_s - 20,
     }
-    (work / "harness.py").write_text(render("profile_ncu", config))
+    (work / "harness.py").write_text(
+        render("profile", dict(config, harness="kernelevolve.harness.runtime.profile_ncu"))
+    )
     t0 = time.monotonic()
     try:
         proc = subprocess.run(

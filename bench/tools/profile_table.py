@@ -19,7 +19,8 @@ KERNELS = "softmax,rmsnorm,cross_entropy,flash_attention,ikbo_lce,ikbo_target_at
 
 
 def main() -> int:
-    from kernelevolve.profiling.parsers import ProfileParseError, parse_ncu_csv
+    from kernelevolve.profiling.tools import ProfileParseError
+    from kernelevolve.profiling.tools.ncu import parse_ncu_csv
     from kernelevolve.profiling.roofline import roofline
     from kernelevolve.spec import load_spec
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
+from rich.table import Table as RichTable
 
 from kernelevolve.cli.app import (
     EXIT_FAILED,
@@ -24,12 +24,12 @@ from kernelevolve.cli.app import (
     styled,
     shapes_or_fail,
 )
-from kernelevolve.profiling.runner import TOOLS
-from kernelevolve.profiling.schema import ProfileSummary, ncu_line
+from kernelevolve.profiling.schema import ProfileSummary
+from kernelevolve.profiling.tools import TOOLS
+from kernelevolve.profiling.tools.base import Block, Line, Plain, Table
 
-# --tool's and --profile's help name the tools as registered (kernelevolve/profiling/runner.py: TOOLS).
-_TOOL_IS = {"torch": "torch.profiler", "ncu": "Nsight Compute", "proton": "triton.profiler"}
-TOOLS_HELP = ", ".join(f"{t} ({_TOOL_IS[t]})" if t in _TOOL_IS else t for t in TOOLS)
+# --tool's, --keep's and --profile's help name the tools as registered (kernelevolve/profiling/tools/: TOOLS).
+TOOLS_HELP = ", ".join(f"{t.name} ({t.what})" for t in TOOLS.values())
 
 
 @app.command("profile")
@@ -63,7 +63,7 @@ def profile_command(
         None,
         "--keep",
         metavar="DIR",
-        help="Keep the tools' raw outputs (Chrome trace, ncu CSV, Proton hatchet) in DIR/<tool>/.",
+        help=f"Keep the tools' raw outputs ({', '.join(t.output for t in TOOLS.values())}) in DIR/<tool>/.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the tables."),
 ) -> None:
@@ -82,7 +82,7 @@ def profile_command(
       kernelevolve profile specs/softmax.yaml \\
           knowledge_base/kernels/softmax.py --shape M=32768,N=4096
     """
-    from kernelevolve.profiling.runner import TOOLS, ToolUnavailable, check_available
+    from kernelevolve.profiling.runner import ToolUnavailable, check_available
 
     if tool not in (*TOOLS, "all"):
         fail(f"--tool {tool!r}: use one of {', '.join(TOOLS)} or all")
@@ -133,53 +133,27 @@ def print_profile(s: ProfileSummary) -> None:
     console.print(styled((s.label, "bold"), f" ({s.seconds:.1f} s of profiling)"), highlight=False)
     if s.roofline:
         _wrapped(s.roofline.line())
-    if s.torch:
-        t = s.torch
-        _wrapped(
-            f"torch.profiler: GPU {t.gpu_ms:.4f} ms and host {t.host_ms:.4f} ms per call (host time under the "
-            f"profiler; {t.launch_api_ms:.4f} ms in launch calls); allocates {_bytes(t.allocated_bytes_per_call)} "
-            f"per call, peak {_bytes(t.peak_allocated_bytes)}"
-        )
-        _kernel_table([(k.name, f"{k.launches:g}", f"{k.gpu_ms:.4f}") for k in t.kernels])
-    if s.ncu:
-        table = Table(box=None, pad_edge=False)
-        cols = [
-            "ncu kernel",
-            "ms",
-            "DRAM MiB",
-            "DRAM %",
-            "SM %",
-            "occ %",
-            "regs",
-            "spill KiB",
-            "smem KiB",
-            "L2 hit %",
-            "top stalls",
-        ]
-        for c in cols:
-            table.add_column(c, justify="left" if c in ("ncu kernel", "top stalls") else "right", no_wrap=True)
-        for k in s.ncu:
-            table.add_row(
-                k.name[:40],
-                f"{k.duration_ms:.4f}",
-                f"{((k.dram_read_bytes or 0) + (k.dram_write_bytes or 0)) / 2**20:.1f}",
-                _f(k.dram_throughput_pct),
-                _f(k.sm_throughput_pct),
-                _f(k.achieved_occupancy_pct),
-                str(k.registers_per_thread if k.registers_per_thread is not None else "-"),
-                f"{((k.local_load_bytes or 0) + (k.local_store_bytes or 0)) / 1024:.1f}",
-                f"{(k.shared_bytes_per_block or 0) / 1024:.1f}",
-                _f(k.l2_hit_rate_pct),
-                ", ".join(f"{x.reason} {x.cycles_per_issue:.1f}" for x in k.top_stalls),
-            )
-        print_table_or_entries(table, [(f"  ncu, launch {i + 1}:", ncu_line(k)) for i, k in enumerate(s.ncu)])
-    if s.proton:
-        _kernel_table([(k.name, f"{k.launches:g}", f"{k.gpu_ms:.4f}") for k in s.proton.kernels], "proton kernel")
-        for sc in s.proton.scopes:
-            console.print(f"  proton scope {sc.name}: {sc.gpu_ms:.4f} ms per call", highlight=False, markup=False)
+    for name, tool in TOOLS.items():
+        if name in s.parts:
+            for block in tool.report(s.parts[name]):
+                _print_block(block)
     for tool, err in s.errors.items():
         console.print(styled("  ", (f"{tool}:", "red"), " no profile"), highlight=False)
         print_entries([("", err)], indent=4)
+
+
+def _print_block(block: Block) -> None:
+    if isinstance(block, Line):
+        _wrapped(block.text)
+    elif isinstance(block, Plain):
+        console.print(block.text, highlight=False, markup=False)
+    elif isinstance(block, Table):
+        table = RichTable(box=None, pad_edge=False)
+        for c in block.columns:
+            table.add_column(c, justify="left" if c in block.left else "right", no_wrap=True)
+        for row in block.rows:
+            table.add_row(*row)
+        print_table_or_entries(table, block.entries)
 
 
 def _wrapped(text: str) -> None:
@@ -197,32 +171,12 @@ def _wrapped(text: str) -> None:
         print_plain(line)
 
 
-def _kernel_table(rows: list[tuple[str, str, str]], head: str = "torch.profiler kernel") -> None:
-    if not rows:
-        console.print(f"  {head.split()[0]}: no GPU kernel launched", highlight=False, markup=False)
-        return
-    table = Table(box=None, pad_edge=False)
-    for c in (head, "launches/call", "GPU ms/call"):
-        table.add_column(c, justify="left" if c == head else "right", no_wrap=True)
-    for r in rows:
-        table.add_row(*r)
-    print_table_or_entries(table, [(f"  {n}:", f"{launches} launches, {ms} ms per call") for n, launches, ms in rows])
-
-
-def _f(v: float | None) -> str:
-    return "-" if v is None else f"{v:.0f}"
-
-
-def _bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 1024:.1f} KiB"
-
-
+_NEED_PROGRAMS = "".join(f", {t.name} only when it is on PATH" for t in TOOLS.values() if t.program)
 PROFILE_HELP = (
     "Profile promising nodes (a new best, or within --profile-within of it) with these tools: "
-    f"auto (on a GPU: {', '.join(TOOLS)}, ncu only when it is on PATH; none under the interpreter), "
-    f"off, all, or a list of {', '.join(TOOLS)} such as torch,ncu. Their summaries reach the next optimise prompts."
+    f"auto (on a GPU: {', '.join(TOOLS)}{_NEED_PROGRAMS}; none under the interpreter), "
+    f"off, all, or a list of {', '.join(TOOLS)} such as {','.join(list(TOOLS)[:2])}. "
+    "Their summaries reach the next optimise prompts."
 )
 
 
@@ -231,7 +185,7 @@ def profile_settings_or_fail(
 ) -> dict | None:
     """`kernelevolve run`'s --profile options as ProfileSettings (a dict for the run's settings), or
     one-line exit 2; None when nothing is profiled."""
-    from kernelevolve.profiling.runner import TOOLS, ToolUnavailable, check_available, find_ncu
+    from kernelevolve.profiling.runner import ToolUnavailable, check_available
     from kernelevolve.search.profiling import ProfileSettings
 
     if not 0 <= within < 1:
@@ -249,14 +203,15 @@ def profile_settings_or_fail(
             if stop_at is not None:
                 fail("--stop-at-roofline needs GPU profiles (--device cuda)")
             return None
-        chosen = [t for t in TOOLS if t != "ncu" or find_ncu()]
+        chosen = [name for name, t in TOOLS.items() if not t.missing()]
     else:
         chosen = list(TOOLS) if tools == "all" else [t.strip() for t in tools.split(",") if t.strip()]
         bad = [t for t in chosen if t not in TOOLS]
         if bad or not chosen:
             fail(f"--profile {tools!r}: use auto, off, all, or a list of {', '.join(TOOLS)}")
-        if device != "cuda" and chosen != ["torch"]:
-            fail(f"--profile {tools}: under the interpreter only torch runs (host time, no GPU kernels)")
+        if device != "cuda" and not all(TOOLS[t].on_interpreter for t in chosen):
+            runs = " and ".join(name for name, t in TOOLS.items() if t.on_interpreter) or "none"
+            fail(f"--profile {tools}: under the interpreter only {runs} runs (host time, no GPU kernels)")
         if device == "cuda":
             try:
                 check_available(chosen, device)

@@ -1,9 +1,10 @@
 """Profile one candidate with the chosen tools and gather one ProfileSummary per case.
 
-Each tool runs in its own sandboxed process (runner.run_tool); its raw outputs are parsed here
-(parsers.py) and the roofline line is computed from the best latency at hand: the evaluator's
-timed median when the caller has one, else the sum of ncu's kernel durations, else the GPU time
-per call seen by torch.profiler or Proton.
+Each tool runs in its own sandboxed process (runner.run_tool); its raw outputs are parsed here by
+the tool's parser (tools/NAME.py) into its part of the summary, and the roofline line is computed
+from the best latency at hand: the evaluator's timed median when the caller has one, else the
+latency of the tool of the lowest `latency_rank` that measured one (ncu's kernel durations, then
+the GPU time per call seen by torch.profiler, then Proton's).
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import shutil
 import time
 from pathlib import Path
 
-from kernelevolve.profiling.parsers import ProfileParseError, parse_ncu_csv, parse_proton_hatchet, parse_torch_trace
 from kernelevolve.profiling.roofline import LATENCY_BELOW, roofline
-from kernelevolve.profiling.runner import DEFAULT_CALLS, TOOLS, run_tool, scratch_dir
+from kernelevolve.profiling.runner import DEFAULT_CALLS, run_tool, scratch_dir
 from kernelevolve.profiling.schema import ProfileSummary
+from kernelevolve.profiling.tools import TOOLS, ProfileParseError
 from kernelevolve.spec import Case, Spec
 
 
@@ -23,7 +24,7 @@ def profile_candidate(
     spec: Spec,
     source: str,
     cases: list[Case],
-    tools: list[str] | tuple[str, ...] = TOOLS,
+    tools: list[str] | tuple[str, ...] | None = None,
     *,
     device: str = "cuda",
     gpu: str = "0",
@@ -36,11 +37,11 @@ def profile_candidate(
     """One summary per case; a tool that failed leaves its one-line reason in `errors`.
 
     `raw_dir`: keep each tool's raw outputs there (<raw_dir>/<tool>/...). `knowledge_base`: the run's,
-    whose kernels/ the candidate may import (None: the process's)."""
+    whose kernels/ the candidate may import (None: the process's). `tools`: None, all of TOOLS."""
     summaries = {c.label: ProfileSummary(label=c.label, tools=[]) for c in cases}
     work = scratch_dir()
     try:
-        for tool in tools:
+        for tool in list(TOOLS) if tools is None else tools:
             t0 = time.monotonic()
             run = run_tool(
                 tool,
@@ -68,13 +69,13 @@ def profile_candidate(
                     summary.errors[tool] = run.error or f"{tool}: no output for this case"
                     continue
                 try:
-                    _absorb(summary, tool, (run.directory / name).read_text())
+                    summary.parts[tool] = TOOLS[tool].parse((run.directory / name).read_text(), DEFAULT_CALLS)
                 except (OSError, UnicodeDecodeError, ProfileParseError) as e:
                     summary.errors[tool] = f"{tool}: {e}"
                     continue
                 summary.tools.append(tool)
                 if run.dropped_metrics:
-                    summary.errors.setdefault("ncu-metrics", "not collected: " + ", ".join(run.dropped_metrics))
+                    summary.errors.setdefault(f"{tool}-metrics", "not collected: " + ", ".join(run.dropped_metrics))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for case in cases:
@@ -86,22 +87,12 @@ def profile_candidate(
     return list(summaries.values())
 
 
-def _absorb(summary: ProfileSummary, tool: str, text: str) -> None:
-    if tool == "torch":
-        summary.torch = parse_torch_trace(text)
-    elif tool == "ncu":
-        summary.ncu = parse_ncu_csv(text)
-    else:
-        summary.proton = parse_proton_hatchet(text, DEFAULT_CALLS)
-
-
 def _latency(summary: ProfileSummary, benchmark_ms: float | None) -> tuple[float, str] | None:
     if benchmark_ms:
         return benchmark_ms, "benchmark"
-    if summary.ncu:
-        return sum(k.duration_ms for k in summary.ncu), "ncu"
-    if summary.torch and summary.torch.gpu_ms:
-        return summary.torch.gpu_ms, "torch"
-    if summary.proton and summary.proton.kernels:
-        return sum(k.gpu_ms for k in summary.proton.kernels), "proton"
+    for tool in sorted((t for t in TOOLS.values() if t.latency), key=lambda t: t.latency_rank):
+        if tool.name in summary.parts:
+            ms = tool.latency(summary.parts[tool.name])
+            if ms is not None:
+                return ms, tool.name
     return None

@@ -1,7 +1,8 @@
-"""Run one profiling harness (torch.profiler, Nsight Compute or Proton) on a candidate, sandboxed.
+"""Run one profiling tool's harness (a tool of kernelevolve/profiling/tools/) on a candidate, sandboxed.
 
 The same sealed sandbox as every evaluation (evaluation/sandbox.run_script), with a timeout of
-its own; the tool's raw outputs stay in the run's scratch directory for the parsers. Nothing here
+its own; the script is harness_templates/profile.py.j2, which runs the tool's harness module with
+the config; the tool's raw outputs stay in the run's scratch directory for its parser. Nothing here
 judges the candidate: profiles are taken of candidates the evaluator already passed.
 """
 
@@ -17,11 +18,10 @@ from pathlib import Path
 from kernelevolve.evaluation.sandbox import Limits, clean_environment, run_script
 from kernelevolve.harness import PACKAGE_ROOT, render
 from kernelevolve import paths
+from kernelevolve.profiling.tools import TOOLS
 from kernelevolve.spec import Case, Spec
 
-TOOLS = ("torch", "ncu", "proton")
-DEFAULT_CALLS = 3  # forward calls per torch/proton profile (ncu profiles one)
-NCU_LAUNCH_COUNT = 32  # kernels per ncu profile at most: a candidate launching more is cut there
+DEFAULT_CALLS = 3  # forward calls per profile (ncu profiles one)
 
 
 class ToolUnavailable(Exception):
@@ -39,16 +39,15 @@ class ToolRun:
     dropped_metrics: list[str] = field(default_factory=list)
 
 
-def find_ncu() -> str | None:
-    return shutil.which("ncu")
-
-
 def check_available(tools: list[str], device: str) -> None:
     """ToolUnavailable naming the first thing missing for `tools` on this machine."""
     if device != "cuda":
         raise ToolUnavailable("profiles need a CUDA GPU and none is visible (the interpreter measures no GPU time)")
-    if "ncu" in tools and find_ncu() is None:
-        raise ToolUnavailable("ncu (Nsight Compute) is not on PATH; install it or use --tool torch or --tool proton")
+    for name in tools:
+        missing = TOOLS[name].missing()
+        if missing:
+            others = " or ".join(f"--tool {t.name}" for t in TOOLS.values() if not t.program)
+            raise ToolUnavailable(f"{missing}; install it" + (f" or use {others}" if others else ""))
 
 
 def run_tool(
@@ -65,7 +64,7 @@ def run_tool(
     isolate_network: bool = True,
     knowledge_base: Path | None = None,
 ) -> ToolRun:
-    """Render profile_<tool>, run it in the sandbox under `workdir`/<tool>-XXXX, and say what it left."""
+    """Run the tool's harness in the sandbox under `workdir`/<tool>-XXXX, and say what it left."""
     if tool not in TOOLS:
         raise ValueError(f"unknown profiling tool {tool!r} (have: {', '.join(TOOLS)})")
     # A private (0700) folder per run whose parent the sandbox's uid may pass through: the sandbox
@@ -89,9 +88,8 @@ def run_tool(
         # The run's knowledge base (a Ray worker's copy of it); None: the process's (--kb), read now.
         "import_paths": [str(Path(knowledge_base or paths.knowledge_base()) / "kernels")],
         "package_root": str(PACKAGE_ROOT),
-        "ncu_path": find_ncu() or "ncu",
-        "ncu_launch_count": NCU_LAUNCH_COUNT,
-        "ncu_timeout_s": max(1.0, timeout_s - 30.0),  # leaves the harness time to write its verdict
+        "harness": TOOLS[tool].harness.__name__,  # the module the script runs: its main(config)
+        **TOOLS[tool].config(timeout_s),
     }
     env = clean_environment(
         {
@@ -115,9 +113,7 @@ def run_tool(
         max_memory_bytes=None if device == "cuda" else 16 << 30,
         writable=[base / "inductor", base / "triton", base / "cuda"],
     )
-    outcome = run_script(
-        render(f"profile_{tool}", config), run_dir, limits=limits, env=env, result_path=base / "result.json"
-    )
+    outcome = run_script(render("profile", config), run_dir, limits=limits, env=env, result_path=base / "result.json")
     run = ToolRun(tool=tool, directory=run_dir, duration_s=outcome.duration_s, sandbox=outcome.sandbox)
     data = outcome.result or {}
     run.outputs = {c["label"]: c["output"] for c in data.get("cases", []) if c.get("output")}

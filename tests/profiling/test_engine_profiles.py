@@ -11,7 +11,8 @@ from kernelevolve.cli import app
 from kernelevolve.memory import Repository
 from kernelevolve.memory.profiles import load_profiles
 from kernelevolve.profiling.roofline import roofline
-from kernelevolve.profiling.schema import NcuKernel, NodeProfile, ProfileSummary
+from kernelevolve.profiling.schema import NodeProfile, ProfileSummary
+from kernelevolve.profiling.tools.ncu import NcuKernel
 from kernelevolve.search.profiling import ProfileSettings, Profiler
 from kernelevolve.runs.session import RunSettings, build_engine, start_run
 from kernelevolve.spec import Budget

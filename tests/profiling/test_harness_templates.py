@@ -40,7 +40,7 @@ def test_every_template_renders_for_a_candidate_as_python():
         "precision": "bf16",
     }
     tools = available_tools()
-    assert {"profile_torch", "profile_ncu", "profile_proton", "tritonbench_operator"} <= set(tools)
+    assert {"profile", "tritonbench_operator"} <= set(tools)
     for tool in tools:
         ast.parse(render(tool, config), filename=f"{tool}.py")
 
@@ -50,7 +50,7 @@ def test_torch_profiler_harness_runs_in_the_sandbox_and_its_trace_parses():
     (summary, second) = profile_candidate(SPEC, KERNEL, cases, ["torch"], device="interpret", timeout_s=120)
     assert summary.label == cases[0].label and second.label == cases[1].label
     assert summary.tools == ["torch"] and not summary.errors
-    t = summary.torch
+    t = summary.parts["torch"]
     assert t.calls == 3
     assert t.kernels == [] and t.gpu_ms == 0  # the interpreter runs no GPU kernel
     assert t.host_ms > 0.1  # an interpreted Triton launch takes milliseconds of CPU
@@ -71,7 +71,7 @@ def test_one_ncu_report_splits_into_cases_at_the_marker_kernels():
     import io
 
     from kernelevolve.harness.runtime.profile_ncu import MARKER, split_cases
-    from kernelevolve.profiling.parsers import parse_ncu_csv
+    from kernelevolve.profiling.tools.ncu import parse_ncu_csv
 
     rows = list(csv.reader(io.StringIO((REPO_ROOT / "tests/profiling/fixtures/h200/ikbo_lce/ncu_0.csv").read_text())))
     name = rows[0].index("Kernel Name")

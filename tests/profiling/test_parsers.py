@@ -7,7 +7,10 @@ import pytest
 
 from kernelevolve.cli.profile_cmd import print_profile
 from kernelevolve.paths import REPO_ROOT
-from kernelevolve.profiling.parsers import ProfileParseError, parse_ncu_csv, parse_proton_hatchet, parse_torch_trace
+from kernelevolve.profiling.tools import ProfileParseError
+from kernelevolve.profiling.tools.ncu import parse_ncu_csv
+from kernelevolve.profiling.tools.proton import parse_proton_hatchet
+from kernelevolve.profiling.tools.torch import parse_torch_trace
 from kernelevolve.profiling.roofline import roofline
 from kernelevolve.profiling.schema import ProfileSummary
 from kernelevolve.spec import load_spec

@@ -7,7 +7,9 @@ from kernelevolve.memory import Repository
 from kernelevolve.memory.models import NodeRow, RunRow
 from kernelevolve.memory.profiles import load_profile, load_profiles, save_profile
 from kernelevolve.profiling.roofline import roofline
-from kernelevolve.profiling.schema import KernelTime, ProfileSummary, TorchProfile
+from kernelevolve.profiling.schema import ProfileSummary
+from kernelevolve.profiling.tools.base import KernelTime
+from kernelevolve.profiling.tools.torch import TorchProfile
 
 
 def _summary(ms: float) -> ProfileSummary:
@@ -53,7 +55,7 @@ def test_profiles_round_trip_per_node_and_go_with_their_run(db_url):
     save_profile(repo, "r1", 1, [_summary(0.1).model_dump()], seconds=19.0)  # profiled again: replaced
     row = load_profile(repo, "r1", 1)
     back = ProfileSummary.model_validate(row.summaries[0])
-    assert row.seconds == 19.0 and back.torch.gpu_ms == 0.1
+    assert row.seconds == 19.0 and back.parts["torch"].gpu_ms == 0.1
     assert back.roofline.bound == "memory" and back.roofline.latency_source == "torch"
     assert back.prompt_text() == _summary(0.1).prompt_text()
     assert sorted(load_profiles(repo, "r1")) == [1, 2] and load_profile(repo, "r1", 3) is None

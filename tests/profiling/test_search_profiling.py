@@ -9,7 +9,8 @@ from kernelevolve.operators.profile_guidance import spill_step
 from kernelevolve.operators.tunables import read_declared
 from kernelevolve.paths import KNOWLEDGE_BASE, REPO_ROOT
 from kernelevolve.profiling.roofline import roofline
-from kernelevolve.profiling.schema import NcuKernel, NodeProfile, ProfileSummary
+from kernelevolve.profiling.schema import NodeProfile, ProfileSummary
+from kernelevolve.profiling.tools.ncu import NcuKernel
 from kernelevolve.search.graph import Node, SearchGraph
 from kernelevolve.search.profiling import ProfileSettings, Profiler
 from kernelevolve.spec import load_spec
@@ -103,7 +104,7 @@ def test_a_node_is_profiled_in_the_sandbox_at_its_first_case_when_untimed():
     )
     profile = Profiler(ProfileSettings(tools=["torch"]), SPEC, "interpret").run(KERNEL, result)
     (summary,) = profile.summaries
-    assert summary.label == cases[0].label and summary.tools == ["torch"] and summary.torch.calls == 3
+    assert summary.label == cases[0].label and summary.tools == ["torch"] and summary.parts["torch"].calls == 3
     assert profile.seconds > 0 and "Profile at " + cases[0].label in str(profile)
 
 

@@ -4,7 +4,7 @@ The child (`target`) builds each case's model, calls it once outside the profile
 once between cudaProfilerStart/Stop after a marker kernel; ncu (`--profile-from-start off`)
 profiles only those calls' kernels, with the fixed metric set METRICS; the report is exported as
 CSV (raw page, base units) and cut at the markers into one CSV per case for
-kernelevolve/profiling/parsers.py.
+kernelevolve/profiling/tools/ncu.py.
 
 Clock control: `--clock-control none`. By default ncu locks the GPU to its base clock, so its
 durations come out longer than what do_bench and the benchmark harness measure at the clocks the

@@ -2,7 +2,7 @@
 
 Proton's launch hook names each Triton kernel; the forward calls run inside the scope
 CALL_SCOPE, and any `proton.scope` the candidate opens itself appears below it in the tree
-(kernelevolve/profiling/parsers.py reads both). Proton needs CUPTI: GPU only.
+(kernelevolve/profiling/tools/proton.py reads both). Proton needs CUPTI: GPU only.
 """
 
 from __future__ import annotations

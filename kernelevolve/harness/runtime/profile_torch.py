@@ -2,7 +2,7 @@
 
 Each trace covers config["calls"] forward calls, each inside a `record_function` range named
 CALL_RANGE, with CPU and CUDA activity and memory events; the parser
-(kernelevolve/profiling/parsers.py) turns it into kernels per call, GPU time per kernel, host
+(kernelevolve/profiling/tools/torch.py) turns it into kernels per call, GPU time per kernel, host
 time between launches and peak memory. Under the interpreter (CPU) the trace has no GPU kernels.
 """
 
