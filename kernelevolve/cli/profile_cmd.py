@@ -205,7 +205,9 @@ def profile_settings_or_fail(
             return None
         chosen = [name for name, t in TOOLS.items() if not t.missing()]
     else:
-        chosen = list(TOOLS) if tools == "all" else [t.strip() for t in tools.split(",") if t.strip()]
+        chosen = (
+            list(TOOLS) if tools == "all" else list(dict.fromkeys(t.strip() for t in tools.split(",") if t.strip()))
+        )
         bad = [t for t in chosen if t not in TOOLS]
         if bad or not chosen:
             fail(f"--profile {tools!r}: use auto, off, all, or a list of {', '.join(TOOLS)}")

@@ -42,6 +42,8 @@ def test_a_tool_of_one_module_runs_through_the_registry(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert f"wall clock: {part.ms_per_call:.3f} ms per call (within 120 s)" in out
     assert profile_settings_or_fail("wallclock", "interpret", 0.05, 60.0, None)["tools"] == ["wallclock"]
+    # a tool named twice is profiled once
+    assert profile_settings_or_fail("wallclock,wallclock", "interpret", 0.05, 60.0, None)["tools"] == ["wallclock"]
 
     monkeypatch.undo()  # a stored key of a tool no longer registered is left aside, as unknown keys always were
     gone = ProfileSummary.model_validate(stored)
