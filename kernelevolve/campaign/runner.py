@@ -15,13 +15,16 @@ import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from kernelevolve.campaign.problems import Problem
 from kernelevolve.memory import campaigns as store
 from kernelevolve.runs import RunConfig, live_owner, owner_tag
+
+if TYPE_CHECKING:
+    from kernelevolve.evaluation.executors import Executor
 
 SEARCH, SOLUTIONS = "search", "solutions"
 NEEDS_A_MODEL = "needs a model"
@@ -183,7 +186,7 @@ class _Counter:
                 self.on_event(Event(problem, text, self.done, self.total))
 
 
-def _guarded(job, repo, campaign_id, settings, problem, evaluator, counter) -> None:
+def _guarded(job, repo, campaign_id, settings, problem, evaluator: Executor, counter) -> None:
     """One problem; what goes wrong with it is its note, never the other problems' end."""
     try:
         job(repo, campaign_id, settings, problem, evaluator, counter)
@@ -209,7 +212,7 @@ def _start_run(repo, campaign_id: str, settings: CampaignSettings, problem, spec
     return run_id
 
 
-def _search(repo, campaign_id, settings: CampaignSettings, problem, evaluator, counter: _Counter) -> None:
+def _search(repo, campaign_id, settings: CampaignSettings, problem, evaluator: Executor, counter: _Counter) -> None:
     from kernelevolve import runs
     from kernelevolve.records.graph import best_nodes
     from kernelevolve.views import fitness_text
@@ -237,7 +240,7 @@ def _search(repo, campaign_id, settings: CampaignSettings, problem, evaluator, c
     )
 
 
-def _solve(repo, campaign_id, settings: CampaignSettings, problem, evaluator, counter: _Counter) -> None:
+def _solve(repo, campaign_id, settings: CampaignSettings, problem, evaluator: Executor, counter: _Counter) -> None:
     """A solutions campaign's problem: its file as node 0 of a run, evaluated once."""
     from pathlib import Path
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -29,6 +29,9 @@ from kernelevolve.cli.app import (
     shapes_or_fail,
     sigterm_as_interrupt,
 )
+
+if TYPE_CHECKING:
+    from kernelevolve.evaluation.executors import Executor
 
 RECHECKS = 3  # how many would-be bests are re-evaluated at most when earlier ones prove unstable
 
@@ -105,7 +108,9 @@ def targets(graph, every: bool, device: str, again: bool) -> list:
     return sorted(out, key=lambda n: (rank.get(n.id, len(rank)), n.id))
 
 
-def retime_run(repo, run, evaluator, shapes, *, every: bool = False, again: bool = False, say=print, spec=None) -> dict:
+def retime_run(
+    repo, run, evaluator: Executor, shapes, *, every: bool = False, again: bool = False, say=print, spec=None
+) -> dict:
     """Evaluate the run's nodes with `evaluator`, store the results, recompute and confirm the best.
     Returns a summary (for --json)."""
     from kernelevolve.evaluation.executors import EvaluationKind, EvaluationRequest
@@ -151,7 +156,7 @@ def retime_run(repo, run, evaluator, shapes, *, every: bool = False, again: bool
     }
 
 
-def _confirm_best(repo, run, graph, evaluator, spec, shapes, state, say, confirmed) -> list[int]:
+def _confirm_best(repo, run, graph, evaluator: Executor, spec, shapes, state, say, confirmed) -> list[int]:
     """A timed best not confirmed yet is evaluated again in fresh processes (as a search does before a new
     best counts); one the second evaluation disagrees with is held for review, and the next is tried."""
     from kernelevolve.evaluation.executors import EvaluationKind, EvaluationRequest

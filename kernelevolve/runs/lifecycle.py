@@ -19,6 +19,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable
 
+from kernelevolve.evaluation.executors import Executor
 from kernelevolve.memory.workers import pid_alive
 from kernelevolve.runs.config import RunConfig, RunError
 from kernelevolve.search.engine import SearchEngine, restore_rng, rng_state
@@ -116,7 +117,7 @@ def create(repo, spec: Spec, config: RunConfig) -> tuple[str, RunConfig]:
     return run_id, config
 
 
-def start(repo, spec: Spec, config: RunConfig, *, operator=None, executor=None) -> "Run":
+def start(repo, spec: Spec, config: RunConfig, *, operator=None, executor: Executor | None = None) -> "Run":
     """A new run, opened: `create` then `open` with the spec and config in hand."""
     run_id, config = create(repo, spec, config)
     return open(repo, run_id, spec=spec, config=config, operator=operator, executor=executor)
@@ -129,7 +130,7 @@ def open(  # noqa: A001 (kernelevolve.runs.open: a run, not a file)
     spec: Spec | None = None,
     config: RunConfig | None = None,
     operator=None,
-    executor=None,
+    executor: Executor | None = None,
     max_nodes: int | None = None,
     parallel: int | None = None,
     executor_name: str | None = None,
@@ -173,7 +174,9 @@ class Run:
     """One run opened for a search: its row, config, spec and operator; the executor and engine once
     asked for (`engine`); closed once (`close`, or `with run:`)."""
 
-    def __init__(self, repo, row, config: RunConfig, spec: Spec, operator, executor, replayed: int) -> None:
+    def __init__(
+        self, repo, row, config: RunConfig, spec: Spec, operator, executor: Executor | None, replayed: int
+    ) -> None:
         self.repo, self.row, self.config, self.spec, self.operator = repo, row, config, spec, operator
         self.id: str = row.id
         self.replayed = replayed  # model replies recorded by earlier sessions, handed to the operator
@@ -255,7 +258,7 @@ class Run:
             self.executor.close()
 
 
-def make_executor(repo, run_id: str, config: RunConfig):
+def make_executor(repo, run_id: str, config: RunConfig) -> Executor:
     """Where the run's evaluations go: the local Evaluator, or Ray workers (RunError when Ray is missing
     or its cluster unusable); both with the run's knowledge base. Baselines go to the run's database."""
     ev = config.evaluation

@@ -16,6 +16,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect, text
 
 from kernelevolve.memory import DatabaseError, Repository, migrations
+from kernelevolve.records.result import EvalResult
 from kernelevolve.memory.models import Base
 
 OLD = Path(__file__).parent / "fixtures" / "pre_migrations"
@@ -155,6 +156,6 @@ def test_database_made_before_migrations_migrates_and_resumes(backend, tmp_path,
     for node_id, source in before.items():  # the old nodes kept, not evaluated again
         loaded = json.loads(results[node_id]) if isinstance(results[node_id], str) else results[node_id]
         assert graph[node_id].source == source
-        assert graph[node_id].evaluation.to_dict() == loaded
+        assert graph[node_id].evaluation == EvalResult.from_dict(loaded)  # as stored (its old form read today)
     assert repo.run(run_id).settings["timeout_s"] == 120.0  # the old run's settings read as they were
     repo.close()
