@@ -104,6 +104,7 @@ def preflight(
     from kernelevolve.harness import render
     from kernelevolve.harness.runtime.configs import Case as HarnessCase
     from kernelevolve.harness.runtime.configs import PreflightConfig
+    from kernelevolve.harness.runtime.report import PreflightCase
 
     cases = spec.cases(device, shapes)
     workdir = Path(tempfile.mkdtemp(prefix="kernelevolve-preflight-"))
@@ -126,15 +127,14 @@ def preflight(
         )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    data = outcome.result or {}
-    done = {c["label"]: c for c in data.get("cases", [])}
+    done = {c.label: c for c in outcome.report(PreflightCase).cases}
     head = f"the reference {spec.reference.name} cannot run"
     for case in cases:
         entry = done.get(case.label)
-        if entry is not None and entry.get("ok"):
+        if entry is not None and entry.ok:
             continue
         if entry is not None:
-            why = _short(entry.get("message") or "it failed")
+            why = _short(entry.message or "it failed")
         elif outcome.timed_out:
             why = f"no result after {timeout_s:g}s"
         elif outcome.signal_name:

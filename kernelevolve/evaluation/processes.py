@@ -26,6 +26,7 @@ from kernelevolve.records.result import EvalResult
 from kernelevolve.evaluation.sandbox import Limits, Outcome, run_script
 from kernelevolve.harness import render
 from kernelevolve.harness.runtime.configs import BenchmarkConfig, HarnessConfig
+from kernelevolve.harness.runtime.report import WAITING_FOR_GO, BaselineCase, Report
 from kernelevolve.spec import Spec
 
 WARM_MARGIN_S = 120.0  # a warm set this close to leaving is not handed out
@@ -136,11 +137,10 @@ class WaitingRun:
     def wait_prepared(self) -> None:
         """Until it waits for its go (prepared) or has ended: the GPU preparation is over either way."""
         while self._thread.is_alive():
-            data = self._result()
-            if data.get("stage") == "waiting for the evaluator's go":  # read before any candidate code ran
-                environment = data.get("environment") or {}
-                self.prepared_bytes = held_bytes(environment.get("gpu_prepared_bytes"))
-                self.peak_bytes = held_bytes(environment.get("gpu_peak_bytes"))
+            report = Report.read(self._result())
+            if report.stage == WAITING_FOR_GO:  # read before any candidate code ran
+                self.prepared_bytes = held_bytes(report.environment.gpu_prepared_bytes)
+                self.peak_bytes = held_bytes(report.environment.gpu_peak_bytes)
                 return
             self._thread.join(0.01)
 
@@ -155,7 +155,7 @@ class WaitingRun:
         self._write("go", json.dumps(payload or {}))
         while trusted and self._thread.is_alive():
             data = self._result()
-            if data.get("stage") == "done":
+            if Report.read(data).done:
                 self.after_go_s = time.monotonic() - start
                 return Outcome(0, False, None, time.monotonic() - self.started, "", "", data)
             self._thread.join(0.002)
@@ -286,21 +286,21 @@ class BaselineJob:
         outcome = run.go()
         loops = clock.join()
         result.phases_s["baseline"] = run.after_go_s
-        data = (outcome.result if outcome else None) or {}
-        for case in data.get("cases", []):
-            if case.get("baseline_ms") is not None and case.get("label") in self.keys:
-                label = case["label"]
+        report = outcome.report(BaselineCase) if outcome else Report.read(None, BaselineCase)
+        for case in report.cases:
+            if case.baseline_ms is not None and case.label in self.keys:
+                label = case.label
                 loop = fastest_loop(loops, self.missing.index(label)) if label in self.missing else None
-                if loop is None or loop.payload["calls"] != outside_calls(case["baseline_ms"]):
+                if loop is None or loop.payload["calls"] != outside_calls(case.baseline_ms):
                     continue
                 slope = loop.wall_ms
-                self.found[label], self.slopes[label] = case["baseline_ms"], slope
-                self.store.save(self.keys[label], case["baseline_ms"])
+                self.found[label], self.slopes[label] = case.baseline_ms, slope
+                self.store.save(self.keys[label], case.baseline_ms)
                 self.store.save(self.slope_keys[label], slope)
         if len(self.found) < len(self.keys):
             how = f"{outcome.signal_name or outcome.returncode}" if outcome else "not started"
             last = (outcome.stderr.strip().splitlines() or [""])[-1][:300] if outcome else ""
-            result.diagnostics.baseline_error = (data.get("failure") or {}).get("message") or (
+            result.diagnostics.baseline_error = (report.failure.message if report.failure else "") or (
                 f"the baseline process ended without timings ({how}): {last}"
             )
         return self.found

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelevolve.evaluation import fork_server
+from kernelevolve.harness.runtime.report import CaseT, Report
 
 BOOT = Path(__file__).with_name("sandbox_boot.py")
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.IGNORECASE)
@@ -142,6 +143,11 @@ class Outcome:
     # The run's processes together held more resident memory than Limits.max_total_rss_bytes (bytes seen).
     memory_exceeded: int | None = None
     peak_rss_bytes: int = 0  # the most the whole run held, as seen from outside
+
+    def report(self, case: type[CaseT] | None = None) -> Report[CaseT]:
+        """The harness's result file as its typed report, cases read as `case` (report.Report.read: lenient,
+        never raises; what is believed of it is the reader's decision)."""
+        return Report.read(self.result, case)
 
 
 # What each report entry reads when its protection is active.

@@ -35,6 +35,7 @@ import threading
 from pathlib import Path
 
 from kernelevolve.harness.runtime.configs import Case, ProbeConfig
+from kernelevolve.harness.runtime.report import ProbeReport
 from kernelevolve.records.result import static_score as score  # noqa: F401 (the ranking rule: with the records)
 
 ENV = "KERNELEVOLVE_STATIC_COST"  # "0" turns the estimate off (a search then ranks as before: all ties)
@@ -168,20 +169,20 @@ def _size(params: dict) -> float:
     return math.prod(float(v) for v in numbers if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0)
 
 
-def _run(config: ProbeConfig, folder: Path, limits, env: dict, timeout_s: float) -> tuple[dict, str | None]:
-    """One sandboxed probe process: (its result, None) or (what it left, the one-line reason it failed)."""
+def _run(config: ProbeConfig, folder: Path, limits, env: dict, timeout_s: float) -> tuple[ProbeReport, str | None]:
+    """One sandboxed probe process: (its report, None) or (what it left, the one-line reason it failed)."""
     from kernelevolve.evaluation.sandbox import run_script
 
     outcome = run_script(_script(config), folder, limits=limits, env=env, result_path=Path(config.result_path))
-    data = outcome.result or {}
+    report = ProbeReport.read(outcome.result)
     if outcome.timed_out:
-        return data, f"the static probe ({config.phase}) took over {limits.timeout_s:g}s"
-    if data.get("failure"):
-        return data, str(data["failure"])[:300]
-    if data.get("stage") != "done":
+        return report, f"the static probe ({config.phase}) took over {limits.timeout_s:g}s"
+    if report.failure:
+        return report, report.failure
+    if not report.done:
         last = (outcome.stderr.strip().splitlines() or ["no output"])[-1]
-        return data, f"the static probe ({config.phase}) ended during {data.get('stage', 'start-up')}: {last[:200]}"
-    return data, None
+        return report, f"the static probe ({config.phase}) ended during {report.stage}: {last[:200]}"
+    return report, None
 
 
 class Probe:
@@ -254,13 +255,13 @@ class Probe:
         limits = Limits(
             timeout_s=2 * timeout_s, max_memory_bytes=16 << 30, max_total_rss_bytes=16 << 30, writable=[caches]
         )
-        self.results: dict[str, tuple[dict, str | None]] = {}
+        self.results: dict[str, tuple[ProbeReport, str | None]] = {}
 
         def run(config: ProbeConfig, environment: dict) -> None:
             try:
                 self.results[config.phase] = _run(config, workdir / config.phase, limits, environment, timeout_s)
             except Exception as exc:
-                self.results[config.phase] = ({}, f"static probe: {type(exc).__name__}: {exc}"[:300])
+                self.results[config.phase] = (ProbeReport(), f"static probe: {type(exc).__name__}: {exc}"[:300])
 
         self.threads = [
             threading.Thread(target=run, args=(count, env), daemon=True),
@@ -294,21 +295,25 @@ class Probe:
             if not self.started:
                 self._start()
             self.threads[0].join()
-            data, error = self.results.get("count", ({}, "the count process left nothing"))
-            if not error and not data.get("launches"):
+            count, error = self.results.get("count", (ProbeReport(), "the count process left nothing"))
+            if not error and not count.launches:
                 error = "no Triton launch was seen on the probed call"
             if error:
                 return {"error": error}
-            self._signal("specs.json", json.dumps(data.get("specs", {})))
+            self._signal("specs.json", json.dumps(count.specs))
             self.threads[1].join()
-            compiled, error = self.results.get("compile", ({}, "the compile process left nothing"))
-            data["kernels"] = compiled.get("kernels", {})
-            data["stages_s"] = {"count": data.get("stages_s"), "compile": compiled.get("stages_s")}
+            compiled, error = self.results.get("compile", (ProbeReport(), "the compile process left nothing"))
+            figures = {
+                "launches": count.launches,
+                "io_bytes": count.io_bytes,
+                "kernels": compiled.kernels,
+                "stages_s": {"count": count.stages_s or None, "compile": compiled.stages_s or None},
+                "shape": self.case.label,
+            }
             if error:
-                data["compile_error"] = error
+                figures["compile_error"] = error
             minimal, _ = self.spec.roofline(self.case)
-            data["shape"] = self.case.label
-            return estimate(data, minimal, self.spec.hardware)
+            return estimate(figures, minimal, self.spec.hardware)
         except Exception as exc:  # the estimate is optional: never fails an evaluation
             return {"error": f"static probe: {type(exc).__name__}: {exc}"[:300]}
         finally:

@@ -20,8 +20,9 @@ from kernelevolve import languages
 from kernelevolve.evaluation import plausibility
 from kernelevolve.evaluation.processes import OUTSIDE_PAD_MS, fastest_loop
 from kernelevolve.evaluation.sandbox import Outcome
+from kernelevolve.harness.runtime.report import CheckCase, TimedCase
 from kernelevolve.harness.runtime.screen import screen_source
-from kernelevolve.records.result import Diagnostics, EvalResult, Failure, OutsideBound, ShapeResult, Versions
+from kernelevolve.records.result import EvalResult, Failure, OutsideBound, ShapeResult, Versions
 from kernelevolve.spec import Case, Spec
 
 JUDGES = ("judge", "timed judge")  # the phases whose processes never import the candidate
@@ -76,36 +77,33 @@ def absorb(result: EvalResult, outcome: Outcome, phase: str, *, timeout_s: float
     candidate code says can only fail the candidate (its failure, its latencies, bounded later);
     correctness and the figures the evaluator plans with come from the judges. `timeout_s` and
     `memory_limit_bytes` are the limits the run had, for the messages."""
-    data = outcome.result or {}
+    report = outcome.report(TimedCase if phase == "benchmark" else CheckCase)
     trusted = phase in JUDGES
-    versions = Versions.reported(data.get("environment"))
+    env = report.environment
+    versions = Versions(gpu=env.gpu, torch=env.torch, triton=env.triton, python=env.python)
     if not trusted:  # kept apart, for diagnosis only
         result.diagnostics.candidate_process[phase] = versions
     elif versions != Versions():  # a judge that said nothing leaves what the other one said
         result.versions = versions
     if outcome.sandbox or not result.diagnostics.sandbox:  # a judge's early verdict comes without it
         result.diagnostics.sandbox = outcome.sandbox or {}
-    result.diagnostics.stages_s[phase] = Diagnostics.stage_times(data.get("stages_s"))  # where the time went
+    result.diagnostics.stages_s[phase] = dict(report.stages_s)  # where the time went
     by_label = {s.label: s for s in result.shapes}
-    for case in data.get("cases", []) if isinstance(data.get("cases"), list) else []:
-        shape = by_label.get(case.get("label")) if isinstance(case, dict) else None
+    for case in report.cases:
+        shape = by_label.get(case.label)
         if shape is None:
             continue
-        if phase == "judge":
-            for key in ("correct", "failure", "message", "max_abs_err", "max_rel_err"):
-                setattr(shape, key, case.get(key))
-        elif phase == "correctness":
-            if case.get("failure"):
-                shape.correct, shape.failure, shape.message = False, str(case["failure"]), str(case.get("message"))
-        elif phase == "timed judge":
-            if case.get("failure"):
-                shape.correct, shape.failure, shape.message = False, str(case["failure"]), str(case.get("message"))
+        if phase == "judge":  # the verdict: a process that never imported the candidate
+            shape.correct, shape.failure, shape.message = case.correct, case.failure, case.message
+            shape.max_abs_err, shape.max_rel_err = case.max_abs_err, case.max_rel_err
+        elif phase in ("correctness", "timed judge"):  # can only fail a shape
+            if case.failure:
+                shape.correct, shape.failure, shape.message = False, case.failure, case.message
         elif phase == "benchmark":
-            latency = case.get("latency_ms")
-            shape.latency_ms = float(latency) if isinstance(latency, (int, float)) and latency > 0 else None
-    stage = data.get("stage", "start-up")
-    failure = data.get("failure")
-    log = "\n".join(x for x in ((failure or {}).get("traceback", ""), outcome.stderr.strip()) if x)
+            latency = case.latency_ms
+            shape.latency_ms = latency if latency is not None and latency > 0 else None
+    stage, failure = report.stage, report.failure
+    log = "\n".join(x for x in (failure.traceback if failure else "", outcome.stderr.strip()) if x)
     if outcome.memory_exceeded:
         fail(
             result,
@@ -122,7 +120,7 @@ def absorb(result: EvalResult, outcome: Outcome, phase: str, *, timeout_s: float
             log,
         )
     elif failure:
-        fail(result, Failure.parse(failure["class"]), failure["message"], log)
+        fail(result, Failure.parse(failure.failure_class), failure.message, log)
     elif outcome.signal_name:
         fail(result, Failure.CRASH, f"{phase}: process killed by {outcome.signal_name} during {stage}", log)
     elif stage != "done":
@@ -135,7 +133,7 @@ def absorb(result: EvalResult, outcome: Outcome, phase: str, *, timeout_s: float
         )
     elif phase == "correctness":
         result.log = outcome.stderr.strip()[-2000:]
-    if failure and phase in JUDGES and failure.get("class") == "tampering":
+    if failure and phase in JUDGES and failure.failure_class == "tampering":
         result.log = (result.log + "\n" + outcome.stderr.strip())[-6000:]
 
 

@@ -19,6 +19,7 @@ import secrets
 import sys
 
 from kernelevolve.harness.runtime.configs import BenchmarkConfig
+from kernelevolve.harness.runtime.report import BaselineCase, TimedCase
 from kernelevolve.harness.runtime.state import Result, failure_class, import_candidate, one_line, wait_for_go
 from kernelevolve.harness.runtime.state import report_memory as _report_memory
 
@@ -88,7 +89,7 @@ def main(raw: dict) -> None:
 
     for n, (case, ref_mod, dtype, reference, pools, buffers) in enumerate(prepared):
         label = case.label
-        entry = {"label": label, "latency_ms": None, "calls": None, "profile": None}
+        entry = TimedCase(label)
         result.cases.append(entry)
         result.stage(f"{label} first calls")
         try:
@@ -109,7 +110,7 @@ def main(raw: dict) -> None:
                 profile = {"kernel_ms": None, "launches": dict(monitor.launches)}
             if reason := monitor.stream_verdict():
                 result.finish("timing", f"{label}: {reason}")
-            entry["profile"] = profile
+            entry.profile = profile
             result.stage(f"{label} timing")
             # Every timed call under the monitor: a candidate that asks whether it is watched gets the same
             # answer on the calls that set its fitness as on the checked ones.
@@ -130,13 +131,8 @@ def main(raw: dict) -> None:
             result.finish("not_a_kernel", f"{label}: timed call {timed.failed[0] + 1}: {timed.failed[1]}")
         if reason := timed.monitor.stream_verdict():
             result.finish("timing", f"{label}: timed calls: {reason}")
-        entry.update(
-            latency_ms=timing.median_ms,
-            calls=timing.calls,
-            wall_ms=timing.wall_ms,
-            stream_ms=timing.stream_ms,
-            lead_ms=timing.lead_ms,
-        )
+        entry.latency_ms, entry.calls, entry.wall_ms = timing.median_ms, timing.calls, timing.wall_ms
+        entry.stream_ms, entry.lead_ms = timing.stream_ms, timing.lead_ms
         result.write()
         changed = tripwire.changed()
         if changed:
@@ -197,14 +193,14 @@ def _time_baselines(config: BenchmarkConfig, result: Result, prepared: list, clo
     clock.sync()
     config = config.signalled(wait_for_go(config, result))
     for case, base, pools, buffers in ready:
-        entry = {"label": case.label, "baseline_ms": None}
+        entry = BaselineCase(case.label)
         result.cases.append(entry)
         result.stage(f"{case.label} baseline")
         try:
             timing = clock.measure(base, buffers, pools, warmup_ms=config.warmup_ms, rep_ms=config.rep_ms)
         except Exception as exc:
             result.finish("reference", f"{case.label}: the baseline ({config.baseline}) raised " + one_line(exc), exc)
-        entry["baseline_ms"] = timing.median_ms
+        entry.baseline_ms = timing.median_ms
         result.write()
         _outside_loops(config, result, len(result.cases) - 1, base, pools, buffers, clock, timing.median_ms)
     result.finish()
@@ -218,14 +214,14 @@ def _outside_loops(config: BenchmarkConfig, result, n, fn, pools, buffers, clock
     folder = os.path.dirname(config.result_path)
     for idx in range(outside.LOOPS):
         name = f"c{n}.{idx}"
-        result.stage(f"{result.cases[-1]['label']} outside-timed loop {idx}")
+        result.stage(f"{result.cases[-1].label} outside-timed loop {idx}")
         payload = outside.await_release(folder, name, config.stop_path, estimate_ms)
         try:
             values = outside.run_loop(
                 fn, pools, buffers, int(payload["seed"]), int(payload["calls"]), clock.sync, modules.flatten
             )
         except Exception as exc:
-            result.finish(failure_class(exc), f"{result.cases[-1]['label']}: " + one_line(exc), exc)
+            result.finish(failure_class(exc), f"{result.cases[-1].label}: " + one_line(exc), exc)
         outside.report_done(folder, name, values)
 
 

@@ -19,6 +19,7 @@ large the output).
 from __future__ import annotations
 
 from kernelevolve.harness.runtime.configs import CorrectnessConfig
+from kernelevolve.harness.runtime.report import CheckCase
 from kernelevolve.harness.runtime.start import begin
 from kernelevolve.harness.runtime.state import failure_class, import_candidate, one_line, wait_for_go
 
@@ -80,11 +81,11 @@ def main(raw: dict) -> None:
     inplace = config.inplace
     monitor = KernelMonitor(set(config.allow_torch_ops))
 
-    def fail(entry: dict, failure: str, reason: str, exc: BaseException | None = None) -> None:
-        entry.update(correct=False, failure=failure, message=reason)
-        result.finish(failure, f"{entry['label']}: {reason}", exc)
+    def fail(entry: CheckCase, failure: str, reason: str, exc: BaseException | None = None) -> None:
+        entry.correct, entry.failure, entry.message = False, failure, reason
+        result.finish(failure, f"{entry.label}: {reason}", exc)
 
-    def call(entry: dict, model, inputs: list, name: str) -> None:
+    def call(entry: CheckCase, model, inputs: list, name: str) -> None:
         """One watched call; its outputs handed over as `name`, byte for byte (a large output: its sampled blocks
         and digests). Every call so: an output right on the first call and off by a few percent on later ones
         passed the digests alone (their width is 12 norm bounds), and so did an error the candidate put in the
@@ -119,13 +120,12 @@ def main(raw: dict) -> None:
                     "mutates_input",
                     f"output {o} shares memory with input {i}: a view of an input is not a result",
                 )
-        result.stage(f"{entry['label']} handing over")
+        result.stage(f"{entry.label} handing over")
         handover.write_outputs(outputs, name, outs, config.seed)
 
     for n, (case, ref_mod, dtype, runs) in enumerate(prepared):
         label = case.label
-        entry = {"label": label, "params": case.params, "dtype": case.dtype, "correct": None, "failure": None}
-        entry.update(message="", max_abs_err=None, max_rel_err=None)
+        entry = CheckCase(label, params=case.params, dtype=case.dtype)
         result.cases.append(entry)
         new = None
         for trial, (seed, reference, inputs) in enumerate(runs):

@@ -24,6 +24,7 @@ import secrets
 from dataclasses import dataclass
 
 from kernelevolve.harness.runtime.configs import JudgeConfig, Tolerance
+from kernelevolve.harness.runtime.report import WAITING_FOR_GO, CheckCase
 from kernelevolve.harness.runtime.start import begin
 from kernelevolve.harness.runtime.state import one_line, report_memory, wait_for_go
 
@@ -63,20 +64,19 @@ def main(raw: dict) -> None:
     folder = config.outputs_dir
     early: dict[str, tuple] = {}  # verdicts on outputs handed over while the candidate still ran
     if config.mode == "check":
-        result.stage("waiting for the evaluator's go")
+        result.stage(WAITING_FOR_GO)
         _judge_as_handed_over(config, prepared, expected, early, device)
     config = config.signalled(wait_for_go(config, result))
 
     for n, case, names in prepared:
         label, tol = case.label, config.tolerances[case.dtype]
-        entry = {"label": label, "correct": None, "failure": None, "message": "", "max_abs_err": None}
-        entry["max_rel_err"] = None
+        entry = CheckCase(label)
         result.cases.append(entry)
         result.stage(f"{label} comparing")
         if config.mode == "timed":
             kept = _kept_calls(folder, n, names)
             if isinstance(kept, str):
-                entry.update(correct=False, failure="tampering", message=kept)
+                entry.correct, entry.failure, entry.message = False, "tampering", kept
                 result.finish("tampering", f"{label}: {kept}")
             expected.update({name: expected[pool] for name, _, _, pool in kept})
             names = [(name, what, cls) for name, what, cls, _ in kept]
@@ -88,23 +88,23 @@ def main(raw: dict) -> None:
                     raise verdict
                 ok, message, abs_err, rel_err = verdict
             except handover.HandoverError as exc:
-                entry.update(correct=False, failure="tampering", message=str(exc))
+                entry.correct, entry.failure, entry.message = False, "tampering", str(exc)
                 result.finish("tampering", f"{label}: the candidate's process handed over no valid outputs ({exc})")
             if abs_err is not None:
-                entry["max_abs_err"] = max(entry["max_abs_err"] or 0.0, abs_err)
-                entry["max_rel_err"] = max(entry["max_rel_err"] or 0.0, rel_err)
+                entry.max_abs_err = max(entry.max_abs_err or 0.0, abs_err)
+                entry.max_rel_err = max(entry.max_rel_err or 0.0, rel_err)
             if not ok:
-                entry.update(correct=False, failure=miss_class, message=f"{what}: {message}")
+                entry.correct, entry.failure, entry.message = False, miss_class, f"{what}: {message}"
                 break
-        if entry["failure"] is None and config.mode == "timed":
+        if entry.failure is None and config.mode == "timed":
             if problem := _outside_loops(config, n, expected, sync):
-                entry.update(correct=False, failure="incorrect", message=problem)
-        if entry["failure"] is None:
-            entry["correct"] = True
+                entry.correct, entry.failure, entry.message = False, "incorrect", problem
+        if entry.failure is None:
+            entry.correct = True
         result.write()
-    first = next((c for c in result.cases if c["correct"] is not True), None)
+    first = next((c for c in result.cases if c.correct is not True), None)
     if first is not None:
-        result.finish(first["failure"], f"{first['label']}: {first['message']}")
+        result.finish(first.failure, f"{first.label}: {first.message}")
     result.finish()
 
 

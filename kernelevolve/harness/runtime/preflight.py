@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 
 from kernelevolve.harness.runtime.configs import PreflightConfig
+from kernelevolve.harness.runtime.report import PreflightCase
 from kernelevolve.harness.runtime.state import Result, one_line
 
 
@@ -31,17 +32,17 @@ def main(raw: dict) -> None:
     for n, case in enumerate(config.cases):
         label = case.label
         result.stage(label)
-        entry = {"label": label, "ok": False, "message": ""}
+        entry = PreflightCase(label)
         try:
             ref_mod = modules.load_module(config.reference_path, f"kernelevolve_preflight_{n}", case.params)
             dtype = modules.dtype_of(case)
             reference = modules.build_reference(ref_mod, config.seed + n, dtype, device)
             inputs = modules.make_inputs(ref_mod, config.seed + n + 17, dtype, device)
             cmp.reference_outputs(reference, inputs, sync)
-            entry["ok"] = True
+            entry.ok = True
         except BaseException as exc:  # noqa: BLE001 - MemoryError and SystemExit are answers here too
-            entry["message"] = one_line(exc)
+            entry.message = one_line(exc)
         result.cases.append(entry)
-        if not entry["ok"]:
+        if not entry.ok:
             break  # one case that cannot run is enough to stop a run
     result.finish()

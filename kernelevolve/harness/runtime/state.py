@@ -1,4 +1,5 @@
-"""The result file a harness process leaves behind, and how its failures are classified."""
+"""The result file a harness process leaves behind (its fields: report.py), and how its failures are
+classified."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import sys
 import time
 import traceback
 
+from kernelevolve.harness.runtime.report import Failed, to_json
+
 
 class Result:
-    """What the evaluator reads back: stage, per-case entries, environment, failure.
+    """What the evaluator reads back (report.Report): stage, per-case entries (report.py's CheckCase,
+    TimedCase, ...; a profiling harness's plain dicts), environment, failure.
 
     Rewritten after every step, so a later hang or crash still leaves what was measured."""
 
@@ -21,6 +25,7 @@ class Result:
         self._last = self._clock()
         # Captured now: a candidate that rebinds os.replace or json.dump cannot redirect the verdict.
         self._replace, self._dump, self._exit, self._open = os.replace, json.dump, os._exit, open
+        self._default = to_json
 
     @property
     def cases(self) -> list:
@@ -41,18 +46,14 @@ class Result:
     def write(self) -> None:
         tmp = self.path + ".tmp"
         with self._open(tmp, "w") as f:
-            self._dump(self.data, f)
+            self._dump(self.data, f, default=self._default)
         self._replace(tmp, self.path)
 
     def finish(self, failure: str | None = None, message: str = "", exc: BaseException | None = None) -> None:
         """Write the verdict and leave at once (no atexit hooks of the candidate's run)."""
         self._close_stage()
         if failure:
-            self.data["failure"] = {
-                "class": failure,
-                "message": message,
-                "traceback": traceback.format_exc(limit=20)[-6000:] if exc else "",
-            }
+            self.data["failure"] = Failed(failure, message, traceback.format_exc(limit=20)[-6000:] if exc else "")
         self.data["stage"] = "done"
         self.write()
         sys.stdout.flush()

@@ -422,7 +422,7 @@ CHEATS: dict[str, Cheat] = {
             "        for obj in _gc.get_objects():\n"
             "            if type(obj).__name__ == 'Result' and hasattr(obj, 'finish') and hasattr(obj, 'data'):\n"
             "                for case in obj.data.get('cases', []):\n"
-            "                    case.update(correct=True, failure=None, message='')\n"
+            "                    case.correct, case.failure, case.message = True, None, ''\n"
             "                obj.finish()\n"
             "        return fill(torch.empty_like(x), 0.0)\n",
             tail=GC,
