@@ -359,3 +359,69 @@ def test_a_timed_calls_outputs_are_judged_element_by_element_and_each_call_once(
     assert not ok and "1 of" in message and abs_err == pytest.approx(1e-3, rel=1e-3), message
     handover.write_digests(folder, "digests_only", [bumped], seed)
     assert judge._judge_digests(folder, "digests_only", exp, [ref], tol, seed)[0]  # what a digest cannot see
+
+
+@pytest.mark.parametrize("wrong", [None, "timed call", "loop"])
+def test_the_timed_judge_run_as_the_evaluator_runs_it(tmp_path, wrong):
+    """The timed judge (as on a GPU, here on the interpreter) in its sandboxed process, told by its typed
+    configuration and the evaluator's signals: honest timed calls and loops pass; one wrong timed call, or a
+    loop whose sums were not computed, fails it as `incorrect`."""
+    import json
+    import shutil
+
+    import torch
+
+    from kernelevolve.evaluation.sandbox import Limits, clean_environment, run_script
+    from kernelevolve.harness import render
+    from kernelevolve.harness.runtime import handover, modules, outside
+    from kernelevolve.harness.runtime.report import CheckCase, Report
+
+    spec = load_spec(HERE.parents[1] / "specs" / "softmax.yaml")
+    case = spec.cases("interpret")[0]
+    shutil.copy(spec.reference, tmp_path / "reference.py")
+    folder, outputs = tmp_path / "judge", tmp_path / "outputs"
+    folder.mkdir()
+    outputs.mkdir()
+    seed = 11
+    config = JudgeConfig(
+        device="interpret",
+        mode="timed",
+        reference_path=str(tmp_path / "reference.py"),
+        outputs_dir=str(outputs),
+        cases=(Case(case.label, dict(case.params), case.dtype),),
+        tolerances={case.dtype: Tolerance(**spec.tolerance(case.dtype).model_dump())},
+        trials=1,
+        seed=seed,
+    ).with_signals(result_path=str(folder / "result.json"), go_path=str(folder / "go"), stop_path=str(folder / "stop"))
+    # What the candidate's timing process hands over: its kept timed calls, and its outside loops' sums.
+    ref_mod = modules.load_module(str(tmp_path / "reference.py"), "timed_reference", case.params)
+    dtype = modules.dtype_of(config.cases[0])
+    model = modules.build_reference(ref_mod, seed, dtype, "cpu")
+    pools = [modules.make_inputs(ref_mod, modules.pool_seed(seed, k), dtype, "cpu") for k in range(2)]
+    for i in range(4):
+        with torch.no_grad():
+            out = model(*pools[(i // 2) % 2])
+        if wrong == "timed call" and i == 3:
+            out = out.flip(-1)
+        handover.write_outputs(str(outputs), f"c0.call{i}", [out], seed)
+    fn = model if wrong != "loop" else (lambda *xs: model(*pools[0]))  # a loop that ignores its inputs
+    loops = {}
+    for idx, loop_seed in enumerate((101, 202)):
+        buffers = [[x.clone() for x in pool] for pool in pools]
+        with torch.no_grad():
+            sums = outside.run_loop(fn, pools, buffers, loop_seed, 8, lambda: None, modules.flatten)
+        loops[f"c0.{idx}"] = {"seed": loop_seed, "calls": 8, "sums": sums}
+    (folder / "go").write_text(json.dumps({"outside": loops}))  # the evaluator's go, with what it relays
+    env = clean_environment({"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"})
+    outcome = run_script(
+        render("judge", config), folder, limits=Limits(timeout_s=120), env=env, result_path=folder / "result.json"
+    )
+    report = outcome.report(CheckCase)
+    assert report.done, outcome.stderr[-2000:]
+    [verdict] = report.cases
+    if wrong is None:
+        assert report.failure is None and verdict.correct is True, verdict
+    else:
+        assert report.failure.failure_class == "incorrect" and verdict.correct is False
+        assert ("timed call 4" if wrong == "timed call" else "outside-timed loop") in verdict.message
+    assert Report.read(outcome.result, CheckCase) == report
