@@ -21,6 +21,7 @@ import sys
 import time
 import traceback
 
+from kernelevolve import pysource
 from kernelevolve.harness.runtime.configs import ProbeConfig
 
 START = time.monotonic()
@@ -309,7 +310,7 @@ def _kernels_only(path: str, name: str, import_paths: list[str]):
     module.__file__ = path
     sys.modules[name] = module
     with open(path) as f:
-        tree = ast.parse(f.read(), filename=path)
+        tree = pysource.parse(f.read(), filename=path)
     for stmt in tree.body:
         if isinstance(stmt, ast.ClassDef):
             continue

@@ -13,9 +13,9 @@ scheduling.py keeps the places, the GPUs' gates and the warm process sets.
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
+from kernelevolve import pysource
 from kernelevolve import languages
 from kernelevolve.evaluation import plausibility
 from kernelevolve.evaluation.processes import OUTSIDE_PAD_MS, fastest_loop
@@ -51,7 +51,7 @@ def refusal(spec: Spec, source: str, device: str, cases: list[Case], screen_with
     """The failed result the source alone earns (syntax, kernel language, the tampering screen against
     the knowledge base `screen_with`; None: not screened), else None: it goes on to its processes."""
     try:
-        ast.parse(source)
+        pysource.parse(source)
     except SyntaxError as e:
         return EvalResult.failed(
             Failure.SYNTAX, f"line {e.lineno}: {e.msg}", device=device, shapes=[shape_of(c) for c in cases]

@@ -19,6 +19,7 @@ import json
 import re
 from pathlib import Path
 
+from kernelevolve import pysource
 from kernelevolve.review import ReviewError, export, verdicts
 
 OP_NAME = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)::([A-Za-z_][A-Za-z0-9_]*)$")
@@ -308,7 +309,7 @@ def standalone_source(header_and_source: str) -> str:
 
     trees, imports, order = {}, {}, []
     for name, text in texts.items():
-        trees[name] = ast.parse(text)
+        trees[name] = pysource.parse(text)
         if any(isinstance(s, ast.ImportFrom) and s.module == "__future__" for s in trees[name].body):
             raise refuse(f"{name} has a `from __future__` import")
         imports[name] = helper_imports(name, trees[name])
@@ -322,7 +323,7 @@ def standalone_source(header_and_source: str) -> str:
             visit(dep)
         order.append(name)
 
-    kernel_tree = ast.parse(header_and_source)
+    kernel_tree = pysource.parse(header_and_source)
     kernel_imports, kernel_deps = helper_imports("the kernel", kernel_tree)
     for dep in kernel_deps:
         visit(dep)

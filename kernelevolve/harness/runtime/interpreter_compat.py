@@ -187,10 +187,12 @@ def _loop_index_is_an_int(interpreter) -> bool:
     """Whether the interpreter's rewrite of a kernel leaves a `range` loop's variable a Python int."""
     import ast
 
+    from kernelevolve import pysource
+
     transformer = getattr(interpreter, "ASTTransformer", None)
     if transformer is None:
         return False
-    tree = ast.parse("for i in range(3):\n    pass\n")
+    tree = pysource.parse("for i in range(3):\n    pass\n")
     return not any(
         isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "to_tensor"
         for n in ast.walk(transformer().visit(tree))

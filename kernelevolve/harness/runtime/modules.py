@@ -9,11 +9,12 @@ that checks `--shape` values when a spec is loaded.
 
 from __future__ import annotations
 
-import ast
 import sys
 import types
 
 import torch
+
+from kernelevolve import pysource
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -25,7 +26,7 @@ class ConstructionError(Exception):
 def load_module(path: str, name: str, overrides: dict | None = None) -> types.ModuleType:
     with open(path) as f:
         source = f.read()
-    tree = ast.parse(source, filename=path)
+    tree = pysource.parse(source, filename=path)
     if overrides:
         from kernelevolve.shapes import override_tree
 
