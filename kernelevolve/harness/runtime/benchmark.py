@@ -85,7 +85,9 @@ def main(raw: dict) -> None:
     candidate = import_candidate(config, result)
 
     def keep(out):
-        return [t.detach().clone() if isinstance(t, torch.Tensor) else t for t in modules.flatten(out)]
+        return [
+            torch.Tensor.clone(t) if isinstance(t, torch.Tensor) else t for t in handover.plain(modules.flatten(out))
+        ]
 
     for n, (case, ref_mod, dtype, reference, pools, buffers) in enumerate(prepared):
         label = case.label

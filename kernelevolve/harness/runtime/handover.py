@@ -82,18 +82,26 @@ def gather_blocks(flat: torch.Tensor, blocks: list[int]) -> torch.Tensor:
     return torch.cat([flat[b * BLOCK : (b + 1) * BLOCK] for b in blocks])
 
 
+def plain(outs: list) -> list:
+    """Each plain tensor of `outs` as a fresh tensor object on the same memory (torch.Tensor.detach called
+    through the class): methods the candidate set on its output's instance (`y.cpu = ...`, `y.contiguous =
+    ...`) are not what the handover calls. Anything else is left as it is, for the type check to name."""
+    return [torch.Tensor.detach(t) if type(t) is torch.Tensor else t for t in outs]
+
+
 def write_outputs(folder: str, name: str, outs: list, seed: int = 0) -> None:
     """Write `outs` (a list of tensors) as `name`'s manifest and chunks in `folder` (the candidate's side):
     every byte of an output up to FULL_BYTES; of a larger one, the blocks `sample_blocks` names, and its
     digests (write_digests) for the judge's check of it as a whole. The manifest comes last."""
     os.makedirs(folder, exist_ok=True)
     entries = []
+    outs = plain(outs)
     if any(type(t) is torch.Tensor and t.numel() * t.element_size() > FULL_BYTES for t in outs):
         write_digests(folder, name, outs, seed)
     for i, t in enumerate(outs):
         if type(t) is not torch.Tensor:
             raise TypeError(f"output {i} is a {type(t).__name__}, not a plain torch.Tensor")
-        flat = t.detach().contiguous().reshape(-1)
+        flat = t.contiguous().reshape(-1)
         blocks = sample_blocks(flat.numel(), flat.element_size(), seed + i)
         raw = _to_host(flat if blocks is None else gather_blocks(flat, blocks))
         files = []
@@ -116,7 +124,7 @@ def write_digests(folder: str, name: str, outs: list, seed: int) -> None:
 
     os.makedirs(folder, exist_ok=True)
     entries = []
-    for i, t in enumerate(outs):
+    for i, t in enumerate(plain(outs)):
         if type(t) is not torch.Tensor:
             raise TypeError(f"output {i} is a {type(t).__name__}, not a plain torch.Tensor")
         entries.append(

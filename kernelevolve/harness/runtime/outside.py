@@ -66,7 +66,7 @@ def digests(tensors: list, seed: int) -> list[float]:
     DIGESTS come from one float64 pass over the tensor (X @ B), not one pass and one weight vector each."""
     out = torch.zeros(DIGESTS, dtype=torch.float64)
     for k, a in enumerate(tensors):
-        flat = a.detach().reshape(-1)
+        flat = torch.Tensor.detach(a).reshape(-1)  # the class's method, not one set on the instance
         rows, tail = divmod(flat.numel(), COLS)
         device = flat.device
         g = torch.Generator(device=device).manual_seed(_mix(seed, 1_000_003, k))
@@ -113,7 +113,7 @@ def mismatch(got, want: list[float], ref_norm: float, norm_bound: float, squared
 
 def sums_of_squares(outs: list, dtype=torch.float32) -> torch.Tensor:
     """||out||^2 of each output, on the device (no synchronisation: the loop runs on)."""
-    return torch.stack([torch.linalg.vector_norm(o.detach(), dtype=dtype).square() for o in outs])
+    return torch.stack([torch.linalg.vector_norm(torch.Tensor.detach(o), dtype=dtype).square() for o in outs])
 
 
 def run_loop(fn, pool: list, buffers: list, seed: int, calls: int, sync, flatten, flush=None) -> list[list[float]]:

@@ -465,8 +465,6 @@ CHEATS: dict[str, Cheat] = {
             "        return y\n"
         ),
         "incorrect",
-        caught_today=False,
-        needs="the handover reading the tensor through torch.Tensor's own methods, not the instance's attributes",
     ),
     "subclass_answers_comparison": Cheat(
         "returns a torch.Tensor subclass whose __torch_function__ answers the comparison's subtraction with "
