@@ -8,6 +8,7 @@ is `correct (untimed)`, never a speedup; marks are `[suspicious: held for review
 from __future__ import annotations
 
 from kernelevolve.records.graph import Node, SearchGraph
+from kernelevolve.records.result import Failure
 
 UNTIMED = "correct (untimed)"
 NOT_RUN = "not run (needs a GPU)"  # failure class needs_gpu: a GPU-only kernel language under the interpreter
@@ -15,7 +16,7 @@ NOT_RUN = "not run (needs a GPU)"  # failure class needs_gpu: a GPU-only kernel 
 
 def verdict(correct: bool | None, failure: str | None = None) -> str:
     """One shape's or one evaluation's outcome in the shared vocabulary."""
-    if failure == "needs_gpu":
+    if failure == Failure.NEEDS_GPU:
         return NOT_RUN
     if correct is None:
         return f"failed ({failure})" if failure else "not checked"
@@ -31,7 +32,7 @@ def fitness_text(node: Node) -> str:
     if node.evaluation is None:
         return "pending"
     if not node.correct:
-        return NOT_RUN if node.failure == "needs_gpu" else f"failed ({node.failure})"
+        return NOT_RUN if node.failure == Failure.NEEDS_GPU else f"failed ({node.failure})"
     held = marks_text(node.evaluation.marks) if node.held else ""
     if node.fitness is not None:
         return f"{node.fitness:.3f}x" + held
@@ -61,7 +62,7 @@ def failure_line(node: Node) -> str:
     message = " ".join((node.evaluation.message or "").split()).replace(
         "operator error: OperatorError: ", "operator error: "
     )
-    if node.failure == "needs_gpu":
+    if node.failure == Failure.NEEDS_GPU:
         return f"not run: {message}" if message else NOT_RUN
     return f"failed ({node.failure})" + (f": {message}" if message else "")
 

@@ -33,7 +33,7 @@ from kernelevolve.cli.app import (
     shapes_or_fail,
     styled,
 )
-from kernelevolve.records.result import EvalResult
+from kernelevolve.records.result import EvalResult, Failure
 
 
 @app.command("eval")
@@ -116,7 +116,7 @@ def eval_command(
             result = evaluator.run(request)
         print_result(result, spec.name, candidate.name)
     _warn_unsealed(result)
-    if result.failure == "reference":  # the reference could not run: unusable input, not the candidate's fault
+    if result.failure == Failure.REFERENCE:  # the reference could not run: unusable input, not the candidate's fault
         from kernelevolve.preflight import suggestion
 
         why = " ".join((result.message or "it failed").split())
@@ -124,13 +124,15 @@ def eval_command(
             why = "at the module's own sizes, " + why[len("default ") :]
         fail(f"the reference {spec.reference.name} cannot run on {device}: {why}; {suggestion(spec, device)}")
     # needs_gpu: the candidate could not be evaluated on this device (exit 2), it did not fail.
-    raise typer.Exit(EXIT_OK if result.correct else EXIT_UNUSABLE if result.failure == "needs_gpu" else EXIT_FAILED)
+    raise typer.Exit(
+        EXIT_OK if result.correct else EXIT_UNUSABLE if result.failure == Failure.NEEDS_GPU else EXIT_FAILED
+    )
 
 
 def _warn_unsealed(result: EvalResult) -> None:
     """One line on stderr when the OS refused part of the sandbox (the verdict still stands)."""
     # A candidate refused before it ran (the screen, the language check) had no sandbox to warn about.
-    if result.failure != "tampering" and result.phases_s:
+    if result.failure != Failure.TAMPERING and result.phases_s:
         line = sandbox_warning(result.diagnostics.sandbox)
         if line:
             typer.echo(line, err=True)
@@ -180,7 +182,7 @@ def print_result(result: EvalResult, spec_name: str, candidate_name: str) -> Non
         table.add_row(*row)
         entries.append((f"{s.label}:", facts))
     print_table_or_entries(table, entries)
-    if result.failure == "needs_gpu":
+    if result.failure == Failure.NEEDS_GPU:
         print_plain(result.message)
     elif result.failure:
         console.print(styled((f"failed ({result.failure}):", "red"), " " + result.message), highlight=False)
@@ -191,7 +193,7 @@ def print_result(result: EvalResult, spec_name: str, candidate_name: str) -> Non
                 console.print(f"  {s.label}: {s.message}", highlight=False, markup=False)
     fitness = result.fitness
     n = len(result.shapes)
-    if result.failure == "needs_gpu":  # not a fault of the kernel: nothing ran
+    if result.failure == Failure.NEEDS_GPU:  # not a fault of the kernel: nothing ran
         console.print(f"result: {NOT_RUN}; run it with --device cuda", highlight=False)
     elif not result.correct:
         console.print(f"result: failed ({result.failure or 'incorrect'}); fitness 0", highlight=False)

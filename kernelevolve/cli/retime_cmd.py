@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
+from kernelevolve.records.result import Failure
 from kernelevolve.runs import live_owner
 from kernelevolve.cli.app import (
     DB_HELP,
@@ -97,7 +98,7 @@ def targets(graph, every: bool, device: str, again: bool) -> list:
         ev = node.evaluation
         # The reference itself failed there (out of the GPU's memory, say): nothing was learned of the node,
         # so it is tried again as if it had not been retimed.
-        tool_failed = ev.failure == "reference" and ev.retimed_from is not None
+        tool_failed = ev.failure == Failure.REFERENCE and ev.retimed_from is not None
         if node.source is None or not (every or node.correct or tool_failed):
             continue
         done = ev.device == device and (ev.timed or device == "interpret") and ev.retimed_from is not None

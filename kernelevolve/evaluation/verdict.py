@@ -226,6 +226,6 @@ def settle(result: EvalResult, spec: Spec, cases: list[Case], baseline_ms: dict,
 def out_of_memory(result: EvalResult) -> bool:
     """The GPU ran out of memory in a check or timing (the reference's too: it falls back to float32 first)."""
     text = f"{result.message}\n{result.log[-3000:]}"
-    return result.failure in (str(Failure.CRASH), str(Failure.RUNTIME), str(Failure.REFERENCE)) and (
+    return result.failure in (Failure.CRASH, Failure.RUNTIME, Failure.REFERENCE) and (
         "CUDA out of memory" in text or "could not run in float64 or float32" in text
     )

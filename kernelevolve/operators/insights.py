@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from kernelevolve.operators.base import ParentView
+from kernelevolve.records.result import Failure
 from kernelevolve.steps import step_kind
 
 MOVE = 0.02  # per-shape changes within +-2% are timing noise, not a result
@@ -34,7 +35,7 @@ def rule_insight(spec, child: ParentView, parents: list[ParentView]) -> str | No
     """One line, e.g. `improve of #3 -> #7 (BLOCK_N 1024->2048): M=32768,N=4096 bfloat16
     regressed 0.91x; others +12% (fitness 1.10x -> 1.18x)`."""
     ev = child.evaluation
-    if ev is None or ev.failure == "operator":  # the tool failed, not a kernel: nothing for a later prompt
+    if ev is None or ev.failure == Failure.OPERATOR:  # the tool failed, not a kernel: nothing for a later prompt
         return None
     head = step_label(child, parents)
     if not ev.correct:
