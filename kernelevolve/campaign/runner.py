@@ -245,7 +245,7 @@ def _solve(repo, campaign_id, settings: CampaignSettings, problem, evaluator: Ex
     from pathlib import Path
 
     from kernelevolve.evaluation.executors import EvaluationRequest
-    from kernelevolve.search.engine import rng_state
+    from kernelevolve.search.random_state import rng_state
     from kernelevolve.records.graph import Node
     from kernelevolve.views import fitness_text
 

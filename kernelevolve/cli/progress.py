@@ -9,7 +9,7 @@ from rich.live import Live
 from rich.table import Table
 
 from kernelevolve.cli.app import print_entries, print_wrapped
-from kernelevolve.search.engine import Progress
+from kernelevolve.search.progress import Progress
 from kernelevolve.views import UNTIMED, clip, failure_line, fitness_text
 
 

@@ -115,7 +115,7 @@ def retime_run(
     """Evaluate the run's nodes with `evaluator`, store the results, recompute and confirm the best.
     Returns a summary (for --json)."""
     from kernelevolve.evaluation.executors import EvaluationKind, EvaluationRequest
-    from kernelevolve.search.engine import SearchEngine
+    from kernelevolve.search.recheck import confirmed as confirm
     from kernelevolve.records.graph import best_nodes
     from kernelevolve.views import fitness_text
 
@@ -141,7 +141,7 @@ def retime_run(
         why = f": {result.message}" if not result.correct and result.message else ""
         say(f"  [{i}/{len(todo)}] node {node.id}: {now}{why} (was {was}; {time.monotonic() - began:.0f}s)")
         done.append({"node": node.id, "was": was, "now": now, "fitness": result.fitness})
-    confirmed = _confirm_best(repo, run, graph, evaluator, spec, shapes, state, say, SearchEngine._confirmed)
+    confirmed = _confirm_best(repo, run, graph, evaluator, spec, shapes, state, say, confirm)
     after = best_nodes(graph, 1)
     old = f"node {before[0]['id']} {before[0]['text']}" if before else "none"
     new = f"node {after[0].id} {fitness_text(after[0])}" if after else "none"

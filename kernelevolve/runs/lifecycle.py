@@ -22,7 +22,8 @@ from typing import Callable
 from kernelevolve.evaluation.executors import Executor
 from kernelevolve.memory.workers import pid_alive
 from kernelevolve.runs.config import RunConfig, RunError
-from kernelevolve.search.engine import SearchEngine, restore_rng, rng_state
+from kernelevolve.search.engine import SearchEngine
+from kernelevolve.search.random_state import restore_rng, rng_state
 from kernelevolve.spec import Spec
 
 

@@ -13,6 +13,12 @@ re-evaluation (recheck) takes the place its first evaluation freed. Profiles (se
 never queue ahead of evaluations: the best node's may take the next free place, others only a place
 nobody waits for, all within the run's profile share. Where the places' time goes is counted
 (search/timing.py) and stored with the run (runs.settings["time_spent"]).
+
+This module is the loop and its writes; what it uses but does not decide lives beside it: the
+units of work and their order (search/tasks.py), what the operator is shown and what its errors
+become (search/proposals.py), confirming a would-be best (search/recheck.py), insights
+(search/insights.py), where a search stands (search/progress.py) and the random stream's stored
+form (search/random_state.py).
 """
 
 from __future__ import annotations
@@ -20,90 +26,28 @@ from __future__ import annotations
 import logging
 import random
 import time
-import traceback
-from collections import Counter, deque
-from itertools import count
+from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from dataclasses import replace
+from itertools import count
+from typing import Callable
 
-from kernelevolve.evaluation import plausibility
 from kernelevolve.evaluation.executors import EvaluationKind, EvaluationRequest, Executor, WorkerLost
-from kernelevolve.records.result import EvalResult, Failure
-from kernelevolve.operators.base import OperatorContext, ParentView, Proposal
+from kernelevolve.operators.base import OperatorContext, ParentView
 from kernelevolve.records.calls import LLMCallRecord
 from kernelevolve.records.graph import Node, SearchGraph
+from kernelevolve.records.result import EvalResult, Failure
+from kernelevolve.search import proposals, recheck
+from kernelevolve.search.insights import INSIGHT_LIMIT, InsightWriter, insight_family, store_insight
 from kernelevolve.search.policies import Expansion, Policy
+from kernelevolve.search.progress import Progress, progress_of, spent
+from kernelevolve.search.random_state import rng_state
+from kernelevolve.search.tasks import EVALUATOR_STAGES, Task, completion_order, proposed_source, timed
 from kernelevolve.search.termination import stop_reason
 from kernelevolve.search.timing import TimeLedger, TimeSpent
 from kernelevolve.spec import Budget
 
-# (spec, child, parents, record_llm_call) -> insight text; model calls it makes are recorded run-level.
-InsightWriter = Callable[[Any, ParentView, list[ParentView], Callable[[LLMCallRecord], Any]], "str | None"]
 log = logging.getLogger(__name__)
-ANCESTRY_LIMIT = 8
-INSIGHT_LIMIT = 8
-MAX_OPERATOR_ERRORS = 3  # in a row: the operator is broken (no key, no network), not unlucky
-
-
-def _debug() -> bool:
-    """KERNELEVOLVE_DEBUG=1: an operator's exception is printed with its traceback."""
-    from kernelevolve.settings import SettingsError, settings
-
-    try:
-        return settings().debug
-    except SettingsError:
-        return False
-
-
-def rng_state(rng: random.Random) -> dict:
-    version, internal, gauss = rng.getstate()
-    return {"version": version, "internal": list(internal), "gauss": gauss}
-
-
-def restore_rng(state: dict) -> random.Random:
-    rng = random.Random()
-    rng.setstate((state["version"], tuple(state["internal"]), state["gauss"]))
-    return rng
-
-
-@dataclass(frozen=True)
-class Best:
-    id: int
-    fitness: float | None  # None: correct but untimed (the interpreter)
-    score: float
-
-
-@dataclass(frozen=True)
-class Progress:
-    """Where a search stands (for progress displays; the cli draws it)."""
-
-    nodes: int  # written, pending included
-    evaluated: int
-    max_nodes: int
-    in_flight: int
-    failures: dict[str, int]  # failure class -> evaluated nodes
-    held: dict[str, int]  # mark -> nodes held for a person's review
-    correct: int
-    best: Best | None  # the best correct node not held back
-    elapsed_s: float
-    wall_clock_s: float | None
-    tokens: int
-    cost_usd: float
-    time: TimeSpent | None = None  # where the evaluator's places' time went (search/timing.py)
-
-
-@dataclass
-class _Task:
-    stage: str  # propose | evaluate | recheck | insight | profile
-    expansion: Expansion | None = None
-    node_id: int | None = None
-    calls: list[tuple[int, LLMCallRecord]] = field(default_factory=list)
-    first: EvalResult | None = None  # recheck: the evaluation being confirmed
-    lost: str | None = None  # evaluate/recheck: why its worker was lost once already (it is a retry)
-    seconds: float = 0.0  # how long its work ran (set on the worker thread)
-    done: Future | None = None  # propose: the finished proposal, while it waits for a place
-    seq: int = 0  # order of submission
 
 
 class SearchEngine:
@@ -137,8 +81,8 @@ class SearchEngine:
         # Evaluations at once (--parallel; default what the evaluator takes), and as many proposals ahead.
         self.max_in_flight = max(1, max_in_flight or evaluator.parallelism)
         self._elapsed_before, self._t0 = elapsed_s, time.monotonic()
-        self.in_flight: dict[Future, _Task] = {}
-        self.waiting: deque[_Task] = deque()  # pending nodes and finished proposals, waiting for a place
+        self.in_flight: dict[Future, Task] = {}
+        self.waiting: deque[Task] = deque()  # pending nodes and finished proposals, waiting for a place
         self._seq = count()
         self.stop_reason: str | None = None
         self.operator_errors = 0
@@ -148,17 +92,10 @@ class SearchEngine:
         self.profiler = profiler
         self.profiles: dict = {}
         self.plan = None
-        if profiler is not None:
-            from kernelevolve.memory.profiles import load_profiles
-            from kernelevolve.profiling.schema import NodeProfile
-            from kernelevolve.search.profiling import ProfilePlan
+        if profiler is not None:  # after a resume: the promising nodes not profiled yet are offered again
+            from kernelevolve.search.profiling import resume_plan
 
-            self.profiles = {
-                i: NodeProfile(summaries=r.summaries, seconds=r.seconds) for i, r in load_profiles(repo, run_id).items()
-            }
-            self.plan = ProfilePlan(profiler, evaluator.gpu_count, profiled=set(self.profiles))
-            for node in graph.evaluated():  # after a resume: the promising nodes not profiled yet
-                self.plan.offer(graph, node)
+            self.profiles, self.plan = resume_plan(repo, run_id, profiler, evaluator.gpu_count, graph)
         share = profiler.settings.share if profiler is not None else None
         self.ledger = TimeLedger(self.max_in_flight, evaluator.gpu_count, share, TimeSpent.from_dict(time_spent))
 
@@ -168,34 +105,22 @@ class SearchEngine:
         return self._elapsed_before + time.monotonic() - self._t0
 
     def spent(self) -> tuple[int, float]:
-        nodes = self.graph.nodes()
-        return sum(n.tokens for n in nodes), sum(n.cost_usd for n in nodes)
+        return spent(self.graph)
 
     def time_spent(self) -> TimeSpent:
         """Where the evaluator's places' time went so far (all sessions of the run)."""
         return self.ledger.spent(self.elapsed_s)
 
     def progress(self) -> Progress:
-        done = self.graph.evaluated()
-        best = self.graph.best()
-        tokens, cost = self.spent()
-        return Progress(
-            nodes=len(self.graph),
-            evaluated=len(done),
-            max_nodes=self.limits.max_nodes,
+        return progress_of(
+            self.graph,
+            self.limits,
             in_flight=len(self.in_flight_work()),
-            failures=dict(Counter(n.failure for n in done if n.failure)),
-            held=dict(Counter(m for n in done if n.held for m in n.evaluation.marks)),
-            correct=sum(1 for n in done if n.correct),
-            best=None if best is None or not best.correct or best.held else Best(best.id, best.fitness, best.score),
             elapsed_s=self.elapsed_s,
-            wall_clock_s=self.limits.wall_clock_s,
-            tokens=tokens,
-            cost_usd=cost,
             time=self.time_spent(),
         )
 
-    def in_flight_work(self) -> list[_Task]:
+    def in_flight_work(self) -> list[Task]:
         """Nodes on their way: proposals being made or waiting for a place, evaluations and rechecks."""
         running = [t for t in self.in_flight.values() if t.stage in ("propose", "evaluate", "recheck")]
         return running + list(self.waiting)
@@ -205,7 +130,7 @@ class SearchEngine:
 
     def _busy(self) -> int:
         """The evaluator's places taken now (evaluations, rechecks, profiles)."""
-        return sum(1 for t in self.in_flight.values() if t.stage in ("evaluate", "recheck", "profile"))
+        return sum(1 for t in self.in_flight.values() if t.stage in EVALUATOR_STAGES)
 
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> str:
@@ -223,7 +148,7 @@ class SearchEngine:
         self.ledger.tick(0)
         try:
             for node in self.graph.pending():  # written before a crash, never evaluated: first in line
-                self.waiting.append(_Task("evaluate", node_id=node.id, seq=next(self._seq)))
+                self.waiting.append(Task("evaluate", node_id=node.id, seq=next(self._seq)))
             while True:
                 if self.stop_reason is None:
                     self.stop_reason = self._check_limits()
@@ -234,7 +159,7 @@ class SearchEngine:
                         self.stop_reason = "exhausted"
                     break
                 done, _ = wait(list(self.in_flight), timeout=1.0, return_when=FIRST_COMPLETED)
-                for future in sorted(done, key=lambda f: _completion_order(self.in_flight[f])):
+                for future in sorted(done, key=lambda f: completion_order(self.in_flight[f])):
                     self._complete(future, self.in_flight.pop(future))
                 self.ledger.tick(self._busy())
                 self._emit("tick", None)
@@ -274,7 +199,7 @@ class SearchEngine:
             self.repo.update_run(self.run_id, settings={**run.settings, "time_spent": self.time_spent().to_dict()})
 
     def _check_limits(self) -> str | None:
-        if self.operator_errors >= MAX_OPERATOR_ERRORS:
+        if self.operator_errors >= proposals.MAX_OPERATOR_ERRORS:
             return "operator_error"
         tokens, cost = self.spent()
         reason = stop_reason(self.limits, self.graph, self.elapsed_s, tokens, cost)
@@ -305,13 +230,9 @@ class SearchEngine:
         return making + [t.expansion for t in self.waiting if t.stage == "propose"]
 
     def _insight_family(self) -> str:
-        """The family insights are filed under and read from: the spec's, else the one its reference's
-        source shows (knowledge.traits), so that problems without a `family:` (KernelBench's) share notes
-        only with problems of the same kind, not every other problem of a campaign."""
+        """The family insights are filed under and read from (search/insights.py), found once."""
         if not hasattr(self, "_family"):
-            from kernelevolve.knowledge import traits
-
-            self._family = self.spec.family or traits.of_spec(self.spec).primary
+            self._family = insight_family(self.spec)
         return self._family
 
     def _propose_ahead(self) -> None:
@@ -329,9 +250,9 @@ class SearchEngine:
         # The whole graph, so an operator never re-proposes what was tried (after a resume too).
         evaluated = [self.view(n.id, compact=True) for n in self.graph.evaluated()]
         pending = [n.source for n in self.graph.pending() if n.source]
-        pending += [src for t in self.waiting if t.stage == "propose" and (src := _proposed_source(t))]
+        pending += [src for t in self.waiting if t.stage == "propose" and (src := proposed_source(t))]
         for step in steps:
-            task = _Task("propose", expansion=step)
+            task = Task("propose", expansion=step)
             context = self._context(step, task, insights, evaluated, pending)
             parents = [self.view(p) for p in step.parents]
             self._submit(task, self._propose, parents, context)
@@ -354,15 +275,12 @@ class SearchEngine:
             self.plan.started(node_id)
             node = self.graph[node_id]
             log.debug("run %s: profiling node %d", self.run_id, node_id)
-            self._submit(_Task("profile", node_id=node_id), self.profiler.run, node.source, node.evaluation)
+            self._submit(Task("profile", node_id=node_id), self.profiler.run, node.source, node.evaluation)
 
     def _context(
-        self, step: Expansion, task: _Task, insights: list[str], evaluated: list[ParentView], pending: list[str]
+        self, step: Expansion, task: Task, insights: list[str], evaluated: list[ParentView], pending: list[str]
     ) -> OperatorContext:
-        above: set[int] = set()
-        for p in step.parents:
-            above |= self.graph.ancestors(p)
-        ancestry = [self.view(i, compact=True) for i in sorted(above)[-ANCESTRY_LIMIT:]]
+        ancestry = [self.view(i, compact=True) for i in proposals.ancestry(self.graph, step.parents)]
 
         def record(call: LLMCallRecord) -> None:  # runs on the worker thread
             task.calls.append((self.repo.record_llm_call(self.run_id, None, call), call))
@@ -383,52 +301,34 @@ class SearchEngine:
         )
 
     def view(self, node_id: int, compact: bool = False) -> ParentView:
-        node = self.graph[node_id]
-        ev = node.evaluation
-        if compact and ev is not None:
-            ev = replace(ev, log="")
-        return ParentView(
-            node_id=node.id,
-            source=node.source,
-            kind=self.graph.kind(node.id),
-            evaluation=ev,
-            note=node.note,
-            profile=self.profiles.get(node_id),
-        )
+        return proposals.parent_view(self.graph, node_id, self.profiles, compact)
 
-    def _submit(self, task: _Task, fn, *args) -> None:
+    def _submit(self, task: Task, fn, *args) -> None:
         task.seq = next(self._seq)
-        pool = self._pools["evaluate" if task.stage in ("evaluate", "recheck", "profile") else task.stage]
-        self.in_flight[pool.submit(_timed, task, fn, *args)] = task
+        pool = self._pools["evaluate" if task.stage in EVALUATOR_STAGES else task.stage]
+        self.in_flight[pool.submit(timed, task, fn, *args)] = task
 
-    def _submit_evaluation(self, task: _Task) -> None:
+    def _submit_evaluation(self, task: Task) -> None:
         node = self.graph[task.node_id]
         kind = EvaluationKind.RECHECK if task.stage == "recheck" else EvaluationKind.FIRST
         request = EvaluationRequest(self.spec, node.source, self.shapes, node_id=node.id, kind=kind)
         self._submit(task, self.evaluator.run, request)
 
     # -- worker-side jobs -----------------------------------------------------------------
-    def _propose(self, parents: list[ParentView], context: OperatorContext) -> Proposal:
-        if not parents:
-            return self.operator.draft(self.spec, context)
-        return self.operator.improve(parents, context)
+    def _propose(self, parents: list[ParentView], context: OperatorContext):
+        return proposals.propose(self.operator, self.spec, parents, context)
 
     # -- back on the loop thread ----------------------------------------------------------
-    def _complete(self, future: Future, task: _Task) -> None:
+    def _complete(self, future: Future, task: Task) -> None:
         if task.stage == "insight":
             error = future.exception()
             if error is not None:
                 self.warnings.append(f"insight writer failed: {error}")
                 log.warning("run %s: insight writer failed on node %s: %s", self.run_id, task.node_id, error)
             elif future.result():
-                node = self.graph[task.node_id]
-                self.repo.add_insight(
-                    self.run_id,
-                    node.id,
-                    self._insight_family(),
-                    self.spec.hardware,
-                    future.result(),
-                    source=getattr(self.insight_writer, "__name__", type(self.insight_writer).__name__),
+                family = self._insight_family()
+                store_insight(
+                    self.repo, self.run_id, task.node_id, family, self.spec, self.insight_writer, future.result()
                 )
             return
         if task.stage == "profile":
@@ -459,34 +359,15 @@ class SearchEngine:
         if task.lost is not None:
             result.scheduling.worker_lost = task.lost  # retried once: say so with the result
         if task.stage == "recheck":
-            self._record(self.graph[task.node_id], self._confirmed(task.first, result))
-        elif self._would_lead(result):
+            self._record(self.graph[task.node_id], recheck.confirmed(task.first, result))
+        elif recheck.would_lead(self.graph, result):
             # A new best is evaluated again in a fresh process, with new seeds, before it counts: in the
             # place its first evaluation just left, ahead of the candidates waiting for one.
-            self._submit_evaluation(_Task("recheck", node_id=task.node_id, first=result))
+            self._submit_evaluation(Task("recheck", node_id=task.node_id, first=result))
         else:
             self._record(self.graph[task.node_id], result)
 
-    def _would_lead(self, result: EvalResult) -> bool:
-        fitness = result.fitness
-        if not fitness or result.marks:  # untimed, failed, or already held for a person
-            return False
-        best = self.graph.best()
-        return best is None or best.fitness is None or fitness > best.score
-
-    @staticmethod
-    def _confirmed(first: EvalResult, second: EvalResult) -> EvalResult:
-        first.recheck = {
-            "fitness": second.fitness,
-            "failure": second.failure,
-            "latency_ms": [s.latency_ms for s in second.shapes],
-        }
-        reason = plausibility.disagreement(first, second)
-        if reason:
-            first.marks["unstable"] = reason
-        return first
-
-    def _write(self, task: _Task) -> None:
+    def _write(self, task: Task) -> None:
         """A finished proposal gets its place: written as a pending node (the first transaction), then
         evaluated; one that holds no kernel is recorded as failed at once."""
         future = task.done
@@ -494,11 +375,8 @@ class SearchEngine:
         if error is not None:
             # The tool's error (building the prompt, calling the model), never charged to the model as no_code.
             self.operator_errors += 1
-            trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-            proposal = Proposal(
-                source=None, failure=str(Failure.OPERATOR), message=f"operator error: {type(error).__name__}: {error}"
-            )
-            debug = _debug()  # KERNELEVOLVE_DEBUG=1: the traceback on stderr too; always in the run's log file
+            proposal, trace = proposals.operator_failure(error)
+            debug = proposals.debug()  # KERNELEVOLVE_DEBUG=1: the traceback on stderr too; always in the run's log file
             log.warning(
                 "run %s: the operator failed (%d in a row): %s%s",
                 self.run_id,
@@ -550,7 +428,7 @@ class SearchEngine:
                 ),
             )
         else:
-            self._submit_evaluation(_Task("evaluate", node_id=node.id))
+            self._submit_evaluation(Task("evaluate", node_id=node.id))
 
     def _record(self, node: Node, result: EvalResult) -> None:
         self.graph.set_evaluation(node.id, result)
@@ -580,13 +458,13 @@ class SearchEngine:
             child = self.view(node.id)
             parents = [self.view(p) for p in node.parents]
             record = lambda call: self.repo.record_llm_call(self.run_id, None, call)  # noqa: E731
-            self._submit(_Task("insight", node_id=node.id), self.insight_writer, self.spec, child, parents, record)
+            self._submit(Task("insight", node_id=node.id), self.insight_writer, self.spec, child, parents, record)
 
     def _emit(self, event: str, node: Node | None) -> None:
         if self.on_event is not None:
             self.on_event(event, self, node)
 
-    def _profiled(self, task: _Task, future: Future) -> None:
+    def _profiled(self, task: Task, future: Future) -> None:
         """A profile came back: stored with the node, shown in its children's prompts."""
         self.ledger.add("profiling", task.seconds)
         self.plan.finished(task.node_id, task.seconds)
@@ -595,35 +473,12 @@ class SearchEngine:
             self.warnings.append(f"profiling node {task.node_id} failed: {type(error).__name__}: {error}")
             log.warning("run %s: profiling node %s failed: %s", self.run_id, task.node_id, error)
         else:
-            from kernelevolve.memory.profiles import save_profile
+            from kernelevolve.search.profiling import store_profile
 
             profile = future.result()
             self.profiles[task.node_id] = profile
-            save_profile(
-                self.repo, self.run_id, task.node_id, [s.model_dump() for s in profile.summaries], profile.seconds
-            )
+            store_profile(self.repo, self.run_id, task.node_id, profile)
             log.info("run %s: node %d profiled in %.1fs", self.run_id, task.node_id, task.seconds)
         self._save_time()  # the share spent so far stays with the run, even if it is killed later
         if error is None:
             self._emit("profiled", self.graph[task.node_id])
-
-
-def _timed(task: _Task, fn, *args):
-    """Worker thread: run the task's work, noting how long it took."""
-    t0 = time.monotonic()
-    try:
-        return fn(*args)
-    finally:
-        task.seconds = time.monotonic() - t0
-
-
-def _proposed_source(task: _Task) -> str | None:
-    future = task.done
-    return None if future is None or future.exception() is not None else future.result().source
-
-
-def _completion_order(task: _Task) -> tuple:
-    """Completions seen together are handled evaluations first (by node), then profiles, then proposals
-    (in the order they were asked for), then insights."""
-    rank = {"evaluate": 0, "recheck": 0, "profile": 1, "propose": 2, "insight": 3}[task.stage]
-    return rank, task.node_id if task.node_id is not None else -1, task.seq

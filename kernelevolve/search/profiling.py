@@ -182,3 +182,22 @@ class ProfilePlan:
         self.running.discard(node_id)
         self.done.add(node_id)
         self.durations.append(seconds)
+
+
+def resume_plan(repo, run_id: str, profiler: Profiler, gpus: int, graph: SearchGraph) -> tuple[dict, ProfilePlan]:
+    """The run's stored profiles and a plan that offers the promising nodes not profiled yet (after a resume)."""
+    from kernelevolve.memory.profiles import load_profiles
+
+    profiles = {
+        i: NodeProfile(summaries=r.summaries, seconds=r.seconds) for i, r in load_profiles(repo, run_id).items()
+    }
+    plan = ProfilePlan(profiler, gpus, profiled=set(profiles))
+    for node in graph.evaluated():
+        plan.offer(graph, node)
+    return profiles, plan
+
+
+def store_profile(repo, run_id: str, node_id: int, profile: NodeProfile) -> None:
+    from kernelevolve.memory.profiles import save_profile
+
+    save_profile(repo, run_id, node_id, [s.model_dump() for s in profile.summaries], profile.seconds)

@@ -18,7 +18,7 @@ from kernelevolve.records.baselines import BaselineKey
 from kernelevolve.records.result import Versions
 from kernelevolve.memory import Repository
 from kernelevolve.memory import campaigns as store
-from kernelevolve.search.engine import rng_state
+from kernelevolve.search.random_state import rng_state
 from kernelevolve.search.graph import Node
 from kernelevolve.runs.session import RunSettings, start_run
 

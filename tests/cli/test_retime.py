@@ -22,7 +22,7 @@ from kernelevolve.evaluation.result import EvalResult, ShapeResult
 from kernelevolve.records.result import Retimed
 from kernelevolve.memory.repository import BaselineTable, Repository
 from kernelevolve.paths import KNOWLEDGE_BASE, SPECS
-from kernelevolve.search.engine import rng_state
+from kernelevolve.search.random_state import rng_state
 from kernelevolve.search.graph import Node
 from kernelevolve.spec import load_spec
 from tests.test_fitness import FakeGPU

@@ -10,7 +10,7 @@ from kernelevolve.memory import DatabaseError, Repository, database_url
 from kernelevolve.memory.repository import prompt_sha256
 from kernelevolve.operators.base import LLMCallRecord
 from kernelevolve.records.baselines import BaselineKey
-from kernelevolve.search.engine import restore_rng, rng_state
+from kernelevolve.search.random_state import restore_rng, rng_state
 from kernelevolve.search.graph import Node
 from tests.search.helpers import result
 
