@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 
 from kernelevolve.evaluation.executors import EvaluationKind, EvaluationRequest, gpu_lost
+from kernelevolve.records.result import Failure
 
 
 class GpuLost(RuntimeError):
@@ -100,7 +101,7 @@ class RayWorker:
                         spec, request["source"], request["shapes"], node_id, EvaluationKind(request["kind"])
                     )
                 )
-                if self.gpu != "cpu" and result.failure in ("crash", "runtime", "timeout"):
+                if self.gpu != "cpu" and result.failure in (Failure.CRASH, Failure.RUNTIME, Failure.TIMEOUT):
                     lost = gpu_lost(self.gpu)  # the GPU's fault, not the candidate's: not its result
                     if lost:
                         raise GpuLost(f"{lost} (on {self.host})")
