@@ -44,20 +44,7 @@ class KernelMonitor(TorchFunctionMode):
 
     def call_verdict(self, language: str = "triton") -> str | None:
         """None when the call since reset_call() computed with kernels only; else the reason."""
-        if not self.call_launches:
-            ops = ", ".join(f"torch.{k}" for k in sorted(self.call_compute)[:6])
-            return (
-                f"a call launched no {language} kernel"
-                + (f"; it computed with {ops}" if ops else "")
-                + ": the computation must run in kernels of the spec's language on every call"
-            )
-        if self.call_compute:
-            ops = ", ".join(f"torch.{k} x{n}" for k, n in sorted(self.call_compute.items())[:6])
-            return (
-                f"a call computed with torch ops outside its {language} kernels ({ops}): torch is for glue "
-                f"(allocation, views, casts); list an op in the spec's allow_torch_ops if it is meant"
-            )
-        return None
+        return _reason("a call", self.call_launches, self.call_compute, language, " on every call")
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if self._quiet == 0:
@@ -204,20 +191,7 @@ class KernelMonitor(TorchFunctionMode):
 
     def verdict(self, language: str = "triton") -> str | None:
         """None when the forward computed with kernels; else the one-line reason it did not."""
-        if not self.launches:
-            ops = ", ".join(f"torch.{k}" for k in sorted(self.compute_ops)[:6])
-            return (
-                f"forward launched no {language} kernel"
-                + (f"; it computed with {ops}" if ops else "")
-                + ": the computation must run in kernels of the spec's language"
-            )
-        if self.compute_ops:
-            ops = ", ".join(f"torch.{k} x{n}" for k, n in sorted(self.compute_ops.items())[:6])
-            return (
-                f"forward computed with torch ops outside its {language} kernels ({ops}): torch is for glue "
-                f"(allocation, views, casts); list an op in the spec's allow_torch_ops if it is meant"
-            )
-        return None
+        return _reason("forward", self.launches, self.compute_ops, language)
 
 
 class EveryCall:
@@ -238,3 +212,22 @@ class EveryCall:
             self.failed = (self.calls, reason)
         self.calls += 1
         return out
+
+
+def _reason(subject: str, launches, compute: dict, language: str, when: str = "") -> str | None:
+    """`subject` ("forward", "a call") launched no kernel of `language`, or computed with torch besides: the
+    one-line reason; None when it did neither."""
+    if not launches:
+        ops = ", ".join(f"torch.{k}" for k in sorted(compute)[:6])
+        return (
+            f"{subject} launched no {language} kernel"
+            + (f"; it computed with {ops}" if ops else "")
+            + f": the computation must run in kernels of the spec's language{when}"
+        )
+    if compute:
+        ops = ", ".join(f"torch.{k} x{n}" for k, n in sorted(compute.items())[:6])
+        return (
+            f"{subject} computed with torch ops outside its {language} kernels ({ops}): torch is for glue "
+            f"(allocation, views, casts); list an op in the spec's allow_torch_ops if it is meant"
+        )
+    return None
