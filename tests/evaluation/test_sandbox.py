@@ -209,7 +209,7 @@ def test_fork_bomb_is_capped_and_leaves_nothing_behind(tmp_path, report):
         tmp_path,
         f"""
         forked = refused = 0
-        for _ in range({1_000 if capped else 200}):
+        for _ in range({300 if capped else 200}):
             try:
                 pid = os.fork()
             except OSError:
@@ -226,9 +226,13 @@ def test_fork_bomb_is_capped_and_leaves_nothing_behind(tmp_path, report):
     assert processes_mentioning(str(tmp_path / "scratch")) == []  # every fork is gone
     assert glob.glob(f"/sys/fs/cgroup/*/kernelevolve/run-{os.getpid()}-*") == []  # its cgroup too
     assert outcome.returncode == 0, outcome.stderr
-    assert outcome.duration_s < 30
+    # The run ends when the script does, not when its sleeping children would (or at the timeout). Not a
+    # bound in seconds: under the interpreter the script is a child of the fork server, which holds torch,
+    # and every refused fork still copies that address space first (~20 ms each here, ~50 ms on a loaded
+    # 2-core CI machine), so 300 tries, not 1,000.
+    assert not outcome.timed_out
     if capped:
-        assert outcome.result["forked"] < 64 and outcome.result["refused"] > 900, outcome.result
+        assert outcome.result["forked"] < 64 and outcome.result["refused"] > 200, outcome.result
     else:
         assert "processes: unavailable" in missing_protections(report)
 
