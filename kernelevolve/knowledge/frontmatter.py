@@ -17,6 +17,11 @@ LIST_FIELDS = ("tags", "hardware", "family")
 REQUIRED = ("title", "kind", *LIST_FIELDS)
 
 
+# libyaml's safe loader where PyYAML was built with it: every command reads every document's header, and
+# the pure-Python loader is most of that time.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 class KnowledgeError(ValueError):
     """A knowledge-base file that cannot be used; str() is one line naming the file."""
 
@@ -31,7 +36,7 @@ def split_front_matter(text: str, path: Path) -> tuple[dict, str]:
     except StopIteration:
         raise KnowledgeError(f"{path}: front matter is not closed by a second `---` line") from None
     try:
-        header = yaml.safe_load("\n".join(lines[1:end]))
+        header = yaml.load("\n".join(lines[1:end]), Loader=_LOADER)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 2})" if mark else ""

