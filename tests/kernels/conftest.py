@@ -95,3 +95,15 @@ def poisoned_allocations():
     finally:
         for n, fn in saved.items():
             setattr(torch, n, fn)
+
+
+@pytest.fixture(scope="session")
+def sm90(tmp_path_factory):
+    """The session's sm_90a compile interpreter (tests/kernels/sm90.py: Compiler), shared by the Gluon
+    compile tests of test_*_hopper.py; they are marked xdist_group("sm90") so that under pytest-xdist
+    one worker starts it, once."""
+    from tests.kernels.sm90 import Compiler
+
+    compiler = Compiler(tmp_path_factory.mktemp("sm90"))
+    yield compiler
+    compiler.close()

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from kernelevolve.paths import KNOWLEDGE_BASE
-from tests.kernels.sm90 import compile_script, tool
+from tests.kernels.sm90 import tool
 
 from .conftest import load_kernel, poisoned_allocations
 from .test_int8_mqa_attention import assert_matches, expected_of, inputs, prmt
@@ -137,16 +137,17 @@ open(sys.argv[2], "wb").write(kernel.asm["cubin"])
 
 
 @pytest.mark.skipif(not tool("nvdisasm").exists(), reason="Triton's nvdisasm not shipped here")
+@pytest.mark.xdist_group("sm90")  # the session's one compile interpreter (conftest.py: sm90)
 # 8 warps: the default (int8_mqa_decode.CONFIG["REGS_WARPS"]); 4: REGS_WIDE_WARPS; lazy: REGS_LAZY_RESCALE
 @pytest.mark.parametrize("warps, rescale", [(4, "always"), (8, "always"), (8, "lazy")])
-def test_compiles_for_sm90_to_the_designed_loop(tmp_path, warps, rescale):
+def test_compiles_for_sm90_to_the_designed_loop(tmp_path, sm90, warps, rescale):
     import triton
 
     if not triton.__version__.startswith("3.6."):
         # the Gluon layouts and cp.async API used here are those of Triton 3.6, the release measured on the H200
         pytest.skip(f"the Gluon decode kernel is built for Triton 3.6 (this is {triton.__version__})")
     cubin = tmp_path / "k.cubin"
-    compile_script(COMPILE, [str(KERNELS), str(cubin), str(warps), rescale], tmp_path / "cache")
+    sm90.run(COMPILE, [str(KERNELS), str(cubin), str(warps), rescale])
     usage = subprocess.run(
         [tool("cuobjdump"), "--dump-resource-usage", cubin], capture_output=True, text=True, check=True
     ).stdout
@@ -190,7 +191,8 @@ for split in (False, True):
 """
 
 
-def test_timeline_stamps_a_copy_of_the_kernel_that_compiles(tmp_path):
+@pytest.mark.xdist_group("sm90")  # the session's one compile interpreter (conftest.py: sm90)
+def test_timeline_stamps_a_copy_of_the_kernel_that_compiles(tmp_path, sm90):
     """bench/investigations/int8_mqa_decode/decode_timeline.py inserts its stamps at lines of _decode_hopper.py: they must still be there, and
     the stamped copy must compile for sm_90a with five timer reads (start, q ready, loop done, merged, end),
     with and without splits."""
@@ -200,5 +202,5 @@ def test_timeline_stamps_a_copy_of_the_kernel_that_compiles(tmp_path):
         pytest.skip(f"the Gluon decode kernel is built for Triton 3.6 (this is {triton.__version__})")
     folder = KERNELS.parents[1] / "bench" / "investigations" / "int8_mqa_decode"
     out = tmp_path / "counts.txt"
-    compile_script(STAMPED, [str(KERNELS), str(folder), str(out)], tmp_path / "cache")
+    sm90.run(STAMPED, [str(KERNELS), str(folder), str(out)])
     assert out.read_text().split() == ["5", "5"]

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from kernelevolve.paths import KNOWLEDGE_BASE
-from tests.kernels.sm90 import compile_script, tool
+from tests.kernels.sm90 import tool
 
 KERNELS = KNOWLEDGE_BASE / "kernels"
 
@@ -55,8 +55,8 @@ def test_hopper_config_from_kernel_configs(hopper):
     assert hopper.hopper_config(config) == expected
 
 
-# Run in a fresh interpreter: with TRITON_INTERPRET set when triton is imported (as in this suite),
-# Gluon's own helper functions are interpreter objects and nothing compiles.
+# Run in the compile interpreter (conftest.py: sm90): with TRITON_INTERPRET set when triton is imported (as
+# in this suite), Gluon's own helper functions are interpreter objects and nothing compiles.
 COMPILE = """
 import _flash_hopper as hopper
 batch, heads, seq, dim, rows = 1, 2, 4096, 128, 128
@@ -84,10 +84,10 @@ open(sys.argv[2], "wb").write(kernel.asm["cubin"])
 """
 
 
-def _compile_sass(tmp_path, which: str) -> str:
+def _compile_sass(sm90, tmp_path, which: str) -> str:
     """The kernel compiled for sm_90a, its SASS; asserts no spills."""
     cubin = tmp_path / "k.cubin"
-    compile_script(COMPILE, [str(KERNELS), str(cubin), which], tmp_path / "cache")
+    sm90.run(COMPILE, [str(KERNELS), str(cubin), which])
     usage = subprocess.run(
         [tool("cuobjdump"), "--dump-resource-usage", cubin], capture_output=True, text=True, check=True
     ).stdout
@@ -97,8 +97,9 @@ def _compile_sass(tmp_path, which: str) -> str:
 
 
 @pytest.mark.skipif(not tool("nvdisasm").exists(), reason="Triton's nvdisasm not shipped here")
-def test_compiles_for_sm90_with_softmax_before_the_wait(tmp_path):
-    sass = _compile_sass(tmp_path, "plain")
+@pytest.mark.xdist_group("sm90")  # the session's one compile interpreter (conftest.py: sm90)
+def test_compiles_for_sm90_with_softmax_before_the_wait(tmp_path, sm90):
+    sass = _compile_sass(sm90, tmp_path, "plain")
     # The key loop: after its wait for S_j (1 group left in flight), the exponentials of the tile come
     # before the wait for P_{j-1} V_{j-1} (0 left).
     loop = sass.split("WARPGROUP.DEPBAR.LE gsb0, 0x1")[1]
@@ -107,7 +108,8 @@ def test_compiles_for_sm90_with_softmax_before_the_wait(tmp_path):
 
 
 @pytest.mark.skipif(not tool("nvdisasm").exists(), reason="Triton's nvdisasm not shipped here")
-def test_warp_specialised_pingpong_compiles_for_sm90(tmp_path):
+@pytest.mark.xdist_group("sm90")  # the session's one compile interpreter (conftest.py: sm90)
+def test_warp_specialised_pingpong_compiles_for_sm90(tmp_path, sm90):
     """The persistent ping-pong kernel (causal, PERSISTENT=2: one loop over all of a program's tiles): each
     consumer issues its wgmma only inside its turn (between bar.sync on its named barrier and bar.arrive on
     the other's), S_g and the previous tile's P V are both in flight before the wait for S_g (no
@@ -116,7 +118,7 @@ def test_warp_specialised_pingpong_compiles_for_sm90(tmp_path):
     kept as packed predicate bits (the looped kernel's diagonal path had ~900 LOP3)."""
     import triton
 
-    sass = _compile_sass(tmp_path, "ws")  # compiles without spills on every supported Triton
+    sass = _compile_sass(sm90, tmp_path, "ws")  # compiles without spills on every supported Triton
     if not triton.__version__.startswith("3.6."):
         # Triton 3.9 schedules this kernel differently (one turn without wgmma): the structure below is
         # that of Triton 3.6, the release the H200 measurements were made with.
@@ -136,13 +138,14 @@ def test_warp_specialised_pingpong_compiles_for_sm90(tmp_path):
 
 
 @pytest.mark.skipif(not tool("nvdisasm").exists(), reason="Triton's nvdisasm not shipped here")
-def test_lazy_rescale_skips_outside_the_turn(tmp_path):
+@pytest.mark.xdist_group("sm90")  # the session's one compile interpreter (conftest.py: sm90)
+def test_lazy_rescale_skips_outside_the_turn(tmp_path, sm90):
     """HOPPER_LAZY (the default): O's rescale is one warp vote and a branch over its 64 multiplies, placed
     before the turn's bar.sync (no wgmma is in flight there, so ptxas adds no wait), and the turns still
     issue S and P V together (without it ptxas puts the multiplies inside the turn, between the two)."""
     import triton
 
-    sass = _compile_sass(tmp_path, "ws_lazy")
+    sass = _compile_sass(sm90, tmp_path, "ws_lazy")
     if not triton.__version__.startswith("3.6."):
         pytest.skip(f"ping-pong SASS structure checked on Triton 3.6 only (this is {triton.__version__})")
     assert "VOTE.ANY" in sass

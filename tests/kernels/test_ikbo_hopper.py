@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from kernelevolve.paths import KNOWLEDGE_BASE
-from tests.kernels.sm90 import compile_script, tool
+from tests.kernels.sm90 import tool
 
 from .conftest import load_kernel, load_reference, poisoned_allocations
 
@@ -71,8 +71,8 @@ def test_gluon_config_falls_back_to_the_tl_kernel_on_cpu(tmp_path):
     torch.testing.assert_close(out.double(), expected, atol=0.02, rtol=0.02)
 
 
-# Run in a fresh interpreter: with TRITON_INTERPRET set when triton is imported (as in this suite),
-# Gluon's helpers are interpreter objects and nothing compiles.
+# Run in the compile interpreter (conftest.py: sm90): with TRITON_INTERPRET set when triton is imported (as
+# in this suite), Gluon's helpers are interpreter objects and nothing compiles.
 COMPILE = """
 import _ikbo_hopper as hopper
 cands, heads, users, kv_len, dim, block_n = 8, 2, 2, 256, 128, 128
@@ -91,15 +91,17 @@ open(sys.argv[2] + ".ptx", "w").write(kernel.asm["ptx"])
 
 
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory):
+def compiled(tmp_path_factory, sm90):
+    """Made once for the module's four tests below, which are marked xdist_group("sm90") so that under
+    pytest-xdist they run on one worker (each worker would compile its own otherwise)."""
     if not tool("nvdisasm").exists():
         pytest.skip("Triton's nvdisasm not shipped here")
-    tmp = tmp_path_factory.mktemp("ikbo_hopper")
-    cubin = tmp / "k.cubin"
-    compile_script(COMPILE, [str(KERNELS), str(cubin)], tmp / "cache")
+    cubin = tmp_path_factory.mktemp("ikbo_hopper") / "k.cubin"
+    sm90.run(COMPILE, [str(KERNELS), str(cubin)])
     return cubin
 
 
+@pytest.mark.xdist_group("sm90")
 def test_compiles_for_sm90_without_spills(compiled):
     usage = subprocess.run(
         [tool("cuobjdump"), "--dump-resource-usage", compiled], capture_output=True, text=True, check=True
@@ -107,6 +109,7 @@ def test_compiles_for_sm90_without_spills(compiled):
     assert int(re.search(r"REG:(\d+)", usage).group(1)) <= 255 and "LOCAL:0" in usage, usage
 
 
+@pytest.mark.xdist_group("sm90")
 def test_no_stack_frame_on_the_measured_triton(compiled):
     import triton
 
@@ -119,6 +122,7 @@ def test_no_stack_frame_on_the_measured_triton(compiled):
     assert "STACK:0" in usage, usage
 
 
+@pytest.mark.xdist_group("sm90")
 def test_each_consumer_runs_its_softmax_before_the_p_v_wait(compiled):
     sass = subprocess.run([tool("nvdisasm"), "-c", compiled], capture_output=True, text=True, check=True).stdout
     # The key loop of each of the two consumers: after the wait for S_j (1 group left in flight), the
@@ -129,6 +133,7 @@ def test_each_consumer_runs_its_softmax_before_the_p_v_wait(compiled):
         assert loop.split("WARPGROUP.DEPBAR.LE gsb0, 0x0")[0].count("MUFU.EX2") >= 64
 
 
+@pytest.mark.xdist_group("sm90")
 def test_pingpong_barriers_are_not_the_compilers(compiled):
     ptx = Path(str(compiled) + ".ptx").read_text()
     ours = re.findall(r"bar\.(sync|arrive) (\d+), 256;", ptx)
