@@ -313,12 +313,14 @@ def test_a_closed_port_stops_the_run_in_seconds_with_the_error_on_the_progress_l
     progress = [ln for ln in proc.stdout.splitlines() if ln.startswith("node ")]
     assert progress and all("Connection refused" in ln and "cannot reach http://127.0.0.1:" in ln for ln in progress)
     assert "finished: operator_error" in proc.stdout and len(progress) == 3  # 3 in a row, then it stops
-    show = _cli(
-        ["show", json.loads(_cli(["runs", "--db", db, "--json"], env, tmp_path).stdout)[0]["id"], "--db", db],
-        env,
-        tmp_path,
-    )
-    assert "#0 draft: failed (operator): operator error: openai:local-coder" in show.stdout
+    # What `show` lists for the run (in process: it only reads the database, start-up would be most of its time).
+    from typer.testing import CliRunner
+
+    from kernelevolve.cli import app
+
+    listed = CliRunner().invoke(app, ["runs", "--db", db, "--json"])
+    show = CliRunner().invoke(app, ["show", json.loads(listed.stdout)[0]["id"], "--db", db])
+    assert "#0 draft: failed (operator): operator error: openai:local-coder" in show.stdout, show.output
 
 
 def test_the_file_provider_is_not_asked_a_check_question(tmp_path):
@@ -370,52 +372,12 @@ def test_resume_replays_a_call_the_stopped_run_paid_for(tmp_path, monkeypatch):
     assert node.correct and node.note == "one program per row, online max" and node.cost_usd == 0
 
 
-@pytest.mark.timeout(300)
-def test_a_run_with_shape_tells_the_model_those_shapes(tmp_path):
-    """Was: with --shape, every prompt still named the spec's shapes."""
-    env = {k: v for k, v in os.environ.items() if k not in LLM_ENV}
-    with FakeLLMServer(
-        lambda api, prompt, body: (200, "OK", {}) if "single word OK" in prompt else _reply(api, prompt, body)
-    ) as server:
-        env.update(
-            OPENAI_BASE_URL=server.url + "/v1",
-            KERNELEVOLVE_LLM_INSIGHTS="0",
-            KERNELEVOLVE_CACHE_DIR=str(tmp_path / "cache"),
-        )
-        proc = _cli(
-            [
-                "run",
-                str(SOFTMAX),
-                "--model",
-                "openai:local-coder",
-                "--device",
-                "interpret",
-                "--budget",
-                "1",
-                "--drafts",
-                "1",
-                "--shape",
-                "M=8,N=128",
-                "--shape",
-                "M=2,N=64",
-                "--db",
-                f"sqlite:///{tmp_path / 'r.db'}",
-            ],
-            env,
-            tmp_path,
-            timeout=240,
-        )
-        prompts = [r.prompt for r in server.requests]
-    assert proc.returncode == 0, proc.stderr
-    tasks = [p for p in prompts if p.startswith("# Task:")]
-    assert len(tasks) == 1 and "correctness only (given with --shape): M=8, N=128 | M=2, N=64" in tasks[0]
-    assert "M=4, N=256" not in tasks[0]  # the spec's interpret_shapes are not what this run checks
-
-
 @pytest.mark.timeout(400)
-def test_reply_cache_lives_in_the_database_and_only_when_asked_for(tmp_path):
+def test_a_run_with_shape_tells_the_model_those_shapes_and_its_reply_cache_is_in_the_database_when_asked(tmp_path):
     """The reply cache is opt-in: the same search run twice asks the model twice; with --reply-cache the second
-    run takes the first one's replies from the experiment database, and nothing goes to files."""
+    run takes the first one's replies from the experiment database, and nothing goes to files.
+    The runs are given --shape: their prompts name those shapes (was: with --shape, every prompt still named
+    the spec's shapes)."""
     env = {k: v for k, v in os.environ.items() if k not in LLM_ENV}
     db = f"sqlite:///{tmp_path / 'r.db'}"
     answer = lambda api, prompt, body: (200, "OK", {}) if "single word OK" in prompt else _reply(api, prompt, body)  # noqa: E731
@@ -432,6 +394,10 @@ def test_reply_cache_lives_in_the_database_and_only_when_asked_for(tmp_path):
         "1",
         "--seed",
         "1",
+        "--shape",
+        "M=8,N=128",
+        "--shape",
+        "M=2,N=64",
         "--db",
         db,
         "--no-preflight",
@@ -443,7 +409,7 @@ def test_reply_cache_lives_in_the_database_and_only_when_asked_for(tmp_path):
         with sqlite3.connect(tmp_path / "r.db") as conn:
             return conn.execute("SELECT COUNT(*) FROM reply_cache").fetchone()[0]
 
-    asked, cached = [], []
+    asked, cached, tasks = [], [], []
     with FakeLLMServer(answer) as server:
         env.update(
             OPENAI_BASE_URL=server.url + "/v1",
@@ -458,7 +424,10 @@ def test_reply_cache_lives_in_the_database_and_only_when_asked_for(tmp_path):
             assert proc.returncode == 0, proc.stderr
             asked.append(len(server.requests) - before)
             cached.append(cached_replies())
+            tasks.append([r.prompt for r in server.requests[before:] if r.prompt.startswith("# Task:")])
     assert asked == [1, 1, 0]
+    assert len(tasks[0]) == 1 and "correctness only (given with --shape): M=8, N=128 | M=2, N=64" in tasks[0][0]
+    assert "M=4, N=256" not in tasks[0][0]  # the spec's interpret_shapes are not what this run checks
     assert cached[0] == 0 and cached[1] == cached[2] > 0
     assert not (tmp_path / "cache" / "llm_replies").exists()
 

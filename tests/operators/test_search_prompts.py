@@ -188,7 +188,12 @@ def test_an_exception_in_the_operator_is_the_tools_failure_with_its_traceback(tm
     assert len(nodes) == 3 and {n.failure for n in nodes} == {"operator"}
     assert 'broken.py", line 9, in draft' in nodes[0].evaluation.log  # kept with the node either way
     assert repo.insights() == []  # nothing about the tool's failure reaches a later prompt
-    shown = json.loads(_cli(["show", run.id, "--db", db, "--json"], env, tmp_path).stdout)
+    # `show` reads the same (in process: it only reads the database, start-up would be most of its time).
+    from typer.testing import CliRunner
+
+    from kernelevolve.cli import app
+
+    shown = json.loads(CliRunner().invoke(app, ["show", run.id, "--db", db, "--json"]).stdout)
     assert {n["failure"] for n in shown["nodes"]} == {"operator"}
 
 
