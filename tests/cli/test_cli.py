@@ -8,12 +8,14 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from kernelevolve.cli import app
 from kernelevolve.paths import KNOWLEDGE_BASE, REPO_ROOT
+from tests.cli.console import kernelevolve_many, made_once
 
 SOFTMAX = REPO_ROOT / "specs" / "softmax.yaml"
 SOFTMAX_KERNEL = KNOWLEDGE_BASE / "kernels" / "softmax.py"
@@ -117,11 +119,10 @@ def problem(tmp_path):
 # -- 2. the preflight: a reference that cannot run is never blamed on the candidate ---------------
 
 
-def test_eval_preflight_stops_a_reference_too_big_for_the_sandbox(problem, tmp_path):
+def test_eval_preflight_stops_a_reference_too_big_for_the_sandbox(one_shot):
     """Was: `failed (crash)` for the candidate, nothing suggesting --shape."""
     # Its own sizes are scaled under the interpreter: a --shape that keeps them big.
-    args = ["--device", "interpret", "--shape", "batch_size=1024*64"]
-    line = _one_line_error(_cli(["eval", problem, tmp_path / "good.py", *args], tmp_path))
+    line = _one_line_error(one_shot("too big"))
     assert "the reference 42_Double.py cannot run at batch_size=65536" in line
     assert "out of memory" in line and "--shape batch_size=64,height=64,width=64" in line
 
@@ -141,7 +142,7 @@ def test_run_preflight_stops_before_any_model_call_or_run(problem, tmp_path):
     line = _one_line_error(proc)
     assert "cannot run" in line and "--shape" in line
     assert requests == []  # not even the model check
-    assert json.loads(_cli(["runs", "--db", db, "--json"], tmp_path).stdout) == []
+    assert json.loads(CliRunner().invoke(app, ["runs", "--db", db, "--json"]).stdout) == []  # (a read: in process)
 
 
 # -- 3. problem files resize and evaluate ---------------------------------------------------------
@@ -150,11 +151,10 @@ def test_run_preflight_stops_before_any_model_call_or_run(problem, tmp_path):
 RESIZES = ["batch_size=2,height=4", "batch_size=2,input_shape=8,16", "batch_size=2*2,input_shape=(8, 16)"]
 
 
-def test_a_resized_problem_file_evaluates(problem, tmp_path):
+def test_a_resized_problem_file_evaluates(one_shot):
     """Each way of writing a --shape (a constant another derives from, a tuple in either spelling, an
     expression): one eval of all three, each its own shape (one process start instead of three)."""
-    args = [a for shape in RESIZES for a in ("--shape", shape)]
-    good = _cli(["eval", problem, tmp_path / "good.py", "--device", "interpret", *args, "--json"], tmp_path)
+    good = one_shot("resized")
     assert good.returncode == 0, good.stderr
     result = json.loads(good.stdout)
     assert result["correct"] and result["fitness"] is None
@@ -166,12 +166,10 @@ def test_a_resized_problem_file_evaluates(problem, tmp_path):
     ]
 
 
-def test_eval_exit_1_on_a_wrong_kernel_without_speedup_wording(problem, tmp_path):
+def test_eval_exit_1_on_a_wrong_kernel_without_speedup_wording(one_shot):
     """`eval` exits 1 on a wrong kernel (a path once never run), and a failed interpreter eval once printed
     'fitness 0.000 (geometric-mean speedup over 1 cases)'."""
-    proc = _cli(
-        ["eval", problem, tmp_path / "wrong.py", "--device", "interpret", "--shape", "batch_size=2,height=4"], tmp_path
-    )
+    proc = one_shot("wrong")
     assert proc.returncode == 1, proc.stderr
     out = proc.stdout
     assert "failed (incorrect)" in out and "result: failed (incorrect); fitness 0" in out
@@ -179,8 +177,8 @@ def test_eval_exit_1_on_a_wrong_kernel_without_speedup_wording(problem, tmp_path
     assert all(len(line) <= 80 for line in out.splitlines()), out
 
 
-def test_eval_correct_under_the_interpreter_says_untimed(tmp_path):
-    proc = _cli(["eval", SOFTMAX, SOFTMAX_KERNEL, "--device", "interpret"], tmp_path)
+def test_eval_correct_under_the_interpreter_says_untimed(one_shot):
+    proc = one_shot("softmax")
     assert proc.returncode == 0, proc.stderr
     assert "correct (untimed) at all 2 shapes" in proc.stdout and "speedup over" not in proc.stdout
     assert re.search(r"^M=4,N=256 bfloat16\s+correct\s", proc.stdout, re.M)
@@ -332,33 +330,36 @@ def test_cache_clear(tmp_path, monkeypatch):
     assert not missing.exists()  # no database is created to be emptied
 
 
-@pytest.mark.parametrize(
-    "args, message",
-    [
-        (["kb", "search", "x", "--limit", "0"], "error: Invalid value for '--limit'"),
-        (["run", SOFTMAX, "--seed", "abc"], "error: Invalid value for '--seed'"),
-        (["run"], "error: Missing argument 'SPEC'. (see `kernelevolve run --help`)"),
-        (["nosuch"], "error: No such command 'nosuch'."),
-        (
-            ["run", SOFTMAX, "--model", "openai:x", "--device", "interpret"],
-            "error: --model openai:x: openai: OPENAI_API_KEY",
-        ),
-        (["eval", SOFTMAX, "missing.py"], "error: missing.py: no such file"),
-        (
-            ["eval", SOFTMAX, SOFTMAX_KERNEL, "--shape", "input_shape=[64]"],
-            "input_shape is not a module-level constant",
-        ),
-    ],
-)
-def test_the_console_script_answers_bad_values_in_one_line(tmp_path, args, message):
+BAD_VALUES = [
+    (["kb", "search", "x", "--limit", "0"], "error: Invalid value for '--limit'"),
+    (["run", SOFTMAX, "--seed", "abc"], "error: Invalid value for '--seed'"),
+    (["run"], "error: Missing argument 'SPEC'. (see `kernelevolve run --help`)"),
+    (["nosuch"], "error: No such command 'nosuch'."),
+    (
+        ["run", SOFTMAX, "--model", "openai:x", "--device", "interpret"],
+        "error: --model openai:x: openai: OPENAI_API_KEY",
+    ),
+    (["eval", SOFTMAX, "missing.py"], "error: missing.py: no such file"),
+    (
+        ["eval", SOFTMAX, SOFTMAX_KERNEL, "--shape", "input_shape=[64]"],
+        "input_shape is not a module-level constant",
+    ),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD_VALUES)
+def test_the_console_script_answers_bad_values_in_one_line(one_shot, args, message):
     """Was: option errors in a multi-line box, and ':x' in '--model openai:x' rendered as an emoji."""
-    line = _one_line_error(_cli(args, tmp_path))
+    line = _one_line_error(one_shot(f"bad value {BAD_VALUES.index((args, message))}"))
     assert line.startswith(message) or message in line, line
 
 
-def test_help_and_bare_commands_exit_0(tmp_path):
-    for args in ([], ["kb"], ["cache"], ["run", "--help"]):
-        proc = _cli(args, tmp_path)
+BARE = [[], ["kb"], ["cache"], ["run", "--help"]]
+
+
+def test_help_and_bare_commands_exit_0(one_shot):
+    for i, args in enumerate(BARE):
+        proc = one_shot(f"bare {i}")
         assert proc.returncode == 0 and "Usage: kernelevolve" in proc.stdout, (args, proc.stderr)
 
 
@@ -374,30 +375,61 @@ def _reference(tmp_path, name, body):
     return path
 
 
-def test_preflight_names_a_reference_that_raises(tmp_path):
-    ref = _reference(tmp_path, "raises.py", "        raise ValueError('bad reference')")
-    line = _one_line_error(_cli(["eval", ref, tmp_path / "good.py", "--device", "interpret"], tmp_path))
+def test_preflight_names_a_reference_that_raises(one_shot):
+    line = _one_line_error(one_shot("raises"))
     assert "the reference raises.py cannot run at the module's own sizes" in line
     assert "ValueError: bad reference" in line
 
 
-def test_preflight_names_a_reference_too_slow_for_the_timeout(tmp_path):
-    ref = _reference(tmp_path, "slow.py", "        time.sleep(600)\n        return x")
-    proc = _cli(["eval", ref, tmp_path / "good.py", "--device", "interpret", "--timeout", "5"], tmp_path)
-    line = _one_line_error(proc)
+def test_preflight_names_a_reference_too_slow_for_the_timeout(one_shot):
+    line = _one_line_error(one_shot("slow"))
     assert "the reference slow.py cannot run" in line and "no result after 5s" in line
 
 
-def test_preflight_on_a_module_without_constants_says_so(tmp_path):
-    ref = tmp_path / "fixed.py"
-    ref.write_text(
-        "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
-        "        return x * 2.0\n\ndef get_inputs():\n    return [torch.randn(1 << 16, 1 << 20)]\n\n"
-        "def get_init_inputs():\n    return []\n"
-    )
-    (tmp_path / "good.py").write_text(CANDIDATE)
-    line = _one_line_error(_cli(["eval", ref, tmp_path / "good.py", "--device", "interpret"], tmp_path))
+FIXED = (
+    "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+    "        return x * 2.0\n\ndef get_inputs():\n    return [torch.randn(1 << 16, 1 << 20)]\n\n"
+    "def get_init_inputs():\n    return []\n"
+)
+
+
+def test_preflight_on_a_module_without_constants_says_so(one_shot):
+    line = _one_line_error(one_shot("fixed"))
     assert "out of memory" in line and "fixed.py has no module-level size constants that --shape could override" in line
+
+
+def _one_shots(folder: Path) -> dict:
+    """This module's eval command lines, bad values and bare commands, all in one start of the CLI: the
+    evals share its fork server (torch and Triton imported once, not once per eval). Each keeps its own
+    exit status, stdout and stderr, which the tests above check."""
+    problem = folder / "42_Double.py"
+    problem.write_text(PROBLEM)
+    (folder / "wrong.py").write_text(WRONG)
+    (folder / "fixed.py").write_text(FIXED)
+    raises = _reference(folder, "raises.py", "        raise ValueError('bad reference')")
+    slow = _reference(folder, "slow.py", "        time.sleep(600)\n        return x")  # (writes good.py too)
+    good, interpret = folder / "good.py", ["--device", "interpret"]
+    commands = {
+        "too big": ["eval", problem, good, *interpret, "--shape", "batch_size=1024*64"],
+        "resized": ["eval", problem, good, *interpret, *[a for shape in RESIZES for a in ("--shape", shape)], "--json"],
+        "wrong": ["eval", problem, folder / "wrong.py", *interpret, "--shape", "batch_size=2,height=4"],
+        "softmax": ["eval", SOFTMAX, SOFTMAX_KERNEL, *interpret],
+        "raises": ["eval", raises, good, *interpret],
+        "slow": ["eval", slow, good, *interpret, "--timeout", "5"],
+        "fixed": ["eval", folder / "fixed.py", good, *interpret],
+        **{f"bad value {i}": args for i, (args, _) in enumerate(BAD_VALUES)},
+        **{f"bare {i}": args for i, args in enumerate(BARE)},
+    }
+    env = _env(folder, KERNELEVOLVE_STATIC_COST="0")  # no test here is marked static_cost
+    answers = kernelevolve_many(list(commands.values()), folder, env, timeout=600)
+    return {name: [p.returncode, p.stdout, p.stderr] for name, p in zip(commands, answers, strict=True)}
+
+
+@pytest.fixture
+def one_shot(tmp_path_factory, worker_id):
+    """name -> its command's CompletedProcess, from _one_shots (made once this session)."""
+    answers = made_once(tmp_path_factory, worker_id, "cli-one-shots", _one_shots)
+    return lambda name: subprocess.CompletedProcess(name, *answers[name])
 
 
 @pytest.mark.parametrize("command", ["run", "suite"])

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from kernelevolve.paths import REPO_ROOT
+from tests.cli.console import kernelevolve_many
 
 CLI = [sys.executable, "-c", "from kernelevolve.cli import main; main()"]
 
@@ -39,12 +40,18 @@ def test_log_level_and_the_runs_log_file(tmp_path):
     assert f"run {run_id}: node 0 written (draft" in logged and f"run {run_id}: node 0 draft: correct" in logged
     assert f"run {run_id} stops: nodes" in logged
 
-    loud = _cli("--log-level", "info", "resume", run_id, "--budget", "2", "--db", db, env=env, cwd=tmp_path)
+    loud, bad = kernelevolve_many(  # one start of the CLI for both: --log-level is set by each command line
+        [
+            ["--log-level", "info", "resume", run_id, "--budget", "2", "--db", db],
+            ["--log-level", "loud", "runs", "--db", db],
+        ],
+        tmp_path,
+        env,
+    )
     assert loud.returncode == 0, loud.stderr
     assert f"INFO kernelevolve.search.engine: run {run_id}: node 1 draft: correct" in loud.stderr  # 3 drafts first
     assert (tmp_path / "logs" / f"{run_id}.log").read_text().startswith(logged)  # the resume appended
 
-    bad = _cli("--log-level", "loud", "runs", "--db", db, env=env, cwd=tmp_path)
     assert (
         bad.returncode == 2
         and bad.stderr.strip() == "error: --log-level 'loud': use one of debug, info, warning, error"

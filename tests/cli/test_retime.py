@@ -8,9 +8,8 @@ subprocess with --device interpret (real sandboxed evaluations, static estimates
 from __future__ import annotations
 
 import json
+import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from kernelevolve.paths import KNOWLEDGE_BASE, SPECS
 from kernelevolve.search.random_state import rng_state
 from kernelevolve.search.graph import Node
 from kernelevolve.spec import load_spec
+from tests.cli.console import kernelevolve_many
 from tests.test_fitness import FakeGPU
 
 pytestmark = pytest.mark.static_cost  # the estimate is part of what these tests check
@@ -140,26 +140,23 @@ def test_retime_on_a_gpu_stores_timings_recomputes_the_best_and_leaves_the_run_r
     repo.close()
 
 
-def _kernelevolve(args, cwd):
-    return subprocess.run(
-        [sys.executable, "-c", "from kernelevolve.cli import main; main()", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
 def test_retime_command_on_the_interpreter_and_its_errors(tmp_path):
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     run_id = _interpreter_run(db, [(TWO_PASS, True, None), (ONE_PASS, True, None)])  # no estimates: node 0 leads
-    nogpu = _kernelevolve(["retime", run_id, "--db", db], tmp_path)
+    nogpu, missing, done = kernelevolve_many(  # one start of the CLI: its two errors, then the retime
+        [
+            ["retime", run_id, "--db", db],
+            ["retime", "nosuchrun", "--device", "interpret", "--db", db],
+            ["retime", run_id, "--device", "interpret", "--json", "--db", db],
+        ],
+        tmp_path,
+        dict(os.environ),
+        timeout=600,
+    )
     assert nogpu.returncode == 2 and nogpu.stderr.startswith("error: --device cuda: no CUDA GPU is visible")
-    missing = _kernelevolve(["retime", "nosuchrun", "--device", "interpret", "--db", db], tmp_path)
     assert missing.returncode == 2 and "no run or campaign 'nosuchrun'" in missing.stderr
     assert f"recent runs: {run_id}" in missing.stderr and "Traceback" not in missing.stderr
 
-    done = _kernelevolve(["retime", run_id, "--device", "interpret", "--json", "--db", db], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
     assert [e["node"] for e in summary["evaluated"]] == [0, 1]

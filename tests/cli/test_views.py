@@ -2,9 +2,12 @@
 one-line summary of each change, the failure line of failed nodes, model / best / cost per run,
 everything readable at 80 columns and in a file."""
 
+import json
 import os
 import subprocess
-import sys
+from pathlib import Path
+
+import pytest
 
 from kernelevolve.evaluation.result import EvalResult, Failure, ShapeResult
 from kernelevolve.memory import Repository
@@ -14,6 +17,7 @@ from kernelevolve.search.graph import Node
 from kernelevolve.runs.session import RunSettings, start_run
 from kernelevolve.spec import Budget
 from kernelevolve.spec import load_spec
+from tests.cli.console import kernelevolve_many, made_once
 
 SOFTMAX = REPO_ROOT / "specs" / "softmax.yaml"
 LONG_NOTE = "one program per row with an online max and sum, BLOCK_N the next power of two of N"
@@ -61,24 +65,36 @@ def _db(tmp_path):
     return url, run_id
 
 
-def _cli(args, tmp_path):
+def _env():
     env = {k: v for k, v in os.environ.items() if k != "KERNELEVOLVE_DB"}
     env["COLUMNS"] = "80"
-    return subprocess.run(
-        [sys.executable, "-c", "from kernelevolve.cli import main; main()", *args],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return env
 
 
-def test_show_prints_notes_and_failure_lines_at_80_columns(tmp_path):
+def _views(folder: Path) -> dict:
+    """`show`, `show --node 1` and `runs` of the _db run, in one start of the CLI (each its own output)."""
+    url, run_id = _db(folder)
+    commands = {
+        "show": ["show", run_id, "--db", url],
+        "show --node": ["show", run_id, "--db", url, "--node", "1"],
+        "runs": ["runs", "--db", url],
+    }
+    answers = kernelevolve_many(list(commands.values()), folder, _env())
+    return {"run_id": run_id, **{name: [p.returncode, p.stdout, p.stderr] for name, p in zip(commands, answers)}}
+
+
+@pytest.fixture
+def views(tmp_path_factory, worker_id):
+    """(run id, name -> its command's CompletedProcess), made once this session: the three tests read it."""
+    answers = made_once(tmp_path_factory, worker_id, "views", _views)
+    return answers["run_id"], lambda name: subprocess.CompletedProcess(name, *answers[name])
+
+
+def test_show_prints_notes_and_failure_lines_at_80_columns(views):
     """Was: notes were just draft/optimise/debug, failed nodes showed no message, and `show`
     printed `True`/`-` where `eval` printed `yes`/`—`."""
-    url, run_id = _db(tmp_path)
-    proc = _cli(["show", run_id, "--db", url], tmp_path)
+    run_id, answer = views
+    proc = answer("show")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     lines = out.splitlines()
@@ -92,17 +108,16 @@ def test_show_prints_notes_and_failure_lines_at_80_columns(tmp_path):
     assert any(line.split()[:2] == ["M=4,N=256", "bfloat16"] and "correct" in line for line in lines)
 
 
-def test_show_node_without_source_says_why(tmp_path):
-    url, run_id = _db(tmp_path)
-    proc = _cli(["show", run_id, "--db", url, "--node", "1"], tmp_path)
+def test_show_node_without_source_says_why(views):
+    proc = views[1]("show --node")
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
     assert "node 1 has no source" in proc.stderr and "Connection refused" in proc.stderr
 
 
-def test_runs_shows_model_best_and_cost_at_80_columns(tmp_path):
+def test_runs_shows_model_best_and_cost_at_80_columns(views):
     """Was: `runs` showed neither the model nor the best result nor the cost."""
-    url, run_id = _db(tmp_path)
-    proc = _cli(["runs", "--db", url], tmp_path)
+    run_id, answer = views
+    proc = answer("runs")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert all(len(line) <= 80 for line in lines), proc.stdout
@@ -116,34 +131,13 @@ def test_printed_commands_stay_whole_on_their_own_line(tmp_path):
     folder = tmp_path / ("a-rather-long-directory-name-" * 2)
     folder.mkdir()
     db = f"sqlite:///{folder / 'runs.db'}"
-    proc = _cli(
-        ["run", str(SOFTMAX), "--device", "interpret", "--budget", "1", "--drafts", "1", "--db", db, "--no-preflight"],
-        tmp_path,
-    )
+    run = ["run", str(SOFTMAX), "--device", "interpret", "--budget", "1", "--drafts", "1", "--db", db, "--no-preflight"]
+    proc, summary = kernelevolve_many([run, [*run, "--json"]], tmp_path, _env())  # one start, one fork server
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     run_id = lines[0].split()[1]
     assert f"  kernelevolve resume {run_id} --db {db}" in lines
     assert f"  kernelevolve show {run_id} --node 0 --db {db}" in lines
-    summary = _cli(
-        [
-            "run",
-            str(SOFTMAX),
-            "--device",
-            "interpret",
-            "--budget",
-            "1",
-            "--drafts",
-            "1",
-            "--db",
-            db,
-            "--no-preflight",
-            "--json",
-        ],
-        tmp_path,
-    )
-    import json
-
     node = json.loads(summary.stdout)["nodes"][0]
     assert node["note"] and "message" in node  # --json carries each node's note and failure message
     # Commands, and the one-line-per-node progress log written to files and pipes, are never wrapped.
@@ -154,7 +148,15 @@ def test_kb_search_and_insights_read_at_80_columns(tmp_path):
     """Was: tables folding cells a few letters per line ('dimensio / n', 'cross_e / ntropy')."""
     from kernelevolve.knowledge import KnowledgeBase
 
-    proc = _cli(["kb", "search", "online softmax long rows", "--hardware", "h200"], tmp_path)
+    url, run_id = _db(tmp_path)
+    repo = Repository(url)
+    long = "Power-of-two aranges fixed the compile error; keep BLOCK_N a power of two and split rows longer than 65536"
+    repo.add_insight(run_id, 0, "softmax", "h200", long)
+    proc, insights = kernelevolve_many(  # both in one start of the CLI
+        [["kb", "search", "online softmax long rows", "--hardware", "h200"], ["insights", "--db", url]],
+        tmp_path,
+        _env(),
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert all(len(line) <= 80 for line in lines), proc.stdout
@@ -162,13 +164,8 @@ def test_kb_search_and_insights_read_at_80_columns(tmp_path):
     assert " ".join(title.split()) in " ".join(proc.stdout.split())  # whole words, in order
     assert any(line.startswith("1. kernels/") for line in lines)
 
-    url, run_id = _db(tmp_path)
-    repo = Repository(url)
-    long = "Power-of-two aranges fixed the compile error; keep BLOCK_N a power of two and split rows longer than 65536"
-    repo.add_insight(run_id, 0, "softmax", "h200", long)
-    proc = _cli(["insights", "--db", url], tmp_path)
-    assert all(len(line) <= 80 for line in proc.stdout.splitlines()), proc.stdout
-    assert long in " ".join(proc.stdout.split()) and f"run {run_id} node 0" in proc.stdout
+    assert all(len(line) <= 80 for line in insights.stdout.splitlines()), insights.stdout
+    assert long in " ".join(insights.stdout.split()) and f"run {run_id} node 0" in insights.stdout
 
 
 def test_a_timed_eval_reads_at_80_columns_and_wide():

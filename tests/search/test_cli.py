@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from kernelevolve.cli import app
 from kernelevolve.memory import Repository
+from tests.cli.console import kernelevolve_many
 from tests.search.conftest import FIXTURES
 
 OPERATOR = f"plugin:{FIXTURES / 'triton_operator.py'}:TritonScaleOperator"
@@ -93,7 +94,11 @@ def _check_kill_and_resume(db_url, tmp_path, policy="greedy", static=True):
     assert 2 <= len(evaluated) < BUDGET and before.pending()  # (two were in flight when it was killed)
     assert repo.run(run_id).settings["parallel"] == PARALLEL  # saved: the resume keeps it
 
-    resumed = _cli("resume", run_id, "--db", db_url, "--json", env=_env(static), cwd=tmp_path)
+    resumed, shown = kernelevolve_many(  # the resume, then the read of what it left: one start of the CLI
+        [["resume", run_id, "--db", db_url, "--json"], ["show", run_id, "--db", db_url, "--json"]],
+        tmp_path,
+        _env(static),
+    )
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads(resumed.stdout)
     assert (summary["id"], summary["status"], summary["termination_reason"]) == (run_id, "finished", "nodes")
@@ -112,7 +117,6 @@ def _check_kill_and_resume(db_url, tmp_path, policy="greedy", static=True):
     # With the static cost probe on, every correct node has its estimate, those made before the kill kept.
     assert all(bool((n.evaluation.static or {}).get("cost")) == static for n in after.nodes() if n.correct)
 
-    shown = _cli("show", run_id, "--db", db_url, "--json", env=_env(), cwd=tmp_path)
     data = json.loads(shown.stdout)
     assert data["status"] == "finished" and len(data["nodes"]) == BUDGET
     for node in data["nodes"]:
