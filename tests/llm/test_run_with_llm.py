@@ -1,14 +1,15 @@
-"""Whole `kernelevolve run` searches under the Triton interpreter, in a subprocess, with the
-Anthropic and OpenAI providers talking through their real SDKs to a scripted local server, and
-with no key at all (the offline operator)."""
+"""Whole `kernelevolve run` searches under the Triton interpreter, with the Anthropic and OpenAI
+providers talking through their real SDKs to a scripted local server, and with no key at all (the
+offline operator). The command runs in process (CliRunner): a new interpreter's imports would be most
+of a test's time, and the runs of one test process share the evaluator's fork server (candidates
+and judges are still sandboxed processes)."""
 
 import json
-import os
-import subprocess
-import sys
 import threading
+from types import SimpleNamespace
 
 import pytest
+from typer.testing import CliRunner
 
 from kernelevolve.llm.base import CHECK_PROMPT
 from kernelevolve.memory import Repository
@@ -66,28 +67,32 @@ class Script:
             return 400, f"unexpected prompt: {prompt[:80]}", {}
 
 
-def _kernelevolve(args, env, cwd):
-    return subprocess.run(
-        [sys.executable, "-c", "from kernelevolve.cli import main; main()", *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=420,
-    )
+def _kernelevolve(args, env, cwd, monkeypatch):
+    """`kernelevolve ARGS` in process, with `env` (variable -> value) set and cwd in `cwd`:
+    (returncode, stdout, stderr)."""
+    from kernelevolve.cli import app
+    from kernelevolve.settings import settings
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(cwd)
+    settings.cache_clear()  # the environment is read once per process: as a new process would
+    out = CliRunner().invoke(app, args)
+    stderr = out.stderr + (repr(out.exception) if out.exception and not isinstance(out.exception, SystemExit) else "")
+    return SimpleNamespace(returncode=out.exit_code, stdout=out.stdout, stderr=stderr)
 
 
-def _clean_env(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in LLM_ENV}
-    env["KERNELEVOLVE_CACHE_DIR"] = str(tmp_path / "cache")  # a fresh reply cache
-    return env
+def _clean_env(tmp_path, monkeypatch):
+    for name in LLM_ENV:
+        monkeypatch.delenv(name, raising=False)
+    return {"KERNELEVOLVE_CACHE_DIR": str(tmp_path / "cache")}  # a fresh reply cache
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
-def test_llm_search_debugs_failures_and_records_tokens(tmp_path, provider):
+def test_llm_search_debugs_failures_and_records_tokens(tmp_path, provider, monkeypatch):
     script = Script()
     with FakeLLMServer(script) as server:
-        env = _clean_env(tmp_path)
+        env = _clean_env(tmp_path, monkeypatch)
         if provider == "anthropic":
             env.update(ANTHROPIC_API_KEY="dummy-key", ANTHROPIC_BASE_URL=server.url)
             model, price = "anthropic:claude-opus-4-5", (5.0, 25.0)
@@ -121,6 +126,7 @@ def test_llm_search_debugs_failures_and_records_tokens(tmp_path, provider):
             ],
             env,
             tmp_path,
+            monkeypatch,
         )
         received = list(server.requests)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -160,8 +166,8 @@ def test_llm_search_debugs_failures_and_records_tokens(tmp_path, provider):
     assert insights and all(INSIGHT in i.text for i in insights)
 
 
-def test_offline_search_with_no_key_runs_end_to_end(tmp_path):
-    env = _clean_env(tmp_path)
+def test_offline_search_with_no_key_runs_end_to_end(tmp_path, monkeypatch):
+    env = _clean_env(tmp_path, monkeypatch)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     proc = _kernelevolve(
         [
@@ -181,6 +187,7 @@ def test_offline_search_with_no_key_runs_end_to_end(tmp_path):
         ],
         env,
         tmp_path,
+        monkeypatch,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_id = json.loads(proc.stdout)["id"]
