@@ -12,9 +12,9 @@ it.
 
 from __future__ import annotations
 
-import itertools
 import math
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -50,10 +50,31 @@ def rand(*shape, dtype):
     return torch.randn(*shape).to(dtype)
 
 
+class Combinations(Sequence):
+    """list(itertools.product(*values)), element by element: random.sample draws the same combinations
+    from it without the list being made (ikbo_target_attention's TUNABLES have ~18 million, whose list
+    took ~20 s of every pytest process that collected this file)."""
+
+    def __init__(self, values: list[list]):
+        self.values = values
+
+    def __len__(self) -> int:
+        return math.prod(len(v) for v in self.values)
+
+    def __getitem__(self, index: int) -> tuple:
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        picked = []
+        for v in reversed(self.values):  # the last key varies fastest, as in itertools.product
+            index, i = divmod(index, len(v))
+            picked.append(v[i])
+        return tuple(reversed(picked))
+
+
 def sample_tunables(name: str, count: int, seed: int) -> list[dict]:
     declared = read_declared((KNOWLEDGE_BASE / "kernels" / f"{name}.py").read_text())
     keys = list(declared.tunables)
-    combos = list(itertools.product(*(declared.tunables[k] for k in keys)))
+    combos = Combinations([declared.tunables[k] for k in keys])
     return [dict(zip(keys, c)) for c in random.Random(seed).sample(combos, count)]
 
 
