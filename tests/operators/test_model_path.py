@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -254,6 +255,24 @@ def _cli(args, env, cwd, timeout=120):
     )
 
 
+def _in_process(args, env, cwd, monkeypatch):
+    """`kernelevolve ARGS` in process (CliRunner), with `env`'s variables set: its imports are the
+    test process's, and the runs of one test process share the evaluator's fork server (candidates and
+    judges are still sandboxed processes). (returncode, stdout, stderr)."""
+    from typer.testing import CliRunner
+
+    from kernelevolve.cli import app
+    from kernelevolve.settings import settings
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(cwd)
+    settings.cache_clear()  # the environment is read once per process: as a new process would
+    out = CliRunner().invoke(app, args)
+    stderr = out.stderr + (repr(out.exception) if out.exception and not isinstance(out.exception, SystemExit) else "")
+    return SimpleNamespace(returncode=out.exit_code, stdout=out.stdout, stderr=stderr)
+
+
 def test_a_closed_port_fails_the_model_check_in_seconds(tmp_path):
     """Was: a 3-node run took 8 min 47 s and printed `failed (no_code)`."""
     env = {k: v for k, v in os.environ.items() if k not in LLM_ENV}
@@ -333,7 +352,8 @@ def test_the_file_provider_is_not_asked_a_check_question(tmp_path):
 @pytest.mark.timeout(300)
 def test_resume_replays_a_call_the_stopped_run_paid_for(tmp_path, monkeypatch):
     """A run stopped after a reply was recorded but before its node was written: `resume` takes
-    the recorded reply instead of asking (and paying) again, without --reply-cache."""
+    the recorded reply instead of asking (and paying) again, without --reply-cache. (`resume` in
+    process: the test's own operator only built the prompt, it holds no reply.)"""
     from kernelevolve.memory import Repository
     from kernelevolve.runs.session import RunSettings, start_run
     from kernelevolve.spec import Budget
@@ -357,13 +377,12 @@ def test_resume_replays_a_call_the_stopped_run_paid_for(tmp_path, monkeypatch):
         prompt = op.builder.draft(spec, _context(spec)).prompt  # what the run's first step asks
         reply = _reply("openai", prompt, {})[1]
         repo.record_llm_call(run_id, None, LLMCallRecord("openai", "local-coder", prompt, reply, 1000, 500, 0.01))
-        env = {k: v for k, v in os.environ.items() if k not in LLM_ENV}
-        env.update(
+        env = dict(
             OPENAI_BASE_URL=server.url + "/v1",
             KERNELEVOLVE_LLM_INSIGHTS="0",
             KERNELEVOLVE_CACHE_DIR=str(tmp_path / "cache"),
         )
-        proc = _cli(["resume", run_id, "--db", db], env, tmp_path, timeout=240)
+        proc = _in_process(["resume", run_id, "--db", db], env, tmp_path, monkeypatch)
         asked = [r.prompt for r in server.requests]
     assert proc.returncode == 0, proc.stderr
     assert "1 recorded model reply to replay" in proc.stdout
@@ -373,7 +392,9 @@ def test_resume_replays_a_call_the_stopped_run_paid_for(tmp_path, monkeypatch):
 
 
 @pytest.mark.timeout(400)
-def test_a_run_with_shape_tells_the_model_those_shapes_and_its_reply_cache_is_in_the_database_when_asked(tmp_path):
+def test_a_run_with_shape_tells_the_model_those_shapes_and_its_reply_cache_is_in_the_database_when_asked(
+    tmp_path, monkeypatch
+):
     """The reply cache is opt-in: the same search run twice asks the model twice; with --reply-cache the second
     run takes the first one's replies from the experiment database, and nothing goes to files.
     The runs are given --shape: their prompts name those shapes (was: with --shape, every prompt still named
@@ -411,16 +432,22 @@ def test_a_run_with_shape_tells_the_model_those_shapes_and_its_reply_cache_is_in
 
     asked, cached, tasks = [], [], []
     with FakeLLMServer(answer) as server:
-        env.update(
+        changed = dict(
             OPENAI_BASE_URL=server.url + "/v1",
             KERNELEVOLVE_LLM_INSIGHTS="0",
             KERNELEVOLVE_CACHE_DIR=str(tmp_path / "cache"),
             KERNELEVOLVE_STATIC_COST="0",  # the replies are the subject: no static cost probe in the three runs
         )
+        env.update(changed)
         # Without the flag nothing is stored; with it the reply is stored, then read back instead of asked.
-        for extra in ([], ["--reply-cache"], ["--reply-cache"]):
+        # The first two in process; the one that must find the stored reply is a new process, which can
+        # only have it from the database.
+        for extra, fresh in (([], False), (["--reply-cache"], False), (["--reply-cache"], True)):
             before = len(server.requests)
-            proc = _cli(args + extra, env, tmp_path, timeout=240)
+            if fresh:
+                proc = _cli(args + extra, env, tmp_path, timeout=240)
+            else:
+                proc = _in_process(args + extra, changed, tmp_path, monkeypatch)
             assert proc.returncode == 0, proc.stderr
             asked.append(len(server.requests) - before)
             cached.append(cached_replies())
