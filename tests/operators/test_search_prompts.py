@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -83,20 +84,44 @@ def _cli(args, env, cwd, timeout=300):
     )
 
 
+def _in_process(args, env, cwd, monkeypatch):
+    """`kernelevolve ARGS` in process (CliRunner), with `env`'s variables set: its imports are the
+    test process's, and the runs of one test process share the evaluator's fork server (candidates and
+    judges are still sandboxed processes). (returncode, stdout, stderr)."""
+    from typer.testing import CliRunner
+
+    from kernelevolve.cli import app
+    from kernelevolve.settings import settings
+
+    for name in LLM_ENV:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(cwd)
+    settings.cache_clear()  # the environment is read once per process: as a new process would
+    out = CliRunner().invoke(app, args)
+    stderr = out.stderr + (repr(out.exception) if out.exception and not isinstance(out.exception, SystemExit) else "")
+    return SimpleNamespace(returncode=out.exit_code, stdout=out.stdout, stderr=stderr)
+
+
 def _reply(api, prompt, body):
     return 200, f"Change: one program per row, a carry across blocks\n\n```python\n{CUMSUM_KERNEL}```\n", {}
 
 
 @pytest.mark.timeout(400)
-def test_a_kernelbench_cumsum_search_reaches_the_model_with_the_contract_and_distinct_drafts(tmp_path):
+def test_a_kernelbench_cumsum_search_reaches_the_model_with_the_contract_and_distinct_drafts(tmp_path, monkeypatch):
     """Was: `input_shape = (32768,)` crashed the prompt (`unhashable type: 'list'`) before any model
     call, charged to the model as no_code; drafts got byte-identical prompts with no contract."""
     db = f"sqlite:///{tmp_path / 'r.db'}"
     with FakeLLMServer(_reply) as server:
-        env = _env(tmp_path, OPENAI_BASE_URL=server.url + "/v1")
+        env = dict(
+            OPENAI_BASE_URL=server.url + "/v1",
+            KERNELEVOLVE_CACHE_DIR=str(tmp_path / "cache"),
+            KERNELEVOLVE_LLM_INSIGHTS="0",
+        )
         args = ["run", str(CUMSUM), "--model", "openai:local-coder", "--device", "interpret", "--db", db]
         args += ["--budget", "3", "--drafts", "2", "--parallel", "1", "--no-model-check", "--no-preflight"]
-        proc = _cli([*args, "--shape", "batch_size=4,input_shape=(80,)"], env, tmp_path)
+        proc = _in_process([*args, "--shape", "batch_size=4,input_shape=(80,)"], env, tmp_path, monkeypatch)
         prompts = [r.prompt for r in server.requests if r.prompt.startswith("# Task:")]
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "3 nodes, 3 correct" in proc.stdout, proc.stdout  # the model's kernel, evaluated at every node
