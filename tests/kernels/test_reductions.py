@@ -32,7 +32,8 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 LONG = {"single_block_max_n": 1024, "split_block_n": 1024}
 PATHS = {
     "tile": ({}, [(4, 256), (3, 1000)]),  # 1000: a masked tail inside one tile
-    "chunked": (dict(LONG, chunk_n=4096), [(3, 9000), (2, 2500)]),  # 3 chunks (the last partial); 1 chunk
+    # 3 chunks (the last partial); 1 chunk. A program per row and chunk: two rows take the same launch as three.
+    "chunked": (dict(LONG, chunk_n=4096), [(2, 9000), (2, 2500)]),
     "two-pass": (dict(LONG, chunk_n=0), [(3, 2500)]),  # three tiles, the last one partial
     "two-pass-persistent": (dict(LONG, chunk_n=0, split_programs_per_sm=1), [(9, 1100)]),  # 4 programs x 3 rows
 }
