@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -45,6 +46,26 @@ def _env(tmp: Path, **extra) -> dict:
 
 def _cli(args, env, timeout=400):
     return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _in_process(args, env: dict, monkeypatch):
+    """`kernelevolve ARGS` in process (CliRunner) with `env`'s KERNELEVOLVE_*, model and COLUMNS variables
+    (the test process's own imports, and the evaluator's fork server it already has): (returncode, stdout,
+    stderr)."""
+    from typer.testing import CliRunner
+
+    from kernelevolve.cli import app
+    from kernelevolve.settings import settings
+
+    for name in LLM_ENV:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        if name.startswith(("KERNELEVOLVE_", "OPENAI_", "ANTHROPIC_", "TRITON_")) or name == "COLUMNS":
+            monkeypatch.setenv(name, value)
+    settings.cache_clear()  # the environment is read once per process: as a new process would
+    out = CliRunner().invoke(app, args)
+    stderr = out.stderr + (repr(out.exception) if out.exception and not isinstance(out.exception, SystemExit) else "")
+    return SimpleNamespace(returncode=out.exit_code, stdout=out.stdout, stderr=stderr)
 
 
 def _kill_after(proc, path: Path, db: str, finished: int) -> tuple[str, list[str]]:
@@ -125,7 +146,7 @@ def test_solutions_campaign_counts_passes_failures_and_skips(solutions_campaign)
 
 
 @pytest.mark.xdist_group("campaign-solutions")  # its module fixture made once, on one worker
-def test_kill_9_mid_campaign_then_resume_scores_as_uninterrupted(tmp_path, solutions_campaign):
+def test_kill_9_mid_campaign_then_resume_scores_as_uninterrupted(tmp_path, solutions_campaign, monkeypatch):
     """A campaign killed with SIGKILL after some problems finished resumes where it stood: finished
     problems are not evaluated again, and its score matches the uninterrupted campaign's."""
     names = ["relu", "max_dim2", "layernorm", "conv2d"]
@@ -157,7 +178,7 @@ def test_kill_9_mid_campaign_then_resume_scores_as_uninterrupted(tmp_path, solut
 
     repo = Repository(db)
     nodes_before = {p.name: len(repo.load_graph(p.run_id)) for p in store.problems(repo, campaign_id) if p.run_id}
-    resumed = _cli(["suite", "--resume", campaign_id, "--db", db, "--json"], env)
+    resumed = _in_process(["suite", "--resume", campaign_id, "--db", db, "--json"], env, monkeypatch)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     score = json.loads(resumed.stdout)
     for p in store.problems(repo, campaign_id):  # one node each: nothing finished was evaluated twice
@@ -242,7 +263,7 @@ def test_scripted_model_campaign(scripted_campaign):
 
 
 @pytest.mark.xdist_group("campaign-scripted")  # its module fixture made once, on one worker
-def test_kill_9_mid_search_campaign_then_resume(tmp_path, scripted_campaign):
+def test_kill_9_mid_search_campaign_then_resume(tmp_path, scripted_campaign, monkeypatch):
     """The same with searches: killed after some problems finished, resumed with the model still
     there; the problems' results equal the uninterrupted campaign's."""
     names = ["relu", "max_dim2", "bmm"]
@@ -258,7 +279,7 @@ def test_kill_9_mid_search_campaign_then_resume(tmp_path, scripted_campaign):
         )
         campaign_id, done = _kill_after(proc, tmp_path / "killed.db", db, finished=1)
         assert 1 <= len(done) < len(names), done
-        resumed = _cli(["suite", "--resume", campaign_id, "--db", db, "--json"], env)
+        resumed = _in_process(["suite", "--resume", campaign_id, "--db", db, "--json"], env, monkeypatch)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     score = json.loads(resumed.stdout)
     uninterrupted = _by_name(scripted_campaign[0])
