@@ -101,10 +101,12 @@ def solutions_campaign(tmp_path_factory):
     """One uninterrupted --solutions campaign over all twelve problems: (db url, campaign id, score)."""
     tmp = tmp_path_factory.mktemp("solutions")
     db = f"sqlite:///{tmp / 'suite.db'}"
-    proc = _cli(
-        ["suite", "--solutions", str(SOLUTIONS), str(PROBLEMS), "--device", "interpret", "--db", db, "--json"],
-        _env(tmp),
-    )
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        proc = _in_process(
+            ["suite", "--solutions", str(SOLUTIONS), str(PROBLEMS), "--device", "interpret", "--db", db, "--json"],
+            _env(tmp),
+            monkeypatch,
+        )
     assert proc.returncode == 0, proc.stderr[-2000:]
     score = json.loads(proc.stdout)
     return db, score["campaign_id"], score, proc.stderr
@@ -231,8 +233,8 @@ def scripted_campaign(tmp_path_factory):
     """One uninterrupted search campaign over four of the problems with the scripted model."""
     tmp = tmp_path_factory.mktemp("scripted")
     model = ScriptedModel()
-    with FakeLLMServer(model) as server:
-        proc = _cli(
+    with FakeLLMServer(model) as server, pytest.MonkeyPatch.context() as monkeypatch:
+        proc = _in_process(
             [
                 "suite",
                 *(str(PROBLEMS / f"{n}.py") for n in SCRIPTED),
@@ -244,6 +246,7 @@ def scripted_campaign(tmp_path_factory):
                 "--json",
             ],
             _model_env(tmp, server),
+            monkeypatch,
         )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout), model.asked, proc.stderr
