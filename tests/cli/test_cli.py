@@ -127,21 +127,11 @@ def test_eval_preflight_stops_a_reference_too_big_for_the_sandbox(one_shot):
     assert "out of memory" in line and "--shape batch_size=64,height=64,width=64" in line
 
 
-def test_run_preflight_stops_before_any_model_call_or_run(problem, tmp_path):
-    from tests.llm.fake_llm_server import FakeLLMServer
-
-    db = f"sqlite:///{tmp_path / 'r.db'}"
-    with FakeLLMServer(lambda api, prompt, body: (200, "OK", {})) as server:
-        proc = _cli(
-            ["run", problem, "--model", "openai:m", "--device", "interpret", "--budget", "3", "--db", db]
-            + ["--shape", "batch_size=1024*64"],
-            tmp_path,
-            OPENAI_BASE_URL=server.url + "/v1",
-        )
-        requests = list(server.requests)
-    line = _one_line_error(proc)
+def test_run_preflight_stops_before_any_model_call_or_run(one_shot):
+    line = _one_line_error(one_shot("preflight run"))
     assert "cannot run" in line and "--shape" in line
-    assert requests == []  # not even the model check
+    assert one_shot.requests == []  # not even the model check
+    db = one_shot.preflight_db
     assert json.loads(CliRunner().invoke(app, ["runs", "--db", db, "--json"]).stdout) == []  # (a read: in process)
 
 
@@ -420,16 +410,32 @@ def _one_shots(folder: Path) -> dict:
         **{f"bad value {i}": args for i, (args, _) in enumerate(BAD_VALUES)},
         **{f"bare {i}": args for i, args in enumerate(BARE)},
     }
+    from tests.llm.fake_llm_server import FakeLLMServer
+
     env = _env(folder, KERNELEVOLVE_STATIC_COST="0")  # no test here is marked static_cost
-    answers = kernelevolve_many(list(commands.values()), folder, env, timeout=600)
-    return {name: [p.returncode, p.stdout, p.stderr] for name, p in zip(commands, answers, strict=True)}
+    db = f"sqlite:///{folder / 'r.db'}"
+    with FakeLLMServer(lambda api, prompt, body: (200, "OK", {})) as server:
+        run = ["run", problem, "--model", "openai:m", *interpret, "--budget", "3", "--db", db]
+        commands["preflight run"] = ([*run, "--shape", "batch_size=1024*64"], {"OPENAI_BASE_URL": server.url + "/v1"})
+        answers = kernelevolve_many(list(commands.values()), folder, env, timeout=600)
+        requests = [r.body for r in server.requests]
+    return {
+        "requests": requests,  # (of all these command lines, only "preflight run" is given the server)
+        "preflight db": db,
+        **{name: [p.returncode, p.stdout, p.stderr] for name, p in zip(commands, answers, strict=True)},
+    }
 
 
 @pytest.fixture
 def one_shot(tmp_path_factory, worker_id):
     """name -> its command's CompletedProcess, from _one_shots (made once this session)."""
     answers = made_once(tmp_path_factory, worker_id, "cli-one-shots", _one_shots)
-    return lambda name: subprocess.CompletedProcess(name, *answers[name])
+
+    def one_shot(name: str) -> subprocess.CompletedProcess:
+        return subprocess.CompletedProcess(name, *answers[name])
+
+    one_shot.requests, one_shot.preflight_db = answers["requests"], answers["preflight db"]
+    return one_shot
 
 
 @pytest.mark.parametrize("command", ["run", "suite"])
