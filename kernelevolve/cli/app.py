@@ -200,6 +200,26 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextmanager
+def sigterm_deferred() -> Iterator[None]:
+    """While the block runs, a SIGTERM is only noted; it raises Terminated once the block is done, so that
+    what the block assigned is there to clean up after it. (Main thread only, as sigterm_as_interrupt.)"""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: noted.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if noted:
+            raise Terminated()
+
+
 def exit_now(code: int) -> NoReturn:
     """Exit at once (output flushed): threads still waiting on a model or an evaluation must not
     hold an interrupted command open; everything recorded is already in the database."""

@@ -230,18 +230,23 @@ def run_command(
         preflight_or_fail(spec, config.device, config.evaluation.shapes, timeout)
     if not no_model_check:
         check_model_or_fail(operator, config.model.name)
-    try:
-        run = runs.start(repo, spec, config, operator=operator)
-    except runs.RunError as e:
-        fail(str(e))
-    where = "" if db is None else f" --db {db}"
-    print_wrapped(
-        f"run {run.id} ({spec.name}, {policy}, {config.device}, budget {plural(config.limits.max_nodes, 'node')}, "
-        f"{operator.name}); resume with:",
-        out=out,
-    )
-    print_plain(f"  kernelevolve resume {run.id}{where}", out=out)
-    drive_search(run, as_json, db)
+
+    def start():
+        try:
+            return runs.start(repo, spec, config, operator=operator)
+        except runs.RunError as e:
+            fail(str(e))
+
+    def header(run) -> None:
+        where = "" if db is None else f" --db {db}"
+        print_wrapped(
+            f"run {run.id} ({spec.name}, {policy}, {config.device}, budget {plural(config.limits.max_nodes, 'node')}, "
+            f"{operator.name}); resume with:",
+            out=out,
+        )
+        print_plain(f"  kernelevolve resume {run.id}{where}", out=out)
+
+    drive_search(start, as_json, db, header)
 
 
 @app.command("resume")
@@ -290,22 +295,29 @@ def resume_command(
             f"run {run_id} already finished ({row.termination_reason}) with {plural(nodes, 'node')}; "
             f"pass --budget N (more than {nodes}) to search on"
         )
-    try:
-        run = runs.open(
-            repo,
-            run_id,
-            config=saved,
-            max_nodes=budget,
-            parallel=parallel,
-            executor_name=executor,
-            ray_address=ray_address,
+
+    def start():
+        try:
+            return runs.open(
+                repo,
+                run_id,
+                config=saved,
+                max_nodes=budget,
+                parallel=parallel,
+                executor_name=executor,
+                ray_address=ray_address,
+            )
+        except runs.RunError as e:
+            fail(str(e))
+
+    def header(run) -> None:
+        more = (
+            f"; {run.replayed} recorded model repl{'y' if run.replayed == 1 else 'ies'} to replay"
+            if run.replayed
+            else ""
         )
-    except runs.RunError as e:
-        fail(str(e))
-    more = (
-        f"; {run.replayed} recorded model repl{'y' if run.replayed == 1 else 'ies'} to replay" if run.replayed else ""
-    )
-    (err_console if as_json else console).print(
-        f"resuming run {run_id} ({plural(nodes, 'node')} so far{more})", highlight=False
-    )
-    drive_search(run, as_json, db)
+        (err_console if as_json else console).print(
+            f"resuming run {run_id} ({plural(nodes, 'node')} so far{more})", highlight=False
+        )
+
+    drive_search(start, as_json, db, header)

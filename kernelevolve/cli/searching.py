@@ -4,6 +4,8 @@ engine with its progress view, then the summary and the exit status."""
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Callable
 
 import typer
 
@@ -19,8 +21,11 @@ from kernelevolve.cli.app import (
     print_plain,
     sandbox_warning,
     sigterm_as_interrupt,
+    sigterm_deferred,
     styled,
 )
+
+log = logging.getLogger(__name__)
 
 
 def operator_or_fail(config, spec=None):
@@ -34,28 +39,48 @@ def operator_or_fail(config, spec=None):
         fail(str(e))
 
 
-def drive_search(run, as_json: bool, db: str | None) -> None:
-    """Search the opened run (kernelevolve.runs.Run) until it stops, then print its summary; never
-    returns (it ends the command with its exit status). The run's executor is closed on the way out."""
+def drive_search(start: Callable[[], object], as_json: bool, db: str | None, header: Callable[[object], None]) -> None:
+    """Open the run (`start()`: a kernelevolve.runs.Run, its row written as running), print `header(run)`,
+    search until it stops, then print its summary; never returns (it ends the command with its exit status).
+    SIGTERM is Ctrl-C from before the run's row exists to the end: whenever it comes, the run is left
+    `interrupted` with the resume command printed, never `running` with no process. The run's executor is
+    closed on the way out."""
     from kernelevolve.cli.progress import ProgressView
     from kernelevolve.runs import RunError
 
     out = err_console if as_json else console
     view = ProgressView(out)
-    interrupted = None
-    with run:  # Ray workers retire, a Ray cluster started for the run stops, however the search ends
+    run = interrupted = None
+    with sigterm_as_interrupt():
         try:
-            engine = run.engine(on_event=view)
-        except RunError as e:
-            fail(str(e))
-        try:
-            with sigterm_as_interrupt():
+            with sigterm_deferred():  # the row is written in there: a signal meanwhile waits until run is set
+                run = start()
+            with run:  # Ray workers retire, a Ray cluster started for the run stops, however the search ends
+                header(run)
+                try:
+                    engine = run.engine(on_event=view)
+                except RunError as e:
+                    fail(str(e))
                 reason = _drive(run, view, as_json, db)
         except KeyboardInterrupt as e:
             interrupted = interrupt_code(e)
+            if run is not None:
+                _left_interrupted(run, db)
     if interrupted is not None:
         exit_now(interrupted)
     _summarise(run.repo, run.id, engine, reason, as_json, db)
+
+
+def _left_interrupted(run, db: str | None) -> None:
+    """After an interruption: the run's row says `interrupted` (the engine writes it once its loop has begun;
+    a signal before that leaves it to this) and the resume command is printed."""
+    try:
+        if run.repo.run(run.id).status == "running":
+            run.repo.update_run(run.id, status="interrupted")
+    except Exception as e:  # noqa: BLE001 (the database may be what failed; the hint still goes out)
+        log.warning("run %s: could not mark it interrupted: %s", run.id, e)
+    where = "" if db is None else f" --db {db}"
+    print_plain(f"interrupted: resume with `kernelevolve resume {run.id}{where}`", out=err_console)
 
 
 def _drive(run, view, as_json: bool, db: str | None) -> str:
@@ -67,10 +92,6 @@ def _drive(run, view, as_json: bool, db: str | None) -> str:
             reason = run.search(
                 on_log=lambda log_file: print_plain(f"log: {log_file}", out=err_console if as_json else console)
             )
-    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (Terminated): the engine marked the run interrupted
-        where = "" if db is None else f" --db {db}"
-        print_plain(f"interrupted: resume with `kernelevolve resume {run_id}{where}`", out=err_console)
-        raise
     except SQLAlchemyError as e:  # the database went away mid-run: what was committed is safe
         where = "" if db is None else f" --db {db}"
         fail(

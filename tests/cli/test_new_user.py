@@ -311,6 +311,33 @@ def test_sigterm_prints_the_resume_hint_and_marks_the_run_interrupted(tmp_path):
     assert row["status"] == "interrupted" and row["process"] is None
 
 
+@pytest.mark.timeout(300)
+def test_sigterm_as_soon_as_the_run_exists_still_leaves_it_interrupted(tmp_path):
+    """Was: a SIGTERM after the run's row was written (as `running`) but before the search's loop began
+    killed the process with no hint (-15), or exited 143 with the run left `running`."""
+    db_file = tmp_path / "early.db"
+    args = ["run", RELU, "--model", f"plugin:{FIXTURES / 'slow_operator.py'}:SlowOperator", "--device", "interpret"]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from kernelevolve.cli import main; main()", *map(str, args)]
+        + ["--budget", "2", "--db", f"sqlite:///{db_file}", "--no-preflight", "--no-model-check"],
+        env=_env(tmp_path),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not (runs := _runs_read_only(db_file)) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)  # the moment its row exists
+    out, err = proc.communicate(timeout=60)
+    assert runs, (out, err)
+    assert proc.returncode == 143, (proc.returncode, out, err)
+    assert f"interrupted: resume with `kernelevolve resume {runs[0][0]} --db sqlite:///{db_file}`" in err, err
+    assert "Traceback" not in out + err
+    assert _runs_read_only(db_file)[0][1] == "interrupted"
+
+
 # -- item 6: a database that cannot be written ---------------------------------------------------------
 
 
