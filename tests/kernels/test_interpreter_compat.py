@@ -96,3 +96,44 @@ def test_a_range_loops_variable_is_a_tensor_and_a_static_ones_an_int():
     _loop_variables[(2,)](x, y, 7, P=2, BLOCK=16)
     torch.testing.assert_close(y[:7], 2 * x)
     torch.testing.assert_close(y[7:], torch.stack([x[0], 3 * x[0]]))
+
+
+@triton.jit
+def _twice_plus_one(x):
+    return x * 2.0 + 1.0
+
+
+@triton.jit
+def _device_calls_in_a_loop(x_ptr, y_ptr, CALLS: tl.constexpr, BLOCK: tl.constexpr):
+    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for _ in range(CALLS):
+        acc += _twice_plus_one(tl.load(x_ptr + cols))
+    tl.store(y_ptr + cols, acc)
+
+
+def test_a_launch_patches_the_language_once_whatever_its_device_calls_and_undoes_it(monkeypatch):
+    """The interpreter patched triton.language again at every call of a device function (here 3 programs x
+    20 calls); it is patched once a launch (and module) now, the kernel computes the same, and the language is as it was
+    after the launch."""
+    from triton.runtime import interpreter
+
+    applied = patch_triton_interpreter()
+    assert "device_call_patch" in applied
+    scopes = []
+
+    class Counted(interpreter._LangPatchScope):
+        def __init__(self) -> None:
+            super().__init__()
+            scopes.append(self)
+
+    monkeypatch.setattr(interpreter, "_LangPatchScope", Counted)
+    before = (tl.load, tl.core.tensor.__add__, tl.zeros)
+    x = torch.randn(3 * 16)
+    y = torch.empty_like(x)
+    _device_calls_in_a_loop[(3,)](x, y, CALLS=20, BLOCK=16)
+    torch.testing.assert_close(y, 20 * (2 * x + 1))
+    # The launch's patch, and one more for tl.zeros (itself a device function whose module reaches
+    # triton.language.core too, which the kernel's does not): not one per program and call.
+    assert len(scopes) == 2, len(scopes)
+    assert (tl.load, tl.core.tensor.__add__, tl.zeros) == before

@@ -20,6 +20,11 @@ probe of the interpreter itself; `patch_triton_interpreter()` returns the names 
   `compile` so). The interpreter's own rewrite of each kernel's source (which already turns every
   assignment's value into a tensor) also turns such a loop's variable into one; `tl.static_range`
   loops keep plain ints, as compiled Triton does. Probed: `.to()` on a loop variable.
+- "device_call_patch" (every version checked; speed, not a bug): the interpreter patches triton.language
+  for a launch and again on EVERY call of a `@triton.jit` device function inside it (never undone, the
+  launch's own restore undoes all), a third of the time of a kernel that calls helpers in its loops. A
+  device function whose language modules the running launch already patched is called as it is.
+  Probed: `_patch_lang` and `_LangPatchScope` as this file knows them.
 - TF32 (every version; emulation rather than a fix, `emulate_tf32()`, applied in the evaluator's processes): the interpreter multiplies float32 dots
   exactly whatever their input_precision, while the GPU rounds a tf32 dot's inputs to 10 mantissa bits
   (float32 `tl.dot`'s default). The inputs of a TF32 dot are rounded the same way (to nearest, as
@@ -58,6 +63,9 @@ def patch_triton_interpreter() -> list[str]:
     if _loop_index_is_an_int(interpreter):
         _fix_loop_index(interpreter)
         applied.append("loop_index")
+    if _repatches_device_calls(interpreter):
+        _patch_once_per_launch(interpreter)
+        applied.append("device_call_patch")
     builder._kernelevolve_fixes = tuple(applied)
     return applied
 
@@ -223,3 +231,60 @@ def _fix_loop_index(interpreter) -> None:
         return node
 
     transformer.visit_For = visit_For
+
+
+def _repatches_device_calls(interpreter) -> bool:
+    import inspect
+
+    try:
+        call = inspect.getsource(interpreter.InterpretedFunction.__call__)
+        launch = inspect.getsource(interpreter.GridExecutor.__call__)
+    except (AttributeError, OSError, TypeError):
+        return False
+    return (
+        "_patch_lang(self.fn)" in call
+        and "patch_scope = _patch_lang(self.fn)" in launch
+        and "patch_scope.restore()" in launch
+        and hasattr(interpreter, "_LangPatchScope")
+    )
+
+
+def _patch_once_per_launch(interpreter) -> None:
+    import sys
+
+    import triton.language as tl
+
+    original = interpreter._patch_lang
+    launch = interpreter.GridExecutor.__call__.__code__
+    patched_now: list[frozenset] = []  # the language modules of each launch running now, innermost last
+
+    def languages(fn) -> frozenset:
+        return frozenset(id(v) for v in fn.__globals__.values() if v is tl or v is tl.core)
+
+    class LaunchScope:
+        def __init__(self, scope) -> None:
+            self.scope = scope
+
+        def restore(self) -> None:
+            patched_now.pop()
+            self.scope.restore()
+
+    class AlreadyPatched:
+        def restore(self) -> None:
+            pass
+
+    def patch_lang(fn):
+        if sys._getframe(1).f_code is launch:  # a launch: patched, and undone by its restore()
+            scope = original(fn)
+            patched_now.append(languages(fn))
+            return LaunchScope(scope)
+        if not patched_now:  # a device function called outside any launch
+            return original(fn)
+        wanted = languages(fn)
+        if wanted <= patched_now[-1]:  # a device call inside a launch that patched its modules already
+            return AlreadyPatched()
+        scope = original(fn)  # never undone by the interpreter: in effect for the rest of the launch
+        patched_now[-1] = patched_now[-1] | wanted
+        return scope
+
+    interpreter._patch_lang = patch_lang
