@@ -101,8 +101,8 @@ CASES = {
         # the same constexprs (tiles, blocks, path flags) as with B 2, half the programs. The sample offset
         # is the kernel's common prologue, checked with B 2-3 by the defaults, KSIZE 5 and 1, pairs and
         # quads at L 38, the "out" cases at L 38 and the flat tilings (where B is part of the tiling).
-        # Shifted loads: 3 COUT tiles (the last partial), 3 L tiles (ragged), CIN in 2 slices (the
-        # last partial).
+        # Shifted loads: 3 COUT tiles (the last partial), 3 L tiles (ragged); CIN 20 in one BLOCK_CI 32
+        # slice (CIN over several slices, the last partial: the gather cases below).
         (
             {"BLOCK_CO": 32, "BLOCK_L": 32, "fp32_BLOCK_L": 32, "shift": "load", "fp32_shift": "load"},
             {"B": 1, "CIN": 20, "COUT": 70, "L": 75},
