@@ -4,6 +4,7 @@ second the run's best (it used to be the first, all untimed nodes tying), the ne
 estimate as a static fact, and `show` prints it apart from any speedup."""
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -15,7 +16,7 @@ from kernelevolve.llm.base import CHECK_PROMPT
 from kernelevolve.memory import Repository
 from kernelevolve.paths import KNOWLEDGE_BASE, REPO_ROOT
 from tests.llm.fake_llm_server import FakeLLMServer
-from tests.llm.test_run_with_llm import _clean_env
+from tests.llm.test_run_with_llm import LLM_ENV
 
 pytestmark = pytest.mark.static_cost  # the estimate is part of what these tests check
 
@@ -41,6 +42,13 @@ class Script:
             if prompt.startswith("# Task: make"):
                 return 200, "I would fuse the passes.", {}  # no code: recorded at once, nothing to evaluate
             return 400, f"unexpected prompt: {prompt[:80]}", {}
+
+
+def _clean_env(tmp_path) -> dict[str, str]:
+    """This environment without any model provider's settings, with a fresh reply cache."""
+    env = {k: v for k, v in os.environ.items() if k not in LLM_ENV}
+    env["KERNELEVOLVE_CACHE_DIR"] = str(tmp_path / "cache")
+    return env
 
 
 def _kernelevolve(args, env, cwd):
