@@ -16,10 +16,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
+from tests.cli.console import kernelevolve_in_process
 from tests.llm.fake_llm_server import FakeLLMServer
 
 HERE = Path(__file__).parent
@@ -49,23 +49,13 @@ def _cli(args, env, timeout=400):
 
 
 def _in_process(args, env: dict, monkeypatch):
-    """`kernelevolve ARGS` in process (CliRunner) with `env`'s KERNELEVOLVE_*, model and COLUMNS variables
-    (the test process's own imports, and the evaluator's fork server it already has): (returncode, stdout,
-    stderr)."""
-    from typer.testing import CliRunner
-
-    from kernelevolve.cli import app
-    from kernelevolve.settings import settings
-
-    for name in LLM_ENV:
-        monkeypatch.delenv(name, raising=False)
-    for name, value in env.items():
-        if name.startswith(("KERNELEVOLVE_", "OPENAI_", "ANTHROPIC_", "TRITON_")) or name == "COLUMNS":
-            monkeypatch.setenv(name, value)
-    settings.cache_clear()  # the environment is read once per process: as a new process would
-    out = CliRunner().invoke(app, args)
-    stderr = out.stderr + (repr(out.exception) if out.exception and not isinstance(out.exception, SystemExit) else "")
-    return SimpleNamespace(returncode=out.exit_code, stdout=out.stdout, stderr=stderr)
+    """`kernelevolve ARGS` in process with `env`'s KERNELEVOLVE_*, model, Triton and COLUMNS variables."""
+    wanted = {
+        name: value
+        for name, value in env.items()
+        if name.startswith(("KERNELEVOLVE_", "OPENAI_", "ANTHROPIC_", "TRITON_")) or name == "COLUMNS"
+    }
+    return kernelevolve_in_process(args, monkeypatch, wanted, unset=LLM_ENV)
 
 
 def _kill_after(proc, path: Path, db: str, finished: int) -> tuple[str, list[str]]:

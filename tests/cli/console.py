@@ -111,3 +111,28 @@ def made_once(tmp_path_factory, worker_id: str, name: str, make: Callable[[Path]
         answer = make(folder)
         made.write_text(json.dumps(answer))
         return answer
+
+
+def kernelevolve_in_process(args, monkeypatch, env: dict | None = None, cwd: Path | None = None, unset=()):
+    """`kernelevolve ARGS` in this process (typer's CliRunner): `unset` variables removed and `env`'s set for
+    it (through monkeypatch: undone after the test), cwd `cwd`, the settings read afresh as a new process
+    would. Its imports are the test process's, and the runs of one test process share the evaluator's fork
+    server (candidates and judges are still sandboxed processes). (returncode, stdout, stderr); an
+    exception other than SystemExit is appended to stderr."""
+    from types import SimpleNamespace
+
+    from typer.testing import CliRunner
+
+    from kernelevolve.cli import app
+    from kernelevolve.settings import settings
+
+    for name in unset:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in (env or {}).items():
+        monkeypatch.setenv(name, value)
+    if cwd is not None:
+        monkeypatch.chdir(cwd)
+    settings.cache_clear()
+    out = CliRunner().invoke(app, [str(a) for a in args])
+    stderr = out.stderr + (repr(out.exception) if out.exception and not isinstance(out.exception, SystemExit) else "")
+    return SimpleNamespace(returncode=out.exit_code, stdout=out.stdout, stderr=stderr)

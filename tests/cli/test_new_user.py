@@ -248,13 +248,9 @@ class MarkedSlowOperator(_module.SlowOperator):
 """
 
 
-def _start_slow_run(tmp_path, db):
-    """A real `kernelevolve run` caught while its model is answering, and its run id."""
-    mark, plugin = tmp_path / "drafting", tmp_path / "marked_slow_operator.py"
-    plugin.write_text(MARKED_SLOW_OPERATOR.format(fixture=str(FIXTURES / "slow_operator.py"), mark=str(mark)))
-    model = f"plugin:{plugin}:MarkedSlowOperator"
-    args = ["run", RELU, "--model", model, "--device", "interpret", "--budget", "2", "--db", db]
-    proc = subprocess.Popen(
+def _started(args, tmp_path) -> subprocess.Popen:
+    """`kernelevolve ARGS --no-preflight` started as a real process, its output piped."""
+    return subprocess.Popen(
         [sys.executable, "-c", "from kernelevolve.cli import main; main()", *map(str, args), "--no-preflight"],
         env=_env(tmp_path),
         cwd=tmp_path,
@@ -262,6 +258,14 @@ def _start_slow_run(tmp_path, db):
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def _start_slow_run(tmp_path, db):
+    """A real `kernelevolve run` caught while its model is answering, and its run id."""
+    mark, plugin = tmp_path / "drafting", tmp_path / "marked_slow_operator.py"
+    plugin.write_text(MARKED_SLOW_OPERATOR.format(fixture=str(FIXTURES / "slow_operator.py"), mark=str(mark)))
+    model = f"plugin:{plugin}:MarkedSlowOperator"
+    proc = _started(["run", RELU, "--model", model, "--device", "interpret", "--budget", "2", "--db", db], tmp_path)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # watched from here, not by `runs` (a start of the CLI each poll)
         if mark.exists():
@@ -316,16 +320,9 @@ def test_sigterm_as_soon_as_the_run_exists_still_leaves_it_interrupted(tmp_path)
     """Was: a SIGTERM after the run's row was written (as `running`) but before the search's loop began
     killed the process with no hint (-15), or exited 143 with the run left `running`."""
     db_file = tmp_path / "early.db"
-    args = ["run", RELU, "--model", f"plugin:{FIXTURES / 'slow_operator.py'}:SlowOperator", "--device", "interpret"]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from kernelevolve.cli import main; main()", *map(str, args)]
-        + ["--budget", "2", "--db", f"sqlite:///{db_file}", "--no-preflight", "--no-model-check"],
-        env=_env(tmp_path),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    model = f"plugin:{FIXTURES / 'slow_operator.py'}:SlowOperator"
+    args = ["run", RELU, "--model", model, "--device", "interpret", "--budget", "2", "--db", f"sqlite:///{db_file}"]
+    proc = _started([*args, "--no-model-check"], tmp_path)
     deadline = time.monotonic() + 120
     while not (runs := _runs_read_only(db_file)) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.01)

@@ -6,15 +6,14 @@ and judges are still sandboxed processes)."""
 
 import json
 import threading
-from types import SimpleNamespace
 
 import pytest
-from typer.testing import CliRunner
 
 from kernelevolve.llm.base import CHECK_PROMPT
 from kernelevolve.memory import Repository
 from kernelevolve.operators.tunables import read_declared, rewrite_config
 from kernelevolve.paths import KNOWLEDGE_BASE, REPO_ROOT
+from tests.cli.console import kernelevolve_in_process
 from tests.llm.fake_llm_server import FakeLLMServer
 
 FIXED = (KNOWLEDGE_BASE / "kernels" / "softmax.py").read_text()
@@ -68,18 +67,8 @@ class Script:
 
 
 def _kernelevolve(args, env, cwd, monkeypatch):
-    """`kernelevolve ARGS` in process, with `env` (variable -> value) set and cwd in `cwd`:
-    (returncode, stdout, stderr)."""
-    from kernelevolve.cli import app
-    from kernelevolve.settings import settings
-
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.chdir(cwd)
-    settings.cache_clear()  # the environment is read once per process: as a new process would
-    out = CliRunner().invoke(app, args)
-    stderr = out.stderr + (repr(out.exception) if out.exception and not isinstance(out.exception, SystemExit) else "")
-    return SimpleNamespace(returncode=out.exit_code, stdout=out.stdout, stderr=stderr)
+    """`kernelevolve ARGS` in process, with `env` set and cwd in `cwd`: (returncode, stdout, stderr)."""
+    return kernelevolve_in_process(args, monkeypatch, env, cwd)
 
 
 def _clean_env(tmp_path, monkeypatch):

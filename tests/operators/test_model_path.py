@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import time
-from types import SimpleNamespace
 
 import pytest
 
@@ -21,6 +20,7 @@ from kernelevolve.operators.llm_operator import LLMOperator, insight_problem
 from kernelevolve.evaluation.result import EvalResult, ShapeResult
 from kernelevolve.paths import KNOWLEDGE_BASE, REPO_ROOT
 from kernelevolve.spec import load_spec
+from tests.cli.console import kernelevolve_in_process
 from tests.llm.fake_llm_server import FakeLLMServer
 
 SOFTMAX = REPO_ROOT / "specs" / "softmax.yaml"
@@ -256,21 +256,7 @@ def _cli(args, env, cwd, timeout=120):
 
 
 def _in_process(args, env, cwd, monkeypatch):
-    """`kernelevolve ARGS` in process (CliRunner), with `env`'s variables set: its imports are the
-    test process's, and the runs of one test process share the evaluator's fork server (candidates and
-    judges are still sandboxed processes). (returncode, stdout, stderr)."""
-    from typer.testing import CliRunner
-
-    from kernelevolve.cli import app
-    from kernelevolve.settings import settings
-
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.chdir(cwd)
-    settings.cache_clear()  # the environment is read once per process: as a new process would
-    out = CliRunner().invoke(app, args)
-    stderr = out.stderr + (repr(out.exception) if out.exception and not isinstance(out.exception, SystemExit) else "")
-    return SimpleNamespace(returncode=out.exit_code, stdout=out.stdout, stderr=stderr)
+    return kernelevolve_in_process(args, monkeypatch, env, cwd)
 
 
 def test_a_closed_port_fails_the_model_check_in_seconds(tmp_path):

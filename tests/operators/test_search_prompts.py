@@ -12,11 +12,11 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from kernelevolve.memory.repository import Repository
+from tests.cli.console import kernelevolve_in_process
 from tests.llm.fake_llm_server import FakeLLMServer
 
 PROBLEMS = Path(__file__).parent / "problems"
@@ -85,23 +85,7 @@ def _cli(args, env, cwd, timeout=300):
 
 
 def _in_process(args, env, cwd, monkeypatch):
-    """`kernelevolve ARGS` in process (CliRunner), with `env`'s variables set: its imports are the
-    test process's, and the runs of one test process share the evaluator's fork server (candidates and
-    judges are still sandboxed processes). (returncode, stdout, stderr)."""
-    from typer.testing import CliRunner
-
-    from kernelevolve.cli import app
-    from kernelevolve.settings import settings
-
-    for name in LLM_ENV:
-        monkeypatch.delenv(name, raising=False)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.chdir(cwd)
-    settings.cache_clear()  # the environment is read once per process: as a new process would
-    out = CliRunner().invoke(app, args)
-    stderr = out.stderr + (repr(out.exception) if out.exception and not isinstance(out.exception, SystemExit) else "")
-    return SimpleNamespace(returncode=out.exit_code, stdout=out.stdout, stderr=stderr)
+    return kernelevolve_in_process(args, monkeypatch, env, cwd, unset=LLM_ENV)
 
 
 def _reply(api, prompt, body):
