@@ -78,7 +78,7 @@ def main() -> None:
         print("aborted", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt as exc:  # Ctrl-C (130), or SIGTERM where a command turned it into one (143)
-        from kernelevolve.cli.app import interrupt_code
+        from kernelevolve.cli.interrupts import interrupt_code
 
         sys.exit(interrupt_code(exc))
     except SystemExit:

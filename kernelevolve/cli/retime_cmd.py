@@ -28,8 +28,8 @@ from kernelevolve.cli.app import (
     repo_or_fail,
     resolve_device,
     shapes_or_fail,
-    sigterm_as_interrupt,
 )
+from kernelevolve.cli.interrupts import sigterm_as_interrupt
 
 if TYPE_CHECKING:
     from kernelevolve.evaluation.executors import Executor

@@ -14,16 +14,13 @@ from kernelevolve.cli.app import (
     EXIT_OK,
     console,
     err_console,
-    exit_now,
     fail,
-    interrupt_code,
     plural,
     print_plain,
     sandbox_warning,
-    sigterm_as_interrupt,
-    sigterm_deferred,
     styled,
 )
+from kernelevolve.cli.interrupts import exit_now, interrupt_code, sigterm_as_interrupt, sigterm_deferred
 
 log = logging.getLogger(__name__)
 

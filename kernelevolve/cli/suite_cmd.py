@@ -19,17 +19,15 @@ from kernelevolve.cli.app import (
     check_model_or_fail,
     console,
     err_console,
-    exit_now,
     fail,
-    interrupt_code,
     plural,
     print_entries,
     print_plain,
     repo_or_fail,
     resolve_device,
     settings_or_fail,
-    sigterm_as_interrupt,
 )
+from kernelevolve.cli.interrupts import exit_now, interrupt_code, sigterm_as_interrupt
 from kernelevolve.operators import providers_help
 
 SHAPE_HELP = (
