@@ -4,7 +4,6 @@ a synthetic 2,000-node run written through the repository, a headless chromium, 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -15,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.cli.console import made_once
 
 from tests.search.conftest import pg_required, pg_url  # noqa: F401  (the session's PostgreSQL database)
 
@@ -64,20 +65,10 @@ def real_run(tmp_path_factory, worker_id):
     """(folder, SQLite URL, run id) of a 2-node softmax search under the interpreter, model calls recorded.
     Made once a session: under pytest-xdist the first worker to need it makes it and the others read it
     (tests review copies of its database: copy_of)."""
-    if worker_id == "master":
-        return _real_run(tmp_path_factory.mktemp("review-run"))
-    from filelock import FileLock
-
-    shared = tmp_path_factory.getbasetemp().parent  # this session's, common to all its workers
-    with FileLock(str(shared / "review-run.lock")):
-        made = shared / "review-run.json"
-        if made.exists():
-            where, db, run_id = json.loads(made.read_text())
-            return Path(where), db, run_id
-        (where := shared / "review-run").mkdir()
-        where, db, run_id = _real_run(where)
-        made.write_text(json.dumps([str(where), db, run_id]))
-        return where, db, run_id
+    where, db, run_id = made_once(
+        tmp_path_factory, worker_id, "review-run", lambda folder: [str(x) for x in _real_run(folder)]
+    )
+    return Path(where), db, run_id
 
 
 def _real_run(where: Path) -> tuple[Path, str, str]:
