@@ -111,6 +111,11 @@ def fail(message: str, code: int = EXIT_UNUSABLE) -> NoReturn:
     sys.exit(code)
 
 
+def db_option(db: str | None) -> str:
+    """` --db URL` for a command printed for the user to run, or nothing when the default database was used."""
+    return "" if db is None else f" --db {db}"
+
+
 def plural(n: int, word: str) -> str:
     """`1 node`, `2 nodes`, `0 nodes`."""
     return f"{n} {word}" + ("" if n == 1 else "s")

@@ -7,6 +7,7 @@ from typing import Optional
 import typer
 
 from kernelevolve.cli.app import (
+    db_option,
     POLICY_HELP,
     POLICY_METAVAR,
     DB_HELP,
@@ -238,13 +239,12 @@ def run_command(
             fail(str(e))
 
     def header(run) -> None:
-        where = "" if db is None else f" --db {db}"
         print_wrapped(
             f"run {run.id} ({spec.name}, {policy}, {config.device}, budget {plural(config.limits.max_nodes, 'node')}, "
             f"{operator.name}); resume with:",
             out=out,
         )
-        print_plain(f"  kernelevolve resume {run.id}{where}", out=out)
+        print_plain(f"  kernelevolve resume {run.id}{db_option(db)}", out=out)
 
     drive_search(start, as_json, db, header)
 

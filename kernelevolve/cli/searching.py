@@ -10,6 +10,7 @@ from collections.abc import Callable
 import typer
 
 from kernelevolve.cli.app import (
+    db_option,
     EXIT_FAILED,
     EXIT_OK,
     console,
@@ -76,8 +77,7 @@ def _left_interrupted(run, db: str | None) -> None:
             run.repo.update_run(run.id, status="interrupted")
     except Exception as e:  # noqa: BLE001 (the database may be what failed; the hint still goes out)
         log.warning("run %s: could not mark it interrupted: %s", run.id, e)
-    where = "" if db is None else f" --db {db}"
-    print_plain(f"interrupted: resume with `kernelevolve resume {run.id}{where}`", out=err_console)
+    print_plain(f"interrupted: resume with `kernelevolve resume {run.id}{db_option(db)}`", out=err_console)
 
 
 def _drive(run, view, as_json: bool, db: str | None) -> str:
@@ -90,10 +90,9 @@ def _drive(run, view, as_json: bool, db: str | None) -> str:
                 on_log=lambda log_file: print_plain(f"log: {log_file}", out=err_console if as_json else console)
             )
     except SQLAlchemyError as e:  # the database went away mid-run: what was committed is safe
-        where = "" if db is None else f" --db {db}"
         fail(
             f"database error during the search ({type(e).__name__}: {str(e).strip().splitlines()[0]}); "
-            f"once it is back: `kernelevolve resume {run_id}{where}`"
+            f"once it is back: `kernelevolve resume {run_id}{db_option(db)}`"
         )
     return reason
 
@@ -134,13 +133,12 @@ def _summarise(repo, run_id: str, engine, reason: str, as_json: bool, db: str | 
                     markup=False,
                 )
         if best:
-            where = "" if db is None else f" --db {db}"
             console.print(
                 f"best: node {best[0].id} ({graph.kind(best[0].id)}): {fitness_text(best[0])}; its source:",
                 highlight=False,
                 markup=False,
             )
-            print_plain(f"  kernelevolve show {run_id} --node {best[0].id}{where}")
+            print_plain(f"  kernelevolve show {run_id} --node {best[0].id}{db_option(db)}")
         else:
             console.print("no correct kernel found", highlight=False)
     raise typer.Exit(EXIT_OK if best else EXIT_FAILED)

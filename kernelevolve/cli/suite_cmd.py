@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from kernelevolve.cli.app import (
+    db_option,
     POLICY_HELP,
     POLICY_METAVAR,
     DB_HELP,
@@ -120,7 +121,6 @@ def suite_command(
     )
 
     repo = repo_or_fail(db, write=True)
-    where = "" if db is None else f" --db {db}"
     out = err_console if as_json else console
     if resume is not None:
         if paths or solutions is not None:
@@ -174,7 +174,7 @@ def suite_command(
             f"{'solutions from ' + str(solutions) if solutions else settings.model}, {device}); resume with:",
             highlight=False,
         )
-        print_plain(f"  kernelevolve suite --resume {campaign_id}{where}", out=out)
+        print_plain(f"  kernelevolve suite --resume {campaign_id}{db_option(db)}", out=out)
         for p in problems:
             why = f" (skipped: {skip[p.name]})" if p.name in skip else ""
             print_plain(f"  {p.name}: {p.shapes_text(device)} [{p.shape_rule}]{why}", out=out)
@@ -190,7 +190,9 @@ def suite_command(
             runner.run(repo, campaign_id, progress)
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM
         # Everything recorded is safe (the database is written step by step); workers are cut off.
-        print_plain(f"interrupted: resume with `kernelevolve suite --resume {campaign_id}{where}`", out=err_console)
+        print_plain(
+            f"interrupted: resume with `kernelevolve suite --resume {campaign_id}{db_option(db)}`", out=err_console
+        )
         exit_now(interrupt_code(e))
     result = _print_score(repo, campaign_id, None, as_json)
     skipped = [p for p in result.problems if (p.failure or "").startswith("skipped")]
